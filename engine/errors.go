@@ -33,11 +33,11 @@ func hintFor(err error) string {
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return "disk full: free space or add capacity; nothing past this write was acknowledged"
 	case errors.Is(err, unix.EROFS):
-		return "file system is read-only: check the mount and the disk's health"
+		return "check the mount and the disk's health"
 	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
-		return "too many open files: raise the fd limit (ulimit -n / LimitNOFILE)"
+		return "raise the fd limit: ulimit -n, or LimitNOFILE in the systemd unit"
 	case errors.Is(err, unix.EIO):
-		return "I/O error from the device: check the disk; data not synced may be lost"
+		return "the device failed: check the disk; data not yet synced may be lost"
 	}
 	return ""
 }

@@ -28,9 +28,9 @@ type MemOptions struct {
 type MemFS struct {
 	mu       sync.Mutex
 	capacity int64
-	used     int64                 // sum over files of max(len(data), allocated)
-	nodes    map[string]*memNode   // the namespace as processes see it
-	durable  map[string]*memNode   // the namespace a crash would leave (SyncDir)
+	used     int64               // sum over files of max(len(data), allocated)
+	nodes    map[string]*memNode // the namespace as processes see it
+	durable  map[string]*memNode // the namespace a crash would leave (SyncDir)
 	closed   bool
 }
 

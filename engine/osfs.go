@@ -5,7 +5,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -309,6 +308,3 @@ func (f *osFile) Close() error {
 	f.fs.io.detach(f)
 	return f.err("close", unix.Close(f.fd))
 }
-
-// joinPath is filepath.Join, named for the call sites that build file names.
-func joinPath(elem ...string) string { return filepath.Join(elem...) }

@@ -10,10 +10,10 @@ func NewStd() FS { return &osFS{io: stdIO{}} }
 
 type stdIO struct{}
 
-func (stdIO) name() string    { return "std" }
-func (stdIO) attach(*osFile)  {}
-func (stdIO) detach(*osFile)  {}
-func (stdIO) close() error    { return nil }
+func (stdIO) name() string   { return "std" }
+func (stdIO) attach(*osFile) {}
+func (stdIO) detach(*osFile) {}
+func (stdIO) close() error   { return nil }
 func (stdIO) datasync(f *osFile) error {
 	return retryEINTR(func() error { return unix.Fdatasync(f.fd) })
 }

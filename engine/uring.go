@@ -69,7 +69,7 @@ type uringIO struct {
 }
 
 type uringSlot struct {
-	res    atomic.Int32 // atomic: the kernel, not Go, orders reuse of a slot
+	res    atomic.Int32  // atomic: the kernel, not Go, orders reuse of a slot
 	done   chan struct{} // capacity 1: the reaper never blocks
 	pinner runtime.Pinner
 }

@@ -91,7 +91,9 @@ type Injector interface {
 type InjectorFunc func(op Op, path string, index int64) (Fault, bool)
 
 // Inject implements Injector.
-func (f InjectorFunc) Inject(op Op, path string, index int64) (Fault, bool) { return f(op, path, index) }
+func (f InjectorFunc) Inject(op Op, path string, index int64) (Fault, bool) {
+	return f(op, path, index)
+}
 
 // None injects nothing (a pass-through wrapper that still counts ops).
 var None = InjectorFunc(func(Op, string, int64) (Fault, bool) { return Fault{}, false })

@@ -81,7 +81,7 @@ const (
 // sqringOffsets mirrors struct io_sqring_offsets (40 bytes).
 type sqringOffsets struct {
 	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
-	userAddr                                                       uint64
+	userAddr                                                        uint64
 }
 
 // cqringOffsets mirrors struct io_cqring_offsets (40 bytes).
@@ -93,9 +93,9 @@ type cqringOffsets struct {
 // params mirrors struct io_uring_params (120 bytes).
 type params struct {
 	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFd uint32
-	resv                                                                  [3]uint32
-	sqOff                                                                 sqringOffsets
-	cqOff                                                                 cqringOffsets
+	resv                                                                   [3]uint32
+	sqOff                                                                  sqringOffsets
+	cqOff                                                                  cqringOffsets
 }
 
 // SQE mirrors struct io_uring_sqe (64 bytes, without SQE128).

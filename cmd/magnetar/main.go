@@ -1,0 +1,64 @@
+// Command magnetar is Magnetar's one binary: every role and tool is a
+// subcommand (magnetar version, magnetar perf disk, and, as they land,
+// magnetar standalone, broker, bookie and admin commands).
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"version", "print the version", runVersion},
+		{"perf", "measure: perf disk (write+datasync, datasync latency, sequential read)", runPerf},
+		{"standalone", "run broker, bookie and embedded metadata in one process", runStandalone},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "magnetar: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: magnetar <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+}
+
+func runVersion(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "magnetar %s\n", version)
+	return 0
+}
+
+func runStandalone(_ []string, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "magnetar standalone: not built yet. The storage engine (engine/) is in place;"+
+		" the metadata store, broker (Pulsar binary protocol) and bookie land with their issues."+
+		" Until then `magnetar perf disk` measures this machine's disk.")
+	return 3
+}
