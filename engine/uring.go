@@ -36,17 +36,22 @@ func NewUring(opts UringOptions) (FS, error) {
 
 // uringIO moves bytes through one io_uring.
 //
-// Completion model: any goroutine submits under subMu and then parks on its
-// slot's channel; one reaper goroutine blocks in io_uring_enter(GETEVENTS),
-// reads completions and wakes the owners. Requests are identified by slot
-// index (user_data), never by pointer, so the kernel holds no Go pointers.
+// Completion model (leader/followers): any goroutine submits under subMu and
+// then waits for its slot. One waiter at a time is the leader (holds reapMu):
+// it blocks in io_uring_enter(GETEVENTS), reaps every completion and wakes
+// their owners. When the leader's own operation is done it steps down and
+// hands leadership to a waiter still in flight. A lone operation therefore
+// reaps its own completion with no thread hand-off, and many goroutines share
+// one waiting thread. Requests are identified by slot index (user_data),
+// never by pointer, so the kernel holds no Go pointers.
 //
 // Memory handed to the kernel: iovec arrays live in an mmap'd area outside
 // the Go heap (one fixed array per slot); data buffers are pinned with
 // runtime.Pinner from submission until their completion is reaped.
 //
-// Lock order: acquireMu -> subMu. bufMu (read) is held around an operation
-// that uses registered buffers; filesMu only around the fixed-file table.
+// Lock order: acquireMu -> subMu; reapMu is only ever taken with TryLock.
+// bufMu (read) is held around an operation that uses registered buffers;
+// filesMu only around the fixed-file table.
 type uringIO struct {
 	ring *iouring.Ring
 
@@ -58,8 +63,8 @@ type uringIO struct {
 	subMu  sync.Mutex // guards the ring's submission side
 	broken error      // guarded by subMu: set when the ring can no longer submit
 
-	reaperDone chan struct{}
-	closed     atomic.Bool
+	reapMu sync.Mutex // held by the leader, the one goroutine reading the CQ
+	closed atomic.Bool
 
 	filesMu   sync.Mutex
 	fixedFree []int32 // free registered-file slots; nil when unsupported
@@ -68,9 +73,18 @@ type uringIO struct {
 	regions []bufRegion // registered buffers, guarded by bufMu
 }
 
+// Slot states.
+const (
+	slotFree     uint32 = iota
+	slotInFlight        // submitted, owner not yet waiting on it
+	slotWaiting         // owner waits on it (maybe blocked): handOff may wake it
+	slotDone            // completion reaped, res valid
+)
+
 type uringSlot struct {
 	res    atomic.Int32  // atomic: the kernel, not Go, orders reuse of a slot
-	done   chan struct{} // capacity 1: the reaper never blocks
+	state  atomic.Uint32 // slot* states above
+	wake   chan struct{} // capacity 1: "done" or "try to lead"; spurious wakes are fine
 	pinner runtime.Pinner
 }
 
@@ -82,8 +96,6 @@ type bufRegion struct {
 // iovec mirrors struct iovec with raw addresses: it lives outside the Go
 // heap, so it must hold no Go pointers.
 type iovec struct{ base, len uint64 }
-
-const wakeUserData = ^uint64(0)
 
 func newUringIO(opts UringOptions) (*uringIO, error) {
 	if opts.Entries == 0 {
@@ -108,13 +120,12 @@ func newUringIO(opts UringOptions) (*uringIO, error) {
 		return nil, fmt.Errorf("mmap iovec area: %w", err)
 	}
 	u := &uringIO{ring: ring, free: make(chan uint32, n), slots: make([]uringSlot, n),
-		iovArea: iovArea, reaperDone: make(chan struct{})}
+		iovArea: iovArea}
 	for i := range u.slots {
-		u.slots[i].done = make(chan struct{}, 1)
+		u.slots[i].wake = make(chan struct{}, 1)
 		u.free <- uint32(i)
 	}
 	u.registerFileTable(opts.FixedFiles)
-	go u.reap()
 	return u, nil
 }
 
@@ -237,6 +248,9 @@ func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, re
 		ids[i] = <-u.free
 	}
 	u.acquireMu.Unlock()
+	for i := range reqs {
+		u.slots[ids[i]].state.Store(slotInFlight)
+	}
 	first := &u.slots[ids[0]]
 	for _, b := range bufs {
 		if len(b) > 0 {
@@ -252,9 +266,10 @@ func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, re
 		return err
 	}
 	for i := range reqs {
+		u.wait(ids[i])
 		s := &u.slots[ids[i]]
-		<-s.done
 		res[i] = s.res.Load()
+		s.state.Store(slotFree)
 	}
 	first.pinner.Unpin()
 	for i := range reqs {
@@ -315,13 +330,42 @@ func (u *uringIO) flushLocked() error {
 	}
 }
 
-func (u *uringIO) reap() {
-	defer close(u.reaperDone)
+// wait returns once slot id's completion has been reaped, leading the
+// reaping while no one else does.
+func (u *uringIO) wait(id uint32) {
+	s := &u.slots[id]
 	for {
-		if err := u.ring.WaitCQE(); err != nil {
-			// Only a closed or broken ring gets here; waiters stay parked
-			// and Close reports the problem.
+		switch s.state.Load() {
+		case slotDone:
 			return
+		case slotInFlight:
+			// Announce the wait before trying to lead, so that the leader
+			// we lose to finds us when it steps down. CAS: the leader may
+			// have marked the slot done meanwhile.
+			s.state.CompareAndSwap(slotInFlight, slotWaiting)
+			continue
+		}
+		if !u.reapMu.TryLock() {
+			<-s.wake // the leader wakes us when we are done or must lead
+			continue
+		}
+		err := u.lead(s)
+		u.reapMu.Unlock()
+		u.handOff()
+		if err != nil {
+			// The ring cannot wait any more (only on a broken ring):
+			// report it as this operation's result.
+			s.res.Store(-int32(unix.EIO))
+			return
+		}
+	}
+}
+
+// lead reaps completions until s is done. Caller holds reapMu.
+func (u *uringIO) lead(s *uringSlot) error {
+	for s.state.Load() != slotDone {
+		if err := u.ring.WaitCQE(); err != nil {
+			return err
 		}
 		for {
 			cqe, ok := u.ring.PeekCQE()
@@ -329,15 +373,32 @@ func (u *uringIO) reap() {
 				break
 			}
 			u.ring.AdvanceCQ(1)
-			if cqe.UserData == wakeUserData {
-				if u.closed.Load() {
-					return
-				}
-				continue
+			done := &u.slots[cqe.UserData]
+			done.res.Store(cqe.Res)
+			done.state.Store(slotDone)
+			select {
+			case done.wake <- struct{}{}:
+			default:
 			}
-			s := &u.slots[cqe.UserData]
-			s.res.Store(cqe.Res)
-			s.done <- struct{}{}
+		}
+	}
+	return nil
+}
+
+// handOff wakes one waiter whose operation is still in flight so that it
+// becomes the leader. A waiter marks its slot slotWaiting before it tries to
+// lead, so a waiter that failed to lead is always found by the scan that
+// follows the leader's unlock. An owner waits on one slot at a time, so the
+// token reaches the goroutine blocked on it.
+func (u *uringIO) handOff() {
+	for i := range u.slots {
+		s := &u.slots[i]
+		if s.state.Load() == slotWaiting {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+			return
 		}
 	}
 }
@@ -352,18 +413,7 @@ func (u *uringIO) close() error {
 		<-u.free
 	}
 	u.acquireMu.Unlock()
-	u.subMu.Lock()
-	sqe, err := u.ring.PrepareSQE()
-	if err == nil {
-		sqe.Opcode, sqe.UserData = iouring.OpNop, wakeUserData
-		err = u.flushLocked()
-	}
-	u.subMu.Unlock()
-	if err == nil {
-		<-u.reaperDone
-	}
-	err = errors.Join(err, u.ring.Close(), unix.Munmap(u.iovArea))
-	return err
+	return errors.Join(u.ring.Close(), unix.Munmap(u.iovArea))
 }
 
 func resultErr(res int32) error {
