@@ -1,0 +1,107 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+type policies struct {
+	Retention int      `json:"retention"`
+	Clusters  []string `json:"clusters"`
+}
+
+func TestCacheReadThroughAndInvalidation(t *testing.T) {
+	ctx := context.Background()
+	srv := NewMemoryServer()
+	a, b := srv.NewSession(), srv.NewSession()
+	defer a.Close()
+	defer b.Close()
+	cache, err := NewCache[policies](ctx, a, "/admin/policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	if _, _, found, err := cache.Get(ctx, "/admin/policies/t/ns"); found || err != nil {
+		t.Fatalf("missing node: found=%v err=%v", found, err)
+	}
+	// Another session (process) writes: the cached absence must go.
+	if _, err := b.Put(ctx, "/admin/policies/t/ns", []byte(`{"retention":5}`), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		v, _, found, err := cache.Get(ctx, "/admin/policies/t/ns")
+		return err == nil && found && v.Retention == 5
+	})
+	if _, err := b.Put(ctx, "/admin/policies/t/ns", []byte(`{"retention":9}`), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		v, _, _, _ := cache.Get(ctx, "/admin/policies/t/ns")
+		return v.Retention == 9
+	})
+	if _, _, _, err := cache.Get(ctx, "/elsewhere"); err == nil {
+		t.Fatal("read outside the cache's prefix accepted")
+	}
+	if _, err := b.Put(ctx, "/admin/policies/t/bad", []byte(`not json`), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := cache.Get(ctx, "/admin/policies/t/bad"); err == nil {
+		t.Fatal("undecodable value served")
+	}
+}
+
+func TestReadModifyUpdateUnderContention(t *testing.T) {
+	ctx := context.Background()
+	srv := NewMemoryServer()
+	var wg sync.WaitGroup
+	const writers, each = 8, 20
+	for w := 0; w < writers; w++ {
+		s := srv.NewSession()
+		defer s.Close()
+		c, err := NewCache[policies](ctx, s, "/counters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := c.ReadModifyUpdate(ctx, "/counters/x", func(cur policies, _ bool) (policies, error) {
+					cur.Retention++
+					return cur, nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s := srv.NewSession()
+	c, _ := NewCache[policies](ctx, s, "/counters")
+	defer c.Close()
+	v, _, _, err := c.Get(ctx, "/counters/x")
+	if err != nil || v.Retention != writers*each {
+		t.Fatalf("lost updates: %d of %d (%v)", v.Retention, writers*each, err)
+	}
+	boom := errors.New("refused")
+	if _, err := c.ReadModifyUpdate(ctx, "/counters/x", func(policies, bool) (policies, error) { return policies{}, boom }); !errors.Is(err, boom) {
+		t.Fatalf("modify error not returned: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
