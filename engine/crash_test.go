@@ -8,6 +8,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/engine/errorfs"
+	"golang.org/x/sys/unix"
 )
 
 func TestCrashKeepsOnlySyncedData(t *testing.T) {
@@ -133,5 +134,21 @@ func TestWriteFileAtomicCrashAtEveryStep(t *testing.T) {
 		if !errors.Is(err, errorfs.ErrInjected) {
 			t.Fatalf("fail at op %d surfaced as %v, not the injected error", k, err)
 		}
+	}
+}
+
+func TestMemRenameDirectoryRules(t *testing.T) {
+	fs := engine.NewMem()
+	must(t, fs.MkdirAll("/x/y", 0o755))
+	must(t, fs.MkdirAll("/z/w", 0o755))
+	if err := fs.Rename("/x", "/x/y/inside"); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("rename into own subtree: %v", err)
+	}
+	if err := fs.Rename("/x", "/z"); !errors.Is(err, unix.ENOTEMPTY) {
+		t.Fatalf("rename onto non-empty dir: %v", err)
+	}
+	must(t, fs.Rename("/x", "/moved"))
+	if names, err := fs.List("/moved"); err != nil || len(names) != 1 || names[0] != "y" {
+		t.Fatalf("subtree after rename: %v %v", names, err)
 	}
 }

@@ -23,6 +23,12 @@ type MemOptions struct {
 
 // MemFS is the in-memory backend with a crash model (see CrashClone).
 //
+// Known simplifications: durability of directory entries is tracked by path,
+// so a crash after renaming a non-empty directory keeps its children only
+// under paths that were synced (storage code renames files, not
+// directories); space written to a removed but still open file is not
+// released.
+//
 // Lock rules: one mutex (mu) guards the whole file system, its nodes and
 // every open file's state. Operations are short; nothing blocks under mu.
 type MemFS struct {
@@ -308,18 +314,29 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	if from == to {
 		return nil
 	}
+	prefix := from + string(filepath.Separator)
+	if n.dir && strings.HasPrefix(to, prefix) {
+		return m.err("rename", opPath, unix.EINVAL) // into its own subtree
+	}
+	if dst, ok := m.nodes[to]; ok && dst.dir && len(m.childrenLocked(to)) > 0 {
+		return m.err("rename", opPath, unix.ENOTEMPTY)
+	}
 	if old, ok := m.nodes[to]; ok && old != n {
 		m.used -= max(int64(len(old.data)), old.allocated)
 	}
 	delete(m.nodes, from)
 	m.nodes[to] = n
-	if n.dir { // move the subtree
-		prefix := from + string(filepath.Separator)
-		for p, child := range m.nodes {
+	if n.dir { // move the subtree; collect first, the map must not change while ranging
+		var moved []string
+		for p := range m.nodes {
 			if strings.HasPrefix(p, prefix) {
-				delete(m.nodes, p)
-				m.nodes[to+string(filepath.Separator)+p[len(prefix):]] = child
+				moved = append(moved, p)
 			}
+		}
+		for _, p := range moved {
+			child := m.nodes[p]
+			delete(m.nodes, p)
+			m.nodes[to+string(filepath.Separator)+p[len(prefix):]] = child
 		}
 	}
 	return nil

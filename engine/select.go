@@ -65,7 +65,9 @@ func newWith(opts Options, newUring func() (FS, error)) (FS, error) {
 
 // RegisterBuffers registers memory from outside the Go heap (such as a
 // Slab's) with fs's io_uring, so reads and writes of single buffers inside it
-// use READ_FIXED/WRITE_FIXED. On other backends it does nothing.
+// use READ_FIXED/WRITE_FIXED. On other backends it does nothing. A
+// registered region must stay mapped until fs is closed: close the Slab
+// after the FS, never before.
 func RegisterBuffers(fs FS, regions ...[]byte) error {
 	for {
 		switch v := fs.(type) {

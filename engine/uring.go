@@ -60,8 +60,9 @@ type uringIO struct {
 	slots     []uringSlot
 	iovArea   []byte // mmap'd: len(slots) * maxIovecs iovecs
 
-	subMu  sync.Mutex // guards the ring's submission side
-	broken error      // guarded by subMu: set when the ring can no longer submit
+	subMu  sync.Mutex  // guards the ring's submission side
+	broken error       // guarded by subMu: why the ring is unusable
+	failed atomic.Bool // set with broken; checked without the lock
 
 	reapMu sync.Mutex // held by the leader, the one goroutine reading the CQ
 	closed atomic.Bool
@@ -101,6 +102,7 @@ func newUringIO(opts UringOptions) (*uringIO, error) {
 	if opts.Entries == 0 {
 		opts.Entries = 256
 	}
+	opts.Entries = max(opts.Entries, 2) // a linked write+datasync needs two SQEs at once
 	if opts.FixedFiles == 0 {
 		opts.FixedFiles = 1024
 	}
@@ -190,6 +192,14 @@ func (u *uringIO) detach(f *osFile) {
 // registered buffers; single-buffer reads and writes inside them then use
 // READ_FIXED / WRITE_FIXED, saving the kernel a page pin per operation.
 func (u *uringIO) registerBuffers(regions [][]byte) error {
+	for _, r := range regions {
+		if len(r) == 0 {
+			return fmt.Errorf("register buffers: empty region")
+		}
+	}
+	if len(regions) == 0 {
+		return nil
+	}
 	u.bufMu.Lock()
 	defer u.bufMu.Unlock()
 	all := make([][]byte, 0, len(u.regions)+len(regions))
@@ -242,6 +252,9 @@ type sqeReq struct {
 // results in res. When vectored, bufs are written into the first slot's
 // iovec array and reqs[0].addr is pointed at it.
 func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, res []int32) error {
+	if err := u.failure(); err != nil {
+		return err
+	}
 	var ids [2]uint32
 	u.acquireMu.Lock()
 	for i := range reqs {
@@ -260,22 +273,58 @@ func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, re
 	if vectored {
 		reqs[0].addr = u.fillIovecs(ids[0], bufs)
 	}
-	if err := u.submit(f, reqs, ids[:len(reqs)]); err != nil {
-		// The SQEs may still reach the kernel later: keep their memory
-		// pinned and their slots taken forever rather than risk reuse.
+	published, err := u.submit(f, reqs, ids[:len(reqs)])
+	if err != nil && !published {
+		u.release(first, ids[:len(reqs)])
 		return err
 	}
-	for i := range reqs {
-		u.wait(ids[i])
-		s := &u.slots[ids[i]]
-		res[i] = s.res.Load()
-		s.state.Store(slotFree)
+	for i := 0; err == nil && i < len(reqs); i++ {
+		if err = u.wait(ids[i]); err == nil {
+			res[i] = u.slots[ids[i]].res.Load()
+		}
 	}
-	first.pinner.Unpin()
-	for i := range reqs {
-		u.free <- ids[i]
+	if err != nil {
+		// The kernel may still use these SQEs' memory: keep it pinned and
+		// the slots taken forever rather than risk reuse.
+		return err
 	}
+	u.release(first, ids[:len(reqs)])
 	return nil
+}
+
+// release unpins an operation's buffers and frees its slots.
+func (u *uringIO) release(first *uringSlot, ids []uint32) {
+	first.pinner.Unpin()
+	for _, id := range ids {
+		u.slots[id].state.Store(slotFree)
+		u.free <- id
+	}
+}
+
+// failure returns why the ring is unusable, or nil.
+func (u *uringIO) failure() error {
+	if !u.failed.Load() {
+		return nil
+	}
+	u.subMu.Lock()
+	defer u.subMu.Unlock()
+	return u.broken
+}
+
+// fail marks the ring unusable and wakes every waiter so none hangs.
+// Caller holds subMu.
+func (u *uringIO) failLocked(err error) error {
+	if u.broken == nil {
+		u.broken = fmt.Errorf("io_uring failed, ring unusable: %w", err)
+		u.failed.Store(true)
+	}
+	for i := range u.slots {
+		select {
+		case u.slots[i].wake <- struct{}{}:
+		default:
+		}
+	}
+	return u.broken
 }
 
 func (u *uringIO) fillIovecs(slot uint32, bufs [][]byte) uint64 {
@@ -290,17 +339,22 @@ func (u *uringIO) fillIovecs(slot uint32, bufs [][]byte) uint64 {
 	return uint64(uintptr(area))
 }
 
-func (u *uringIO) submit(f *osFile, reqs []sqeReq, ids []uint32) error {
+// submit writes reqs into the ring and submits them. published reports
+// whether the SQEs reached the ring (after which their memory belongs to the
+// kernel until their completions are reaped).
+func (u *uringIO) submit(f *osFile, reqs []sqeReq, ids []uint32) (published bool, err error) {
 	u.subMu.Lock()
 	defer u.subMu.Unlock()
 	if u.broken != nil {
-		return u.broken
+		return false, u.broken
 	}
 	for i, r := range reqs {
 		sqe, err := u.ring.PrepareSQE()
 		if err != nil {
-			u.broken = err // cannot happen: SQEs are submitted before subMu is released
-			return err
+			// Cannot happen: the SQ is empty whenever subMu is free and
+			// holds at least two entries. If it did, a prepared SQE could
+			// be published later, so the ring is done for.
+			return i > 0, u.failLocked(err)
 		}
 		sqe.Opcode, sqe.Flags, sqe.Off, sqe.Addr = r.op, r.flags, r.off, r.addr
 		sqe.Len, sqe.OpFlags, sqe.BufIndex, sqe.UserData = r.len, r.opFlags, r.bufIndex, uint64(ids[i])
@@ -310,7 +364,7 @@ func (u *uringIO) submit(f *osFile, reqs []sqeReq, ids []uint32) error {
 			sqe.Flags |= iouring.SqeFixedFile
 		}
 	}
-	return u.flushLocked()
+	return true, u.flushLocked()
 }
 
 // flushLocked pushes every published SQE into the kernel, retrying while
@@ -322,8 +376,7 @@ func (u *uringIO) flushLocked() error {
 			return nil
 		}
 		if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EBUSY) {
-			u.broken = fmt.Errorf("io_uring submission failed, ring unusable: %w", err)
-			return u.broken
+			return u.failLocked(fmt.Errorf("submit: %w", err))
 		}
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Millisecond)
@@ -331,13 +384,16 @@ func (u *uringIO) flushLocked() error {
 }
 
 // wait returns once slot id's completion has been reaped, leading the
-// reaping while no one else does.
-func (u *uringIO) wait(id uint32) {
+// reaping while no one else does. It fails only when the ring has failed.
+func (u *uringIO) wait(id uint32) error {
 	s := &u.slots[id]
 	for {
+		if err := u.failure(); err != nil {
+			return err
+		}
 		switch s.state.Load() {
 		case slotDone:
-			return
+			return nil
 		case slotInFlight:
 			// Announce the wait before trying to lead, so that the leader
 			// we lose to finds us when it steps down. CAS: the leader may
@@ -351,13 +407,13 @@ func (u *uringIO) wait(id uint32) {
 		}
 		err := u.lead(s)
 		u.reapMu.Unlock()
-		u.handOff()
 		if err != nil {
-			// The ring cannot wait any more (only on a broken ring):
-			// report it as this operation's result.
-			s.res.Store(-int32(unix.EIO))
-			return
+			u.subMu.Lock()
+			err = u.failLocked(fmt.Errorf("wait for completions: %w", err))
+			u.subMu.Unlock()
+			return err
 		}
+		u.handOff()
 	}
 }
 
@@ -407,6 +463,11 @@ func (u *uringIO) close() error {
 	if u.closed.Swap(true) {
 		return ErrClosed
 	}
+	if err := u.failure(); err != nil {
+		// Slots may be leaked to operations the kernel still holds; the
+		// iovec area stays mapped for them. Closing the ring cancels them.
+		return errors.Join(err, u.ring.Close())
+	}
 	// Take every slot: this waits for all operations in flight.
 	u.acquireMu.Lock()
 	for range u.slots {
@@ -427,7 +488,7 @@ func resultErr(res int32) error {
 // maxIovecs) and reports whether it is vectored.
 func (u *uringIO) writeReq(bufs [][]byte, off int64) (sqeReq, bool) {
 	if len(bufs) == 1 {
-		b := bufs[0]
+		b := bufs[0][:min(len(bufs[0]), maxOpBytes)]
 		req := sqeReq{op: iouring.OpWrite, off: uint64(off), len: uint32(len(b))}
 		req.addr = uint64(uintptr(unsafe.Pointer(&b[0])))
 		if idx, ok := u.fixedIndexLocked(b); ok {
@@ -437,6 +498,10 @@ func (u *uringIO) writeReq(bufs [][]byte, off int64) (sqeReq, bool) {
 	}
 	return sqeReq{op: iouring.OpWritev, off: uint64(off), len: uint32(len(bufs))}, true
 }
+
+// maxOpBytes bounds one single-buffer read or write (the SQE length field is
+// 32 bits); the shared loops in osFile submit the rest.
+const maxOpBytes = 1 << 30
 
 // capIovecs limits one operation to IOV_MAX buffers; the shared write loop
 // submits the rest afterwards.
@@ -487,8 +552,12 @@ func (u *uringIO) writeSync(f *osFile, bufs [][]byte, off int64) (int, bool, err
 	if len(bufs) == 0 {
 		return 0, true, u.datasync(f)
 	}
+	if len(bufs) > maxIovecs {
+		// Too many buffers for one linked chain: the caller writes them in
+		// several operations and then syncs once.
+		return 0, false, nil
+	}
 	all := totalLen(bufs)
-	bufs = capIovecs(bufs)
 	u.bufMu.RLock()
 	defer u.bufMu.RUnlock()
 	w, vectored := u.writeReq(bufs, off)
@@ -504,7 +573,11 @@ func (u *uringIO) writeSync(f *osFile, bufs [][]byte, off int64) (int, bool, err
 	n := int(res[0])
 	if n < all {
 		// A short write cancels the linked sync (-ECANCELED); the caller
-		// finishes the write and syncs separately.
+		// finishes the write and syncs separately. Any other sync error
+		// must surface: the kernel reports a writeback error only once.
+		if res[1] < 0 && unix.Errno(-res[1]) != unix.ECANCELED {
+			return n, false, resultErr(res[1])
+		}
 		return n, false, nil
 	}
 	return n, true, resultErr(res[1])
@@ -514,6 +587,7 @@ func (u *uringIO) pread(f *osFile, p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	p = p[:min(len(p), maxOpBytes)] // the SQE length is 32 bits; the caller loops
 	u.bufMu.RLock()
 	defer u.bufMu.RUnlock()
 	req := sqeReq{op: iouring.OpRead, off: uint64(off), len: uint32(len(p)),

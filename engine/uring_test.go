@@ -65,3 +65,26 @@ func TestUringLeaderHandOffStress(t *testing.T) {
 		t.Fatalf("size %d", got)
 	}
 }
+
+// TestUringOneEntryRing: a linked write+datasync needs two SQEs; a ring asked
+// for one entry must still serve it rather than break or hang.
+func TestUringOneEntryRing(t *testing.T) {
+	fs, err := NewUring(UringOptions{Entries: 1})
+	if err != nil {
+		t.Fatalf("io_uring unavailable: %v", err)
+	}
+	defer fs.Close()
+	f, err := fs.Create(filepath.Join(t.TempDir(), "one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 0; i < 3; i++ {
+		if _, err := f.WriteAtSync([][]byte{[]byte("ab"), []byte("cd")}, int64(4*i)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if f.Size() != 12 {
+		t.Fatalf("size %d", f.Size())
+	}
+}
