@@ -105,14 +105,7 @@ func AtIndex(n int64, fault Fault) Injector {
 
 // OnOps fails every operation of the given kinds.
 func OnOps(fault Fault, ops ...Op) Injector {
-	return InjectorFunc(func(op Op, _ string, _ int64) (Fault, bool) {
-		for _, o := range ops {
-			if o == op {
-				return fault, true
-			}
-		}
-		return Fault{}, false
-	})
+	return InjectorFunc(func(op Op, _ string, _ int64) (Fault, bool) { return fault, containsOp(ops, op) })
 }
 
 // OnPath fails operations of the given kinds (all kinds when none are given)
