@@ -5,7 +5,7 @@
 //
 // The package is deliberately small and synchronous: it knows nothing about
 // goroutines or waiters. The engine package layers a completion dispatcher on
-// top (one reaper goroutine for many submitters).
+// top (leader/follower reaping: one waiting goroutine reaps for all).
 //
 // Memory rule: every address written into an SQE (buffers, iovec arrays) must
 // stay valid and unmoved until its CQE is reaped. Callers either use memory
