@@ -47,6 +47,13 @@ var (
 	ErrClosed        = errors.New("metadata: store closed")
 	ErrSessionLost   = errors.New("metadata: session lost")
 	ErrWatchOverflow = errors.New("metadata: watcher fell behind; events were not dropped, the watch was closed and must be re-established")
+	// ErrWatchInterrupted ends watches when the connection to the backend
+	// is lost: changes made meanwhile cannot be replayed, so the owner must
+	// re-read what it cares about and watch again.
+	ErrWatchInterrupted = errors.New("metadata: connection to the store was lost; changes may have been missed, re-read and watch again")
+	// ErrStoreFailed means the backend can no longer make changes durable
+	// (a local store's disk failed); every later operation fails with it.
+	ErrStoreFailed = errors.New("metadata: store failed")
 )
 
 // Stat describes a node.
