@@ -325,10 +325,23 @@ func testLargeValues(t *testing.T, h Harness) {
 
 func testManyChildren(t *testing.T, h Harness) {
 	s, c := h.NewSession(t), ctx(t)
-	const n = 10000
-	for i := 0; i < n; i++ {
-		_, _, err := s.Create(c, fmt.Sprintf("/ledgers/L%05d", i), nil, metadata.CreateOptions{})
-		must(t, err)
+	const n, workers = 10000, 16
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				if _, _, err := s.Create(c, fmt.Sprintf("/ledgers/L%05d", i), nil, metadata.CreateOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
 	}
 	kids, err := s.Children(c, "/ledgers")
 	must(t, err)

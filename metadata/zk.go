@@ -1,0 +1,627 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ZKOptions tune the ZooKeeper backend. Zero values take Pulsar's defaults.
+type ZKOptions struct {
+	// SessionTimeout is the ZooKeeper session timeout asked for
+	// (metadataStoreSessionTimeoutMillis; default 30 s). The server clamps
+	// it to its [minSessionTimeout, maxSessionTimeout].
+	SessionTimeout time.Duration
+	// OperationTimeout bounds every operation whose context has no earlier
+	// deadline (metadataStoreOperationTimeoutSeconds; default 30 s).
+	OperationTimeout time.Duration
+	// Dial opens connections to servers; tests inject network faults
+	// here. Default: net.DialTimeout.
+	Dial func(network, address string, timeout time.Duration) (net.Conn, error)
+	// Logger receives one line per event an operator would act on.
+	Logger *slog.Logger
+}
+
+func (o ZKOptions) withDefaults() ZKOptions {
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = 30 * time.Second
+	}
+	if o.OperationTimeout <= 0 {
+		o.OperationTimeout = 30 * time.Second
+	}
+	if o.Dial == nil {
+		o.Dial = net.DialTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// zkStore is one ZooKeeper session.
+//
+// Lock rules: mu guards watchers, the session flags and ended; the event
+// callback (go-zookeeper's receive goroutine for node events, its connect
+// goroutine for state changes) takes mu and never blocks under it.
+// regMu serialises watch registration round trips with removals, so an
+// add and a remove for one prefix never cross on the wire; it is never
+// taken under mu.
+type zkStore struct {
+	conn    *zk.Conn                // set once Open's zk.Connect returns
+	connRef atomic.Pointer[zk.Conn] // the same, for the callback, which may run before
+	hosts   string
+	chroot  string // "" or "/a/b": prepended to every path
+	opts    ZKOptions
+	log     *slog.Logger
+	session *SessionWatcher
+	ready   chan struct{} // closed at the first session
+
+	dialFailures atomic.Int64
+	lastDialErr  atomic.Value // error
+	closing      chan struct{}
+	closeOnce    sync.Once
+
+	regMu sync.Mutex
+
+	mu         sync.Mutex
+	watchers   map[string][]*Watcher // by prefix (relative to chroot)
+	hadSession bool
+	suspended  bool
+	ended      error // ErrClosed or ErrSessionLost once the store is over
+}
+
+// OpenZK connects to ZooKeeper and waits, bounded by ctx, for a session.
+// While no server answers it retries with backoff and logs each attempt.
+func OpenZK(ctx context.Context, t Target, opts ZKOptions) (Store, error) {
+	if t.Scheme != "zk" || len(t.Hosts) == 0 {
+		return nil, fmt.Errorf("metadata: OpenZK needs a zk: target, got %+v", t)
+	}
+	opts = opts.withDefaults()
+	s := &zkStore{hosts: strings.Join(t.Hosts, ","), chroot: t.Chroot, opts: opts,
+		log:     opts.Logger.With("metadata_store", "zk:"+strings.Join(t.Hosts, ",")+t.Chroot),
+		session: newSessionWatcher(), ready: make(chan struct{}), closing: make(chan struct{}),
+		watchers: map[string][]*Watcher{}}
+	conn, _, err := zk.Connect(t.Hosts, opts.SessionTimeout,
+		zk.WithEventCallback(s.onEvent), zk.WithDialer(s.dial), zk.WithLogger(zkLogger{s.log}))
+	if err != nil {
+		return nil, fmt.Errorf("metadata store zk:%s: %w", s.hosts, err)
+	}
+	s.conn = conn
+	s.connRef.Store(conn)
+	if err := s.awaitSession(ctx); err != nil {
+		s.shutdown()
+		return nil, err
+	}
+	if err := s.ensureChroot(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *zkStore) awaitSession(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		cause, _ := s.lastDialErr.Load().(error)
+		return fmt.Errorf("metadata store zk:%s: no ZooKeeper session (%d failed connection attempts, last: %v): %w",
+			s.hosts, s.dialFailures.Load(), cause, ctx.Err())
+	}
+}
+
+func (s *zkStore) ensureChroot(ctx context.Context) error {
+	if s.chroot == "" {
+		return nil
+	}
+	return s.call(ctx, "open", "/", func() error { return s.ensureNode(s.chroot) })
+}
+
+// dial wraps the configured dialer with logging and backoff: go-zookeeper
+// retries servers in a tight round with a one second pause per round; the
+// backoff spaces attempts further while nothing answers, capped well under
+// any session timeout so a briefly lost session is kept.
+func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := s.opts.Dial(network, address, timeout)
+	if err == nil {
+		if n := s.dialFailures.Swap(0); n > 0 {
+			s.log.Info("metadata: ZooKeeper reachable again", "server", address, "failed_attempts", n)
+		}
+		return c, nil
+	}
+	s.lastDialErr.Store(err)
+	n := s.dialFailures.Add(1)
+	delay := zkBackoff(n, s.opts.SessionTimeout)
+	if n <= 3 || n%20 == 0 {
+		s.log.Warn("metadata: cannot reach ZooKeeper, retrying", "server", address, "attempt", n,
+			"retry_in", delay, "err", err)
+	}
+	select {
+	case <-time.After(delay):
+	case <-s.closing:
+	}
+	return nil, err
+}
+
+// zkBackoff doubles from 50 ms to at most a tenth of the session timeout
+// (and never over 2 s).
+func zkBackoff(attempt int64, sessionTimeout time.Duration) time.Duration {
+	limit := min(2*time.Second, sessionTimeout/10)
+	d := 50 * time.Millisecond << min(attempt-1, 10)
+	return min(d, limit)
+}
+
+// onEvent is go-zookeeper's event callback; it must not block.
+func (s *zkStore) onEvent(ev zk.Event) {
+	if ev.Type == zk.EventSession {
+		s.onState(ev.State, ev.Server)
+		return
+	}
+	if ev.Type == zk.EventNotWatching {
+		s.endWatchers(ErrWatchInterrupted)
+		return
+	}
+	path, ok := s.relative(ev.Path)
+	if !ok {
+		return
+	}
+	var typ EventType
+	switch ev.Type {
+	case zk.EventNodeCreated:
+		typ = EventCreated
+	case zk.EventNodeDataChanged:
+		typ = EventModified
+	case zk.EventNodeDeleted:
+		typ = EventDeleted
+	default:
+		return // recursive watches never send child events: we derive them
+	}
+	s.fanOut(Event{Type: typ, Path: path})
+}
+
+// fanOut delivers ev to the watchers whose prefix covers it and, for a
+// create or delete, a children-changed event for the parent, as the other
+// backends do.
+func (s *zkStore) fanOut(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	childEv := ev.Type == EventCreated || ev.Type == EventDeleted
+	for prefix, ws := range s.watchers {
+		kept := ws[:0]
+		for _, w := range ws {
+			open := true
+			if underPrefix(ev.Path, prefix) {
+				open = w.deliver(ev)
+			}
+			if open && childEv && ev.Path != "/" && underPrefix(parentOf(ev.Path), prefix) {
+				open = w.deliver(Event{Type: EventChildrenChanged, Path: parentOf(ev.Path)})
+			}
+			if open {
+				kept = append(kept, w)
+			}
+		}
+		s.watchers[prefix] = kept
+	}
+}
+
+func (s *zkStore) onState(state zk.State, server string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return
+	}
+	switch state {
+	case zk.StateHasSession:
+		s.onSessionLocked(server)
+	case zk.StateDisconnected:
+		if s.hadSession && !s.suspended {
+			s.suspended = true
+			s.log.Warn("metadata: lost connection to ZooKeeper; session suspended, watches must be re-established", "server", server)
+			s.session.deliver(SessionSuspended)
+			s.endWatchersLocked(ErrWatchInterrupted)
+		}
+	case zk.StateExpired:
+		s.log.Error("metadata: ZooKeeper session expired; its ephemeral nodes are gone and this store is closed")
+		s.ended = ErrSessionLost
+		s.session.deliver(SessionLost)
+		s.endWatchersLocked(ErrSessionLost)
+		go s.shutdown() // a new session would silently drop what the old one owned
+	case zk.StateAuthFailed:
+		s.log.Error("metadata: ZooKeeper authentication failed", "server", server)
+	}
+}
+
+func (s *zkStore) onSessionLocked(server string) {
+	switch {
+	case !s.hadSession:
+		s.hadSession = true
+		var id int64
+		if c := s.connRef.Load(); c != nil {
+			id = c.SessionID()
+		}
+		s.log.Info("metadata: ZooKeeper session established", "server", server, "session_id", fmt.Sprintf("%#x", id))
+		s.session.deliver(SessionConnected)
+		close(s.ready)
+	case s.suspended:
+		s.suspended = false
+		s.log.Info("metadata: reconnected to ZooKeeper; same session", "server", server)
+		s.session.deliver(SessionReconnected)
+	}
+}
+
+func (s *zkStore) endWatchers(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endWatchersLocked(err)
+}
+
+func (s *zkStore) endWatchersLocked(err error) {
+	for _, ws := range s.watchers {
+		for _, w := range ws {
+			w.end(err)
+		}
+	}
+	s.watchers = map[string][]*Watcher{}
+}
+
+// shutdown stops the connection without waiting on a dead server.
+func (s *zkStore) shutdown() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		if c := s.connRef.Load(); c != nil {
+			c.Close()
+		}
+	})
+}
+
+// absolute maps a store path into the chroot.
+func (s *zkStore) absolute(path string) string {
+	if path == "/" && s.chroot != "" {
+		return s.chroot
+	}
+	return s.chroot + path
+}
+
+// relative maps a server path back; ok is false outside the chroot.
+func (s *zkStore) relative(path string) (string, bool) {
+	if s.chroot == "" {
+		return path, true
+	}
+	if path == s.chroot {
+		return "/", true
+	}
+	if strings.HasPrefix(path, s.chroot+"/") {
+		return path[len(s.chroot):], true
+	}
+	return "", false
+}
+
+// call runs one ZooKeeper round trip bounded by ctx and the operation
+// timeout. go-zookeeper's calls take no context, so the call runs on its
+// own goroutine; on timeout that goroutine finishes (or fails when the
+// connection does) on its own and its results are discarded.
+func (s *zkStore) call(ctx context.Context, op, path string, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return opError(op, path, err)
+	}
+	if err := ValidatePath(path); err != nil {
+		return opError(op, path, err)
+	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended != nil {
+		return opError(op, path, ended)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OperationTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return s.mapError(op, path, err)
+	case <-ctx.Done():
+		return opError(op, path, fmt.Errorf("no answer from ZooKeeper %s (connection %s): %w",
+			s.hosts, s.conn.State(), ctx.Err()))
+	}
+}
+
+// mapError turns go-zookeeper errors into the contract's.
+func (s *zkStore) mapError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range []struct{ zk, our error }{
+		{zk.ErrNoNode, ErrNotFound}, {zk.ErrNodeExists, ErrExists}, {zk.ErrBadVersion, ErrBadVersion},
+		{zk.ErrNotEmpty, ErrNotEmpty}, {zk.ErrNoChildrenForEphemerals, ErrEphemeralKids},
+		{zk.ErrSessionExpired, ErrSessionLost}, {zk.ErrInvalidPath, ErrInvalidPath},
+		{ErrEphemeralKids, ErrEphemeralKids}, {ErrBadVersion, ErrBadVersion},
+	} {
+		if errors.Is(err, m.zk) {
+			return opError(op, path, m.our)
+		}
+	}
+	s.mu.Lock()
+	ended := s.ended
+	s.mu.Unlock()
+	if ended != nil {
+		return opError(op, path, ended)
+	}
+	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrClosing) {
+		return opError(op, path, fmt.Errorf("ZooKeeper %s unreachable: %w", s.hosts, err))
+	}
+	return opError(op, path, fmt.Errorf("ZooKeeper %s: %w", s.hosts, err))
+}
+
+func zkStat(st *zk.Stat) Stat {
+	if st == nil {
+		return Stat{}
+	}
+	return Stat{Version: int64(st.Version), Created: time.UnixMilli(st.Ctime), Modified: time.UnixMilli(st.Mtime),
+		Ephemeral: st.EphemeralOwner != 0, NumChildren: int(st.NumChildren)}
+}
+
+// zkVersion converts an expected version; versions past ZooKeeper's int32
+// can never match.
+func zkVersion(v int64) (int32, error) {
+	if v == AnyVersion {
+		return -1, nil
+	}
+	if v < 0 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: expected version %d is outside ZooKeeper's range", ErrBadVersion, v)
+	}
+	return int32(v), nil
+}
+
+var zkACL = zk.WorldACL(zk.PermAll)
+
+func (s *zkStore) Get(ctx context.Context, path string) ([]byte, Stat, error) {
+	var value []byte
+	var st *zk.Stat
+	err := s.call(ctx, "get", path, func() (err error) {
+		value, st, err = s.conn.Get(s.absolute(path))
+		return err
+	})
+	if err != nil {
+		return nil, Stat{}, err
+	}
+	return value, zkStat(st), nil
+}
+
+func (s *zkStore) Put(ctx context.Context, path string, value []byte, expectedVersion int64) (Stat, error) {
+	if err := validateValue(path, value); err != nil {
+		return Stat{}, opError("put", path, err)
+	}
+	version, err := zkVersion(expectedVersion)
+	if err != nil {
+		return Stat{}, opError("put", path, err)
+	}
+	var st *zk.Stat
+	err = s.call(ctx, "put", path, func() error {
+		var err error
+		st, err = s.put(s.absolute(path), value, version)
+		return err
+	})
+	return zkStat(st), err
+}
+
+// put sets a value; with version -1 it creates the node (and parents)
+// when missing, retrying if a concurrent create or delete interleaves.
+func (s *zkStore) put(abs string, value []byte, version int32) (*zk.Stat, error) {
+	for {
+		st, err := s.conn.Set(abs, value, version)
+		if !errors.Is(err, zk.ErrNoNode) || version != -1 {
+			return st, err
+		}
+		_, err = s.createWithParents(abs, value, zk.FlagPersistent)
+		if errors.Is(err, zk.ErrNodeExists) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now().UnixMilli()
+		return &zk.Stat{Ctime: now, Mtime: now}, nil
+	}
+}
+
+func (s *zkStore) Create(ctx context.Context, path string, value []byte, opts CreateOptions) (string, Stat, error) {
+	if err := validateValue(path, value); err != nil {
+		return "", Stat{}, opError("create", path, err)
+	}
+	if path == "/" {
+		return "", Stat{}, opError("create", path, ErrExists)
+	}
+	var flags int32
+	if opts.Ephemeral {
+		flags |= zk.FlagEphemeral
+	}
+	if opts.Sequential {
+		flags |= zk.FlagSequence
+	}
+	var created string
+	err := s.call(ctx, "create", path, func() (err error) {
+		created, err = s.createWithParents(s.absolute(path), value, flags)
+		return err
+	})
+	if err != nil {
+		return "", Stat{}, err
+	}
+	rel, _ := s.relative(created)
+	// ZooKeeper's create reply has no stat; the times are this client's.
+	now := time.Now()
+	return rel, Stat{Created: now, Modified: now, Ephemeral: opts.Ephemeral}, nil
+}
+
+// createWithParents creates abs, first creating missing ancestors as
+// empty persistent nodes.
+func (s *zkStore) createWithParents(abs string, value []byte, flags int32) (string, error) {
+	for attempt := 0; ; attempt++ {
+		created, err := s.conn.Create(abs, value, flags, zkACL)
+		if !errors.Is(err, zk.ErrNoNode) || attempt == 10 {
+			return created, err
+		}
+		if err := s.ensureNode(zkParent(abs)); err != nil {
+			return "", err
+		}
+	}
+}
+
+// ensureNode creates abs and its ancestors if missing.
+func (s *zkStore) ensureNode(abs string) error {
+	if abs == "/" {
+		return nil
+	}
+	_, err := s.conn.Create(abs, nil, zk.FlagPersistent, zkACL)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err := s.ensureNode(zkParent(abs)); err != nil {
+			return err
+		}
+		_, err = s.conn.Create(abs, nil, zk.FlagPersistent, zkACL)
+	}
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+func zkParent(abs string) string {
+	i := strings.LastIndexByte(abs, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return abs[:i]
+}
+
+func (s *zkStore) Delete(ctx context.Context, path string, expectedVersion int64) error {
+	if path == "/" {
+		return opError("delete", path, ErrInvalidPath)
+	}
+	version, err := zkVersion(expectedVersion)
+	if err != nil {
+		return opError("delete", path, err)
+	}
+	return s.call(ctx, "delete", path, func() error { return s.conn.Delete(s.absolute(path), version) })
+}
+
+func (s *zkStore) Children(ctx context.Context, path string) ([]string, error) {
+	var kids []string
+	err := s.call(ctx, "children", path, func() (err error) {
+		kids, _, err = s.conn.Children(s.absolute(path))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(kids)
+	return kids, nil
+}
+
+func (s *zkStore) Exists(ctx context.Context, path string) (bool, Stat, error) {
+	var ok bool
+	var st *zk.Stat
+	err := s.call(ctx, "exists", path, func() (err error) {
+		ok, st, err = s.conn.Exists(s.absolute(path))
+		return err
+	})
+	if err != nil || !ok {
+		return false, Stat{}, err
+	}
+	return true, zkStat(st), nil
+}
+
+// Watch registers a persistent recursive watch on prefix (idempotent on
+// the server for one connection) after adding the local watcher, so no
+// event after Watch returns is missed.
+func (s *zkStore) Watch(ctx context.Context, prefix string) (*Watcher, error) {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	w := newWatcher(prefix, s.detach)
+	s.mu.Lock()
+	if s.ended != nil {
+		s.mu.Unlock()
+		return nil, opError("watch", prefix, s.ended)
+	}
+	s.watchers[prefix] = append(s.watchers[prefix], w)
+	s.mu.Unlock()
+	err := s.call(ctx, "watch", prefix, func() error {
+		return zkAddPersistentRecursiveWatch(s.conn, s.absolute(prefix))
+	})
+	if err != nil {
+		s.removeLocal(w)
+		return nil, err
+	}
+	return w, nil
+}
+
+// removeLocal drops w and reports whether its prefix has no watcher left.
+func (s *zkStore) removeLocal(w *Watcher) (last bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.watchers[w.prefix]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(s.watchers, w.prefix)
+		return s.ended == nil && !s.suspended
+	}
+	s.watchers[w.prefix] = ws
+	return false
+}
+
+// detach is Watcher.Close's hook: the server-side watch goes when the
+// prefix's last local watcher does.
+func (s *zkStore) detach(w *Watcher) {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	if !s.removeLocal(w) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.OperationTimeout)
+	defer cancel()
+	err := s.call(ctx, "unwatch", w.prefix, func() error {
+		return zkRemovePersistentRecursiveWatch(s.conn, s.absolute(w.prefix))
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		s.log.Debug("metadata: removing ZooKeeper watch failed; the server drops it with the connection", "prefix", w.prefix, "err", err)
+	}
+}
+
+func (s *zkStore) SessionEvents() *SessionWatcher { return s.session }
+
+// Close ends the session: ZooKeeper deletes its ephemeral nodes.
+func (s *zkStore) Close() error {
+	s.mu.Lock()
+	if s.ended == ErrClosed {
+		s.mu.Unlock()
+		return opError("close", "session", ErrClosed)
+	}
+	s.ended = ErrClosed
+	s.endWatchersLocked(ErrClosed)
+	s.session.end(ErrClosed)
+	s.mu.Unlock()
+	s.shutdown()
+	return nil
+}
+
+// zkLogger sends go-zookeeper's own chatter to debug level: the store
+// logs the events an operator acts on itself.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "component", "go-zookeeper")
+}

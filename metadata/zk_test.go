@@ -1,0 +1,328 @@
+package metadata_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/metadata/metadatatest"
+	"github.com/magnetar-io/magnetar/metadata/zktest"
+)
+
+// One ZooKeeper server is shared by the tests of this package that do not
+// stop servers; each test works under its own chroot.
+var shared struct {
+	once    sync.Once
+	cluster *zktest.Cluster
+	dir     string
+	err     error
+	chroots atomic.Int64
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cluster != nil {
+		_ = shared.cluster.Stop()
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func sharedZK(t *testing.T) *zktest.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "magnetar-zk-")
+		if shared.err == nil {
+			shared.cluster, shared.err = zktest.Start(shared.dir, 1)
+		}
+	})
+	if shared.err != nil {
+		t.Fatalf("ZooKeeper is required for this test and did not start (scripts/zookeeper.sh install): %v", shared.err)
+	}
+	return shared.cluster
+}
+
+// startZK starts a private server or ensemble for a test that stops nodes.
+func startZK(t *testing.T, nodes int) *zktest.Cluster {
+	t.Helper()
+	c, err := zktest.Start(t.TempDir(), nodes)
+	if err != nil {
+		t.Fatalf("ZooKeeper is required for this test and did not start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
+// faultyNet is a dialer whose connections a test can cut, to expire a
+// session or simulate a partition between one client and ZooKeeper.
+type faultyNet struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (f *faultyNet) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, fmt.Errorf("dial %s: test partition", addr)
+	}
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err == nil {
+		f.conns = append(f.conns, c)
+	}
+	return c, err
+}
+
+func (f *faultyNet) cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = true
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
+
+func (f *faultyNet) heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = false
+}
+
+const testSessionTimeout = 3 * time.Second
+
+func openZK(t *testing.T, connection string, opts metadata.ZKOptions) metadata.Store {
+	t.Helper()
+	target, err := metadata.ParseTarget(connection)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.SessionTimeout == 0 {
+		opts.SessionTimeout = testSessionTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := metadata.OpenZK(ctx, target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func freshChroot(t *testing.T, zk *zktest.Cluster) string {
+	return fmt.Sprintf("%s/test-%d", zk.Connection, shared.chroots.Add(1))
+}
+
+func TestZKConformance(t *testing.T) {
+	zk := sharedZK(t)
+	metadatatest.Run(t, func(t *testing.T) metadatatest.Harness {
+		conn := freshChroot(t, zk)
+		var mu sync.Mutex
+		nets := map[metadata.Store]*faultyNet{}
+		return metadatatest.Harness{
+			NewSession: func(t *testing.T) metadata.Store {
+				fn := &faultyNet{}
+				s := openZK(t, conn, metadata.ZKOptions{Dial: fn.dial})
+				mu.Lock()
+				nets[s] = fn
+				mu.Unlock()
+				return s
+			},
+			// A session expires when its client stays away longer than
+			// the session timeout, whatever the client does meanwhile.
+			Expire: func(t *testing.T, s metadata.Store) {
+				mu.Lock()
+				fn := nets[s]
+				mu.Unlock()
+				fn.cut()
+				time.Sleep(testSessionTimeout + 1500*time.Millisecond)
+				fn.heal()
+			},
+		}
+	})
+}
+
+func TestZKPersistentWatchBinding(t *testing.T) {
+	s := openZK(t, freshChroot(t, sharedZK(t)), metadata.ZKOptions{})
+	ctx := context.Background()
+	w, err := s.Watch(ctx, "/a")
+	if err != nil {
+		t.Fatalf("addWatch through go-zookeeper's request path: %v", err)
+	}
+	defer w.Close()
+	if _, err := s.Put(ctx, "/a/b/c", []byte("x"), metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	want := []metadata.Event{{Type: metadata.EventCreated, Path: "/a"}, {Type: metadata.EventCreated, Path: "/a/b"},
+		{Type: metadata.EventChildrenChanged, Path: "/a"}, {Type: metadata.EventCreated, Path: "/a/b/c"},
+		{Type: metadata.EventChildrenChanged, Path: "/a/b"}}
+	for _, ev := range want {
+		select {
+		case got, ok := <-w.Events():
+			if !ok || got != ev {
+				t.Fatalf("got %v (open %v), want %v; err %v", got, ok, ev, w.Err())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %v", ev)
+		}
+	}
+	w.Close()
+	if _, err := s.Put(ctx, "/a/b/c", []byte("y"), metadata.AnyVersion); err != nil {
+		t.Fatalf("put after removing the watch: %v", err)
+	}
+}
+
+func TestZKChroot(t *testing.T) {
+	zk := sharedZK(t)
+	root := openZK(t, zk.Connection, metadata.ZKOptions{})
+	conn := freshChroot(t, zk)
+	chroot := strings.TrimPrefix(conn, zk.Connection)
+	s := openZK(t, conn, metadata.ZKOptions{})
+	ctx := context.Background()
+	if ok, _, err := root.Exists(ctx, chroot); !ok || err != nil {
+		t.Fatalf("open did not create the chroot %s: %v %v", chroot, ok, err)
+	}
+	p, _, err := s.Create(ctx, "/q/item-", []byte("v"), metadata.CreateOptions{Sequential: true})
+	if err != nil || !strings.HasPrefix(p, "/q/item-") {
+		t.Fatalf("sequential create in chroot: %q %v", p, err)
+	}
+	v, _, err := root.Get(ctx, chroot+p)
+	if err != nil || string(v) != "v" {
+		t.Fatalf("node not under the chroot: %q %v", v, err)
+	}
+	kids, err := s.Children(ctx, "/")
+	if err != nil || fmt.Sprint(kids) != "[q]" {
+		t.Fatalf("chroot root children %v %v", kids, err)
+	}
+}
+
+// logBuffer collects log records for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func TestZKDownAtStart(t *testing.T) {
+	zk := startZK(t, 1)
+	if err := zk.StopNode(1); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	target, _ := metadata.ParseTarget(zk.Connection)
+
+	// Nobody answers: Open gives up when its context does, saying why.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := metadata.OpenZK(ctx, target, metadata.ZKOptions{SessionTimeout: testSessionTimeout, Logger: logger})
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no ZooKeeper session") {
+		t.Fatalf("open with ZooKeeper down: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("open took %s past its 1.5 s context", time.Since(start))
+	}
+	if !strings.Contains(logs.String(), "cannot reach ZooKeeper, retrying") {
+		t.Fatalf("no retry log line:\n%s", logs.String())
+	}
+
+	// ZooKeeper comes up while Open retries: Open succeeds.
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := metadata.OpenZK(ctx, target, metadata.ZKOptions{SessionTimeout: testSessionTimeout, Logger: logger})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if err := zk.StartNode(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("open while ZooKeeper starts: %v", err)
+	}
+	if !strings.Contains(logs.String(), "ZooKeeper reachable again") {
+		t.Fatalf("no recovery log line:\n%s", logs.String())
+	}
+}
+
+func TestZKDownWhileRunning(t *testing.T) {
+	zk := startZK(t, 1)
+	s := openZK(t, zk.Connection, metadata.ZKOptions{SessionTimeout: 20 * time.Second})
+	ctx := context.Background()
+	states := s.SessionEvents()
+	expectState(t, states, metadata.SessionConnected)
+	if _, _, err := s.Create(ctx, "/owner", nil, metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Watch(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zk.StopNode(1); err != nil {
+		t.Fatal(err)
+	}
+	expectState(t, states, metadata.SessionSuspended)
+	for range w.Events() {
+	}
+	if !errors.Is(w.Err(), metadata.ErrWatchInterrupted) {
+		t.Fatalf("watch after connection loss: %v", w.Err())
+	}
+	opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err = s.Get(opCtx, "/owner")
+	if err == nil || !strings.Contains(err.Error(), "ZooKeeper") {
+		t.Fatalf("get while ZooKeeper is down: %v", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("get hung for %s with a 2 s context", took)
+	}
+	t.Logf("get while down failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	if err := zk.StartNode(1); err != nil {
+		t.Fatal(err)
+	}
+	expectState(t, states, metadata.SessionReconnected)
+	ok, st, err := s.Exists(ctx, "/owner")
+	if err != nil || !ok || !st.Ephemeral {
+		t.Fatalf("ephemeral after reconnecting within the session timeout: %v %+v %v", ok, st, err)
+	}
+}
+
+func expectState(t *testing.T, w *metadata.SessionWatcher, want metadata.SessionState) {
+	t.Helper()
+	select {
+	case got, ok := <-w.States():
+		if !ok || got != want {
+			t.Fatalf("session state %v (open %v), want %v; err %v", got, ok, want, w.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %v session event", want)
+	}
+}
