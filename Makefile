@@ -5,10 +5,11 @@ VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION := v0.8.2
+PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test testrace bench fuzz lint standalone perf-disk clean
+.PHONY: all build test testrace bench fuzz lint standalone perf-disk generate clean
 
 all: build
 
@@ -43,6 +44,15 @@ lint:
 	$(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+
+## generate: regenerate wire/pb from wire/proto. protoc itself comes from
+## Debian's protobuf-compiler package (apt-get install protobuf-compiler,
+## 3.21.12); protoc-gen-go is installed at the pinned version if missing.
+generate:
+	@$(GOBIN)/protoc-gen-go --version 2>/dev/null | grep -qx 'protoc-gen-go $(PROTOC_GEN_GO_VERSION)' || \
+	  GOBIN=$(GOBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	protoc -I . --plugin=protoc-gen-go=$(GOBIN)/protoc-gen-go \
+	  --go_out=. --go_opt=module=github.com/magnetar-io/magnetar wire/proto/pulsar_api.proto
 
 ## standalone: build and run broker + bookie + embedded metadata in one process
 standalone: build

@@ -1,0 +1,107 @@
+package wire
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// castagnoli is the CRC32C table. crc32.MakeTable returns the package's own
+// Castagnoli table, for which hash/crc32 uses the SSE4.2 / ARMv8 CRC
+// instructions, so this is the hardware path. Read-only after init.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Entry is a validated entry: the bytes from the 0x0e01 magic to the end of a
+// payload frame, exactly as the producer wrote them.
+//
+//	[0x0e01][CRC32C][metadataSize][MessageMetadata][payload]
+//
+// Its framing (magic, metadataSize within bounds) has been checked; the CRC
+// and the metadata contents have not, until VerifyChecksum and
+// DecodeMetadata are called. An Entry aliases the bytes it was parsed from.
+type Entry struct {
+	raw []byte
+}
+
+// ParseEntry validates the framing of an entry, as received in a frame or
+// read back from storage, without copying it.
+func ParseEntry(b []byte) (Entry, error) {
+	if len(b) < entryHeaderLen {
+		return Entry{}, malformed("entry of %d bytes is shorter than its %d-byte header", len(b), entryHeaderLen)
+	}
+	if m := binary.BigEndian.Uint16(b); m != MagicChecksum {
+		return Entry{}, malformed("entry starts with magic %#04x, want %#04x (checksum)", m, MagicChecksum)
+	}
+	size := binary.BigEndian.Uint32(b[magicLen+crcLen:])
+	if size == 0 {
+		return Entry{}, malformed("metadataSize is 0")
+	}
+	if uint64(size) > uint64(len(b)-entryHeaderLen) {
+		return Entry{}, malformed("metadataSize %d exceeds the %d bytes left in the entry", size, len(b)-entryHeaderLen)
+	}
+	return Entry{raw: b[:len(b):len(b)]}, nil
+}
+
+// Bytes returns the whole entry, the bytes to store and to send back.
+func (e Entry) Bytes() []byte { return e.raw }
+
+// Len is len(e.Bytes()).
+func (e Entry) Len() int { return len(e.raw) }
+
+// Checksum returns the CRC32C the producer wrote.
+func (e Entry) Checksum() uint32 {
+	if e.raw == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(e.raw[magicLen:])
+}
+
+// ComputeChecksum computes the CRC32C of metadataSize, metadata and payload.
+func (e Entry) ComputeChecksum() uint32 {
+	if e.raw == nil {
+		return 0
+	}
+	return crc32.Checksum(e.raw[magicLen+crcLen:], castagnoli)
+}
+
+// VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does
+// not match its contents.
+func (e Entry) VerifyChecksum() error {
+	sent, computed := e.Checksum(), e.ComputeChecksum()
+	if sent != computed {
+		return &ChecksumMismatchError{Sent: sent, Computed: computed}
+	}
+	return nil
+}
+
+// Metadata returns the encoded MessageMetadata.
+func (e Entry) Metadata() []byte {
+	if e.raw == nil {
+		return nil
+	}
+	return e.raw[entryHeaderLen:e.metadataEnd():e.metadataEnd()]
+}
+
+// Payload returns what follows the metadata: the (possibly compressed,
+// possibly batched) message bytes.
+func (e Entry) Payload() []byte {
+	if e.raw == nil {
+		return nil
+	}
+	return e.raw[e.metadataEnd():]
+}
+
+func (e Entry) metadataEnd() int {
+	return entryHeaderLen + int(binary.BigEndian.Uint32(e.raw[magicLen+crcLen:]))
+}
+
+// DecodeMetadata decodes the MessageMetadata into md, which it resets first.
+// Required fields are enforced, as the consuming client will.
+func (e Entry) DecodeMetadata(md *pb.MessageMetadata) error {
+	md.Reset()
+	if err := unmarshalOpts.Unmarshal(e.Metadata(), md); err != nil {
+		return malformedCause(err, "MessageMetadata of %d bytes", len(e.Metadata()))
+	}
+	return nil
+}
