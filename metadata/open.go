@@ -75,6 +75,8 @@ func Open(ctx context.Context, connection string) (Store, error) {
 	switch t.Scheme {
 	case "memory":
 		return NewMemoryServer().NewSession(), nil
+	case "local":
+		return openLocalStore(t.Dir)
 	}
-	return nil, fmt.Errorf("metadata store %q: the %s backend is not in this build yet (memory: is)", connection, t.Scheme)
+	return nil, fmt.Errorf("metadata store %q: the %s backend is not in this build yet (memory: and local: are)", connection, t.Scheme)
 }
