@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test testrace bench fuzz lint standalone perf-disk generate clean
+.PHONY: all build test testrace bench fuzz lint standalone perf-disk zookeeper generate clean
 
 all: build
 
@@ -17,13 +17,14 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/magnetar
 
-## test: vet, then every test with the race detector (what CI runs)
-test:
+## test: vet, then every test with the race detector (what CI runs); the
+## ZooKeeper tests start their own servers, installing ZooKeeper if missing
+test: zookeeper
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 ## testrace: the tests three times in shuffled order, to shake out flakes
-testrace:
+testrace: zookeeper
 	$(GO) test -race -count=3 -shuffle=on -timeout 40m ./...
 
 ## bench: Go benchmarks of every package
@@ -44,6 +45,10 @@ lint:
 	$(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+
+## zookeeper: install Debian's zookeeper package if it is missing
+zookeeper:
+	bash scripts/zookeeper.sh install
 
 ## generate: regenerate wire/pb from wire/proto. protoc itself comes from
 ## Debian's protobuf-compiler package (apt-get install protobuf-compiler,

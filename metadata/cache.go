@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Cache is a typed, read-through cache over one subtree of a Store, like
@@ -17,11 +18,14 @@ import (
 type Cache[T any] struct {
 	store  Store
 	prefix string
-	watch  *Watcher
 
 	mu      sync.Mutex
-	entries map[string]cacheEntry[T]
-	gen     map[string]uint64 // bumped on invalidation: a racing fill never resurrects stale data
+	watch   *Watcher                 // the current watch; replaced after an interruption
+	entries map[string]cacheEntry[T] // nil while no watch is established: reads go to the store
+	gen     map[string]uint64        // bumped on invalidation: a racing fill never resurrects stale data
+	epoch   uint64                   // bumped when a watch ends: fills from before it are dropped
+	closed  bool
+	stop    chan struct{}
 	done    chan struct{}
 }
 
@@ -44,24 +48,76 @@ func NewCache[T any](ctx context.Context, store Store, prefix string) (*Cache[T]
 		return nil, err
 	}
 	c := &Cache[T]{store: store, prefix: prefix, watch: w, entries: map[string]cacheEntry[T]{},
-		gen: map[string]uint64{}, done: make(chan struct{})}
-	go c.invalidate()
+		gen: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go c.run(w)
 	return c, nil
 }
 
-func (c *Cache[T]) invalidate() {
+// run applies invalidations and, when a watch ends because the connection
+// was lost or the watcher fell behind, watches again: changes missed
+// meanwhile are covered by dropping every entry.
+func (c *Cache[T]) run(w *Watcher) {
 	defer close(c.done)
-	for ev := range c.watch.Events() {
+	for {
+		c.invalidate(w)
+		if !c.resumable(w.Err()) {
+			return
+		}
+		if w = c.rewatch(); w == nil {
+			return
+		}
+	}
+}
+
+func (c *Cache[T]) invalidate(w *Watcher) {
+	for ev := range w.Events() {
 		c.mu.Lock()
 		delete(c.entries, ev.Path)
 		c.gen[ev.Path]++
 		c.mu.Unlock()
 	}
-	// The watch ended (overflow, session lost, close): drop everything so
-	// that no read is served from entries nobody invalidates any more.
+	// No read may be served from entries nobody invalidates any more.
 	c.mu.Lock()
 	c.entries = nil
+	c.epoch++
 	c.mu.Unlock()
+}
+
+// resumable reports whether a watch that ended with err can be set up
+// again (not after Close, session loss or the store's end).
+func (c *Cache[T]) resumable(err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && (errors.Is(err, ErrWatchInterrupted) || errors.Is(err, ErrWatchOverflow))
+}
+
+// rewatch retries Watch with backoff until it works or the cache closes.
+func (c *Cache[T]) rewatch() *Watcher {
+	delay := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := c.store.Watch(ctx, c.prefix)
+		cancel()
+		if err == nil {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.closed {
+				w.Close()
+				return nil
+			}
+			c.watch, c.entries = w, map[string]cacheEntry[T]{}
+			return w
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, ErrSessionLost) {
+			return nil
+		}
+		select {
+		case <-c.stop:
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }
 
 // Get returns the decoded value at path; found is false when the node does
@@ -72,7 +128,7 @@ func (c *Cache[T]) Get(ctx context.Context, path string) (value T, stat Stat, fo
 	}
 	c.mu.Lock()
 	e, hit := c.entries[path]
-	gen, live := c.gen[path], c.entries != nil
+	gen, epoch, live := c.gen[path], c.epoch, c.entries != nil
 	c.mu.Unlock()
 	if hit {
 		return e.value, e.stat, e.found, nil
@@ -90,7 +146,7 @@ func (c *Cache[T]) Get(ctx context.Context, path string) (value T, stat Stat, fo
 		e.stat, e.found = stat, true
 	}
 	c.mu.Lock()
-	if live && c.entries != nil && c.gen[path] == gen {
+	if live && c.entries != nil && c.gen[path] == gen && c.epoch == epoch {
 		c.entries[path] = e
 	}
 	c.mu.Unlock()
@@ -141,6 +197,15 @@ func (c *Cache[T]) ReadModifyUpdate(ctx context.Context, path string, modify fun
 
 // Close stops watching.
 func (c *Cache[T]) Close() {
-	c.watch.Close()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	w := c.watch
+	close(c.stop)
+	c.mu.Unlock()
+	w.Close()
 	<-c.done
 }

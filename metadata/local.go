@@ -433,8 +433,8 @@ type ownedStore struct {
 func (s ownedStore) Close() error { return errors.Join(s.Store.Close(), s.srv.Close()) }
 
 // openLocalStore opens dir and one session on it.
-func openLocalStore(dir string) (Store, error) {
-	srv, err := OpenLocal(dir, LocalOptions{})
+func openLocalStore(dir string, opts LocalOptions) (Store, error) {
+	srv, err := OpenLocal(dir, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -190,7 +190,7 @@ func TestLocalCrash(t *testing.T) {
 
 func TestOpenLocalConnectionString(t *testing.T) {
 	dir := t.TempDir()
-	s, err := metadata.Open(bg(t), "local:"+dir)
+	s, err := metadata.Open(bg(t), "local:"+dir, metadata.Options{})
 	check(t, err)
 	_, err = s.Put(bg(t), "/admin/clusters/c1", []byte("x"), metadata.AnyVersion)
 	check(t, err)
@@ -199,7 +199,7 @@ func TestOpenLocalConnectionString(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 
-	s, err = metadata.Open(bg(t), "local:"+dir) // the first Close released the directory
+	s, err = metadata.Open(bg(t), "local:"+dir, metadata.Options{}) // the first Close released the directory
 	check(t, err)
 	defer s.Close()
 	v, st, err := s.Get(bg(t), "/admin/clusters/c1")

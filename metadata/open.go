@@ -3,9 +3,11 @@ package metadata
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Target is a parsed metadata-store connection string.
@@ -63,8 +65,19 @@ func parseZK(s, rest string) (Target, error) {
 	return t, nil
 }
 
-// Open connects to the store a connection string names.
-func Open(ctx context.Context, connection string) (Store, error) {
+// Options tune Open. Zero values take Pulsar's defaults.
+type Options struct {
+	// SessionTimeout: metadataStoreSessionTimeoutMillis (zk; default 30 s).
+	SessionTimeout time.Duration
+	// OperationTimeout: metadataStoreOperationTimeoutSeconds (zk; default 30 s).
+	OperationTimeout time.Duration
+	// Logger receives the store's operator-facing events.
+	Logger *slog.Logger
+}
+
+// Open connects to the store a connection string names. For zk it waits,
+// bounded by ctx, until it has a session, retrying unreachable servers.
+func Open(ctx context.Context, connection string, opts Options) (Store, error) {
 	t, err := ParseTarget(connection)
 	if err != nil {
 		return nil, err
@@ -76,7 +89,10 @@ func Open(ctx context.Context, connection string) (Store, error) {
 	case "memory":
 		return NewMemoryServer().NewSession(), nil
 	case "local":
-		return openLocalStore(t.Dir)
+		return openLocalStore(t.Dir, LocalOptions{Logger: opts.Logger})
+	case "zk":
+		return OpenZK(ctx, t, ZKOptions{SessionTimeout: opts.SessionTimeout,
+			OperationTimeout: opts.OperationTimeout, Logger: opts.Logger})
 	}
-	return nil, fmt.Errorf("metadata store %q: the %s backend is not in this build yet (memory: and local: are)", connection, t.Scheme)
+	return nil, fmt.Errorf("metadata store %q: unknown scheme %q; %s", connection, t.Scheme, connectionForms)
 }

@@ -11,8 +11,7 @@
 //	zk:host1:2181,host2:2181/chroot ZooKeeper (cluster and configuration stores)
 //	local:/path/to/dir              embedded and persisted, for standalone
 //
-// (zk and local land with the rest of the metadata issue; the contract and
-// its conformance suite, metadatatest, are shared by all backends.)
+// Every backend passes one conformance suite, metadatatest.
 //
 // The interface avoids ZooKeeper-only ideas so that an etcd backend fits:
 // versions are opaque per-key counters, watches are on a path prefix

@@ -289,8 +289,7 @@ func TestZKDownWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectState(t, states, metadata.SessionSuspended)
-	for range w.Events() {
-	}
+	waitWatchEnd(t, w)
 	if !errors.Is(w.Err(), metadata.ErrWatchInterrupted) {
 		t.Fatalf("watch after connection loss: %v", w.Err())
 	}
@@ -324,5 +323,35 @@ func expectState(t *testing.T, w *metadata.SessionWatcher, want metadata.Session
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no %v session event", want)
+	}
+}
+
+// waitWatchEnd drains w until it ends, failing the test after 30 s.
+func waitWatchEnd(t *testing.T, w *metadata.Watcher) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case _, ok := <-w.Events():
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("watch did not end")
+		}
+	}
+}
+
+func TestOpenZKConnectionString(t *testing.T) {
+	conn := freshChroot(t, sharedZK(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := metadata.Open(ctx, conn, metadata.Options{SessionTimeout: testSessionTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Put(ctx, "/x", []byte("v"), metadata.AnyVersion); err != nil {
+		t.Fatal(err)
 	}
 }
