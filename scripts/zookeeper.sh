@@ -24,6 +24,8 @@ set -euo pipefail
 ZK_JAR=/usr/share/java/zookeeper.jar
 LOG_JAR=/usr/share/java/slf4j-simple.jar
 JUTE_MAXBUFFER=$((4 * 1024 * 1024))
+LOCK="${TMPDIR:-/tmp}/magnetar-zookeeper-ports.lock"
+REGISTRY="${TMPDIR:-/tmp}/magnetar-zookeeper-ports"
 
 die() { echo "zookeeper.sh: $*" >&2; exit 1; }
 
@@ -40,16 +42,25 @@ install_zookeeper() {
   [[ -f $ZK_JAR ]] || die "apt-get installed zookeeper but $ZK_JAR is missing"
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Probes are bounded: a port owned by something that is not a ZooKeeper
+# client port may accept a connection and never answer.
+port_in_use() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+four_letter() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && echo $2 >&3 && cat <&3" 2>/dev/null; }
 
 # free_port prints a loopback port nothing listens on and that this run has
-# not handed out yet (recorded in DIR/ports).
+# not handed out to another directory (REGISTRY lists ports in use by
+# directories that were started and not stopped, so a node that is down for
+# a test keeps its ports). Ports come from below Linux's
+# ephemeral range (32768-60999) so outgoing connections never take them;
+# concurrent starts are serialised by a lock held until the nodes listen.
 free_port() {
   local dir=$1 p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 40000))
-    if ! port_in_use "$p" && ! grep -qx "$p" "$dir/ports" 2>/dev/null; then
+  for _ in $(seq 1 500); do
+    p=$((20000 + RANDOM % 12000))
+    if ! grep -q "^$p " "$REGISTRY" 2>/dev/null && ! port_in_use "$p"; then
       echo "$p" >>"$dir/ports"
+      echo "$p $dir" >>"$REGISTRY"
       echo "$p"
       return 0
     fi
@@ -99,7 +110,7 @@ start_node() {
     -Djute.maxbuffer=$JUTE_MAXBUFFER -Dzookeeper.4lw.commands.whitelist='*' \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
     -cp "$ZK_JAR:$LOG_JAR" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/node$i/zoo.cfg" \
-    >>"$dir/node$i/server.log" 2>&1 </dev/null &
+    >>"$dir/node$i/server.log" 2>&1 </dev/null 9>&- &
   echo $! >"$dir/node$i/pid"
 }
 
@@ -118,11 +129,12 @@ start_watchdog() {
   local dir=$1 parent=${ZK_PARENT_PID:-}
   [[ -n $parent ]] || return 0
   setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; exec bash "$2" stop "$3"' \
-    watchdog "$parent" "$0" "$dir" </dev/null >/dev/null 2>&1 &
+    watchdog "$parent" "$0" "$dir" </dev/null >/dev/null 2>&1 9>&- &
 }
 
-# wait_serving waits until every running node answers "ruok" and, for an
-# ensemble, until a quorum serves requests ("isro" says rw).
+# wait_serving waits until every running node answers "isro" with "rw"
+# (for an ensemble: a quorum serves requests). A node whose JVM exited (a
+# port taken after all, a bad config) fails the start with its log.
 wait_serving() {
   local dir=$1 nodes i client
   nodes=$(cat "$dir/nodes")
@@ -130,8 +142,12 @@ wait_serving() {
     local ok=0
     for i in $(seq 1 "$nodes"); do
       [[ -f $dir/node$i/pid ]] || { ok=$((ok + 1)); continue; }
+      if ! kill -0 "$(cat "$dir/node$i/pid")" 2>/dev/null; then
+        tail -20 "$dir/node$i/server.log" >&2
+        die "ZooKeeper node $i under $dir exited during start; log above"
+      fi
       read -r client _ _ <"$dir/node$i/ports"
-      if (exec 3<>"/dev/tcp/127.0.0.1/$client" && echo isro >&3 && cat <&3) 2>/dev/null | grep -q rw; then
+      if four_letter "$client" isro | grep -q rw; then
         ok=$((ok + 1))
       fi
     done
@@ -161,16 +177,26 @@ case $cmd in
     install_zookeeper
     mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
     [[ -f $dir/nodes ]] && die "$dir already holds a ZooKeeper; stop it or use another directory"
+    exec 9>"$LOCK"
+    flock 9
     write_configs "$dir" "$nodes"
     for i in $(seq 1 "$nodes"); do start_node "$dir" "$i"; done
     start_watchdog "$dir"
     wait_serving "$dir"
+    flock -u 9
     connection "$dir"
     ;;
   stop)
     dir=${2:?usage: stop DIR}
     [[ -f $dir/nodes ]] || exit 0
     for i in $(seq 1 "$(cat "$dir/nodes")"); do stop_node "$dir" "$i"; done
+    dir=$(cd "$dir" && pwd)
+    exec 9>"$LOCK"
+    flock 9
+    if [[ -f $REGISTRY ]]; then
+      grep -v " $dir\$" "$REGISTRY" >"$REGISTRY.tmp" || true
+      mv "$REGISTRY.tmp" "$REGISTRY"
+    fi
     ;;
   stop-node) stop_node "${2:?usage: stop-node DIR I}" "${3:?usage: stop-node DIR I}" ;;
   start-node)

@@ -7,6 +7,7 @@ package zktest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,7 +85,11 @@ func script(args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", append([]string{path}, args...)...)
+	// Bounded, so a wedged start fails the test instead of hanging CI.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), "ZK_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
