@@ -1,0 +1,245 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/engine"
+)
+
+// Errors. Failures wrap ErrFailed and the cause; test with errors.Is.
+var (
+	ErrClosed = errors.New("journal: closed")
+	// ErrFailed: a write or datasync failed. Every add not yet
+	// acknowledged failed with it, and every later add fails too: a failed
+	// sync is never retried and assumed to have worked.
+	ErrFailed = errors.New("journal: failed")
+	// ErrEntryTooLarge rejects payloads over MaxEntrySize.
+	ErrEntryTooLarge = errors.New("journal: entry too large")
+)
+
+// Options configure a journal. Zero values take BookKeeper's defaults
+// (Pulsar's where it ships its own), under the same key names.
+type Options struct {
+	// MaxGroupWait is journalMaxGroupWaitMSec: the longest a group stays
+	// open for more adds (default 1 ms, as Pulsar ships). The wait is
+	// adaptive: it only lingers while adds arrive faster than the window.
+	MaxGroupWait time.Duration
+	// BufferedWritesThreshold is journalBufferedWritesThreshold: a group
+	// closes at this many bytes (default 512 KiB).
+	BufferedWritesThreshold int
+	// BufferedEntriesThreshold is journalBufferedEntriesThreshold: a group
+	// closes at this many entries (default 0: no limit).
+	BufferedEntriesThreshold int
+	// MaxFileSize is journalMaxSizeMB: files rotate past it (default 2 GiB).
+	MaxFileSize int64
+	// PreallocSize is journalPreAllocSizeMB: files grow in chunks of
+	// this size (default 16 MiB).
+	PreallocSize int64
+	// SkipSync is journalSyncData=false: acknowledge after the write, make
+	// it durable every SyncInterval. Risks losing acknowledged entries on
+	// a power failure or kernel crash (not on a process crash).
+	SkipSync bool
+	// SyncInterval is how often SkipSync journals datasync (default 1 s).
+	SyncInterval time.Duration
+	// ReuseFiles is journalReuseFiles: checkpointed files are recycled
+	// (overwritten in place) instead of deleted, up to MaxRecycledFiles.
+	ReuseFiles bool
+	// MaxRecycledFiles bounds the recycled pool (default 2).
+	MaxRecycledFiles int
+	// Pipeline overlaps writing the next group with the previous group's
+	// datasync (BookKeeper's separate force-write thread).
+	Pipeline bool
+	// QueueSize is journalQueueSize: adds waiting for the writer; Add
+	// blocks when it is full (default 10000).
+	QueueSize int
+	// Logger receives one line per event an operator acts on.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxGroupWait == 0 {
+		o.MaxGroupWait = time.Millisecond
+	}
+	if o.BufferedWritesThreshold <= 0 {
+		o.BufferedWritesThreshold = 512 << 10
+	}
+	if o.MaxFileSize <= 0 {
+		o.MaxFileSize = 2 << 30
+	}
+	if o.PreallocSize <= 0 {
+		o.PreallocSize = 16 << 20
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = time.Second
+	}
+	if o.MaxRecycledFiles <= 0 {
+		o.MaxRecycledFiles = 2
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 10000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Callback receives an add's outcome: the mark of its group once durable,
+// or an error. Callbacks run on the journal's goroutine in add order and
+// must not block.
+type Callback func(Mark, error)
+
+type request struct {
+	ledgerID, entryID int64
+	payload           []byte
+	cb                Callback
+	enqueued          time.Time
+}
+
+// segment is one open journal file.
+type segment struct {
+	id        uint64
+	f         engine.File
+	offset    int64 // next group's offset (writer only)
+	allocated int64 // preallocated up to here (writer only)
+}
+
+// Journal is one journal directory and its writer.
+//
+// Lock rules: gate is held shared by Add while it enqueues and exclusively
+// by Close to stop new adds, so no add is enqueued after the writer's final
+// drain. mu guards failed, lastMark, recycled and live. filesMu serialises
+// file creation, renames and removals between the writer (rotation) and
+// Checkpoint; it is never taken under mu.
+type Journal struct {
+	fs   engine.FS
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	queue chan *request
+	quit  chan struct{}
+	done  chan struct{}
+	syncq chan syncItem // pipeline mode: written groups waiting for datasync
+
+	gate   sync.RWMutex
+	closed bool
+
+	filesMu sync.Mutex
+
+	mu       sync.Mutex
+	failed   error
+	lastMark Mark
+	recycled []uint64 // recycled file ids, oldest first
+	live     []uint64 // journal files in id order (the current one last)
+
+	// writer-owned state
+	cur      *segment
+	nextID   uint64
+	seq      uint64
+	buf      []byte
+	arrival  time.Duration // EWMA of the gap between adds
+	lastAdd  time.Time
+	lastSync time.Time
+	timer    *time.Timer
+}
+
+// Open opens (creating if needed) the journal in dir, replays every entry
+// after the last checkpoint through replay (in journal order), truncates a
+// torn tail, starts a new file and starts the writer.
+func Open(fs engine.FS, dir string, opts Options, replay func(Entry) error) (*Journal, error) {
+	opts = opts.withDefaults()
+	j := &Journal{fs: fs, dir: dir, opts: opts, log: opts.Logger.With("journal", dir),
+		queue: make(chan *request, opts.QueueSize), quit: make(chan struct{}), done: make(chan struct{})}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("journal %s: %w", dir, err)
+	}
+	if err := j.recover(replay); err != nil {
+		return nil, err
+	}
+	if err := j.rotate(); err != nil {
+		return nil, err
+	}
+	j.timer = time.NewTimer(time.Hour)
+	j.timer.Stop()
+	if opts.Pipeline && !opts.SkipSync {
+		j.syncq = make(chan syncItem, 256)
+		syncDone := make(chan struct{})
+		go j.syncLoop(syncDone)
+		go func() { j.writeLoop(); close(j.syncq); <-syncDone; close(j.done) }()
+	} else {
+		go func() { j.writeLoop(); close(j.done) }()
+	}
+	return j, nil
+}
+
+// Add queues an entry; cb runs once it is durable (or failed). Add blocks
+// while the queue is full. The payload must not change until cb runs.
+func (j *Journal) Add(ledgerID, entryID int64, payload []byte, cb Callback) error {
+	if len(payload) > MaxEntrySize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(payload), MaxEntrySize)
+	}
+	j.gate.RLock()
+	defer j.gate.RUnlock()
+	if j.closed {
+		return ErrClosed
+	}
+	if err := j.failure(); err != nil {
+		return err
+	}
+	j.queue <- &request{ledgerID: ledgerID, entryID: entryID, payload: payload, cb: cb, enqueued: time.Now()}
+	return nil
+}
+
+// LastMark is the mark after the last acknowledged group.
+func (j *Journal) LastMark() Mark {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lastMark
+}
+
+func (j *Journal) failure() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
+}
+
+// fail puts the journal into the failed state (once) and returns the error
+// every pending add gets.
+func (j *Journal) fail(cause error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed == nil {
+		j.failed = fmt.Errorf("%w: %s: %w", ErrFailed, j.dir, cause)
+		j.log.Error("journal failed; every pending and later add fails until restart", "err", cause)
+	}
+	return j.failed
+}
+
+// Close writes what is queued, waits for it to be durable, and closes.
+func (j *Journal) Close() error {
+	j.gate.Lock()
+	if j.closed {
+		j.gate.Unlock()
+		return ErrClosed
+	}
+	j.closed = true
+	j.gate.Unlock()
+	close(j.quit)
+	<-j.done
+	var err error
+	if j.cur != nil {
+		if j.failure() == nil {
+			err = j.cur.f.Datasync()
+		}
+		err = errors.Join(err, j.cur.f.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("journal %s: close: %w", j.dir, err)
+	}
+	return j.failure()
+}

@@ -1,0 +1,260 @@
+package journal
+
+import (
+	"time"
+)
+
+// group is the adds one write carries.
+type group struct {
+	reqs  []*request
+	bytes int // records bytes (headers + payloads)
+}
+
+// syncItem is a written group waiting for its datasync (pipeline mode).
+type syncItem struct {
+	seg        *segment
+	end        Mark
+	reqs       []*request
+	closeAfter bool          // the segment was rotated away: close it once synced
+	done       chan struct{} // closed once processed (rotation waits on it)
+}
+
+// writeLoop is the journal's single writer: it collects groups and
+// commits them until Close, then drains what is queued.
+func (j *Journal) writeLoop() {
+	for {
+		g, ok := j.collect()
+		if !ok {
+			return
+		}
+		if len(g.reqs) == 0 {
+			continue
+		}
+		if err := j.failure(); err != nil {
+			j.answer(g.reqs, Mark{}, err)
+			continue
+		}
+		j.commit(g)
+	}
+}
+
+// collect blocks for the first add, then takes whatever else is queued
+// and lingers for more while the group is not full and adds keep coming.
+func (j *Journal) collect() (group, bool) {
+	var g group
+	select {
+	case r := <-j.queue:
+		j.take(&g, r)
+	case <-j.quit:
+		select {
+		case r := <-j.queue:
+			j.take(&g, r)
+		default:
+			return g, false
+		}
+	case <-j.syncTick():
+		j.periodicSync()
+		return g, true
+	}
+	for !j.full(&g) {
+		select {
+		case r := <-j.queue:
+			j.take(&g, r)
+			continue
+		default:
+		}
+		wait := j.linger(&g)
+		if wait <= 0 {
+			break
+		}
+		j.timer.Reset(wait)
+		select {
+		case r := <-j.queue:
+			j.take(&g, r)
+			if !j.timer.Stop() {
+				<-j.timer.C
+			}
+			continue
+		case <-j.timer.C:
+		}
+		break
+	}
+	return g, true
+}
+
+func (j *Journal) take(g *group, r *request) {
+	g.reqs = append(g.reqs, r)
+	g.bytes += recordHeaderSize + len(r.payload)
+	if !j.lastAdd.IsZero() {
+		gap := r.enqueued.Sub(j.lastAdd)
+		if gap < 0 {
+			gap = 0
+		}
+		j.arrival = (j.arrival*7 + gap) / 8
+	}
+	j.lastAdd = r.enqueued
+}
+
+func (j *Journal) full(g *group) bool {
+	return g.bytes >= j.opts.BufferedWritesThreshold ||
+		(j.opts.BufferedEntriesThreshold > 0 && len(g.reqs) >= j.opts.BufferedEntriesThreshold)
+}
+
+// linger says how long to wait for one more add: about two average gaps
+// between adds, and not at all when that would pass the group's window
+// (so a lone add under low load is written at once).
+func (j *Journal) linger(g *group) time.Duration {
+	if len(g.reqs) == 0 || j.opts.MaxGroupWait < 0 {
+		return 0
+	}
+	remaining := j.opts.MaxGroupWait - time.Since(g.reqs[0].enqueued)
+	expect := 2 * j.arrival
+	if expect <= 0 || expect > remaining {
+		return 0
+	}
+	return max(expect, 20*time.Microsecond)
+}
+
+// syncTick fires the periodic datasync of SkipSync journals.
+func (j *Journal) syncTick() <-chan time.Time {
+	if !j.opts.SkipSync {
+		return nil
+	}
+	return time.After(max(0, j.opts.SyncInterval-time.Since(j.lastSync)))
+}
+
+func (j *Journal) periodicSync() {
+	j.lastSync = time.Now()
+	if j.failure() != nil {
+		return
+	}
+	if err := j.cur.f.Datasync(); err != nil {
+		j.fail(err)
+	}
+}
+
+// commit writes one group: rotating or growing the file first if needed,
+// then either write+datasync and answer (serial), or write and hand the
+// group to the sync loop (pipeline).
+func (j *Journal) commit(g group) {
+	span := groupSpan(g.bytes)
+	if j.cur.offset+span > j.opts.MaxFileSize && j.cur.offset > BlockSize {
+		if err := j.rotateForWrite(); err != nil {
+			j.answer(g.reqs, Mark{}, j.fail(err))
+			return
+		}
+	}
+	if err := j.ensureAllocated(span); err != nil {
+		j.answer(g.reqs, Mark{}, j.fail(err))
+		return
+	}
+	buf := j.encodeGroup(g, span)
+	seg, off := j.cur, j.cur.offset
+	end := Mark{FileID: seg.id, Offset: off + span}
+	var err error
+	switch {
+	case j.syncq != nil:
+		if _, err = seg.f.WriteAt([][]byte{buf}, off); err == nil {
+			seg.offset = end.Offset
+			j.syncq <- syncItem{seg: seg, end: end, reqs: g.reqs}
+			return
+		}
+	case j.opts.SkipSync:
+		_, err = seg.f.WriteAt([][]byte{buf}, off)
+	default:
+		_, err = seg.f.WriteAtSync([][]byte{buf}, off)
+	}
+	if err != nil {
+		j.answer(g.reqs, Mark{}, j.fail(err))
+		return
+	}
+	seg.offset = end.Offset
+	j.acknowledge(end, g.reqs)
+}
+
+// encodeGroup lays the group out in the reusable write buffer: header,
+// records, zero padding to the block boundary.
+func (j *Journal) encodeGroup(g group, span int64) []byte {
+	if int64(cap(j.buf)) < span {
+		j.buf = make([]byte, span)
+	}
+	b := j.buf[:span]
+	j.seq++
+	groupHeader{fileID: j.cur.id, durableBefore: uint64(j.durableBefore()), recordsLen: uint32(g.bytes),
+		count: uint32(len(g.reqs)), seq: j.seq}.put(b)
+	p := groupHeaderSize
+	for _, r := range g.reqs {
+		putRecordHeader(b[p:], r.ledgerID, r.entryID, r.payload)
+		p += recordHeaderSize
+		p += copy(b[p:], r.payload)
+	}
+	clear(b[p:])
+	return b
+}
+
+// durableBefore is the offset in the current file below which everything
+// is durable: the group's own offset when every group is synced before the
+// next is written, the last synced mark when writes overlap syncs.
+func (j *Journal) durableBefore() int64 {
+	if j.syncq == nil && !j.opts.SkipSync {
+		return j.cur.offset
+	}
+	m := j.LastMark()
+	if m.FileID == j.cur.id {
+		return m.Offset
+	}
+	return BlockSize
+}
+
+// acknowledge records the new durable mark and answers the group's adds.
+func (j *Journal) acknowledge(end Mark, reqs []*request) {
+	j.mu.Lock()
+	j.lastMark = end
+	j.mu.Unlock()
+	j.answer(reqs, end, nil)
+}
+
+func (j *Journal) answer(reqs []*request, m Mark, err error) {
+	for _, r := range reqs {
+		r.cb(m, err)
+	}
+}
+
+// syncLoop makes written groups durable in pipeline mode: it takes every
+// group written so far, datasyncs each file they touch once, in order, and
+// answers them.
+func (j *Journal) syncLoop(done chan struct{}) {
+	defer close(done)
+	for item, ok := <-j.syncq; ok; item, ok = <-j.syncq {
+		items := []syncItem{item}
+		for len(j.syncq) > 0 {
+			items = append(items, <-j.syncq)
+		}
+		j.syncItems(items)
+	}
+}
+
+func (j *Journal) syncItems(items []syncItem) {
+	err := j.failure()
+	for i, it := range items {
+		if err == nil && (i == len(items)-1 || items[i+1].seg != it.seg) {
+			if serr := it.seg.f.Datasync(); serr != nil {
+				err = j.fail(serr)
+			}
+		}
+		if it.closeAfter {
+			_ = it.seg.f.Close()
+		}
+	}
+	for _, it := range items {
+		switch {
+		case err != nil:
+			j.answer(it.reqs, Mark{}, err)
+		case it.reqs != nil:
+			j.acknowledge(it.end, it.reqs)
+		}
+		if it.done != nil {
+			close(it.done)
+		}
+	}
+}
