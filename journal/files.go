@@ -21,6 +21,7 @@ func (j *Journal) rotate() error {
 	j.nextID++
 	j.cur = seg
 	j.mu.Lock()
+	j.curID = seg.id
 	if j.lastMark == (Mark{}) {
 		j.lastMark = Mark{FileID: seg.id, Offset: BlockSize}
 	}
@@ -168,9 +169,13 @@ func (j *Journal) Checkpoint(m Mark) error {
 	}
 	j.filesMu.Lock()
 	defer j.filesMu.Unlock()
+	if !j.checkpointed.Before(m) {
+		return nil // a checkpoint going backwards would point into retired files
+	}
 	if err := engine.WriteFileAtomic(j.fs, j.path(checkpointFile), encodeMark(m)); err != nil {
 		return fmt.Errorf("journal %s: write checkpoint: %w", j.dir, err)
 	}
+	j.checkpointed = m
 	return j.retireBefore(m.FileID)
 }
 
@@ -179,7 +184,7 @@ func (j *Journal) Checkpoint(m Mark) error {
 func (j *Journal) retireBefore(id uint64) error {
 	j.mu.Lock()
 	var old []uint64
-	for len(j.live) > 0 && j.live[0] < id && (j.cur == nil || j.live[0] != j.cur.id) {
+	for len(j.live) > 0 && j.live[0] < id && j.live[0] != j.curID {
 		old = append(old, j.live[0])
 		j.live = j.live[1:]
 	}

@@ -26,6 +26,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// staleGroupReason starts the reason given for a group of another file.
+const staleGroupReason = "group of file"
+
 // fileHeader is the first block of a journal file.
 type fileHeader struct {
 	fileID  uint64
@@ -100,7 +103,7 @@ func parseGroupHeader(b []byte, fileID uint64) (groupHeader, string) {
 		seq: binary.LittleEndian.Uint64(b[32:])}
 	switch {
 	case h.fileID != fileID:
-		return h, fmt.Sprintf("group of file %016x (a recycled file's old contents)", h.fileID)
+		return h, fmt.Sprintf("%s %016x (a recycled file's old contents)", staleGroupReason, h.fileID)
 	case h.recordsLen > maxGroupRecordsLen:
 		return h, fmt.Sprintf("group records length %d", h.recordsLen)
 	case uint64(h.count)*recordHeaderSize > uint64(h.recordsLen):

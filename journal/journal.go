@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -129,13 +130,15 @@ type Journal struct {
 	gate   sync.RWMutex
 	closed bool
 
-	filesMu sync.Mutex
+	filesMu      sync.Mutex
+	checkpointed Mark // guarded by filesMu
 
 	mu       sync.Mutex
 	failed   error
 	lastMark Mark
 	recycled []uint64 // recycled file ids, oldest first
 	live     []uint64 // journal files in id order (the current one last)
+	curID    uint64   // the current file's id (the writer's j.cur.id)
 
 	// writer-owned state
 	cur      *segment
@@ -155,8 +158,13 @@ func Open(fs engine.FS, dir string, opts Options, replay func(Entry) error) (*Jo
 	opts = opts.withDefaults()
 	j := &Journal{fs: fs, dir: dir, opts: opts, log: opts.Logger.With("journal", dir),
 		queue: make(chan *request, opts.QueueSize), quit: make(chan struct{}), done: make(chan struct{})}
+	// The directory's own entry must be durable too, or a crash right
+	// after the first acknowledged add could lose the whole journal.
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("journal %s: %w", dir, err)
+	}
+	if err := fs.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, fmt.Errorf("journal %s: sync parent directory: %w", dir, err)
 	}
 	if err := j.recover(replay); err != nil {
 		return nil, err

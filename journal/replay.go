@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/magnetar-io/magnetar/engine"
 )
@@ -29,7 +30,7 @@ func (j *Journal) recover(replay func(Entry) error) error {
 	}
 	if hasMark {
 		j.nextID = max(j.nextID, mark.FileID+1)
-		j.lastMark = mark
+		j.lastMark, j.checkpointed = mark, mark
 	}
 	for i, id := range ids {
 		if hasMark && id < mark.FileID {
@@ -193,8 +194,8 @@ func (j *Journal) endOfLog(f engine.File, id uint64, off, size int64, reason str
 		return engine.CorruptionErrorf("journal %s: invalid group at offset %d (%s), but the group at %d was written after everything below %d was durable",
 			f.Name(), off, reason, claimAt, claim)
 	}
-	if reason == "no group magic" {
-		return nil // never written, or zeros from preallocation
+	if reason == "no group magic" || strings.HasPrefix(reason, staleGroupReason) {
+		return nil // never written, zeros from preallocation, or a recycled file's old groups
 	}
 	j.log.Warn("journal: truncating a torn tail", "file", f.Name(), "offset", off, "reason", reason)
 	if err := f.Truncate(off); err != nil {
