@@ -35,6 +35,7 @@ func (j *Journal) rotate() error {
 // before the old file's last groups (replay stops at the first torn group).
 func (j *Journal) rotateForWrite() error {
 	old := j.cur
+	j.cur = nil // closed below whatever happens; Close must not close it again
 	switch {
 	case j.syncq != nil:
 		done := make(chan struct{})
@@ -63,10 +64,10 @@ func (j *Journal) createSegment(id uint64) (*segment, error) {
 	hdr := fileHeader{fileID: id, created: time.Now().UnixNano()}.encode()
 	if r, ok := j.popRecycled(); ok {
 		seg, err := j.reuse(r, id, hdr)
-		if err == nil {
-			return seg, nil
+		if err != nil {
+			return nil, fmt.Errorf("journal: reuse %s as %s: %w", recycledName(r), fileName(id), err)
 		}
-		j.log.Warn("journal: could not reuse a recycled file; creating a new one", "file", recycledName(r), "err", err)
+		return seg, nil
 	}
 	name := j.path(fileName(id))
 	f, err := j.fs.Create(name)

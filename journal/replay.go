@@ -98,16 +98,23 @@ func (j *Journal) replayFile(id uint64, from int64, last bool, replay func(Entry
 	if err != nil {
 		return 0, false, fmt.Errorf("journal: open %s: %w", name, err)
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("journal: close %s after replay: %w", name, cerr)
+		}
+	}()
 	hdr := make([]byte, BlockSize)
 	n, rerr := f.ReadAt(hdr, 0)
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		return 0, false, fmt.Errorf("journal: read header of %s: %w", name, rerr)
+	}
 	h, herr := decodeFileHeader(hdr[:n], name)
 	switch {
 	case herr != nil && last && allZero(hdr[:n]):
 		j.log.Warn("journal: removing a file whose creation did not complete", "file", name)
 		return 0, false, j.fs.Remove(name)
 	case herr != nil:
-		return 0, false, fmt.Errorf("journal: %w (read: %v)", herr, rerr)
+		return 0, false, fmt.Errorf("journal: %w", herr)
 	case h.fileID != id:
 		return 0, false, engine.CorruptionErrorf("journal %s: header says file %016x", name, h.fileID)
 	}

@@ -125,7 +125,7 @@ func (j *Journal) syncTick() <-chan time.Time {
 
 func (j *Journal) periodicSync() {
 	j.lastSync = time.Now()
-	if j.failure() != nil {
+	if j.failure() != nil || j.cur == nil {
 		return
 	}
 	if err := j.cur.f.Datasync(); err != nil {
@@ -243,7 +243,9 @@ func (j *Journal) syncItems(items []syncItem) {
 			}
 		}
 		if it.closeAfter {
-			_ = it.seg.f.Close()
+			if cerr := it.seg.f.Close(); cerr != nil && err == nil {
+				err = j.fail(cerr)
+			}
 		}
 	}
 	for _, it := range items {
