@@ -82,7 +82,7 @@ func (s *MemoryServer) NewSession() Store {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	st := &memoryStore{srv: s, id: s.nextID, session: newSessionWatcher()}
+	st := &memoryStore{srv: s, id: s.nextID, session: newSessionHub()}
 	switch {
 	case s.failed != nil:
 		st.ended = s.failed
@@ -307,7 +307,7 @@ func (s *MemoryServer) modifyLocked(path string, n *memNode, value []byte) {
 type memoryStore struct {
 	srv      *MemoryServer
 	id       int64
-	session  *SessionWatcher
+	session  *sessionHub
 	watchers []*Watcher // guarded by srv.mu
 	ended    error      // guarded by srv.mu: ErrClosed or ErrSessionLost once over
 }
@@ -501,7 +501,7 @@ func (m *memoryStore) detach(w *Watcher) {
 	}
 }
 
-func (m *memoryStore) SessionEvents() *SessionWatcher { return m.session }
+func (m *memoryStore) SessionEvents() *SessionWatcher { return m.session.subscribe() }
 
 func (m *memoryStore) Close() error {
 	m.srv.mu.Lock()

@@ -161,7 +161,9 @@ type Store interface {
 	// Watch delivers, in order, every change at prefix or below it, from
 	// the moment Watch returns until the watcher is closed.
 	Watch(ctx context.Context, prefix string) (*Watcher, error)
-	// SessionEvents delivers the session's state changes in order.
+	// SessionEvents returns a new stream of the session's states, in
+	// order, starting with the current one. Each call is its own
+	// subscriber, so every owner sees every state.
 	SessionEvents() *SessionWatcher
 	// Close ends the session (its ephemeral nodes are deleted) and
 	// releases the backend.

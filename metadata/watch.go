@@ -117,3 +117,61 @@ func (s *SessionWatcher) end(err error) {
 		close(s.states)
 	}
 }
+
+// sessionHub fans a session's state changes out to every subscriber, so
+// that each owner (the load manager, the ledger client, a cache) sees every
+// state, and a slow one that overflows loses only its own stream.
+//
+// Lock rules: mu guards every field; deliveries never block under it.
+type sessionHub struct {
+	mu      sync.Mutex
+	subs    []*SessionWatcher
+	current SessionState // 0 before the first state
+	ended   bool
+	err     error
+}
+
+func newSessionHub() *sessionHub { return &sessionHub{} }
+
+// subscribe returns a new stream that starts with the current state.
+func (h *sessionHub) subscribe() *SessionWatcher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := newSessionWatcher()
+	if h.current != 0 {
+		w.deliver(h.current)
+	}
+	if h.ended {
+		w.end(h.err)
+		return w
+	}
+	h.subs = append(h.subs, w)
+	return w
+}
+
+func (h *sessionHub) deliver(st SessionState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.current = st
+	kept := h.subs[:0]
+	for _, w := range h.subs {
+		w.deliver(st)
+		if w.Err() == nil {
+			kept = append(kept, w)
+		}
+	}
+	h.subs = kept
+}
+
+func (h *sessionHub) end(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended, h.err = true, err
+	for _, w := range h.subs {
+		w.end(err)
+	}
+	h.subs = nil
+}

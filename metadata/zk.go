@@ -53,9 +53,9 @@ func (o ZKOptions) withDefaults() ZKOptions {
 // Lock rules: mu guards watchers, the session flags and ended; the event
 // callback (go-zookeeper's receive goroutine for node events, its connect
 // goroutine for state changes) takes mu and never blocks under it.
-// regMu serialises watch registration round trips with removals, so an
+// regSem serialises watch registration round trips with removals, so an
 // add and a remove for one prefix never cross on the wire; it is never
-// taken under mu.
+// taken under mu, and Watch gives up waiting for it when its context ends.
 type zkStore struct {
 	conn    *zk.Conn                // set once Open's zk.Connect returns
 	connRef atomic.Pointer[zk.Conn] // the same, for the callback, which may run before
@@ -63,15 +63,16 @@ type zkStore struct {
 	chroot  string // "" or "/a/b": prepended to every path
 	opts    ZKOptions
 	log     *slog.Logger
-	session *SessionWatcher
+	session *sessionHub
 	ready   chan struct{} // closed at the first session
 
+	expired      atomic.Bool // set on expiry: dial refuses, so no new session replays queued requests
 	dialFailures atomic.Int64
 	lastDialErr  atomic.Value // error
 	closing      chan struct{}
 	closeOnce    sync.Once
 
-	regMu sync.Mutex
+	regSem chan struct{} // one watch (un)registration round trip at a time
 
 	mu         sync.Mutex
 	watchers   map[string][]*Watcher // by prefix (relative to chroot)
@@ -89,10 +90,11 @@ func OpenZK(ctx context.Context, t Target, opts ZKOptions) (Store, error) {
 	opts = opts.withDefaults()
 	s := &zkStore{hosts: strings.Join(t.Hosts, ","), chroot: t.Chroot, opts: opts,
 		log:     opts.Logger.With("metadata_store", "zk:"+strings.Join(t.Hosts, ",")+t.Chroot),
-		session: newSessionWatcher(), ready: make(chan struct{}), closing: make(chan struct{}),
-		watchers: map[string][]*Watcher{}}
+		session: newSessionHub(), ready: make(chan struct{}), closing: make(chan struct{}),
+		watchers: map[string][]*Watcher{}, regSem: make(chan struct{}, 1)}
 	conn, _, err := zk.Connect(t.Hosts, opts.SessionTimeout,
-		zk.WithEventCallback(s.onEvent), zk.WithDialer(s.dial), zk.WithLogger(zkLogger{s.log}))
+		zk.WithEventCallback(s.onEvent), zk.WithDialer(s.dial), zk.WithLogger(zkLogger{s.log}),
+		zk.WithHostProvider(&zkHosts{}))
 	if err != nil {
 		return nil, fmt.Errorf("metadata store zk:%s: %w", s.hosts, err)
 	}
@@ -132,6 +134,11 @@ func (s *zkStore) ensureChroot(ctx context.Context) error {
 // backoff spaces attempts further while nothing answers, capped well under
 // any session timeout so a briefly lost session is kept.
 func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	if s.expired.Load() {
+		// go-zookeeper would open a fresh session and send requests still
+		// queued for the expired one; their callers were told it was lost.
+		return nil, fmt.Errorf("metadata: ZooKeeper session expired; not reconnecting: %w", ErrSessionLost)
+	}
 	c, err := s.opts.Dial(network, address, timeout)
 	if err == nil {
 		if n := s.dialFailures.Swap(0); n > 0 {
@@ -231,6 +238,7 @@ func (s *zkStore) onState(state zk.State, server string) {
 			s.endWatchersLocked(ErrWatchInterrupted)
 		}
 	case zk.StateExpired:
+		s.expired.Store(true)
 		s.log.Error("metadata: ZooKeeper session expired; its ephemeral nodes are gone and this store is closed")
 		s.ended = ErrSessionLost
 		s.session.deliver(SessionLost)
@@ -412,20 +420,23 @@ func (s *zkStore) Put(ctx context.Context, path string, value []byte, expectedVe
 		st, err = s.put(s.absolute(path), value, version)
 		return err
 	})
-	return zkStat(st), err
+	if err != nil { // st may still be written by an abandoned call
+		return Stat{}, err
+	}
+	return zkStat(st), nil
 }
 
 // put sets a value; with version -1 it creates the node (and parents)
 // when missing, retrying if a concurrent create or delete interleaves.
 func (s *zkStore) put(abs string, value []byte, version int32) (*zk.Stat, error) {
-	for {
+	for attempt := 0; ; attempt++ {
 		st, err := s.conn.Set(abs, value, version)
 		if !errors.Is(err, zk.ErrNoNode) || version != -1 {
 			return st, err
 		}
 		_, err = s.createWithParents(abs, value, zk.FlagPersistent)
-		if errors.Is(err, zk.ErrNodeExists) {
-			continue
+		if errors.Is(err, zk.ErrNodeExists) && attempt < 100 {
+			continue // created by someone else meanwhile: set it
 		}
 		if err != nil {
 			return nil, err
@@ -544,8 +555,12 @@ func (s *zkStore) Exists(ctx context.Context, path string) (bool, Stat, error) {
 // the server for one connection) after adding the local watcher, so no
 // event after Watch returns is missed.
 func (s *zkStore) Watch(ctx context.Context, prefix string) (*Watcher, error) {
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
+	select {
+	case s.regSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, opError("watch", prefix, ctx.Err())
+	}
+	defer func() { <-s.regSem }()
 	w := newWatcher(prefix, s.detach)
 	s.mu.Lock()
 	if s.ended != nil {
@@ -564,8 +579,8 @@ func (s *zkStore) Watch(ctx context.Context, prefix string) (*Watcher, error) {
 	return w, nil
 }
 
-// removeLocal drops w and reports whether its prefix has no watcher left.
-func (s *zkStore) removeLocal(w *Watcher) (last bool) {
+// removeLocal drops w from the local watchers.
+func (s *zkStore) removeLocal(w *Watcher) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ws := s.watchers[w.prefix]
@@ -577,31 +592,48 @@ func (s *zkStore) removeLocal(w *Watcher) (last bool) {
 	}
 	if len(ws) == 0 {
 		delete(s.watchers, w.prefix)
-		return s.ended == nil && !s.suspended
-	}
-	s.watchers[w.prefix] = ws
-	return false
-}
-
-// detach is Watcher.Close's hook: the server-side watch goes when the
-// prefix's last local watcher does.
-func (s *zkStore) detach(w *Watcher) {
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	if !s.removeLocal(w) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.OperationTimeout)
-	defer cancel()
-	err := s.call(ctx, "unwatch", w.prefix, func() error {
-		return zkRemovePersistentRecursiveWatch(s.conn, s.absolute(w.prefix))
-	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		s.log.Debug("metadata: removing ZooKeeper watch failed; the server drops it with the connection", "prefix", w.prefix, "err", err)
-	}
+	s.watchers[w.prefix] = ws
 }
 
-func (s *zkStore) SessionEvents() *SessionWatcher { return s.session }
+// unwatched reports whether the server-side watch on prefix should go: no
+// local watcher left, and the session still connected.
+func (s *zkStore) unwatched(prefix string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.watchers[prefix]) == 0 && s.ended == nil && !s.suspended
+}
+
+// detach is Watcher.Close's hook. It returns at once; the server-side
+// watch is removed in the background once no local watcher needs it. The
+// check happens under regSem, so a Watch for the same prefix that started
+// meanwhile keeps its registration.
+func (s *zkStore) detach(w *Watcher) {
+	s.removeLocal(w)
+	go func() {
+		select {
+		case s.regSem <- struct{}{}:
+		case <-s.closing:
+			return
+		}
+		defer func() { <-s.regSem }()
+		if !s.unwatched(w.prefix) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.OperationTimeout)
+		defer cancel()
+		err := s.call(ctx, "unwatch", w.prefix, func() error {
+			return zkRemovePersistentRecursiveWatch(s.conn, s.absolute(w.prefix))
+		})
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("metadata: removing a ZooKeeper watch failed; the server keeps sending its events until the connection closes",
+				"prefix", w.prefix, "err", err)
+		}
+	}()
+}
+
+func (s *zkStore) SessionEvents() *SessionWatcher { return s.session.subscribe() }
 
 // Close ends the session: ZooKeeper deletes its ephemeral nodes.
 func (s *zkStore) Close() error {
@@ -625,3 +657,38 @@ type zkLogger struct{ log *slog.Logger }
 func (l zkLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "component", "go-zookeeper")
 }
+
+// zkHosts hands go-zookeeper the configured host:port strings unresolved,
+// so names are resolved at each dial (through the store's backoff and
+// logging) instead of once at start, where one unresolvable name would
+// fail the whole open and moved servers would never be found.
+type zkHosts struct {
+	hosts []string
+	next  int
+	tried int
+}
+
+func (h *zkHosts) Init(servers []string) error {
+	if len(servers) == 0 {
+		return errors.New("metadata: no ZooKeeper servers")
+	}
+	h.hosts = append([]string(nil), servers...)
+	return nil
+}
+
+func (h *zkHosts) Len() int { return len(h.hosts) }
+
+// Next returns the next server; retryStart is true after a full round
+// without a connection (go-zookeeper then pauses and fails queued calls).
+func (h *zkHosts) Next() (string, bool) {
+	server := h.hosts[h.next]
+	h.next = (h.next + 1) % len(h.hosts)
+	h.tried++
+	retryStart := h.tried > len(h.hosts)
+	if retryStart {
+		h.tried = 1
+	}
+	return server, retryStart
+}
+
+func (h *zkHosts) Connected() { h.tried = 0 }

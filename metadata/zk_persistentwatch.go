@@ -25,7 +25,11 @@ const (
 	zkOpAddWatch      = 106
 
 	zkAddWatchModePersistentRecursive = 1 // AddWatchMode.PERSISTENT_RECURSIVE
-	zkWatcherTypePersistentRecursive  = 5 // WatcherType.PersistentRecursive
+	// zkWatcherTypeAny removes every kind of watch on the path. Servers
+	// before 3.9 know no PersistentRecursive (5) type and reject it; this
+	// store registers nothing but persistent recursive watches, so Any
+	// removes exactly those, on 3.6 and later.
+	zkWatcherTypeAny = 3
 )
 
 // zkAddWatchRequest is ZooKeeper's AddWatchRequest (jute: ustring path,
@@ -60,6 +64,6 @@ func zkAddPersistentRecursiveWatch(c *zk.Conn, path string) error {
 // zkRemovePersistentRecursiveWatch removes it again.
 func zkRemovePersistentRecursiveWatch(c *zk.Conn, path string) error {
 	_, err := zkConnRequest(c, zkOpRemoveWatches,
-		&zkRemoveWatchesRequest{Path: path, Type: zkWatcherTypePersistentRecursive}, &zkEmptyResponse{}, nil)
+		&zkRemoveWatchesRequest{Path: path, Type: zkWatcherTypeAny}, &zkEmptyResponse{}, nil)
 	return err
 }

@@ -99,7 +99,10 @@ func (f *faultyNet) heal() {
 	f.down = false
 }
 
-const testSessionTimeout = 3 * time.Second
+// testSessionTimeout is short enough to force expiries quickly and long
+// enough (a 4 s receive timeout) that a loaded 2-core machine running the
+// race detector and the JVM does not drop connections spuriously.
+const testSessionTimeout = 6 * time.Second
 
 func openZK(t *testing.T, connection string, opts metadata.ZKOptions) metadata.Store {
 	t.Helper()
@@ -154,7 +157,10 @@ func TestZKConformance(t *testing.T) {
 }
 
 func TestZKPersistentWatchBinding(t *testing.T) {
-	s := openZK(t, freshChroot(t, sharedZK(t)), metadata.ZKOptions{})
+	zk := sharedZK(t)
+	conn := freshChroot(t, zk)
+	chroot := strings.TrimPrefix(conn, zk.Connection)
+	s := openZK(t, conn, metadata.ZKOptions{})
 	ctx := context.Background()
 	w, err := s.Watch(ctx, "/a")
 	if err != nil {
@@ -178,6 +184,21 @@ func TestZKPersistentWatchBinding(t *testing.T) {
 		}
 	}
 	w.Close()
+	// The server-side watch goes too (removed in the background).
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := zktest.FourLetter(zk.Hosts[0], "wchp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, chroot+"/a\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still has the watch after Close:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if _, err := s.Put(ctx, "/a/b/c", []byte("y"), metadata.AnyVersion); err != nil {
 		t.Fatalf("put after removing the watch: %v", err)
 	}

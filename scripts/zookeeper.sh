@@ -119,7 +119,12 @@ stop_node() {
   [[ -f $dir/node$i/pid ]] || return 0
   pid=$(cat "$dir/node$i/pid")
   kill -9 "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  # Bounded, and a zombie (nobody reaped it) counts as stopped.
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
+    sleep 0.05
+  done
   rm -f "$dir/node$i/pid"
 }
 
