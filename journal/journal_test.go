@@ -248,3 +248,45 @@ func TestCallbacksInAddOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestSetSpreadsLedgersAndReplaysAll(t *testing.T) {
+	fs := engine.NewMem()
+	dirs := []string{"/disk1/journal", "/disk2/journal", "/disk3/journal"}
+	s, err := OpenSet(fs, dirs, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for l := int64(1); l <= 6; l++ {
+		for e := int64(0); e < 20; e++ {
+			wg.Add(1)
+			if err := s.Add(l, e, payloadFor(l, e, sizeFor(l, e, 3000)), func(_ Mark, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				wg.Done()
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	for i, d := range dirs {
+		if names, _ := fs.List(d); len(names) == 0 {
+			t.Errorf("journal %d (%s) got nothing", i, d)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var r replayed
+	s, err = OpenSet(fs, dirs, Options{}, r.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkComplete(t, r.entries, 6, 20)
+	if err := s.Checkpoint(s.LastMarks()[:2]); err == nil {
+		t.Fatal("checkpoint with too few marks accepted")
+	}
+}
