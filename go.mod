@@ -11,6 +11,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0
 	golang.org/x/sys v0.50.0
 	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -1,0 +1,135 @@
+// Package managedledger is the storage of a topic: one append-only stream
+// of entries (a sequence of ledgers) with any number of cursors, each a
+// subscription's position. This file is the contract the broker uses; the
+// in-memory implementation (memory.go) serves broker tests and standalone
+// until the implementation over the ledger client lands.
+//
+// Positions are (ledger id, entry id) and increase along the stream. A
+// cursor has a read position (the next entry to dispatch), a mark-delete
+// position (everything at or before it is acknowledged) and a set of
+// individually acknowledged entries after the mark-delete position, as
+// Pulsar's ManagedCursor.
+package managedledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Position is an entry's place in the stream.
+type Position struct {
+	LedgerID, EntryID int64
+}
+
+// Compare orders positions: -1, 0 or +1.
+func (p Position) Compare(o Position) int {
+	switch {
+	case p.LedgerID < o.LedgerID:
+		return -1
+	case p.LedgerID > o.LedgerID:
+		return 1
+	case p.EntryID < o.EntryID:
+		return -1
+	case p.EntryID > o.EntryID:
+		return 1
+	}
+	return 0
+}
+
+func (p Position) String() string { return fmt.Sprintf("%d:%d", p.LedgerID, p.EntryID) }
+
+// Entry is one stored entry: the bytes the producer sent, unchanged.
+type Entry struct {
+	Position Position
+	Data     []byte
+}
+
+// InitialPosition is where a new cursor starts.
+type InitialPosition int
+
+const (
+	// Latest: only entries added after the cursor is created.
+	Latest InitialPosition = iota
+	// Earliest: the first entry still stored.
+	Earliest
+)
+
+// CursorOptions configure OpenCursor.
+type CursorOptions struct {
+	// Initial applies only when the cursor does not exist yet.
+	Initial InitialPosition
+}
+
+// Errors; test with errors.Is.
+var (
+	ErrClosed          = errors.New("managedledger: closed")
+	ErrTerminated      = errors.New("managedledger: topic terminated")
+	ErrCursorNotFound  = errors.New("managedledger: cursor not found")
+	ErrInvalidPosition = errors.New("managedledger: invalid position")
+)
+
+// ManagedLedger is one topic's stream. Safe for concurrent use.
+type ManagedLedger interface {
+	// Name is the managed ledger's name (tenant/namespace/persistent/topic).
+	Name() string
+	// AddEntry appends data (which the ledger keeps; the caller must not
+	// change it) and calls cb with its position once durable. Callbacks
+	// run in append order.
+	AddEntry(data []byte, cb func(Position, error))
+	// OpenCursor opens a durable cursor, creating it if needed.
+	OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error)
+	// NewNonDurableCursor makes a cursor that is not persisted (readers);
+	// it starts reading at the first entry after start.
+	NewNonDurableCursor(start Position) (Cursor, error)
+	// DeleteCursor removes a durable cursor (unsubscribe).
+	DeleteCursor(ctx context.Context, name string) error
+	// Cursors lists the open cursors.
+	Cursors() []Cursor
+	// LastConfirmed is the position of the last entry added, or the
+	// position just before the first entry when the stream is empty.
+	LastConfirmed() Position
+	// Entries and Size count what is stored (not yet trimmed).
+	Entries() int64
+	Size() int64
+	// Terminate stops the stream: later adds fail with ErrTerminated.
+	Terminate(ctx context.Context) (Position, error)
+	// Close releases the ledger; pending reads fail with ErrClosed.
+	Close(ctx context.Context) error
+}
+
+// Cursor is a position in the stream. Safe for concurrent use.
+type Cursor interface {
+	Name() string
+	Durable() bool
+	// ReadEntries returns up to n entries (and at most about maxBytes,
+	// never less than one entry) from the read position and advances it
+	// past them. It returns none when the cursor has caught up.
+	ReadEntries(ctx context.Context, n int, maxBytes int64) ([]Entry, error)
+	// ReadEntriesOrWait is ReadEntries that, when caught up, waits for the
+	// next add and then calls cb (once) without polling.
+	ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, error))
+	// CancelPendingRead cancels a waiting ReadEntriesOrWait; it reports
+	// whether one was cancelled (its callback is then never called).
+	CancelPendingRead() bool
+	// ReadPosition is the next entry ReadEntries returns.
+	ReadPosition() Position
+	// MarkDeletePosition: everything at or before it is acknowledged.
+	MarkDeletePosition() Position
+	// MarkDelete acknowledges everything at or before pos (cumulative).
+	MarkDelete(ctx context.Context, pos Position) error
+	// Delete acknowledges individual entries.
+	Delete(ctx context.Context, positions ...Position) error
+	// IsAcknowledged reports whether pos was acknowledged.
+	IsAcknowledged(pos Position) bool
+	// Seek moves the read position (redelivery rewinds with it).
+	Seek(pos Position)
+	// Rewind moves the read position to the first unacknowledged entry.
+	Rewind()
+	// Reset moves both positions so that pos is the next entry read and
+	// everything before it counts as acknowledged (subscription seek).
+	Reset(ctx context.Context, pos Position) error
+	// Backlog is the number of stored entries not yet acknowledged.
+	Backlog() int64
+	Close(ctx context.Context) error
+}

@@ -1,0 +1,303 @@
+package managedledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Factory opens managed ledgers by name.
+type Factory interface {
+	Open(ctx context.Context, name string) (ManagedLedger, error)
+}
+
+// MemoryOptions configure the in-memory implementation.
+type MemoryOptions struct {
+	// MaxEntriesPerLedger is managedLedgerMaxEntriesPerLedger (default
+	// 50000): the stream rolls over to a new ledger id after this many.
+	MaxEntriesPerLedger int64
+}
+
+// MemoryFactory keeps managed ledgers in memory. A ledger closed and
+// opened again through the same factory keeps its entries and cursors, as
+// a persisted one would across a topic unload.
+type MemoryFactory struct {
+	opts    MemoryOptions
+	mu      sync.Mutex
+	ledgers map[string]*memoryLedger
+}
+
+// NewMemoryFactory returns an empty factory.
+func NewMemoryFactory(opts MemoryOptions) *MemoryFactory {
+	if opts.MaxEntriesPerLedger <= 0 {
+		opts.MaxEntriesPerLedger = 50000
+	}
+	return &MemoryFactory{opts: opts, ledgers: map[string]*memoryLedger{}}
+}
+
+// Open returns the ledger called name, creating it if needed.
+func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ml, ok := f.ledgers[name]
+	if !ok {
+		ml = &memoryLedger{name: name, maxPerLedger: f.opts.MaxEntriesPerLedger, ledgerID: 1,
+			cursors: map[string]*memoryCursor{}}
+		f.ledgers[name] = ml
+	}
+	ml.mu.Lock()
+	ml.closed = false
+	ml.mu.Unlock()
+	return ml, nil
+}
+
+// memoryLedger is one stream. Entries are addressed internally by a global
+// index (base is the index of entries[0]); cursors keep indices.
+//
+// Lock rules: mu guards everything in the ledger and its cursors.
+// Callbacks (add receipts, woken reads) run after mu is released.
+type memoryLedger struct {
+	name         string
+	maxPerLedger int64
+
+	mu         sync.Mutex
+	entries    []Entry
+	base       int64    // global index of entries[0]
+	lastTrim   Position // position of index base-1 once entries were trimmed
+	size       int64
+	ledgerID   int64 // ledger of the next entry
+	entryID    int64 // entry id of the next entry
+	cursors    map[string]*memoryCursor
+	nonDurable map[*memoryCursor]struct{}
+	closed     bool
+	terminated bool
+}
+
+func (ml *memoryLedger) Name() string { return ml.name }
+
+func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
+	ml.mu.Lock()
+	switch {
+	case ml.closed:
+		ml.mu.Unlock()
+		cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrClosed))
+		return
+	case ml.terminated:
+		ml.mu.Unlock()
+		cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrTerminated))
+		return
+	}
+	pos := Position{ml.ledgerID, ml.entryID}
+	ml.entries = append(ml.entries, Entry{Position: pos, Data: data})
+	ml.size += int64(len(data))
+	ml.entryID++
+	if ml.entryID >= ml.maxPerLedger {
+		ml.ledgerID, ml.entryID = ml.ledgerID+1, 0
+	}
+	woken := ml.takeWaitersLocked()
+	ml.mu.Unlock()
+	cb(pos, nil)
+	for _, w := range woken {
+		w()
+	}
+}
+
+// end is the global index after the last entry.
+func (ml *memoryLedger) endLocked() int64 { return ml.base + int64(len(ml.entries)) }
+
+// indexAtOrAfter is the index of the first entry at or after p.
+func (ml *memoryLedger) indexAtOrAfterLocked(p Position) int64 {
+	i := sort.Search(len(ml.entries), func(i int) bool { return ml.entries[i].Position.Compare(p) >= 0 })
+	return ml.base + int64(i)
+}
+
+// positionLocked is the position of index i; for the end index it is the
+// next position to be written, and for base-1 the one before the first.
+func (ml *memoryLedger) positionLocked(i int64) Position {
+	switch {
+	case i >= ml.base && i < ml.endLocked():
+		return ml.entries[i-ml.base].Position
+	case i >= ml.endLocked():
+		return Position{ml.ledgerID, ml.entryID}
+	case ml.base > 0:
+		return ml.lastTrim
+	case len(ml.entries) > 0:
+		first := ml.entries[0].Position
+		return Position{first.LedgerID, first.EntryID - 1}
+	}
+	return Position{ml.ledgerID, ml.entryID - 1}
+}
+
+func (ml *memoryLedger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if ml.closed {
+		return nil, fmt.Errorf("%s: open cursor %s: %w", ml.name, name, ErrClosed)
+	}
+	if c, ok := ml.cursors[name]; ok {
+		return c, nil
+	}
+	start := ml.endLocked()
+	if opts.Initial == Earliest {
+		start = ml.base
+	}
+	c := &memoryCursor{ml: ml, name: name, durable: true, markDelete: start - 1, read: start}
+	ml.cursors[name] = c
+	return c, nil
+}
+
+func (ml *memoryLedger) NewNonDurableCursor(start Position) (Cursor, error) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if ml.closed {
+		return nil, fmt.Errorf("%s: reader: %w", ml.name, ErrClosed)
+	}
+	i := ml.indexAtOrAfterLocked(start)
+	if i < ml.endLocked() && ml.entries[i-ml.base].Position == start {
+		i++ // start is exclusive
+	}
+	c := &memoryCursor{ml: ml, name: "reader", markDelete: i - 1, read: i}
+	if ml.nonDurable == nil {
+		ml.nonDurable = map[*memoryCursor]struct{}{}
+	}
+	ml.nonDurable[c] = struct{}{}
+	return c, nil
+}
+
+func (ml *memoryLedger) DeleteCursor(ctx context.Context, name string) error {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	c, ok := ml.cursors[name]
+	if !ok {
+		return fmt.Errorf("%s: delete cursor %s: %w", ml.name, name, ErrCursorNotFound)
+	}
+	c.closed = true
+	delete(ml.cursors, name)
+	ml.trimLocked()
+	return nil
+}
+
+func (ml *memoryLedger) Cursors() []Cursor {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	out := make([]Cursor, 0, len(ml.cursors)+len(ml.nonDurable))
+	for _, c := range ml.cursors {
+		out = append(out, c)
+	}
+	for c := range ml.nonDurable {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (ml *memoryLedger) LastConfirmed() Position {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.positionLocked(ml.endLocked() - 1)
+}
+
+func (ml *memoryLedger) Entries() int64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return int64(len(ml.entries))
+}
+
+func (ml *memoryLedger) Size() int64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.size
+}
+
+func (ml *memoryLedger) Terminate(ctx context.Context) (Position, error) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.terminated = true
+	return ml.positionLocked(ml.endLocked() - 1), nil
+}
+
+func (ml *memoryLedger) Close(ctx context.Context) error {
+	ml.mu.Lock()
+	ml.closed = true
+	var woken []func()
+	for _, c := range ml.allCursorsLocked() {
+		if c.waiter != nil {
+			cb := c.waiter
+			c.waiter = nil
+			woken = append(woken, func() { cb(nil, fmt.Errorf("%s: read: %w", ml.name, ErrClosed)) })
+		}
+	}
+	ml.nonDurable = nil
+	ml.mu.Unlock()
+	for _, w := range woken {
+		w()
+	}
+	return nil
+}
+
+func (ml *memoryLedger) allCursorsLocked() []*memoryCursor {
+	out := make([]*memoryCursor, 0, len(ml.cursors)+len(ml.nonDurable))
+	for _, c := range ml.cursors {
+		out = append(out, c)
+	}
+	for c := range ml.nonDurable {
+		out = append(out, c)
+	}
+	return out
+}
+
+// takeWaitersLocked serves every cursor waiting for entries and returns
+// the callbacks to run once mu is released.
+func (ml *memoryLedger) takeWaitersLocked() []func() {
+	var woken []func()
+	for _, c := range ml.allCursorsLocked() {
+		if c.waiter == nil || c.read >= ml.endLocked() {
+			continue
+		}
+		cb, n, max := c.waiter, c.waitN, c.waitBytes
+		c.waiter = nil
+		entries := c.readLocked(n, max)
+		woken = append(woken, func() { cb(entries, nil) })
+	}
+	return woken
+}
+
+// trimLocked drops whole ledgers every durable cursor has acknowledged
+// (none when there is no durable cursor: the stream is kept).
+func (ml *memoryLedger) trimLocked() {
+	if len(ml.cursors) == 0 || len(ml.entries) == 0 {
+		return
+	}
+	keep := ml.endLocked()
+	for _, c := range ml.cursors {
+		keep = min(keep, c.markDelete+1)
+	}
+	if keep >= ml.endLocked() {
+		keep = ml.endLocked() - 1 // keep the last entry: LastConfirmed stays an entry
+	}
+	if keep <= ml.base {
+		return
+	}
+	// Only whole ledgers go, as with real ledgers.
+	firstKept := ml.entries[keep-ml.base].Position.LedgerID
+	cut := sort.Search(len(ml.entries), func(i int) bool { return ml.entries[i].Position.LedgerID >= firstKept })
+	if cut == 0 {
+		return
+	}
+	for _, e := range ml.entries[:cut] {
+		ml.size -= int64(len(e.Data))
+	}
+	ml.lastTrim = ml.entries[cut-1].Position
+	ml.entries = append([]Entry(nil), ml.entries[cut:]...)
+	ml.base += int64(cut)
+	for c := range ml.nonDurable {
+		c.read = max(c.read, ml.base)
+		c.markDelete = max(c.markDelete, ml.base-1)
+	}
+}

@@ -1,0 +1,254 @@
+package managedledger
+
+import (
+	"context"
+	"fmt"
+)
+
+// memoryCursor keeps global indices: markDelete (everything at or before
+// is acknowledged), read (the next entry to read), and acked, the
+// individually acknowledged indices after markDelete as sorted disjoint
+// [lo, hi] ranges. All fields are guarded by ml.mu.
+type memoryCursor struct {
+	ml         *memoryLedger
+	name       string
+	durable    bool
+	markDelete int64
+	read       int64
+	acked      []indexRange
+	closed     bool
+
+	waiter    func([]Entry, error)
+	waitN     int
+	waitBytes int64
+}
+
+type indexRange struct{ lo, hi int64 }
+
+func (c *memoryCursor) Name() string  { return c.name }
+func (c *memoryCursor) Durable() bool { return c.durable }
+
+func (c *memoryCursor) check() error {
+	switch {
+	case c.ml.closed:
+		return fmt.Errorf("%s: cursor %s: %w", c.ml.name, c.name, ErrClosed)
+	case c.closed:
+		return fmt.Errorf("%s: cursor %s: %w", c.ml.name, c.name, ErrCursorNotFound)
+	}
+	return nil
+}
+
+func (c *memoryCursor) ReadEntries(ctx context.Context, n int, maxBytes int64) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c.readLocked(n, maxBytes), nil
+}
+
+// readLocked returns up to n entries from the read position, skipping
+// individually acknowledged ones, and advances past them.
+func (c *memoryCursor) readLocked(n int, maxBytes int64) []Entry {
+	ml := c.ml
+	c.read = max(c.read, ml.base, c.markDelete+1)
+	var out []Entry
+	var bytes int64
+	for c.read < ml.endLocked() && len(out) < n && (len(out) == 0 || bytes < maxBytes) {
+		if !c.ackedLocked(c.read) {
+			e := ml.entries[c.read-ml.base]
+			out = append(out, e)
+			bytes += int64(len(e.Data))
+		}
+		c.read++
+	}
+	return out
+}
+
+func (c *memoryCursor) ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, error)) {
+	c.ml.mu.Lock()
+	if err := c.check(); err != nil {
+		c.ml.mu.Unlock()
+		cb(nil, err)
+		return
+	}
+	if entries := c.readLocked(n, maxBytes); len(entries) > 0 {
+		c.ml.mu.Unlock()
+		cb(entries, nil)
+		return
+	}
+	c.waiter, c.waitN, c.waitBytes = cb, n, maxBytes
+	c.ml.mu.Unlock()
+}
+
+func (c *memoryCursor) CancelPendingRead() bool {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	had := c.waiter != nil
+	c.waiter = nil
+	return had
+}
+
+func (c *memoryCursor) ReadPosition() Position {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	return c.ml.positionLocked(max(c.read, c.markDelete+1))
+}
+
+func (c *memoryCursor) MarkDeletePosition() Position {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	return c.ml.positionLocked(c.markDelete)
+}
+
+// indexAtLocked is the index of the entry at pos; ok is false when no
+// stored entry has that position.
+func (c *memoryCursor) indexAtLocked(pos Position) (int64, bool) {
+	i := c.ml.indexAtOrAfterLocked(pos)
+	return i, i < c.ml.endLocked() && c.ml.entries[i-c.ml.base].Position == pos
+}
+
+func (c *memoryCursor) MarkDelete(ctx context.Context, pos Position) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	i, ok := c.indexAtLocked(pos)
+	if !ok {
+		if pos.Compare(c.ml.positionLocked(c.ml.endLocked()-1)) > 0 {
+			return fmt.Errorf("%s: cursor %s: mark-delete %v past the last entry: %w", c.ml.name, c.name, pos, ErrInvalidPosition)
+		}
+		i-- // a position between entries (trimmed): everything before it
+	}
+	if i > c.markDelete {
+		c.markDelete = i
+		c.normaliseLocked()
+		c.ml.trimLocked()
+	}
+	return nil
+}
+
+func (c *memoryCursor) Delete(ctx context.Context, positions ...Position) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	for _, p := range positions {
+		i, ok := c.indexAtLocked(p)
+		if !ok {
+			if p.Compare(c.ml.positionLocked(c.ml.endLocked()-1)) > 0 {
+				return fmt.Errorf("%s: cursor %s: ack of %v past the last entry: %w", c.ml.name, c.name, p, ErrInvalidPosition)
+			}
+			continue // trimmed: already gone
+		}
+		if i > c.markDelete {
+			c.addAckedLocked(i)
+		}
+	}
+	c.normaliseLocked()
+	c.ml.trimLocked()
+	return nil
+}
+
+// addAckedLocked inserts index i into the acked ranges, merging neighbours.
+func (c *memoryCursor) addAckedLocked(i int64) {
+	k := 0
+	for k < len(c.acked) && c.acked[k].hi < i-1 {
+		k++
+	}
+	switch {
+	case k == len(c.acked) || c.acked[k].lo > i+1:
+		c.acked = append(c.acked, indexRange{})
+		copy(c.acked[k+1:], c.acked[k:])
+		c.acked[k] = indexRange{i, i}
+	default:
+		c.acked[k].lo, c.acked[k].hi = min(c.acked[k].lo, i), max(c.acked[k].hi, i)
+		if k+1 < len(c.acked) && c.acked[k+1].lo <= c.acked[k].hi+1 {
+			c.acked[k].hi = max(c.acked[k].hi, c.acked[k+1].hi)
+			c.acked = append(c.acked[:k+1], c.acked[k+2:]...)
+		}
+	}
+}
+
+// normaliseLocked folds acked ranges that touch the mark-delete position
+// into it and drops those it covers.
+func (c *memoryCursor) normaliseLocked() {
+	for len(c.acked) > 0 && c.acked[0].lo <= c.markDelete+1 {
+		c.markDelete = max(c.markDelete, c.acked[0].hi)
+		c.acked = c.acked[1:]
+	}
+}
+
+func (c *memoryCursor) ackedLocked(i int64) bool {
+	if i <= c.markDelete {
+		return true
+	}
+	for _, r := range c.acked {
+		if i < r.lo {
+			return false
+		}
+		if i <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *memoryCursor) IsAcknowledged(pos Position) bool {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	i, ok := c.indexAtLocked(pos)
+	if !ok {
+		return i <= c.ml.base // trimmed entries were acknowledged
+	}
+	return c.ackedLocked(i)
+}
+
+func (c *memoryCursor) Seek(pos Position) {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	c.read = max(c.ml.indexAtOrAfterLocked(pos), c.markDelete+1)
+}
+
+func (c *memoryCursor) Rewind() {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	c.read = c.markDelete + 1
+}
+
+func (c *memoryCursor) Reset(ctx context.Context, pos Position) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	i := c.ml.indexAtOrAfterLocked(pos)
+	c.markDelete, c.read, c.acked = i-1, i, nil
+	return nil
+}
+
+func (c *memoryCursor) Backlog() int64 {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	end := c.ml.endLocked()
+	n := end - max(c.markDelete+1, c.ml.base)
+	for _, r := range c.acked {
+		n -= min(r.hi, end-1) - r.lo + 1
+	}
+	return max(n, 0)
+}
+
+func (c *memoryCursor) Close(ctx context.Context) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	c.waiter = nil
+	if !c.durable {
+		delete(c.ml.nonDurable, c)
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package managedledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func add(t testing.TB, ml ManagedLedger, data string) Position {
+	t.Helper()
+	var pos Position
+	var err error
+	ml.AddEntry([]byte(data), func(p Position, e error) { pos, err = p, e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+func TestPositionsRollOver(t *testing.T) {
+	ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 3}).Open(context.Background(), "t")
+	var got []string
+	for i := 0; i < 7; i++ {
+		got = append(got, add(t, ml, "x").String())
+	}
+	if fmt.Sprint(got) != "[1:0 1:1 1:2 2:0 2:1 2:2 3:0]" {
+		t.Fatalf("positions %v", got)
+	}
+	if ml.LastConfirmed() != (Position{3, 0}) {
+		t.Fatalf("last confirmed %v", ml.LastConfirmed())
+	}
+}
+
+func TestEarliestAndLatestCursors(t *testing.T) {
+	ctx := context.Background()
+	ml, _ := NewMemoryFactory(MemoryOptions{}).Open(ctx, "t")
+	add(t, ml, "a")
+	add(t, ml, "b")
+	early, _ := ml.OpenCursor(ctx, "early", CursorOptions{Initial: Earliest})
+	late, _ := ml.OpenCursor(ctx, "late", CursorOptions{Initial: Latest})
+	add(t, ml, "c")
+	e, _ := early.ReadEntries(ctx, 10, 1<<20)
+	l, _ := late.ReadEntries(ctx, 10, 1<<20)
+	if len(e) != 3 || string(e[0].Data) != "a" || len(l) != 1 || string(l[0].Data) != "c" {
+		t.Fatalf("earliest read %d, latest read %d", len(e), len(l))
+	}
+}
+
+// A tailing read waits for the next add, without polling.
+func TestReadOrWaitWakesOnAdd(t *testing.T) {
+	ctx := context.Background()
+	ml, _ := NewMemoryFactory(MemoryOptions{}).Open(ctx, "t")
+	c, _ := ml.OpenCursor(ctx, "s", CursorOptions{})
+	got := make(chan []Entry, 1)
+	c.ReadEntriesOrWait(10, 1<<20, func(e []Entry, err error) { got <- e })
+	select {
+	case <-got:
+		t.Fatal("read returned with nothing to read")
+	case <-time.After(20 * time.Millisecond):
+	}
+	start := time.Now()
+	add(t, ml, "m")
+	select {
+	case e := <-got:
+		if len(e) != 1 || string(e[0].Data) != "m" {
+			t.Fatalf("woken with %v", e)
+		}
+		t.Logf("woken %s after the add", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting read never woke")
+	}
+	c.ReadEntriesOrWait(10, 1<<20, func([]Entry, error) { t.Error("cancelled read called") })
+	if !c.CancelPendingRead() {
+		t.Fatal("nothing to cancel")
+	}
+	add(t, ml, "n")
+	if err := ml.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloseFailsPendingRead(t *testing.T) {
+	ctx := context.Background()
+	ml, _ := NewMemoryFactory(MemoryOptions{}).Open(ctx, "t")
+	c, _ := ml.OpenCursor(ctx, "s", CursorOptions{})
+	errc := make(chan error, 1)
+	c.ReadEntriesOrWait(1, 1, func(_ []Entry, err error) { errc <- err })
+	ml.Close(ctx)
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("pending read after close: %v", err)
+	}
+}
+
+// Reset persists as the mark-delete position, not just the read position
+// (Pulsar #18236): reopening the cursor reads from the reset point.
+func TestResetMovesMarkDelete(t *testing.T) {
+	ctx := context.Background()
+	f := NewMemoryFactory(MemoryOptions{})
+	ml, _ := f.Open(ctx, "t")
+	c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+	var ps []Position
+	for i := 0; i < 5; i++ {
+		ps = append(ps, add(t, ml, fmt.Sprint(i)))
+	}
+	if err := c.MarkDelete(ctx, ps[3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reset(ctx, ps[1]); err != nil {
+		t.Fatal(err)
+	}
+	ml.Close(ctx)
+	ml, _ = f.Open(ctx, "t")
+	c, _ = ml.OpenCursor(ctx, "s", CursorOptions{})
+	if c.MarkDeletePosition() != ps[0] || c.Backlog() != 4 {
+		t.Fatalf("after reset to %v: mark-delete %v backlog %d", ps[1], c.MarkDeletePosition(), c.Backlog())
+	}
+}
+
+// Ledgers every durable cursor consumed are dropped, whole.
+func TestTrimWholeLedgers(t *testing.T) {
+	ctx := context.Background()
+	ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 2}).Open(ctx, "t")
+	c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+	var ps []Position
+	for i := 0; i < 6; i++ {
+		ps = append(ps, add(t, ml, "x"))
+	}
+	c.MarkDelete(ctx, ps[2]) // ledger 1 fully consumed, ledger 2 half
+	if ml.Entries() != 4 {
+		t.Fatalf("%d entries stored after consuming ledger 1", ml.Entries())
+	}
+	if c.Backlog() != 3 {
+		t.Fatalf("backlog %d", c.Backlog())
+	}
+}
+
+func TestConcurrentAddsAndTailingReads(t *testing.T) {
+	ctx := context.Background()
+	ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 100}).Open(ctx, "t")
+	c, _ := ml.OpenCursor(ctx, "s", CursorOptions{})
+	const n = 2000
+	var got []Entry
+	done := make(chan struct{})
+	var read func()
+	read = func() {
+		c.ReadEntriesOrWait(50, 1<<20, func(e []Entry, err error) {
+			if err != nil {
+				t.Error(err)
+				close(done)
+				return
+			}
+			got = append(got, e...)
+			if len(got) == n {
+				close(done)
+				return
+			}
+			go read()
+		})
+	}
+	read()
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n/4; i++ {
+				ml.AddEntry([]byte{byte(w)}, func(Position, error) {})
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("read %d of %d", len(got), n)
+	}
+	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Position.Compare(got[j].Position) < 0 }) {
+		t.Fatal("entries out of order")
+	}
+}
+
+// TestCursorModel checks a cursor against a simple model over random
+// sequences of add, read, individual ack, cumulative ack, rewind, seek and
+// reset.
+func TestCursorModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))}).Open(ctx, "t")
+		c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+		m := &cursorModel{acked: map[Position]bool{}}
+		for step := 0; step < 60; step++ {
+			m.step(rt, ml, c)
+			m.check(rt, c)
+		}
+	})
+}
+
+type cursorModel struct {
+	all   []Position
+	acked map[Position]bool
+	read  int // index into all of the next read
+}
+
+func (m *cursorModel) firstUnacked() int {
+	i := 0
+	for i < len(m.all) && m.acked[m.all[i]] {
+		i++
+	}
+	return i
+}
+
+func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
+	ctx := context.Background()
+	switch rapid.IntRange(0, 6).Draw(rt, "op") {
+	case 0, 1:
+		ml.AddEntry([]byte("e"), func(p Position, err error) { m.all = append(m.all, p) })
+	case 2:
+		n := rapid.IntRange(1, 4).Draw(rt, "n")
+		got, _ := c.ReadEntries(ctx, n, 1<<20)
+		var want []Position
+		m.read = max(m.read, m.firstUnacked())
+		for m.read < len(m.all) && len(want) < n {
+			if !m.acked[m.all[m.read]] {
+				want = append(want, m.all[m.read])
+			}
+			m.read++
+		}
+		if fmt.Sprint(positions(got)) != fmt.Sprint(want) {
+			rt.Fatalf("read %v, model %v", positions(got), want)
+		}
+	case 3:
+		if len(m.all) > 0 {
+			p := m.all[rapid.IntRange(0, len(m.all)-1).Draw(rt, "ack")]
+			c.Delete(ctx, p)
+			m.acked[p] = true
+		}
+	case 4:
+		if len(m.all) > 0 {
+			k := rapid.IntRange(0, len(m.all)-1).Draw(rt, "markDelete")
+			c.MarkDelete(ctx, m.all[k])
+			if k >= m.firstUnacked()-1 {
+				for _, p := range m.all[:k+1] {
+					m.acked[p] = true
+				}
+			}
+		}
+	case 5:
+		c.Rewind()
+		m.read = m.firstUnacked()
+	case 6:
+		// Forward only: consumed ledgers are trimmed at once here, so a
+		// reset back into them cannot return them (retention is the
+		// real implementation's business).
+		if f := m.firstUnacked(); f < len(m.all) {
+			k := rapid.IntRange(f, len(m.all)-1).Draw(rt, "reset")
+			c.Reset(ctx, m.all[k])
+			m.acked = map[Position]bool{}
+			for _, p := range m.all[:k] {
+				m.acked[p] = true
+			}
+			m.read = k
+		}
+	}
+}
+
+func (m *cursorModel) check(rt *rapid.T, c Cursor) {
+	unacked := 0
+	for _, p := range m.all {
+		if !m.acked[p] {
+			unacked++
+		}
+		if c.IsAcknowledged(p) != m.acked[p] {
+			rt.Fatalf("IsAcknowledged(%v) = %v, model %v", p, c.IsAcknowledged(p), m.acked[p])
+		}
+	}
+	if c.Backlog() != int64(unacked) {
+		rt.Fatalf("backlog %d, model %d", c.Backlog(), unacked)
+	}
+	if f := m.firstUnacked(); f > 0 && c.MarkDeletePosition() != m.all[f-1] {
+		rt.Fatalf("mark-delete %v, model %v", c.MarkDeletePosition(), m.all[f-1])
+	}
+}
+
+func positions(es []Entry) []Position {
+	out := make([]Position, len(es))
+	for i, e := range es {
+		out[i] = e.Position
+	}
+	return out
+}
