@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test testrace bench fuzz lint standalone perf-disk zookeeper generate clean
+.PHONY: all build test testrace bench fuzz lint standalone perf-disk perf-journal zookeeper generate clean
 
 all: build
 
@@ -67,6 +67,12 @@ standalone: build
 perf-disk: build
 	mkdir -p $(PERF_DIR)
 	$(BIN) perf disk --dir $(PERF_DIR)
+
+## perf-journal: the journal's group commit under closed-loop writers, with
+## the disk's own limits measured beside it, through both io backends
+perf-journal: build
+	mkdir -p $(PERF_DIR)
+	$(BIN) perf journal --dir $(PERF_DIR)
 
 clean:
 	rm -rf bin .perf

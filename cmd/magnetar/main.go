@@ -1,6 +1,6 @@
 // Command magnetar is Magnetar's one binary: every role and tool is a
-// subcommand (magnetar version, magnetar perf disk, and, as they land,
-// magnetar standalone, broker, bookie and admin commands).
+// subcommand (magnetar version, magnetar perf disk and perf journal, and,
+// as they land, magnetar standalone, broker, bookie and admin commands).
 package main
 
 import (
@@ -20,7 +20,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"version", "print the version", runVersion},
-		{"perf", "measure: perf disk (write+datasync, datasync latency, sequential read)", runPerf},
+		{"perf", "measure: perf disk (write+datasync, datasync latency, sequential read), perf journal (group commit)", runPerf},
 		{"standalone", "run broker, bookie and embedded metadata in one process", runStandalone},
 	}
 }

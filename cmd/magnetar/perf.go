@@ -13,11 +13,14 @@ import (
 )
 
 func runPerf(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "disk" {
-		fmt.Fprintln(stderr, "usage: magnetar perf disk [flags]   (more perf commands land with the broker)")
-		return 2
+	switch {
+	case len(args) > 0 && args[0] == "disk":
+		return runPerfDisk(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "journal":
+		return runPerfJournal(args[1:], stdout, stderr)
 	}
-	return runPerfDisk(args[1:], stdout, stderr)
+	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal [flags]   (more perf commands land with the broker)")
+	return 2
 }
 
 func runPerfDisk(args []string, stdout, stderr io.Writer) int {

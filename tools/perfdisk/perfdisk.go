@@ -110,14 +110,14 @@ func runBackend(fs engine.FS, cfg Config, progress func(Result)) ([]Result, erro
 	}
 	for _, mode := range cfg.Modes {
 		for _, size := range cfg.BlockSizes {
-			r, err := writeSync(fs, cfg, mode, size)
+			r, err := WriteSync(fs, cfg, mode, size)
 			if err != nil {
 				return nil, err
 			}
 			add(r)
 		}
 	}
-	r, err := datasyncLatency(fs, cfg)
+	r, err := DatasyncLatency(fs, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -138,9 +138,12 @@ const (
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
+// NewHist returns a histogram of microseconds from 1 µs to 60 s at three
+// significant digits, the range every perf tool records latencies in.
+func NewHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
 
-func latencyOf(h *hdrhistogram.Histogram) *Latency {
+// LatencyOf reads the reported percentiles out of a NewHist histogram.
+func LatencyOf(h *hdrhistogram.Histogram) *Latency {
 	return &Latency{P50: h.ValueAtQuantile(50), P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99),
 		P999: h.ValueAtQuantile(99.9), Max: h.Max()}
 }
@@ -150,7 +153,7 @@ func finish(r Result, h *hdrhistogram.Histogram, elapsed time.Duration, bytes in
 	r.OpsPerSec = float64(r.Ops) / r.Seconds
 	r.MiBPerSec = float64(bytes) / r.Seconds / (1 << 20)
 	if h != nil {
-		r.LatencyUS = latencyOf(h)
+		r.LatencyUS = LatencyOf(h)
 	}
 	return r
 }
@@ -183,7 +186,11 @@ func closeRemove(fs engine.FS, f engine.File, err error) error {
 	return errors.Join(err, f.Close(), fs.Remove(f.Name()))
 }
 
-func writeSync(fs engine.FS, cfg Config, mode string, size int) (Result, error) {
+// WriteSync measures write+datasync of size-byte blocks, one at a time, for
+// cfg.Duration in a file under cfg.Dir, in mode "append" or "overwrite".
+// Exported so other measurements (perf journal) can take the disk's limit
+// at their own block size, in the same run and directory.
+func WriteSync(fs engine.FS, cfg Config, mode string, size int) (Result, error) {
 	f, limit, err := prepare(fs, cfg, mode, size)
 	if err != nil {
 		return Result{}, err
@@ -192,7 +199,7 @@ func writeSync(fs engine.FS, cfg Config, mode string, size int) (Result, error) 
 	for i := range buf {
 		buf[i] = byte(i)
 	}
-	h := newHist()
+	h := NewHist()
 	r := Result{Backend: fs.Backend(), Test: "write+datasync", Mode: mode, BlockSize: size}
 	start := time.Now()
 	var off int64
@@ -211,15 +218,15 @@ func writeSync(fs engine.FS, cfg Config, mode string, size int) (Result, error) 
 	return finish(r, h, elapsed, r.Ops*int64(size)), closeRemove(fs, f, nil)
 }
 
-// datasyncLatency times fdatasync alone after a 4 KiB append, the cost a
-// journal pays per group beyond the write itself.
-func datasyncLatency(fs engine.FS, cfg Config) (Result, error) {
+// DatasyncLatency times fdatasync alone after a 4 KiB append, the cost a
+// journal pays per group beyond the write itself, for cfg.Duration.
+func DatasyncLatency(fs engine.FS, cfg Config) (Result, error) {
 	f, _, err := prepare(fs, cfg, "datasync", 4096)
 	if err != nil {
 		return Result{}, err
 	}
 	buf := make([]byte, 4096)
-	h := newHist()
+	h := NewHist()
 	r := Result{Backend: fs.Backend(), Test: "datasync", Mode: "append", BlockSize: 4096}
 	start := time.Now()
 	var busy time.Duration
@@ -258,7 +265,7 @@ func seqRead(fs engine.FS, cfg Config) (Result, error) {
 	if err := f.DropCache(); err != nil {
 		return Result{}, closeRemove(fs, f, err)
 	}
-	h := newHist()
+	h := NewHist()
 	r := Result{Backend: fs.Backend(), Test: "seqread", BlockSize: cfg.ReadBlock}
 	start := time.Now()
 	var total int64
@@ -292,10 +299,11 @@ func FormatResult(r Result) string {
 		lat = *r.LatencyUS
 	}
 	return fmt.Sprintf("%-7s %-15s %-9s %8s %10.0f %9.1f %8d %8d %8d %8d", r.Backend, r.Test, r.Mode,
-		sizeName(r.BlockSize), r.OpsPerSec, r.MiBPerSec, lat.P50, lat.P99, lat.P999, lat.Max)
+		SizeName(r.BlockSize), r.OpsPerSec, r.MiBPerSec, lat.P50, lat.P99, lat.P999, lat.Max)
 }
 
-func sizeName(n int) string {
+// SizeName writes a byte count as perf tables show it: 4KiB, 1MiB, 100B.
+func SizeName(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", n>>20)
