@@ -18,7 +18,7 @@ import (
 func TestErrorSweep(t *testing.T) {
 	for _, pipeline := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipeline=%v", pipeline), func(t *testing.T) {
-			opts := Options{MaxFileSize: 12 << 10, PreallocSize: 8 << 10, Pipeline: pipeline, ReuseFiles: true}
+			opts := Options{MaxFileSize: 12 << 10, PreallocSize: 8 << 10, Pipeline: pipeline}
 			for k := int64(0); ; k++ {
 				done, err := sweepOnce(k, opts)
 				if err != nil {

@@ -152,7 +152,7 @@ func (j *Journal) addLive(id uint64) {
 func (j *Journal) popRecycled() (uint64, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if !j.opts.ReuseFiles || len(j.recycled) == 0 {
+	if j.opts.NoFileReuse || len(j.recycled) == 0 {
 		return 0, false
 	}
 	r := j.recycled[0]
@@ -206,7 +206,7 @@ func (j *Journal) retireBefore(id uint64) error {
 
 func (j *Journal) retire(id uint64) error {
 	j.mu.Lock()
-	recycle := j.opts.ReuseFiles && len(j.recycled) < j.opts.MaxRecycledFiles
+	recycle := !j.opts.NoFileReuse && len(j.recycled) < j.opts.MaxRecycledFiles
 	j.mu.Unlock()
 	name := j.path(fileName(id))
 	if !recycle {

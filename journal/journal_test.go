@@ -73,7 +73,7 @@ func modes() map[string]Options {
 		"serial":   {},
 		"pipeline": {Pipeline: true},
 		"skipsync": {SkipSync: true, SyncInterval: 5 * time.Millisecond},
-		"reuse":    {ReuseFiles: true},
+		"noreuse":  {NoFileReuse: true},
 	}
 }
 
@@ -129,7 +129,7 @@ func checkComplete(t *testing.T, got []Entry, ledgers, n int64) {
 
 func TestCheckpointRetiresAndRecycles(t *testing.T) {
 	fs := engine.NewMem()
-	opts := Options{MaxFileSize: 16 << 10, ReuseFiles: true, MaxRecycledFiles: 2}
+	opts := Options{MaxFileSize: 16 << 10, MaxRecycledFiles: 2}
 	j, _ := openT(t, fs, opts)
 	var last Mark
 	for e := int64(0); e < 40; e++ {

@@ -85,12 +85,9 @@ func (j *Journal) collect() (group, bool) {
 func (j *Journal) take(g *group, r *request) {
 	g.reqs = append(g.reqs, r)
 	g.bytes += recordHeaderSize + len(r.payload)
-	if !j.lastAdd.IsZero() {
-		gap := r.enqueued.Sub(j.lastAdd)
-		if gap < 0 {
-			gap = 0
-		}
-		j.arrival = (j.arrival*7 + gap) / 8
+	if len(g.reqs) > 1 {
+		gap := max(r.enqueued.Sub(j.lastAdd), 0)
+		j.arrival = (j.arrival*3 + gap) / 4
 	}
 	j.lastAdd = r.enqueued
 }
@@ -100,19 +97,23 @@ func (j *Journal) full(g *group) bool {
 		(j.opts.BufferedEntriesThreshold > 0 && len(g.reqs) >= j.opts.BufferedEntriesThreshold)
 }
 
-// linger says how long to wait for one more add: about two average gaps
-// between adds, and not at all when that would pass the group's window
-// (so a lone add under low load is written at once).
+// linger says how long to wait for one more add: about two of the gaps
+// between the adds of this group, so a burst that is still arriving is
+// taken whole, and nothing once it pauses. A group of one add (a lone add,
+// or the first of a burst already written) never waits, and no group
+// waits past journalMaxGroupWaitMSec. Gaps between groups do not count:
+// writers that wait for their previous add (a closed loop) would
+// otherwise make the journal wait for adds that cannot come.
 func (j *Journal) linger(g *group) time.Duration {
-	if len(g.reqs) == 0 || j.opts.MaxGroupWait < 0 {
+	if len(g.reqs) < 2 || j.opts.MaxGroupWait <= 0 {
 		return 0
 	}
 	remaining := j.opts.MaxGroupWait - time.Since(g.reqs[0].enqueued)
 	expect := 2 * j.arrival
-	if expect <= 0 || expect > remaining {
+	if expect > remaining {
 		return 0
 	}
-	return max(expect, 20*time.Microsecond)
+	return max(expect, 5*time.Microsecond)
 }
 
 // syncTick fires the periodic datasync of SkipSync journals.

@@ -55,10 +55,3 @@ func runVersion(_ []string, stdout, _ io.Writer) int {
 	fmt.Fprintf(stdout, "magnetar %s\n", version)
 	return 0
 }
-
-func runStandalone(_ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "magnetar standalone: not built yet. The storage engine (engine/) is in place;"+
-		" the metadata store, broker (Pulsar binary protocol) and bookie land with their issues."+
-		" Until then `magnetar perf disk` measures this machine's disk.")
-	return 3
-}

@@ -32,9 +32,9 @@ func newJournalFlags(fl *flag.FlagSet) journalFlags {
 		duration:     fl.Duration("duration", def.Duration, "measured time per point"),
 		warmup:       fl.Duration("warmup", def.Warmup, "unmeasured load before each point"),
 		diskDuration: fl.Duration("disk-duration", def.DiskDuration, "time per disk-limit measurement"),
-		pipeline:     fl.String("pipeline", "both", "journal pipeline (overlap write and datasync): on, off or both"),
-		reuse:        fl.String("reuse", "off", "journalReuseFiles (recycle checkpointed files): on, off or both"),
-		waits:        fl.String("max-group-wait", "1ms", "journalMaxGroupWaitMSec values, comma-separated (0: never linger)"),
+		pipeline:     fl.String("pipeline", "off", "journal pipeline (overlap write and datasync): on, off or both"),
+		reuse:        fl.String("reuse", "on", "journalReuseFiles (recycle checkpointed files): on, off or both"),
+		waits:        fl.String("max-group-wait", "0", "journalMaxGroupWaitMSec values, comma-separated (0, the default: never linger)"),
 		skipSync:     fl.Bool("skip-sync", false, "journalSyncData=false: acknowledge before datasync (unsafe on power loss)"),
 		maxFile:      fl.String("max-file-size", "64m", "journal file size before rotation"),
 	}

@@ -110,7 +110,7 @@ func (m *measurer) journalOptions(v Variant) journal.Options {
 	if wait == 0 {
 		wait = -1 // the journal reads 0 as "default (1 ms)"; negative means never linger
 	}
-	return journal.Options{MaxGroupWait: wait, Pipeline: v.Pipeline, ReuseFiles: v.ReuseFiles, SkipSync: v.SkipSync,
+	return journal.Options{MaxGroupWait: wait, Pipeline: v.Pipeline, NoFileReuse: !v.ReuseFiles, SkipSync: v.SkipSync,
 		MaxFileSize: m.cfg.MaxFileSize, Logger: discardLogger()}
 }
 

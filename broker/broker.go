@@ -1,0 +1,130 @@
+// Package broker serves the Pulsar binary protocol: official Pulsar
+// clients connect, look topics up, produce and consume. Topics are stored
+// in managed ledgers (managedledger.Factory); one file per command family
+// (conn_*.go) says how each command behaves.
+//
+// Threading: frames of one connection are handled in order on the network
+// event loop; anything that may block (opening a topic, metadata) runs on
+// its own goroutine and answers later. Writes to a connection are safe
+// from any goroutine.
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+)
+
+// Config holds the broker settings, under Pulsar's key names.
+type Config struct {
+	// ClusterName is clusterName.
+	ClusterName string
+	// AdvertisedAddress is host:port clients are told to connect to
+	// (advertisedAddress + brokerServicePort).
+	AdvertisedAddress string
+	// MaxMessageSize is maxMessageSize (default 5 MiB).
+	MaxMessageSize int
+	// MaxPendingPublishRequestsPerConnection is
+	// maxPendingPublishRequestsPerConnection (default 1000): a
+	// connection stops being read while this many SENDs await storage.
+	MaxPendingPublishRequestsPerConnection int
+	// DispatcherMaxReadBatchSize is dispatcherMaxReadBatchSize (100).
+	DispatcherMaxReadBatchSize int
+	// AllowAutoTopicCreation is allowAutoTopicCreation (default true).
+	AllowAutoTopicCreation bool
+	// Version is reported to clients in CONNECTED.
+	Version string
+	Logger  *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = wire.DefaultMaxMessageSize
+	}
+	if c.MaxPendingPublishRequestsPerConnection <= 0 {
+		c.MaxPendingPublishRequestsPerConnection = 1000
+	}
+	if c.DispatcherMaxReadBatchSize <= 0 {
+		c.DispatcherMaxReadBatchSize = 100
+	}
+	if c.Version == "" {
+		c.Version = "magnetar"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Broker owns the topics it serves.
+//
+// Lock rules: mu guards topics; a topic's own lock is never held while
+// taking mu.
+type Broker struct {
+	cfg     Config
+	ledgers managedledger.Factory
+	log     *slog.Logger
+
+	names   producerNames
+	// advertised is the host:port clients are sent to; set once the
+	// listener's port is known, read by connection goroutines.
+	advertised atomic.Pointer[string]
+
+	mu     sync.Mutex
+	topics map[string]*topic
+	closed bool
+}
+
+// New returns a broker storing topics in ledgers.
+func New(cfg Config, ledgers managedledger.Factory) *Broker {
+	cfg = cfg.withDefaults()
+	return &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{}}
+}
+
+// getTopic returns the loaded topic, loading (and creating) it if needed.
+func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
+	if !name.Persistent() {
+		return nil, fmt.Errorf("topic %s: non-persistent topics are not supported yet", name)
+	}
+	key := name.String()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("broker is shutting down")
+	}
+	if t, ok := b.topics[key]; ok {
+		b.mu.Unlock()
+		return t, nil
+	}
+	b.mu.Unlock()
+	ml, err := b.ledgers.Open(ctx, name.ManagedLedgerName())
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.topics[key]; ok { // loaded concurrently: keep the first
+		return t, nil
+	}
+	t := newTopic(b, name, ml)
+	b.topics[key] = t
+	return t, nil
+}
+
+// Close closes every topic.
+func (b *Broker) Close(ctx context.Context) error {
+	b.mu.Lock()
+	b.closed = true
+	topics := b.topics
+	b.topics = map[string]*topic{}
+	b.mu.Unlock()
+	for _, t := range topics {
+		t.close(ctx)
+	}
+	return nil
+}

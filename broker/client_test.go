@@ -1,0 +1,302 @@
+package broker
+
+// Integration tests with the official Go client against a real broker on
+// loopback (in-memory managed ledgers).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/log"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+func startBroker(t *testing.T) (*Broker, string) {
+	t.Helper()
+	b := New(Config{ClusterName: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: 50}))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Close(ctx)
+		b.Close(ctx)
+	})
+	return b, "pulsar://" + srv.Addr().String()
+}
+
+func newClient(t *testing.T, url string) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 10 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: log.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func produce(t *testing.T, c pulsar.Client, topic string, n int, batching bool) []pulsar.MessageID {
+	t.Helper()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: !batching,
+		BatchingMaxPublishDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ids := make([]pulsar.MessageID, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%05d", i))},
+			func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				defer wg.Done()
+				if err != nil {
+					t.Errorf("send %d: %v", i, err)
+				}
+				ids[i] = id
+			})
+	}
+	wg.Wait()
+	return ids
+}
+
+func receive(t *testing.T, cons pulsar.Consumer, n int, ack bool) []string {
+	t.Helper()
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(got) < n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of %d: %v", len(got), n, err)
+		}
+		got = append(got, string(m.Payload()))
+		if ack {
+			if err := cons.Ack(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return got
+}
+
+func expectOrdered(t *testing.T, got []string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if got[i] != fmt.Sprintf("m-%05d", i) {
+			t.Fatalf("message %d is %q", i, got[i])
+		}
+	}
+}
+
+func TestProduceConsumeExclusive(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			_, url := startBroker(t)
+			c := newClient(t, url)
+			cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "orders", SubscriptionName: "s",
+				Type: pulsar.Exclusive, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close()
+			produce(t, c, "orders", 500, batching)
+			expectOrdered(t, receive(t, cons, 500, true), 500)
+			if _, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "orders", SubscriptionName: "s", Type: pulsar.Exclusive}); err == nil {
+				t.Fatal("a second consumer on an exclusive subscription was accepted")
+			}
+		})
+	}
+}
+
+// Unacknowledged messages come back to the next consumer after a close.
+func TestRedeliveryAfterConsumerClose(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := pulsar.ConsumerOptions{Topic: "persistent://public/default/redeliver", SubscriptionName: "s",
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	first, err := c.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, c, opts.Topic, 20, false)
+	got := receive(t, first, 20, false)
+	expectOrdered(t, got, 20)
+	first.Close()
+	second, err := c.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	again := receive(t, second, 20, true)
+	sort.Strings(again)
+	expectOrdered(t, again, 20)
+}
+
+// Shared consumers split the stream; every message arrives at least once
+// and, with no failures, exactly once.
+func TestSharedSubscriptionSplits(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := pulsar.ConsumerOptions{Topic: "shared", SubscriptionName: "s", Type: pulsar.Shared,
+		ReceiverQueueSize: 10, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	a, err := c.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := c.Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 400
+	produce(t, c, "shared", n, true)
+	seen := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	for i, cons := range []pulsar.Consumer{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for {
+				mu.Lock()
+				done := len(seen) == n
+				mu.Unlock()
+				if done {
+					return
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				m, err := cons.Receive(rctx)
+				rcancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					continue
+				}
+				cons.Ack(m)
+				mu.Lock()
+				seen[string(m.Payload())]++
+				counts[i]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("%d distinct messages of %d", len(seen), n)
+	}
+	for k, v := range seen {
+		if v != 1 {
+			t.Fatalf("%s delivered %d times", k, v)
+		}
+	}
+	if counts[0] == 0 || counts[1] == 0 {
+		t.Fatalf("one consumer got nothing: %v", counts)
+	}
+}
+
+// Negative acks come back with a raised redelivery count.
+func TestNackRedelivery(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "nack", SubscriptionName: "s", Type: pulsar.Shared,
+		NackRedeliveryDelay: 100 * time.Millisecond, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, "nack", 1, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Nack(m)
+	m2, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m2.Payload()) != string(m.Payload()) || m2.RedeliveryCount() != 1 {
+		t.Fatalf("redelivered %q with count %d", m2.Payload(), m2.RedeliveryCount())
+	}
+	cons.Ack(m2)
+}
+
+// A reader from the earliest message reads everything and sees HasNext
+// turn false at the end.
+func TestReaderFromEarliest(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "reader", 30, false)
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: "reader", StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(m.Payload()))
+	}
+	if len(got) != 30 {
+		t.Fatalf("reader got %d of 30", len(got))
+	}
+	expectOrdered(t, got, 30)
+}
+
+// Failover: only the active consumer receives; when it closes, the other
+// takes over and gets what was left unacknowledged.
+func TestFailoverActiveConsumer(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := func(name string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: "failover", SubscriptionName: "s", Type: pulsar.Failover, Name: name,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	}
+	a, err := c.Subscribe(opts("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Subscribe(opts("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	produce(t, c, "failover", 40, false)
+	expectOrdered(t, receive(t, a, 20, true), 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	if m, err := b.Receive(ctx); err == nil {
+		t.Fatalf("standby consumer received %q", m.Payload())
+	}
+	cancel()
+	a.Close()
+	got := receive(t, b, 20, true)
+	for i, m := range got {
+		if m != fmt.Sprintf("m-%05d", 20+i) {
+			t.Fatalf("after failover message %d is %q", i, m)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// transport is what a connection needs from the network layer (netio.Conn).
+type transport interface {
+	// Write sends bufs back to back; safe from any goroutine.
+	Write(bufs ...[]byte) error
+	// Close closes the connection, logging reason.
+	Close(reason error)
+	RemoteAddr() net.Addr
+	// PauseReading stops frame delivery until ResumeReading.
+	PauseReading()
+	ResumeReading()
+}
+
+// serverConn is one client connection's protocol state.
+//
+// Lock rules: mu guards producers, consumers and pendingSends. Frames
+// arrive one at a time from the event loop; callbacks from storage and
+// goroutines answering slow commands take mu briefly.
+type serverConn struct {
+	b   *Broker
+	t   transport
+	log *slog.Logger
+	cmd pb.BaseCommand // reused for every frame (the event loop is single-threaded per connection)
+
+	mu           sync.Mutex
+	connected    bool
+	producers    map[uint64]*producer
+	consumers    map[uint64]*consumer
+	pendingSends int
+	paused       bool
+	closed       bool
+}
+
+func (b *Broker) newConn(t transport) *serverConn {
+	return &serverConn{b: b, t: t, log: b.log.With("remote", t.RemoteAddr().String()),
+		producers: map[uint64]*producer{}, consumers: map[uint64]*consumer{}}
+}
+
+// handleFrame parses and serves one frame. An error closes the connection.
+func (c *serverConn) handleFrame(frame []byte) error {
+	f, n, err := wire.ParseFrame(frame, c.b.cfg.MaxMessageSize+wire.FramePadding, &c.cmd)
+	if err != nil {
+		return fmt.Errorf("bad frame: %w", err)
+	}
+	if n != len(frame) {
+		return fmt.Errorf("bad frame: %d bytes parsed of %d", n, len(frame))
+	}
+	cmd := f.Command
+	if !c.isConnected() && cmd.GetType() != pb.BaseCommand_CONNECT {
+		return fmt.Errorf("%s before CONNECT", cmd.GetType())
+	}
+	return c.dispatch(cmd, f)
+}
+
+func (c *serverConn) isConnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+
+// dispatch routes a command to its handler (conn_*.go).
+func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
+	switch cmd.GetType() {
+	case pb.BaseCommand_CONNECT:
+		return c.handleConnect(cmd.GetConnect())
+	case pb.BaseCommand_PING:
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_PONG.Enum(), Pong: &pb.CommandPong{}})
+	case pb.BaseCommand_PONG:
+		return nil
+	case pb.BaseCommand_LOOKUP:
+		return c.handleLookup(cmd.GetLookupTopic())
+	case pb.BaseCommand_PARTITIONED_METADATA:
+		return c.handlePartitionedMetadata(cmd.GetPartitionMetadata())
+	case pb.BaseCommand_PRODUCER:
+		return c.handleProducer(cmd.GetProducer())
+	case pb.BaseCommand_SEND:
+		return c.handleSend(cmd.GetSend(), f)
+	case pb.BaseCommand_CLOSE_PRODUCER:
+		return c.handleCloseProducer(cmd.GetCloseProducer())
+	case pb.BaseCommand_SUBSCRIBE:
+		return c.handleSubscribe(cmd.GetSubscribe())
+	case pb.BaseCommand_FLOW:
+		return c.handleFlow(cmd.GetFlow())
+	case pb.BaseCommand_ACK:
+		return c.handleAck(cmd.GetAck())
+	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
+		return c.handleRedeliver(cmd.GetRedeliverUnacknowledgedMessages())
+	case pb.BaseCommand_CLOSE_CONSUMER:
+		return c.handleCloseConsumer(cmd.GetCloseConsumer())
+	case pb.BaseCommand_UNSUBSCRIBE:
+		return c.handleUnsubscribe(cmd.GetUnsubscribe())
+	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
+		return c.handleGetLastMessageID(cmd.GetGetLastMessageId())
+	}
+	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
+	return c.sendError(requestIDOf(cmd), pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
+}
+
+// requestIDOf finds the request id of commands we do not handle, so the
+// client's pending request fails instead of timing out (0 if none).
+func requestIDOf(cmd *pb.BaseCommand) uint64 {
+	type withRequestID interface{ GetRequestId() uint64 }
+	for _, m := range []any{cmd.GetSeek(), cmd.GetConsumerStats(), cmd.GetGetTopicsOfNamespace(),
+		cmd.GetGetSchema(), cmd.GetGetOrCreateSchema()} {
+		if r, ok := m.(withRequestID); ok && r != nil {
+			if id := r.GetRequestId(); id != 0 {
+				return id
+			}
+		}
+	}
+	return 0
+}
+
+// send writes one simple frame.
+func (c *serverConn) send(cmd *pb.BaseCommand) error {
+	buf, err := wire.AppendSimpleFrame(nil, cmd)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", cmd.GetType(), err)
+	}
+	return c.t.Write(buf)
+}
+
+func (c *serverConn) sendError(requestID uint64, code pb.ServerError, msg string) error {
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ERROR.Enum(), Error: &pb.CommandError{
+		RequestId: &requestID, Error: code.Enum(), Message: &msg}})
+}
+
+func (c *serverConn) sendSuccess(requestID uint64) error {
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SUCCESS.Enum(), Success: &pb.CommandSuccess{RequestId: &requestID}})
+}
+
+// sendMessage writes a MESSAGE frame: header, then the stored entry bytes
+// unchanged, in one vectored write.
+func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32) {
+	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
+		ConsumerId: &consumerID, MessageId: messageID(e.Position), RedeliveryCount: &redeliveries}}
+	hdr, err := wire.AppendPayloadFrameHeader(nil, cmd, nil, len(e.Data))
+	if err != nil {
+		c.log.Error("cannot encode MESSAGE", "err", err)
+		return
+	}
+	if err := c.t.Write(hdr, e.Data); err != nil {
+		c.log.Debug("write MESSAGE failed", "err", err)
+	}
+}
+
+func messageID(p managedledger.Position) *pb.MessageIdData {
+	return &pb.MessageIdData{LedgerId: ptr(uint64(p.LedgerID)), EntryId: ptr(uint64(p.EntryID))}
+}
+
+func position(id *pb.MessageIdData) managedledger.Position {
+	return managedledger.Position{LedgerID: int64(id.GetLedgerId()), EntryID: int64(id.GetEntryId())}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// closed is called by the network layer when the connection ends: every
+// producer and consumer of the connection goes away.
+func (c *serverConn) closedByNetwork(err error) {
+	c.mu.Lock()
+	c.closed = true
+	producers, consumers := c.producers, c.consumers
+	c.producers, c.consumers = map[uint64]*producer{}, map[uint64]*consumer{}
+	c.mu.Unlock()
+	for _, p := range producers {
+		p.topic.removeProducer(p)
+	}
+	for _, cs := range consumers {
+		cs.sub.removeConsumer(cs)
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("connection closed", "err", err)
+	}
+}

@@ -1,0 +1,172 @@
+package broker
+
+// Consumer commands: SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES,
+// CLOSE_CONSUMER, UNSUBSCRIBE, GET_LAST_MESSAGE_ID.
+//
+// Behaviour:
+//   - SUBSCRIBE opens the topic and the subscription's cursor on its own
+//     goroutine; Exclusive refuses a second consumer with ConsumerBusy.
+//     Readers (durable=false) get a private, non-durable cursor starting
+//     after start_message_id.
+//   - ACK individual or cumulative; acks carrying an ack_set (a part of a
+//     batch) are not applied until the whole entry is acknowledged.
+//   - With request_id set, ACK is answered with ACK_RESPONSE.
+//   - GET_LAST_MESSAGE_ID answers entry -1 for an empty topic.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+type consumer struct {
+	id      uint64
+	name    string
+	conn    *serverConn
+	sub     *subscription
+	permits int64 // guarded by sub.mu
+}
+
+func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
+	name, err := ParseTopicName(cmd.GetTopic())
+	if err != nil {
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_InvalidTopicName, err.Error())
+	}
+	go c.openConsumer(name, cmd)
+	return nil
+}
+
+func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
+	reqID := cmd.GetRequestId()
+	ctx := context.Background()
+	t, err := c.b.getTopic(ctx, name)
+	if err != nil {
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		return
+	}
+	sub, err := t.subscription(ctx, cmd)
+	if err != nil {
+		_ = c.sendError(reqID, pb.ServerError_SubscriptionNotFound, err.Error())
+		return
+	}
+	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub}
+	if err := sub.addConsumer(cs); err != nil {
+		code := pb.ServerError_ServiceNotReady
+		if errors.Is(err, errConsumerBusy) {
+			code = pb.ServerError_ConsumerBusy
+		}
+		_ = c.sendError(reqID, code, err.Error())
+		return
+	}
+	c.mu.Lock()
+	if _, dup := c.consumers[cs.id]; dup || c.closed {
+		c.mu.Unlock()
+		sub.removeConsumer(cs)
+		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", cs.id))
+		return
+	}
+	c.consumers[cs.id] = cs
+	c.mu.Unlock()
+	_ = c.sendSuccess(reqID)
+}
+
+func (c *serverConn) consumer(id uint64) *consumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumers[id]
+}
+
+func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
+	if cs := c.consumer(cmd.GetConsumerId()); cs != nil {
+		cs.sub.flow(cs, cmd.GetMessagePermits())
+	}
+	return nil
+}
+
+func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		return nil // acks for a closed consumer are dropped, as Pulsar does
+	}
+	var positions []managedledger.Position
+	for _, id := range cmd.GetMessageId() {
+		if len(id.GetAckSet()) > 0 {
+			continue // part of a batch: the entry stays until fully acked
+		}
+		positions = append(positions, position(id))
+	}
+	var err error
+	if len(positions) > 0 {
+		err = cs.sub.ack(context.Background(), cs, cmd.GetAckType() == pb.CommandAck_Cumulative, positions)
+	}
+	if cmd.RequestId == nil {
+		return nil
+	}
+	resp := &pb.CommandAckResponse{ConsumerId: ptr(cs.id), RequestId: cmd.RequestId}
+	if err != nil {
+		resp.Error, resp.Message = pb.ServerError_UnknownError.Enum(), ptr(err.Error())
+	}
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: resp})
+}
+
+func (c *serverConn) handleRedeliver(cmd *pb.CommandRedeliverUnacknowledgedMessages) error {
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		return nil
+	}
+	var positions []managedledger.Position
+	for _, id := range cmd.GetMessageIds() {
+		positions = append(positions, position(id))
+	}
+	cs.sub.redeliver(cs, positions)
+	return nil
+}
+
+func (c *serverConn) removeConsumer(id uint64) *consumer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.consumers[id]
+	delete(c.consumers, id)
+	return cs
+}
+
+func (c *serverConn) handleCloseConsumer(cmd *pb.CommandCloseConsumer) error {
+	if cs := c.removeConsumer(cmd.GetConsumerId()); cs != nil {
+		cs.sub.removeConsumer(cs)
+	}
+	return c.sendSuccess(cmd.GetRequestId())
+}
+
+func (c *serverConn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) error {
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
+	}
+	if err := cs.sub.topic.unsubscribe(context.Background(), cs.sub, cs); err != nil {
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_MetadataError, err.Error())
+	}
+	c.removeConsumer(cs.id)
+	return c.sendSuccess(cmd.GetRequestId())
+}
+
+func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) error {
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
+	}
+	last := cs.sub.topic.ml.LastConfirmed()
+	md := cs.sub.cursor.MarkDeletePosition()
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
+		GetLastMessageIdResponse: &pb.CommandGetLastMessageIdResponse{
+			LastMessageId: lastMessageID(last), RequestId: ptr(cmd.GetRequestId()),
+			ConsumerMarkDeletePosition: lastMessageID(md)}})
+}
+
+// lastMessageID encodes a position that may be "before the first entry"
+// (entry -1), which the protocol carries as the all-ones uint64.
+func lastMessageID(p managedledger.Position) *pb.MessageIdData {
+	return &pb.MessageIdData{LedgerId: ptr(uint64(p.LedgerID)), EntryId: ptr(uint64(p.EntryID))}
+}

@@ -1,0 +1,144 @@
+package broker
+
+// Producer commands: PRODUCER, SEND, CLOSE_PRODUCER.
+//
+// Behaviour:
+//   - PRODUCER opens the topic on its own goroutine and answers
+//     PRODUCER_SUCCESS with the producer's name (generated when the client
+//     gave none) and last_sequence_id -1 (no deduplication state yet).
+//   - SEND stores the entry exactly as the client sent it (from the 0x0e01
+//     magic: checksum, metadata, payload), after checking its CRC32C; a bad
+//     checksum answers SEND_ERROR ChecksumError and stores nothing.
+//   - SEND_RECEIPTs go out in SEND order per producer (the managed ledger
+//     calls back in append order).
+//   - Back-pressure: while maxPendingPublishRequestsPerConnection SENDs
+//     await storage, the connection is not read.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+type producer struct {
+	id    uint64
+	name  string
+	topic *topic
+}
+
+// producerNames numbers generated producer names within this process.
+type producerNames struct{ n atomic.Uint64 }
+
+func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
+	id, reqID := cmd.GetProducerId(), cmd.GetRequestId()
+	name, err := ParseTopicName(cmd.GetTopic())
+	if err != nil {
+		return c.sendError(reqID, pb.ServerError_InvalidTopicName, err.Error())
+	}
+	producerName := cmd.GetProducerName()
+	if producerName == "" {
+		producerName = fmt.Sprintf("%s-%d", c.b.cfg.ClusterName, c.b.names.n.Add(1))
+	}
+	go c.openProducer(name, id, reqID, producerName)
+	return nil
+}
+
+func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string) {
+	t, err := c.b.getTopic(context.Background(), name)
+	if err != nil {
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		return
+	}
+	p := &producer{id: id, name: producerName, topic: t}
+	c.mu.Lock()
+	if _, dup := c.producers[id]; dup || c.closed {
+		c.mu.Unlock()
+		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, fmt.Sprintf("producer id %d is in use on this connection", id))
+		return
+	}
+	c.producers[id] = p
+	c.mu.Unlock()
+	if err := t.addProducer(p); err != nil {
+		c.removeProducer(id)
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		return
+	}
+	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+		RequestId: &reqID, ProducerName: &producerName, LastSequenceId: ptr(int64(-1)), ProducerReady: ptr(true)}})
+}
+
+func (c *serverConn) removeProducer(id uint64) *producer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.producers[id]
+	delete(c.producers, id)
+	return p
+}
+
+func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
+	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
+	c.mu.Lock()
+	p := c.producers[id]
+	c.mu.Unlock()
+	if p == nil {
+		return c.sendSendError(id, seq, pb.ServerError_UnknownError, fmt.Sprintf("no producer %d on this connection", id))
+	}
+	if !f.HasPayload() {
+		return fmt.Errorf("SEND without a payload from producer %d", id)
+	}
+	if err := f.Entry.VerifyChecksum(); err != nil {
+		c.log.Warn("SEND with a bad checksum; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
+		return c.sendSendError(id, seq, pb.ServerError_ChecksumError, err.Error())
+	}
+	data := bytes.Clone(f.Entry.Bytes()) // the frame aliases the read buffer
+	c.beginSend()
+	highest := cmd.GetHighestSequenceId()
+	p.topic.ml.AddEntry(data, func(pos managedledger.Position, err error) {
+		c.endSend()
+		if err != nil {
+			_ = c.sendSendError(id, seq, pb.ServerError_PersistenceError, err.Error())
+			return
+		}
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: &id, SequenceId: &seq, MessageId: messageID(pos), HighestSequenceId: &highest}})
+	})
+	return nil
+}
+
+func (c *serverConn) sendSendError(id, seq uint64, code pb.ServerError, msg string) error {
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_ERROR.Enum(), SendError: &pb.CommandSendError{
+		ProducerId: &id, SequenceId: &seq, Error: code.Enum(), Message: &msg}})
+}
+
+// beginSend counts a SEND awaiting storage and pauses reading at the limit.
+func (c *serverConn) beginSend() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pendingSends++
+	if c.pendingSends >= c.b.cfg.MaxPendingPublishRequestsPerConnection && !c.paused {
+		c.paused = true
+		c.t.PauseReading()
+	}
+}
+
+func (c *serverConn) endSend() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pendingSends--
+	if c.paused && c.pendingSends < c.b.cfg.MaxPendingPublishRequestsPerConnection/2 {
+		c.paused = false
+		c.t.ResumeReading()
+	}
+}
+
+func (c *serverConn) handleCloseProducer(cmd *pb.CommandCloseProducer) error {
+	if p := c.removeProducer(cmd.GetProducerId()); p != nil {
+		p.topic.removeProducer(p)
+	}
+	return c.sendSuccess(cmd.GetRequestId())
+}

@@ -1,0 +1,158 @@
+package broker
+
+// Bad input over a raw connection: the broker answers with the right error
+// or closes only that connection, and keeps serving others.
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+}
+
+func dialRaw(t *testing.T, url string) *rawClient {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "pulsar://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, conn: c}
+}
+
+func (r *rawClient) write(b []byte) {
+	r.t.Helper()
+	if _, err := r.conn.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawClient) send(cmd *pb.BaseCommand) {
+	r.t.Helper()
+	b, err := wire.AppendSimpleFrame(nil, cmd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.write(b)
+}
+
+// read returns the next command, or the error that ended the connection.
+func (r *rawClient) read() (*pb.BaseCommand, error) {
+	_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(r.conn, size[:]); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
+	copy(buf, size[:])
+	if _, err := io.ReadFull(r.conn, buf[4:]); err != nil {
+		return nil, err
+	}
+	var cmd pb.BaseCommand
+	if _, _, err := wire.ParseFrame(buf, len(buf), &cmd); err != nil {
+		r.t.Fatalf("broker sent a bad frame: %v", err)
+	}
+	return &cmd, nil
+}
+
+func (r *rawClient) connect() {
+	r.t.Helper()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: ptr("raw-test"), ProtocolVersion: ptr(int32(20))}})
+	cmd, err := r.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		r.t.Fatalf("CONNECT answered %v, %v", cmd.GetType(), err)
+	}
+}
+
+func expectClosed(t *testing.T, r *rawClient) {
+	t.Helper()
+	for {
+		_, err := r.read()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("connection was not closed")
+			}
+			return
+		}
+	}
+}
+
+func TestCommandBeforeConnectClosesConnection(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	expectClosed(t, r)
+}
+
+func TestOversizedAndMalformedFramesCloseOnlyThatConnection(t *testing.T) {
+	_, url := startBroker(t)
+	good := dialRaw(t, url)
+	good.connect()
+	for _, bad := range [][]byte{
+		{0x7f, 0xff, 0xff, 0xff},                     // far past maxMessageSize
+		{0, 0, 0, 8, 0, 0, 0, 9, 1, 2, 3, 4},         // commandSize past the frame
+		{0, 0, 0, 6, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0}, // garbage command
+	} {
+		r := dialRaw(t, url)
+		r.connect()
+		r.write(bad)
+		expectClosed(t, r)
+	}
+	good.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	if cmd, err := good.read(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("other connection after bad ones: %v %v", cmd.GetType(), err)
+	}
+}
+
+func TestBadChecksumIsRefused(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: ptr("crc"), ProducerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
+	if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("PRODUCER answered %v %v", cmd.GetType(), err)
+	}
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: ptr(uint64(0)),
+		PublishTime: ptr(uint64(1))}, []byte("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry[len(entry)-1] ^= 0xff // damage the payload after the CRC was computed
+	send := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: ptr(uint64(1)), SequenceId: ptr(uint64(0))}}
+	hdr, err := wire.AppendPayloadFrameHeader(nil, send, nil, len(entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(append(hdr, entry...))
+	cmd, err := r.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_SEND_ERROR || cmd.GetSendError().GetError() != pb.ServerError_ChecksumError {
+		t.Fatalf("damaged SEND answered %v %v", cmd, err)
+	}
+}
+
+func TestUnsupportedCommandGetsAnError(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
+		Namespace: ptr("public/default"), RequestId: ptr(uint64(42))}})
+	cmd, err := r.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetRequestId() != 42 {
+		t.Fatalf("unsupported command answered %v %v", cmd, err)
+	}
+}

@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/netio"
+	"github.com/magnetar-io/magnetar/wire"
+)
+
+// Serve listens for Pulsar binary-protocol clients on addr (host:port;
+// port 0 picks one, see the returned server's Addr).
+func (b *Broker) Serve(addr string) (*netio.Server, error) {
+	srv, err := netio.Listen(netHandler{b}, netio.Options{Addr: addr, Multicore: true,
+		MaxFrameSize: b.cfg.MaxMessageSize + wire.FramePadding, Logger: b.log})
+	if err != nil {
+		return nil, fmt.Errorf("broker: listen on %s: %w", addr, err)
+	}
+	advertised := b.cfg.AdvertisedAddress
+	if advertised == "" {
+		advertised = srv.Addr().String()
+	}
+	b.advertised.Store(&advertised)
+	return srv, nil
+}
+
+// netHandler adapts the network layer's callbacks to connections.
+type netHandler struct{ b *Broker }
+
+func (h netHandler) OnOpen(c *netio.Conn) { c.SetContext(h.b.newConn(c)) }
+
+func (h netHandler) OnFrame(c *netio.Conn, frame []byte) error {
+	return c.Context().(*serverConn).handleFrame(frame)
+}
+
+func (h netHandler) OnClose(c *netio.Conn, err error) {
+	if sc, ok := c.Context().(*serverConn); ok {
+		sc.closedByNetwork(err)
+	}
+}
+
+// advertisedAddress is the host:port clients connect to.
+func (b *Broker) advertisedAddress() string {
+	if a := b.advertised.Load(); a != nil {
+		return *a
+	}
+	return b.cfg.AdvertisedAddress
+}

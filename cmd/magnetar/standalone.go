@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+type standaloneFlags struct {
+	dataDir    string
+	bindAddr   string
+	advertised string
+	brokerPort int
+	webPort    int
+	cluster    string
+}
+
+func parseStandaloneFlags(args []string, stderr io.Writer) (standaloneFlags, error) {
+	var f standaloneFlags
+	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.dataDir, "data-dir", "data", "directory for metadata and data")
+	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "bindAddress: the address to listen on")
+	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients are told to use")
+	fs.IntVar(&f.brokerPort, "broker-port", 6650, "brokerServicePort: Pulsar binary protocol")
+	fs.IntVar(&f.webPort, "web-port", 8080, "webServicePort: HTTP lookup, admin, /metrics, /debug/pprof")
+	fs.StringVar(&f.cluster, "cluster", "standalone", "clusterName")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	return f, nil
+}
+
+// runStandalone runs metadata, storage and a broker in one process until
+// SIGINT or SIGTERM.
+func runStandalone(args []string, stdout, stderr io.Writer) int {
+	f, err := parseStandaloneFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serveStandalone(ctx, f, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "magnetar standalone: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, stdout io.Writer) error {
+	dir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return err
+	}
+	store, err := metadata.Open(ctx, "local:"+filepath.Join(dir, "metadata"), metadata.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	defer store.Close()
+	if err := initStandaloneMetadata(ctx, store, f); err != nil {
+		return err
+	}
+	log.Warn("messages are stored in memory until the managed-ledger issue lands: they are lost when the process stops")
+	b := broker.New(broker.Config{ClusterName: f.cluster, Version: "magnetar-" + version, Logger: log,
+		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort))},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
+	if err != nil {
+		return err
+	}
+	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log)
+	if err != nil {
+		srv.Close(context.Background())
+		return err
+	}
+	fmt.Fprintf(stdout, "magnetar standalone ready: pulsar://%s http://%s\n",
+		net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)))
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+}
+
+// initStandaloneMetadata creates the cluster, tenant public and namespace
+// public/default on first start, as Pulsar standalone does.
+func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standaloneFlags) error {
+	cluster, _ := json.Marshal(map[string]string{
+		"serviceUrl":       "http://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)),
+		"brokerServiceUrl": "pulsar://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
+	})
+	tenant, _ := json.Marshal(map[string]any{"adminRoles": []string{}, "allowedClusters": []string{f.cluster}})
+	namespace, _ := json.Marshal(map[string]any{"replication_clusters": []string{f.cluster}})
+	for _, n := range []struct {
+		path  string
+		value []byte
+	}{
+		{"/admin/clusters/" + f.cluster, cluster},
+		{"/admin/policies/public", tenant},
+		{"/admin/policies/public/default", namespace},
+	} {
+		_, _, err := store.Create(ctx, n.path, n.value, metadata.CreateOptions{})
+		if err != nil && !errors.Is(err, metadata.ErrExists) {
+			return fmt.Errorf("initialise metadata: %w", err)
+		}
+	}
+	return nil
+}
+
+// serveWeb starts the HTTP server: lookup and partitions, /metrics,
+// /debug/pprof.
+func serveWeb(b *broker.Broker, addr string, log *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/", b.HTTPHandler())
+	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("web service: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("web service stopped; HTTP lookup, /metrics and pprof are unavailable", "err", err)
+		}
+	}()
+	return srv, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStandaloneServesClients starts standalone, checks the ready line,
+// the HTTP endpoints and a produce/consume round trip with the official
+// client, then shuts it down cleanly.
+func TestStandaloneServesClients(t *testing.T) {
+	f := standaloneFlags{dataDir: t.TempDir(), bindAddr: "127.0.0.1", advertised: "127.0.0.1",
+		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- serveStandalone(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), &out) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ready line; output %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	web := fmt.Sprintf("http://127.0.0.1:%d", f.webPort)
+	for _, path := range []string{"/lookup/v2/topic/persistent/public/default/t", "/metrics", "/admin/v2/persistent/public/default/t/partitions"} {
+		resp, err := http.Get(web + path)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort),
+		Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: "hello", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("world")}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	m, err := cons.Receive(rctx)
+	if err != nil || string(m.Payload()) != "world" {
+		t.Fatalf("received %v %v", m, err)
+	}
+	client.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
