@@ -70,7 +70,7 @@ type Broker struct {
 	ledgers managedledger.Factory
 	log     *slog.Logger
 
-	names   producerNames
+	names producerNames
 	// advertised is the host:port clients are sent to; set once the
 	// listener's port is known, read by connection goroutines.
 	advertised atomic.Pointer[string]

@@ -102,8 +102,8 @@ func TestOversizedAndMalformedFramesCloseOnlyThatConnection(t *testing.T) {
 	good := dialRaw(t, url)
 	good.connect()
 	for _, bad := range [][]byte{
-		{0x7f, 0xff, 0xff, 0xff},                     // far past maxMessageSize
-		{0, 0, 0, 8, 0, 0, 0, 9, 1, 2, 3, 4},         // commandSize past the frame
+		{0x7f, 0xff, 0xff, 0xff},                      // far past maxMessageSize
+		{0, 0, 0, 8, 0, 0, 0, 9, 1, 2, 3, 4},          // commandSize past the frame
 		{0, 0, 0, 6, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0}, // garbage command
 	} {
 		r := dialRaw(t, url)

@@ -112,7 +112,7 @@ func TestCountingFS(t *testing.T) {
 func TestPrimeRecycled(t *testing.T) {
 	fs := engine.NewMem()
 	const size = 8 << 20
-	opts := journal.Options{ MaxFileSize: size, Logger: discardLogger()}
+	opts := journal.Options{MaxFileSize: size, Logger: discardLogger()}
 	if err := primeRecycled(fs, "/j", opts); err != nil {
 		t.Fatal(err)
 	}
