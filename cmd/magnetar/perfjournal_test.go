@@ -11,7 +11,7 @@ func TestPerfJournalJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"perf", "journal", "--json", "--dir", t.TempDir(), "--backends", "uring,std",
 		"--sizes", "1k", "--writers", "1,64", "--pipeline", "on", "--max-group-wait", "0,1ms",
-		"--duration", "60ms", "--warmup", "10ms", "--disk-duration", "30ms", "--max-file-size", "8m"}, &out, &errOut)
+		"--duration", "150ms", "--warmup", "10ms", "--disk-duration", "30ms", "--max-file-size", "8m"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("code %d: %s", code, errOut.String())
 	}
@@ -33,10 +33,17 @@ func TestPerfJournalJSON(t *testing.T) {
 	if len(rep.Points) != 8 || len(rep.Targets) != 4 {
 		t.Fatalf("%d points and %d targets, want 8 and 4", len(rep.Points), len(rep.Targets))
 	}
+	// Points are short: under a loaded CI machine one datasync may outlast
+	// a point, so only require that every backend measured something.
+	measured := map[string]bool{}
 	for _, p := range rep.Points {
-		if p.EntriesPerSec <= 0 || (p.MaxGroupWaitUS != 0 && p.MaxGroupWaitUS != 1000) {
+		if p.EntriesPerSec < 0 || (p.MaxGroupWaitUS != 0 && p.MaxGroupWaitUS != 1000) {
 			t.Fatalf("point %+v", p)
 		}
+		measured[p.Backend] = measured[p.Backend] || p.EntriesPerSec > 0
+	}
+	if !measured["uring"] || !measured["std"] {
+		t.Fatalf("a backend measured nothing: %v", measured)
 	}
 	if !strings.Contains(errOut.String(), "entries/s") {
 		t.Fatalf("progress table not on stderr: %q", errOut.String())
