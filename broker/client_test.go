@@ -300,3 +300,106 @@ func TestFailoverActiveConsumer(t *testing.T) {
 		}
 	}
 }
+
+// Compression is the client's business: the broker stores and delivers the
+// compressed entries unchanged.
+func TestCompressionPassesThrough(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	for _, ct := range []pulsar.CompressionType{pulsar.LZ4, pulsar.ZLib, pulsar.ZSTD} {
+		topic := fmt.Sprintf("compressed-%d", ct)
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, CompressionType: ct,
+			BatchingMaxPublishDelay: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 100; i++ {
+			wg.Add(1)
+			p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%05d", i))},
+				func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						t.Error(err)
+					}
+					wg.Done()
+				})
+		}
+		wg.Wait()
+		p.Close()
+		expectOrdered(t, receive(t, cons, 100, true), 100)
+		cons.Close()
+	}
+}
+
+// Chunked messages are stored as one entry per chunk and reassembled by
+// the consumer.
+func TestChunkedMessages(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "chunks", SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "chunks", DisableBatching: true, EnableChunking: true,
+		ChunkMaxMessageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	big := make([]byte, 10_000)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: big}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := cons.Receive(ctx)
+	if err != nil || len(m.Payload()) != len(big) || m.Payload()[9999] != big[9999] {
+		t.Fatalf("chunked message: %v, %d bytes", err, len(m.Payload()))
+	}
+	if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The client's dead-letter policy works on the broker's redelivery count.
+func TestDeadLetterAfterRedeliveries(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	dlq, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "work-dlq", SubscriptionName: "audit",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "work", SubscriptionName: "s", Type: pulsar.Shared,
+		NackRedeliveryDelay: 50 * time.Millisecond, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		DLQ: &pulsar.DLQPolicy{MaxDeliveries: 2, DeadLetterTopic: "work-dlq"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, "work", 1, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Nack(m)
+	}
+	m, err := dlq.Receive(ctx)
+	if err != nil || string(m.Payload()) != "m-00000" {
+		t.Fatalf("dead letter: %v %v", m, err)
+	}
+}
