@@ -403,3 +403,89 @@ func TestDeadLetterAfterRedeliveries(t *testing.T) {
 		t.Fatalf("dead letter: %v %v", m, err)
 	}
 }
+
+// Key_Shared: every key sticks to one consumer, in order, and both
+// consumers get keys.
+func TestKeySharedKeepsKeysTogether(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := func(name string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: "keyed", SubscriptionName: "s", Type: pulsar.KeyShared, Name: name,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	}
+	consumers := make([]pulsar.Consumer, 2)
+	for i := range consumers {
+		cons, err := c.Subscribe(opts(fmt.Sprintf("c%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		consumers[i] = cons
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "keyed", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 300, 12
+	for i := 0; i < n; i++ {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i%keys),
+			Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	owner := map[string]int{}
+	last := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	got := 0
+	for ci, cons := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for {
+				mu.Lock()
+				done := got == n
+				mu.Unlock()
+				if done {
+					return
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				m, err := cons.Receive(rctx)
+				rcancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					continue
+				}
+				cons.Ack(m)
+				var seq int
+				fmt.Sscan(string(m.Payload()), &seq)
+				mu.Lock()
+				if o, ok := owner[m.Key()]; ok && o != ci {
+					t.Errorf("key %s went to consumers %d and %d", m.Key(), o, ci)
+				}
+				if l, ok := last[m.Key()]; ok && seq <= l {
+					t.Errorf("key %s: %d after %d", m.Key(), seq, l)
+				}
+				owner[m.Key()], last[m.Key()] = ci, seq
+				got++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if got != n {
+		t.Fatalf("received %d of %d", got, n)
+	}
+	used := map[int]bool{}
+	for _, o := range owner {
+		used[o] = true
+	}
+	if len(used) != 2 {
+		t.Fatalf("keys went to %d consumer(s): %v", len(used), owner)
+	}
+}

@@ -28,6 +28,8 @@ type consumer struct {
 	conn    *serverConn
 	sub     *subscription
 	permits int64 // guarded by sub.mu
+	// hashRanges are a Key_Shared STICKY consumer's declared key slots.
+	hashRanges []*pb.IntRange
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
@@ -53,6 +55,9 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		return
 	}
 	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub}
+	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
+		cs.hashRanges = meta.GetHashRanges()
+	}
 	if err := sub.addConsumer(cs); err != nil {
 		code := pb.ServerError_ServiceNotReady
 		if errors.Is(err, errConsumerBusy) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spaolacci/murmur3"
+
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -171,21 +173,28 @@ func (s *subscription) assignLocked(entries []managedledger.Entry) []delivery {
 		if owner, ok := s.inflight[e.Position]; ok && owner != nil {
 			continue // still with another consumer (re-read after a seek back)
 		}
-		n := messagesIn(e.Data)
-		c := s.pickLocked()
+		info := entryInfoOf(e.Data)
+		c := s.pickLocked(info)
 		if c == nil {
 			s.cursor.Seek(entries[i].Position)
 			break
 		}
-		c.permits -= int64(n)
+		c.permits -= int64(info.messages)
 		s.inflight[e.Position] = c
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
 	}
 	return out
 }
 
-// pickLocked returns the next consumer with permits.
-func (s *subscription) pickLocked() *consumer {
+// pickLocked returns the consumer the entry goes to now, or nil when it
+// must wait (no permits; for Key_Shared, none for the key's consumer).
+func (s *subscription) pickLocked(info entryInfo) *consumer {
+	if s.subType == pb.CommandSubscribe_Key_Shared {
+		if c := s.keyConsumerLocked(info.key); c != nil && c.permits > 0 {
+			return c
+		}
+		return nil
+	}
 	active := s.activeLocked()
 	for k := 0; k < len(active); k++ {
 		c := active[(s.next+k)%len(active)]
@@ -197,18 +206,60 @@ func (s *subscription) pickLocked() *consumer {
 	return nil
 }
 
-// messagesIn reads the message count of a stored entry (1 unless it is a
-// batch); a damaged entry counts as one and is delivered as it is.
-func messagesIn(data []byte) int {
+// keyHashRange is Key_Shared's hash space: a key's slot is
+// murmur3_32(key) mod 65536, as Pulsar computes it, so sticky ranges that
+// clients declare mean the same here.
+const keyHashRange = 65536
+
+// keyConsumerLocked maps a key to its consumer: the one whose sticky range
+// holds the key's slot, else the auto-split share of the slot among
+// consumers without sticky ranges (in name order, so the mapping is stable
+// while the consumers are).
+func (s *subscription) keyConsumerLocked(key []byte) *consumer {
+	slot := int32(murmur3.Sum32(key) % keyHashRange)
+	var auto []*consumer
+	for _, c := range s.consumers {
+		if len(c.hashRanges) == 0 {
+			auto = append(auto, c)
+			continue
+		}
+		for _, r := range c.hashRanges {
+			if slot >= r.GetStart() && slot <= r.GetEnd() {
+				return c
+			}
+		}
+	}
+	if len(auto) == 0 {
+		return nil
+	}
+	sort.SliceStable(auto, func(i, j int) bool { return auto[i].name < auto[j].name })
+	return auto[int(slot)*len(auto)/keyHashRange]
+}
+
+// entryInfo is what dispatch reads from a stored entry's metadata.
+type entryInfo struct {
+	messages int    // FLOW permits it takes (a batch of N takes N)
+	key      []byte // ordering key, else partition key (Key_Shared)
+}
+
+// entryInfoOf reads an entry's metadata; a damaged entry counts as one
+// message without a key and is delivered as it is.
+func entryInfoOf(data []byte) entryInfo {
+	info := entryInfo{messages: 1}
 	e, err := wire.ParseEntry(data)
 	if err != nil {
-		return 1
+		return info
 	}
 	var md pb.MessageMetadata
-	if err := e.DecodeMetadata(&md); err != nil || md.NumMessagesInBatch == nil {
-		return 1
+	if err := e.DecodeMetadata(&md); err != nil {
+		return info
 	}
-	return max(int(md.GetNumMessagesInBatch()), 1)
+	info.messages = max(int(md.GetNumMessagesInBatch()), 1)
+	info.key = md.GetOrderingKey()
+	if len(info.key) == 0 && md.PartitionKey != nil {
+		info.key = []byte(md.GetPartitionKey())
+	}
+	return info
 }
 
 // ack applies an acknowledgement from c.
