@@ -489,3 +489,65 @@ func TestKeySharedKeepsKeysTogether(t *testing.T) {
 		t.Fatalf("keys went to %d consumer(s): %v", len(used), owner)
 	}
 }
+
+// Seek by message id and by publish time moves the subscription; the
+// client resubscribes and reads from there.
+func TestSeek(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "seek", SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ids := produce(t, c, "seek", 10, false)
+	expectOrdered(t, receive(t, cons, 10, true), 10)
+	if err := cons.Seek(ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	// The broker resumes at message 3; the client drops the seek target
+	// itself (its start position is exclusive for durable consumers).
+	got := receive(t, cons, 6, true)
+	if got[0] != "m-00004" || got[5] != "m-00009" {
+		t.Fatalf("after seek to message 3: %v", got)
+	}
+	// (A fresh consumer: after a seek by id the client keeps that id as its
+	// start and would drop everything up to it again.)
+	byTime, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "seek", SubscriptionName: "t",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer byTime.Close()
+	expectOrdered(t, receive(t, byTime, 10, true), 10)
+	if err := byTime.SeekByTime(time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	expectOrdered(t, receive(t, byTime, 10, true), 10)
+}
+
+// A pattern consumer finds the namespace's topics.
+func TestPatternConsumer(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "metrics-a", 5, false)
+	produce(t, c, "metrics-b", 5, false)
+	produce(t, c, "other", 5, false)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{TopicsPattern: "persistent://public/default/metrics-.*",
+		SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := receive(t, cons, 10, true)
+	sort.Strings(got)
+	if got[0] != "m-00000" || got[9] != "m-00004" {
+		t.Fatalf("pattern consumer got %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err == nil {
+		t.Fatalf("got a message from a topic outside the pattern: %q %s", m.Payload(), m.Topic())
+	}
+}

@@ -104,6 +104,10 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleUnsubscribe(cmd.GetUnsubscribe())
 	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
 		return c.handleGetLastMessageID(cmd.GetGetLastMessageId())
+	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
+		return c.handleGetTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
+	case pb.BaseCommand_SEEK:
+		return c.handleSeek(cmd.GetSeek())
 	}
 	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
 	return c.sendError(requestIDOf(cmd), pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
@@ -113,8 +117,7 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetSeek(), cmd.GetConsumerStats(), cmd.GetGetTopicsOfNamespace(),
-		cmd.GetGetSchema(), cmd.GetGetOrCreateSchema()} {
+	for _, m := range []any{cmd.GetConsumerStats(), cmd.GetGetSchema(), cmd.GetGetOrCreateSchema()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id

@@ -322,6 +322,41 @@ func (s *subscription) redeliverLocked(c *consumer, positions []managedledger.Po
 	}
 }
 
+// seek moves the subscription so that pos is the next entry read: every
+// acknowledgement and in-flight assignment is dropped.
+func (s *subscription) seek(ctx context.Context, pos managedledger.Position) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reading && s.cursor.CancelPendingRead() {
+		s.reading = false
+	}
+	s.inflight = map[managedledger.Position]*consumer{}
+	s.redelivered = map[managedledger.Position]uint32{}
+	for _, c := range s.consumers {
+		c.permits = 0
+	}
+	return s.cursor.Reset(ctx, pos)
+}
+
+// disconnectConsumers closes every consumer from the broker side
+// (CLOSE_CONSUMER); clients reconnect them.
+func (s *subscription) disconnectConsumers() {
+	s.mu.Lock()
+	consumers := s.consumers
+	s.consumers = nil
+	// Nothing is in flight without consumers; a read that raced the seek
+	// may have moved the cursor, so read again from the first unacked.
+	s.inflight = map[managedledger.Position]*consumer{}
+	s.cursor.Rewind()
+	s.mu.Unlock()
+	for _, c := range consumers {
+		c.conn.removeConsumer(c.id)
+		id := c.id
+		_ = c.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
+			CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}})
+	}
+}
+
 func (s *subscription) close() {
 	s.mu.Lock()
 	s.closed = true

@@ -301,3 +301,26 @@ func (ml *memoryLedger) trimLocked() {
 		c.markDelete = max(c.markDelete, ml.base-1)
 	}
 }
+
+// Lister lists managed ledgers by name prefix; factories that can
+// implement it (the broker lists a namespace's topics with it).
+type Lister interface {
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// List returns the names of the ledgers that start with prefix, sorted.
+func (f *MemoryFactory) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for name := range f.ledgers {
+		if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}

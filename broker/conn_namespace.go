@@ -1,0 +1,139 @@
+package broker
+
+// Namespace and subscription-position commands: GET_TOPICS_OF_NAMESPACE,
+// SEEK.
+//
+// Behaviour:
+//   - GET_TOPICS_OF_NAMESPACE lists the namespace's persistent topics (the
+//     stored ones and the loaded ones); the pattern is left to the client
+//     (filtered=false), as the protocol allows.
+//   - SEEK (by message id or publish time) resets the subscription so that
+//     the next message read is the target, answers SUCCESS, then closes the
+//     subscription's consumers: the clients resubscribe from the new
+//     position and drop what they had buffered.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) error {
+	reqID := cmd.GetRequestId()
+	tenant, ns, ok := strings.Cut(cmd.GetNamespace(), "/")
+	if !ok || tenant == "" || ns == "" || strings.Contains(ns, "/") {
+		return c.sendError(reqID, pb.ServerError_InvalidTopicName, fmt.Sprintf("namespace %q: want tenant/namespace", cmd.GetNamespace()))
+	}
+	var topics []string
+	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
+		var err error
+		if topics, err = c.b.persistentTopics(context.Background(), tenant, ns); err != nil {
+			return c.sendError(reqID, pb.ServerError_MetadataError, err.Error())
+		}
+	}
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
+		GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
+			RequestId: &reqID, Topics: topics, Filtered: ptr(false), Changed: ptr(true)}})
+}
+
+// persistentTopics lists tenant/ns's persistent topics by full name.
+func (b *Broker) persistentTopics(ctx context.Context, tenant, ns string) ([]string, error) {
+	seen := map[string]bool{}
+	if l, ok := b.ledgers.(managedledger.Lister); ok {
+		prefix := tenant + "/" + ns + "/persistent/"
+		names, err := l.List(ctx, prefix)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			seen["persistent://"+tenant+"/"+ns+"/"+strings.TrimPrefix(n, prefix)] = true
+		}
+	}
+	b.mu.Lock()
+	for _, t := range b.topics {
+		if t.name.Tenant == tenant && t.name.Namespace == ns && t.name.Persistent() {
+			seen[t.name.String()] = true
+		}
+	}
+	b.mu.Unlock()
+	topics := make([]string, 0, len(seen))
+	for t := range seen {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	return topics, nil
+}
+
+func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
+	reqID := cmd.GetRequestId()
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		return c.sendError(reqID, pb.ServerError_ConsumerNotFound, "no such consumer")
+	}
+	go func() {
+		target, err := seekTarget(context.Background(), cs.sub.topic.ml, cmd)
+		if err == nil {
+			err = cs.sub.seek(context.Background(), target)
+		}
+		if err != nil {
+			_ = c.sendError(reqID, pb.ServerError_UnknownError, err.Error())
+			return
+		}
+		_ = c.sendSuccess(reqID)
+		cs.sub.disconnectConsumers()
+	}()
+	return nil
+}
+
+// seekTarget is the position a SEEK asks for: the message id itself, or
+// the first entry published at or after the time.
+func seekTarget(ctx context.Context, ml managedledger.ManagedLedger, cmd *pb.CommandSeek) (managedledger.Position, error) {
+	if id := cmd.GetMessageId(); id != nil {
+		return position(id), nil
+	}
+	if cmd.MessagePublishTime == nil {
+		return managedledger.Position{}, fmt.Errorf("SEEK needs a message id or a publish time")
+	}
+	return findByPublishTime(ctx, ml, cmd.GetMessagePublishTime())
+}
+
+// findByPublishTime scans the stream for the first entry published at or
+// after t (milliseconds); past the end it returns the next position.
+func findByPublishTime(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, error) {
+	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
+	if err != nil {
+		return managedledger.Position{}, err
+	}
+	defer cur.Close(ctx)
+	for {
+		entries, err := cur.ReadEntries(ctx, 100, 16<<20)
+		if err != nil {
+			return managedledger.Position{}, err
+		}
+		if len(entries) == 0 {
+			return cur.ReadPosition(), nil
+		}
+		for _, e := range entries {
+			if publishTime(e.Data) >= t {
+				return e.Position, nil
+			}
+		}
+	}
+}
+
+func publishTime(data []byte) uint64 {
+	e, err := wire.ParseEntry(data)
+	if err != nil {
+		return 0
+	}
+	var md pb.MessageMetadata
+	if e.DecodeMetadata(&md) != nil {
+		return 0
+	}
+	return md.GetPublishTime()
+}
