@@ -149,8 +149,8 @@ func TestUnsupportedCommandGetsAnError(t *testing.T) {
 	_, url := startBroker(t)
 	r := dialRaw(t, url)
 	r.connect()
-	r.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
-		Namespace: ptr("public/default"), RequestId: ptr(uint64(42))}})
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS.Enum(), ConsumerStats: &pb.CommandConsumerStats{
+		RequestId: ptr(uint64(42)), ConsumerId: ptr(uint64(7))}})
 	cmd, err := r.read()
 	if err != nil || cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetRequestId() != 42 {
 		t.Fatalf("unsupported command answered %v %v", cmd, err)
