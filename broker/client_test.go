@@ -163,7 +163,7 @@ func TestSharedSubscriptionSplits(t *testing.T) {
 	}
 	defer b.Close()
 	const n = 400
-	produce(t, c, "shared", n, true)
+	produce(t, c, "shared", n, false) // unbatched: a batch is one entry and goes to one consumer
 	seen := map[string]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
