@@ -15,9 +15,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
 // Config holds the broker settings, under Pulsar's key names.
@@ -37,6 +39,10 @@ type Config struct {
 	DispatcherMaxReadBatchSize int
 	// AllowAutoTopicCreation is allowAutoTopicCreation (default true).
 	AllowAutoTopicCreation bool
+	// KeepAliveInterval is keepAliveIntervalSeconds (default 30 s): the
+	// broker pings every connection this often and closes one that sent
+	// nothing (not even a PONG) for two intervals.
+	KeepAliveInterval time.Duration
 	// Version is reported to clients in CONNECTED.
 	Version string
 	Logger  *slog.Logger
@@ -51,6 +57,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DispatcherMaxReadBatchSize <= 0 {
 		c.DispatcherMaxReadBatchSize = 100
+	}
+	if c.KeepAliveInterval <= 0 {
+		c.KeepAliveInterval = 30 * time.Second
 	}
 	if c.Version == "" {
 		c.Version = "magnetar"
@@ -77,13 +86,18 @@ type Broker struct {
 
 	mu     sync.Mutex
 	topics map[string]*topic
+	conns  map[*serverConn]struct{}
 	closed bool
+	stop   chan struct{}
 }
 
 // New returns a broker storing topics in ledgers.
 func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
-	return &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{}}
+	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
+		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
+	go b.keepAlive()
+	return b
 }
 
 // getTopic returns the loaded topic, loading (and creating) it if needed.
@@ -119,6 +133,9 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 // Close closes every topic.
 func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
+	if !b.closed {
+		close(b.stop)
+	}
 	b.closed = true
 	topics := b.topics
 	b.topics = map[string]*topic{}
@@ -127,4 +144,37 @@ func (b *Broker) Close(ctx context.Context) error {
 		t.close(ctx)
 	}
 	return nil
+}
+
+// keepAlive pings every connection each KeepAliveInterval; the network
+// layer closes connections idle for two intervals.
+func (b *Broker) keepAlive() {
+	tick := time.NewTicker(b.cfg.KeepAliveInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		b.mu.Lock()
+		conns := make([]*serverConn, 0, len(b.conns))
+		for c := range b.conns {
+			conns = append(conns, c)
+		}
+		b.mu.Unlock()
+		for _, c := range conns {
+			_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+		}
+	}
+}
+
+func (b *Broker) track(c *serverConn, open bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if open {
+		b.conns[c] = struct{}{}
+	} else {
+		delete(b.conns, c)
+	}
 }

@@ -45,8 +45,10 @@ type serverConn struct {
 }
 
 func (b *Broker) newConn(t transport) *serverConn {
-	return &serverConn{b: b, t: t, log: b.log.With("remote", t.RemoteAddr().String()),
+	c := &serverConn{b: b, t: t, log: b.log.With("remote", t.RemoteAddr().String()),
 		producers: map[uint64]*producer{}, consumers: map[uint64]*consumer{}}
+	b.track(c, true)
+	return c
 }
 
 // handleFrame parses and serves one frame. An error closes the connection.
@@ -173,6 +175,7 @@ func ptr[T any](v T) *T { return &v }
 // closed is called by the network layer when the connection ends: every
 // producer and consumer of the connection goes away.
 func (c *serverConn) closedByNetwork(err error) {
+	c.b.track(c, false)
 	c.mu.Lock()
 	c.closed = true
 	producers, consumers := c.producers, c.consumers

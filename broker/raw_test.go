@@ -4,6 +4,7 @@ package broker
 // or closes only that connection, and keeps serving others.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -154,5 +156,29 @@ func TestUnsupportedCommandGetsAnError(t *testing.T) {
 	cmd, err := r.read()
 	if err != nil || cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetRequestId() != 42 {
 		t.Fatalf("unsupported command answered %v %v", cmd, err)
+	}
+}
+
+// The broker pings idle clients and drops those that never answer.
+func TestKeepAlive(t *testing.T) {
+	b := New(Config{ClusterName: "test", KeepAliveInterval: 100 * time.Millisecond},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	defer b.Close(context.Background())
+	r := dialRaw(t, "pulsar://"+srv.Addr().String())
+	r.connect()
+	cmd, err := r.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_PING {
+		t.Fatalf("expected a PING, got %v %v", cmd.GetType(), err)
+	}
+	// Never answering: the connection is closed after two intervals.
+	start := time.Now()
+	expectClosed(t, r)
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("silent client kept for %s", time.Since(start))
 	}
 }

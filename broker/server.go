@@ -11,7 +11,8 @@ import (
 // port 0 picks one, see the returned server's Addr).
 func (b *Broker) Serve(addr string) (*netio.Server, error) {
 	srv, err := netio.Listen(netHandler{b}, netio.Options{Addr: addr, Multicore: true,
-		MaxFrameSize: b.cfg.MaxMessageSize + wire.FramePadding, Logger: b.log})
+		MaxFrameSize: b.cfg.MaxMessageSize + wire.FramePadding, Logger: b.log,
+		IdleTimeout: 2 * b.cfg.KeepAliveInterval})
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", addr, err)
 	}
