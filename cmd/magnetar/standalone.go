@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -25,18 +26,29 @@ import (
 )
 
 type standaloneFlags struct {
+	config     string
 	dataDir    string
 	bindAddr   string
 	advertised string
 	brokerPort int
 	webPort    int
 	cluster    string
+	// Settings only the configuration file sets (Pulsar key names).
+	maxMessageSize      int
+	maxPendingPublish   int
+	dispatcherBatch     int
+	keepAlive           time.Duration
+	maxEntriesPerLedger int
 }
 
-func parseStandaloneFlags(args []string, stderr io.Writer) (standaloneFlags, error) {
+// defaultStandaloneConf is read when --config is not given and it exists.
+const defaultStandaloneConf = "conf/standalone.conf"
+
+func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
 	var f standaloneFlags
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
 	fs.StringVar(&f.dataDir, "data-dir", "data", "directory for metadata and data")
 	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "bindAddress: the address to listen on")
 	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients are told to use")
@@ -49,17 +61,49 @@ func parseStandaloneFlags(args []string, stderr io.Writer) (standaloneFlags, err
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	return f, nil
+	byFlag := map[string]bool{}
+	flagKeys := map[string]string{"bind-address": "bindAddress", "advertised-address": "advertisedAddress",
+		"broker-port": "brokerServicePort", "web-port": "webServicePort", "cluster": "clusterName"}
+	fs.Visit(func(fl *flag.Flag) { byFlag[flagKeys[fl.Name]] = true })
+	return f, f.loadConfig(byFlag, log)
+}
+
+// loadConfig applies the configuration file; flags win over it.
+func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error {
+	path := f.config
+	if path == "" {
+		if _, err := os.Stat(defaultStandaloneConf); err != nil {
+			return nil
+		}
+		path = defaultStandaloneConf
+	}
+	conf, err := readConf(path)
+	if err != nil {
+		return err
+	}
+	return applyConf(conf, map[string]confSetter{
+		"clusterName":                            setString(&f.cluster),
+		"bindAddress":                            setString(&f.bindAddr),
+		"advertisedAddress":                      setString(&f.advertised),
+		"brokerServicePort":                      setInt(&f.brokerPort),
+		"webServicePort":                         setInt(&f.webPort),
+		"maxMessageSize":                         setInt(&f.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection": setInt(&f.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":             setInt(&f.dispatcherBatch),
+		"keepAliveIntervalSeconds":               setSeconds(&f.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":       setInt(&f.maxEntriesPerLedger),
+	}, byFlag, log, path)
 }
 
 // runStandalone runs metadata, storage and a broker in one process until
 // SIGINT or SIGTERM.
 func runStandalone(args []string, stdout, stderr io.Writer) int {
-	f, err := parseStandaloneFlags(args, stderr)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f, err := parseStandaloneFlags(args, stderr, log)
 	if err != nil {
+		fmt.Fprintf(stderr, "magnetar standalone: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serveStandalone(ctx, f, log, stdout); err != nil {
@@ -84,8 +128,10 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	}
 	log.Warn("messages are stored in memory until the managed-ledger issue lands: they are lost when the process stops")
 	b := broker.New(broker.Config{ClusterName: f.cluster, Version: "magnetar-" + version, Logger: log,
-		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort))},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
+		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
+		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}))
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// readConf reads a Pulsar-style configuration file: key=value lines, '#'
+// comments, blank lines ignored. A malformed line is an error naming the
+// file and line.
+func readConf(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return parseConf(f, path)
+}
+
+func parseConf(r io.Reader, name string) (map[string]string, error) {
+	conf := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("config %s:%d: want key=value, got %q", name, n, line)
+		}
+		conf[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	return conf, nil
+}
+
+// confSetter applies one key's value.
+type confSetter func(value string) error
+
+func setString(p *string) confSetter { return func(v string) error { *p = v; return nil } }
+
+func setInt(p *int) confSetter {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}
+
+func setSeconds(p *time.Duration) confSetter {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive number of seconds, got %q", v)
+		}
+		*p = time.Duration(n) * time.Second
+		return nil
+	}
+}
+
+// applyConf sets the known keys (skipping those set by flags) and warns
+// about the rest: Pulsar configuration files carry many keys this build
+// does not use yet, and refusing them would break existing files.
+func applyConf(conf map[string]string, known map[string]confSetter, setByFlag map[string]bool, log *slog.Logger, file string) error {
+	var unknown []string
+	for k, v := range conf {
+		set, ok := known[k]
+		if !ok {
+			unknown = append(unknown, k)
+			continue
+		}
+		if setByFlag[k] {
+			continue
+		}
+		if err := set(v); err != nil {
+			return fmt.Errorf("config %s: %s: %w", file, k, err)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		log.Warn("config keys not used by this build", "file", file, "keys", strings.Join(unknown, ","))
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConf(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "standalone.conf")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestStandaloneConfigFile(t *testing.T) {
+	p := writeConf(t, "# comment\nclusterName=east\nbrokerServicePort=7000\nwebServicePort=7001\n"+
+		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\n\n")
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	f, err := parseStandaloneFlags([]string{"--config", p, "--broker-port", "7100"}, io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.cluster != "east" || f.brokerPort != 7100 || f.webPort != 7001 || f.keepAlive != 5*time.Second {
+		t.Fatalf("config applied wrongly (flags must win): %+v", f)
+	}
+	if !strings.Contains(logs.String(), "managedLedgerOffloadDriver") {
+		t.Fatalf("unknown key not reported: %s", logs.String())
+	}
+}
+
+func TestStandaloneConfigErrors(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for text, want := range map[string]string{
+		"clusterName\n":                "want key=value",
+		"brokerServicePort=lots\n":     "brokerServicePort: want an integer",
+		"keepAliveIntervalSeconds=0\n": "keepAliveIntervalSeconds",
+	} {
+		_, err := parseStandaloneFlags([]string{"--config", writeConf(t, text)}, io.Discard, log)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error containing %q", text, err, want)
+		}
+	}
+	if _, err := parseStandaloneFlags([]string{"--config", "/nonexistent/x.conf"}, io.Discard, log); err == nil {
+		t.Error("missing config file accepted")
+	}
+}
