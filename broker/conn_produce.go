@@ -97,13 +97,15 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	data := bytes.Clone(f.Entry.Bytes()) // the frame aliases the read buffer
 	c.beginSend()
-	highest := cmd.GetHighestSequenceId()
+	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
 	p.topic.ml.AddEntry(data, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
 			_ = c.sendSendError(id, seq, pb.ServerError_PersistenceError, err.Error())
 			return
 		}
+		p.topic.stats.msgsIn.Add(msgs)
+		p.topic.stats.bytesIn.Add(int64(len(data)))
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
 			ProducerId: &id, SequenceId: &seq, MessageId: messageID(pos), HighestSequenceId: &highest}})
 	})

@@ -181,6 +181,8 @@ func (s *subscription) assignLocked(entries []managedledger.Entry) []delivery {
 		}
 		c.permits -= int64(info.messages)
 		s.inflight[e.Position] = c
+		s.topic.stats.msgsOut.Add(int64(info.messages))
+		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
 	}
 	return out

@@ -18,6 +18,8 @@ type topic struct {
 	name TopicName
 	ml   managedledger.ManagedLedger
 
+	stats topicStats
+
 	mu        sync.Mutex
 	producers map[*producer]struct{}
 	subs      map[string]*subscription

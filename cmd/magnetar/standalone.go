@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/magnetar-io/magnetar/broker"
@@ -180,7 +182,10 @@ func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standal
 func serveWeb(b *broker.Broker, addr string, log *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", b.HTTPHandler())
-	mux.Handle("/metrics", promhttp.Handler())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		broker.NewMetrics(b))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
