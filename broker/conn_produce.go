@@ -5,7 +5,14 @@ package broker
 // Behaviour:
 //   - PRODUCER opens the topic on its own goroutine and answers
 //     PRODUCER_SUCCESS with the producer's name (generated when the client
-//     gave none) and last_sequence_id -1 (no deduplication state yet).
+//     gave none), the topic epoch and last_sequence_id -1 (no
+//     deduplication state yet).
+//   - Access modes: Shared producers are refused (ProducerBusy) while one
+//     has exclusive access; Exclusive is refused while any producer is
+//     connected; ExclusiveWithFencing closes the others (CLOSE_PRODUCER)
+//     and takes over; WaitForExclusive gets producer_ready=false and a
+//     second PRODUCER_SUCCESS with the same request id once the others
+//     are gone. Each exclusive grant raises the topic epoch.
 //   - SEND stores the entry exactly as the client sent it (from the 0x0e01
 //     magic: checksum, metadata, payload), after checking its CRC32C; a bad
 //     checksum answers SEND_ERROR ChecksumError and stores nothing.
@@ -17,6 +24,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -29,6 +37,7 @@ type producer struct {
 	id    uint64
 	name  string
 	topic *topic
+	conn  *serverConn
 }
 
 // producerNames numbers generated producer names within this process.
@@ -44,17 +53,17 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 	if producerName == "" {
 		producerName = fmt.Sprintf("%s-%d", c.b.cfg.ClusterName, c.b.names.n.Add(1))
 	}
-	go c.openProducer(name, id, reqID, producerName)
+	go c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode())
 	return nil
 }
 
-func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string) {
+func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode) {
 	t, err := c.b.getTopic(context.Background(), name)
 	if err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
-	p := &producer{id: id, name: producerName, topic: t}
+	p := &producer{id: id, name: producerName, topic: t, conn: c}
 	c.mu.Lock()
 	if _, dup := c.producers[id]; dup || c.closed {
 		c.mu.Unlock()
@@ -63,13 +72,33 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	}
 	c.producers[id] = p
 	c.mu.Unlock()
-	if err := t.addProducer(p); err != nil {
+	success := func(epoch uint64, ready bool) {
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: ptr(int64(-1)),
+			TopicEpoch: &epoch, ProducerReady: &ready}})
+	}
+	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
+	if err != nil {
 		c.removeProducer(id)
-		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		code := pb.ServerError_ServiceNotReady
+		if errors.Is(err, errProducerBusy) {
+			code = pb.ServerError_ProducerBusy
+		}
+		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
-	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
-		RequestId: &reqID, ProducerName: &producerName, LastSequenceId: ptr(int64(-1)), ProducerReady: ptr(true)}})
+	for _, q := range fenced {
+		q.fence()
+	}
+	success(epoch, ready)
+}
+
+// fence closes a producer that an ExclusiveWithFencing producer replaced.
+func (p *producer) fence() {
+	p.conn.removeProducer(p.id)
+	id := p.id
+	_ = p.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
+		CloseProducer: &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}})
 }
 
 func (c *serverConn) removeProducer(id uint64) *producer {

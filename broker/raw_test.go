@@ -182,3 +182,52 @@ func TestKeepAlive(t *testing.T) {
 		t.Fatalf("silent client kept for %s", time.Since(start))
 	}
 }
+
+// openProducer sends PRODUCER and returns the first answer.
+func (r *rawClient) openProducer(topic string, id, req uint64, mode pb.ProducerAccessMode) *pb.BaseCommand {
+	r.t.Helper()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+		Topic: &topic, ProducerId: &id, RequestId: &req, ProducerAccessMode: mode.Enum()}})
+	cmd, err := r.read()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return cmd
+}
+
+func TestProducerAccessModes(t *testing.T) {
+	_, url := startBroker(t)
+	a, b := dialRaw(t, url), dialRaw(t, url)
+	a.connect()
+	b.connect()
+	// Exclusive: granted alone, refused to anyone else.
+	if cmd := a.openProducer("excl", 1, 1, pb.ProducerAccessMode_Exclusive); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("first exclusive producer: %v", cmd)
+	}
+	for _, mode := range []pb.ProducerAccessMode{pb.ProducerAccessMode_Shared, pb.ProducerAccessMode_Exclusive} {
+		cmd := b.openProducer("excl", 2, 2, mode)
+		if cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetError() != pb.ServerError_ProducerBusy {
+			t.Fatalf("%v producer next to an exclusive one: %v", mode, cmd)
+		}
+	}
+	// WaitForExclusive: not ready until the holder closes.
+	cmd := b.openProducer("excl", 3, 3, pb.ProducerAccessMode_WaitForExclusive)
+	if cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS || cmd.GetProducerSuccess().GetProducerReady() {
+		t.Fatalf("waiting producer: %v", cmd)
+	}
+	a.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: &pb.CommandCloseProducer{
+		ProducerId: ptr(uint64(1)), RequestId: ptr(uint64(4))}})
+	cmd, err := b.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS || !cmd.GetProducerSuccess().GetProducerReady() ||
+		cmd.GetProducerSuccess().GetRequestId() != 3 || cmd.GetProducerSuccess().GetTopicEpoch() != 2 {
+		t.Fatalf("grant after the holder closed: %v %v", cmd, err)
+	}
+	// ExclusiveWithFencing: takes over, the holder is closed.
+	if cmd := a.openProducer("excl", 5, 5, pb.ProducerAccessMode_ExclusiveWithFencing); cmd.GetType() == pb.BaseCommand_ERROR {
+		t.Fatalf("fencing producer: %v", cmd)
+	}
+	cmd, err = b.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_PRODUCER || cmd.GetCloseProducer().GetProducerId() != 3 {
+		t.Fatalf("fenced producer was not closed: %v %v", cmd, err)
+	}
+}

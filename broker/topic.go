@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -22,28 +23,95 @@ type topic struct {
 
 	mu        sync.Mutex
 	producers map[*producer]struct{}
+	exclusive *producer          // the producer holding exclusive access, if any
+	waiting   []*waitingProducer // WaitForExclusive producers, in arrival order
+	epoch     uint64             // topic epoch: raised at each exclusive grant
 	subs      map[string]*subscription
 	closed    bool
 }
+
+// waitingProducer is a WaitForExclusive producer not yet granted access;
+// grant is called (without locks held) once it is.
+type waitingProducer struct {
+	p     *producer
+	grant func(epoch uint64)
+}
+
+var (
+	errProducerBusy = errors.New("topic has a producer with exclusive access, or producers that prevent it")
+	errTopicClosing = errors.New("topic is closing")
+)
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
 	return &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{}}
 }
 
-func (t *topic) addProducer(p *producer) error {
+// addProducer admits p under its access mode (Pulsar's
+// ProducerAccessMode). ready is false for a WaitForExclusive producer
+// that must wait; grant runs when it gets access. fenced are producers an
+// ExclusiveWithFencing producer pushed out (the caller closes them).
+func (t *topic) addProducer(p *producer, mode pb.ProducerAccessMode, grant func(uint64)) (epoch uint64, ready bool, fenced []*producer, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return fmt.Errorf("topic %s is closing", t.name)
+		return 0, false, nil, errTopicClosing
 	}
-	t.producers[p] = struct{}{}
-	return nil
+	switch mode {
+	case pb.ProducerAccessMode_Shared:
+		if t.exclusive != nil {
+			return 0, false, nil, errProducerBusy
+		}
+		t.producers[p] = struct{}{}
+		return t.epoch, true, nil, nil
+	case pb.ProducerAccessMode_ExclusiveWithFencing:
+		for q := range t.producers {
+			fenced = append(fenced, q)
+		}
+		t.producers = map[*producer]struct{}{}
+	case pb.ProducerAccessMode_WaitForExclusive:
+		if len(t.producers) > 0 {
+			t.waiting = append(t.waiting, &waitingProducer{p: p, grant: grant})
+			return t.epoch, false, nil, nil
+		}
+	default: // Exclusive
+		if len(t.producers) > 0 {
+			return 0, false, nil, errProducerBusy
+		}
+	}
+	t.grantLocked(p)
+	return t.epoch, true, fenced, nil
 }
 
+func (t *topic) grantLocked(p *producer) {
+	t.epoch++
+	t.exclusive = p
+	t.producers[p] = struct{}{}
+}
+
+// removeProducer drops p; when the topic has no producer left, the first
+// WaitForExclusive producer gets access.
 func (t *topic) removeProducer(p *producer) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.producers, p)
+	for i, w := range t.waiting {
+		if w.p == p {
+			t.waiting = append(t.waiting[:i], t.waiting[i+1:]...)
+			break
+		}
+	}
+	if t.exclusive == p {
+		t.exclusive = nil
+	}
+	var next *waitingProducer
+	if len(t.producers) == 0 && len(t.waiting) > 0 {
+		next, t.waiting = t.waiting[0], t.waiting[1:]
+		t.grantLocked(next.p)
+	}
+	epoch := t.epoch
+	t.mu.Unlock()
+	if next != nil {
+		next.grant(epoch)
+	}
 }
 
 // subscription returns the named subscription, creating it (and its
