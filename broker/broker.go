@@ -39,6 +39,9 @@ type Config struct {
 	DispatcherMaxReadBatchSize int
 	// AllowAutoTopicCreation is allowAutoTopicCreation (default true).
 	AllowAutoTopicCreation bool
+	// BrokerDeduplicationEnabled is brokerDeduplicationEnabled: drop
+	// resent messages by producer name and sequence id (dedup.go).
+	BrokerDeduplicationEnabled bool
 	// KeepAliveInterval is keepAliveIntervalSeconds (default 30 s): the
 	// broker pings every connection this often and closes one that sent
 	// nothing (not even a PONG) for two intervals.
@@ -126,8 +129,27 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		return t, nil
 	}
 	t := newTopic(b, name, ml)
+	if b.cfg.BrokerDeduplicationEnabled {
+		t.dedup = newDedup()
+		if err := t.dedup.rebuild(ctx, ml); err != nil {
+			return nil, fmt.Errorf("topic %s: rebuild deduplication state: %w", name, err)
+		}
+	}
 	b.topics[key] = t
 	return t, nil
+}
+
+// UnloadAll unloads every topic: clients are disconnected from them
+// (CLOSE_PRODUCER / CLOSE_CONSUMER) and reconnect, which loads the topic
+// again from storage. Admin unload and ownership transfer use this path.
+func (b *Broker) UnloadAll(ctx context.Context) {
+	b.mu.Lock()
+	topics := b.topics
+	b.topics = map[string]*topic{}
+	b.mu.Unlock()
+	for _, t := range topics {
+		t.close(ctx)
+	}
 }
 
 // Close closes every topic.

@@ -551,3 +551,59 @@ func TestPatternConsumer(t *testing.T) {
 		t.Fatalf("got a message from a topic outside the pattern: %q %s", m.Payload(), m.Topic())
 	}
 }
+
+// With deduplication, a resent sequence id is acknowledged but not stored,
+// and a reconnecting producer learns where it left off, also after the
+// topic was unloaded and loaded again.
+func TestDeduplication(t *testing.T) {
+	ledgers := managedledger.NewMemoryFactory(managedledger.MemoryOptions{})
+	b := New(Config{ClusterName: "test", BrokerDeduplicationEnabled: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ledgers)
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	c := newClient(t, "pulsar://"+srv.Addr().String())
+	ctx := context.Background()
+	send := func(p pulsar.Producer, seq int64, payload string) pulsar.MessageID {
+		id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(payload), SequenceID: &seq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "dedup", Name: "orders-writer", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 5; i++ {
+		send(p, i, fmt.Sprintf("m-%05d", i))
+	}
+	send(p, 3, "resent") // a resend of 3: acknowledged, not stored
+	p.Close()
+	b.UnloadAll(ctx) // the state is rebuilt from storage when the topic loads again
+	p, err = c.CreateProducer(pulsar.ProducerOptions{Topic: "dedup", Name: "orders-writer", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// No explicit sequence id: the client continues after the
+	// last_sequence_id the broker reported (4). Had it reported -1, this
+	// would go out as 0 and be dropped as a duplicate.
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m-00005")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "dedup", SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	expectOrdered(t, receive(t, cons, 6, true), 6)
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if m, err := cons.Receive(rctx); err == nil {
+		t.Fatalf("duplicate stored: %q", m.Payload())
+	}
+}

@@ -72,9 +72,13 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	}
 	c.producers[id] = p
 	c.mu.Unlock()
+	last := int64(-1)
+	if t.dedup != nil {
+		last = t.dedup.lastPersisted(producerName)
+	}
 	success := func(epoch uint64, ready bool) {
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
-			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: ptr(int64(-1)),
+			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last,
 			TopicEpoch: &epoch, ProducerReady: &ready}})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
@@ -124,14 +128,26 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		c.log.Warn("SEND with a bad checksum; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
 		return c.sendSendError(id, seq, pb.ServerError_ChecksumError, err.Error())
 	}
+	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
+	if d := p.topic.dedup; d != nil && !d.admit(p.name, int64(seq), int64(highest)) {
+		// A duplicate: acknowledged, not stored; -1:-1 says so.
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+			ProducerId: &id, SequenceId: &seq, HighestSequenceId: &highest,
+			MessageId: &pb.MessageIdData{LedgerId: ptr(^uint64(0)), EntryId: ptr(^uint64(0))}}})
+	}
 	data := bytes.Clone(f.Entry.Bytes()) // the frame aliases the read buffer
 	c.beginSend()
-	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
 	p.topic.ml.AddEntry(data, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
+			if d := p.topic.dedup; d != nil {
+				d.failed(p.name)
+			}
 			_ = c.sendSendError(id, seq, pb.ServerError_PersistenceError, err.Error())
 			return
+		}
+		if d := p.topic.dedup; d != nil {
+			d.stored(p.name, int64(seq), int64(highest))
 		}
 		p.topic.stats.msgsIn.Add(msgs)
 		p.topic.stats.bytesIn.Add(int64(len(data)))

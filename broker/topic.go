@@ -20,6 +20,7 @@ type topic struct {
 	ml   managedledger.ManagedLedger
 
 	stats topicStats
+	dedup *dedup // nil unless deduplication is enabled
 
 	mu        sync.Mutex
 	producers map[*producer]struct{}
@@ -171,6 +172,8 @@ func (t *topic) unsubscribe(ctx context.Context, s *subscription, c *consumer) e
 	return t.ml.DeleteCursor(ctx, s.name)
 }
 
+// close disconnects the topic's producers and consumers and closes its
+// managed ledger.
 func (t *topic) close(ctx context.Context) {
 	t.mu.Lock()
 	t.closed = true
@@ -178,8 +181,19 @@ func (t *topic) close(ctx context.Context) {
 	for _, s := range t.subs {
 		subs = append(subs, s)
 	}
+	producers := make([]*producer, 0, len(t.producers))
+	for p := range t.producers {
+		producers = append(producers, p)
+	}
+	for _, w := range t.waiting {
+		producers = append(producers, w.p)
+	}
 	t.mu.Unlock()
+	for _, p := range producers {
+		p.fence()
+	}
 	for _, s := range subs {
+		s.disconnectConsumers()
 		s.close()
 	}
 	_ = t.ml.Close(ctx)

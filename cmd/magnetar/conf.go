@@ -60,6 +60,17 @@ func setInt(p *int) confSetter {
 	}
 }
 
+func setBool(p *bool) confSetter {
+	return func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		*p = b
+		return nil
+	}
+}
+
 func setSeconds(p *time.Duration) confSetter {
 	return func(v string) error {
 		n, err := strconv.Atoi(v)

@@ -41,6 +41,7 @@ type standaloneFlags struct {
 	dispatcherBatch     int
 	keepAlive           time.Duration
 	maxEntriesPerLedger int
+	dedup               bool
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -94,6 +95,7 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 		"dispatcherMaxReadBatchSize":             setInt(&f.dispatcherBatch),
 		"keepAliveIntervalSeconds":               setSeconds(&f.keepAlive),
 		"managedLedgerMaxEntriesPerLedger":       setInt(&f.maxEntriesPerLedger),
+		"brokerDeduplicationEnabled":             setBool(&f.dedup),
 	}, byFlag, log, path)
 }
 
@@ -132,7 +134,8 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	b := broker.New(broker.Config{ClusterName: f.cluster, Version: "magnetar-" + version, Logger: log,
 		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
 		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
-		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive},
+		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
+		BrokerDeduplicationEnabled: f.dedup},
 		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}))
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
