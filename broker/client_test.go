@@ -607,3 +607,30 @@ func TestDeduplication(t *testing.T) {
 		t.Fatalf("duplicate stored: %q", m.Payload())
 	}
 }
+
+// A reader over batched messages stops exactly at the last one (HasNext
+// needs the batch index of the last message).
+func TestReaderHasNextOverBatches(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "batched-reader", 50, true)
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: "batched-reader", StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []string
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(got), err)
+		}
+		got = append(got, string(m.Payload()))
+	}
+	if len(got) != 50 {
+		t.Fatalf("reader read %d of 50", len(got))
+	}
+	expectOrdered(t, got, 50)
+}

@@ -162,11 +162,20 @@ func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) err
 	if cs == nil {
 		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
 	}
-	last := cs.sub.topic.ml.LastConfirmed()
+	ml := cs.sub.topic.ml
+	last := ml.LastConfirmed()
+	lastID := lastMessageID(last)
+	// The last entry may be a batch: clients (Reader.HasNext) need the
+	// index of its last message.
+	if e, err := ml.ReadEntry(context.Background(), last); err == nil {
+		if n := entryInfoOf(e.Data).messages; n > 1 {
+			lastID.BatchIndex = ptr(int32(n - 1))
+		}
+	}
 	md := cs.sub.cursor.MarkDeletePosition()
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE.Enum(),
 		GetLastMessageIdResponse: &pb.CommandGetLastMessageIdResponse{
-			LastMessageId: lastMessageID(last), RequestId: ptr(cmd.GetRequestId()),
+			LastMessageId: lastID, RequestId: ptr(cmd.GetRequestId()),
 			ConsumerMarkDeletePosition: lastMessageID(md)}})
 }
 

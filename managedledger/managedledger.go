@@ -86,6 +86,9 @@ type ManagedLedger interface {
 	DeleteCursor(ctx context.Context, name string) error
 	// Cursors lists the open cursors.
 	Cursors() []Cursor
+	// ReadEntry reads the stored entry at pos (ErrInvalidPosition if
+	// there is none).
+	ReadEntry(ctx context.Context, pos Position) (Entry, error)
 	// LastConfirmed is the position of the last entry added, or the
 	// position just before the first entry when the stream is empty.
 	LastConfirmed() Position

@@ -197,6 +197,19 @@ func (ml *memoryLedger) Cursors() []Cursor {
 	return out
 }
 
+func (ml *memoryLedger) ReadEntry(ctx context.Context, pos Position) (Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return Entry{}, err
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	i := ml.indexAtOrAfterLocked(pos)
+	if i >= ml.endLocked() || ml.entries[i-ml.base].Position != pos {
+		return Entry{}, fmt.Errorf("%s: read %v: %w", ml.name, pos, ErrInvalidPosition)
+	}
+	return ml.entries[i-ml.base], nil
+}
+
 func (ml *memoryLedger) LastConfirmed() Position {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
