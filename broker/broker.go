@@ -123,17 +123,18 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if t, ok := b.topics[key]; ok { // loaded concurrently: keep the first
-		return t, nil
-	}
 	t := newTopic(b, name, ml)
 	if b.cfg.BrokerDeduplicationEnabled {
+		// Outside b.mu: replaying a large topic must not stall the broker.
 		t.dedup = newDedup()
 		if err := t.dedup.rebuild(ctx, ml); err != nil {
 			return nil, fmt.Errorf("topic %s: rebuild deduplication state: %w", name, err)
 		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if existing, ok := b.topics[key]; ok { // loaded concurrently: keep the first
+		return existing, nil
 	}
 	b.topics[key] = t
 	return t, nil

@@ -94,7 +94,12 @@ func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
 func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 	cs := c.consumer(cmd.GetConsumerId())
 	if cs == nil {
-		return nil // acks for a closed consumer are dropped, as Pulsar does
+		if cmd.RequestId == nil {
+			return nil // acks for a closed consumer are dropped, as Pulsar does
+		}
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: &pb.CommandAckResponse{
+			ConsumerId: ptr(cmd.GetConsumerId()), RequestId: cmd.RequestId,
+			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
 	}
 	var positions []managedledger.Position
 	for _, id := range cmd.GetMessageId() {

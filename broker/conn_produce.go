@@ -65,13 +65,12 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	}
 	p := &producer{id: id, name: producerName, topic: t, conn: c}
 	c.mu.Lock()
-	if _, dup := c.producers[id]; dup || c.closed {
-		c.mu.Unlock()
+	_, dup := c.producers[id]
+	c.mu.Unlock()
+	if dup {
 		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, fmt.Sprintf("producer id %d is in use on this connection", id))
 		return
 	}
-	c.producers[id] = p
-	c.mu.Unlock()
 	last := int64(-1)
 	if t.dedup != nil {
 		last = t.dedup.lastPersisted(producerName)
@@ -82,8 +81,11 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 			TopicEpoch: &epoch, ProducerReady: &ready}})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
+	if err == nil && !c.registerProducer(p) {
+		t.removeProducer(p) // the connection closed meanwhile: do not outlive it
+		return
+	}
 	if err != nil {
-		c.removeProducer(id)
 		code := pb.ServerError_ServiceNotReady
 		if errors.Is(err, errProducerBusy) {
 			code = pb.ServerError_ProducerBusy
@@ -103,6 +105,18 @@ func (p *producer) fence() {
 	id := p.id
 	_ = p.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
 		CloseProducer: &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}})
+}
+
+// registerProducer adds p to the connection unless it closed or the id
+// is taken.
+func (c *serverConn) registerProducer(p *producer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.producers[p.id]; dup || c.closed {
+		return false
+	}
+	c.producers[p.id] = p
+	return true
 }
 
 func (c *serverConn) removeProducer(id uint64) *producer {
@@ -143,7 +157,11 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			if d := p.topic.dedup; d != nil {
 				d.failed(p.name)
 			}
-			_ = c.sendSendError(id, seq, pb.ServerError_PersistenceError, err.Error())
+			code := pb.ServerError_PersistenceError
+			if errors.Is(err, managedledger.ErrTerminated) {
+				code = pb.ServerError_TopicTerminatedError
+			}
+			_ = c.sendSendError(id, seq, code, err.Error())
 			return
 		}
 		if d := p.topic.dedup; d != nil {
@@ -177,7 +195,7 @@ func (c *serverConn) endSend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendingSends--
-	if c.paused && c.pendingSends < c.b.cfg.MaxPendingPublishRequestsPerConnection/2 {
+	if c.paused && c.pendingSends <= c.b.cfg.MaxPendingPublishRequestsPerConnection/2 {
 		c.paused = false
 		c.t.ResumeReading()
 	}

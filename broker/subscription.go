@@ -17,15 +17,25 @@ import (
 
 // subscription dispatches its cursor's entries to its consumers by their
 // permits. Exclusive and Failover send to one active consumer; Shared
-// spreads entries round-robin over consumers with permits.
+// spreads entries round-robin over consumers with permits; Key_Shared
+// sends each key's entries to that key's consumer.
 //
 // Behaviour:
 //   - FLOW permits count messages: a batch entry of N messages takes N.
 //   - One read is outstanding at a time; when caught up it waits on the
 //     managed ledger for the next add (no polling).
+//   - The cursor only moves forward while dispatching. Entries read but not
+//     deliverable now (no permits, or their key's consumer is full) and
+//     entries to redeliver (consumer closed, redelivery asked) go to the
+//     replay set; each round first delivers what it can from the replay
+//     set, in position order, then reads new entries. So a slow Key_Shared
+//     consumer holds back only its own keys, and nothing is skipped.
 //   - An entry in flight to one consumer is not sent to another until that
 //     consumer closes or asks for redelivery; then it goes out again with
 //     its redelivery count raised.
+//   - A seek bumps the read generation: a read that was already running
+//     when the cursor was reset is dropped (and the cursor moved back over
+//     it), never delivered.
 //
 // Lock rules: mu guards every field below it. Cursor reads and connection
 // writes happen after mu is released.
@@ -34,19 +44,38 @@ type subscription struct {
 	name    string
 	subType pb.CommandSubscribe_SubType
 	cursor  managedledger.Cursor
+	durable bool
 
 	mu          sync.Mutex
 	consumers   []*consumer
-	next        int // Shared: round-robin start
-	reading     bool
-	inflight    map[managedledger.Position]*consumer
+	next        int  // Shared: round-robin start
+	reading     bool // a read is outstanding, or its entries are being written
+	gen         uint64
+	dispatching bool // a dispatch loop runs; others ask it to go again
+	again       bool
+	inflight    map[managedledger.Position]inflightEntry
+	replay      map[managedledger.Position]int32 // position → key slot
 	redelivered map[managedledger.Position]uint32
 	closed      bool
 }
 
-func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType, cursor managedledger.Cursor) *subscription {
-	return &subscription{topic: t, name: name, subType: subType, cursor: cursor,
-		inflight: map[managedledger.Position]*consumer{}, redelivered: map[managedledger.Position]uint32{}}
+type inflightEntry struct {
+	c    *consumer
+	slot int32
+}
+
+// maxReplay bounds the entries held back for busy consumers; past it no
+// new entries are read until consumers catch up.
+const maxReplay = 10000
+
+// maxPermits caps a consumer's permits: a FLOW of 2^32-1 must not push the
+// whole backlog into one connection's write queue.
+const maxPermits = 1 << 16
+
+func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType, cursor managedledger.Cursor, durable bool) *subscription {
+	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable,
+		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
+		redelivered: map[managedledger.Position]uint32{}}
 }
 
 // addConsumer attaches c, enforcing the subscription type.
@@ -59,16 +88,26 @@ func (s *subscription) addConsumer(c *consumer) error {
 	if s.subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return errConsumerBusy
 	}
+	var active *consumer
+	if len(s.consumers) > 0 {
+		active = s.consumers[0]
+	}
 	s.consumers = append(s.consumers, c)
 	if s.subType == pb.CommandSubscribe_Failover {
 		sort.SliceStable(s.consumers, func(i, j int) bool { return s.consumers[i].name < s.consumers[j].name })
+		if active != nil && s.consumers[0] != active {
+			// The new consumer is now the active one: what the old one
+			// holds goes out again, in order, to the new one.
+			s.redeliverLocked(active, nil)
+		}
 	}
 	return nil
 }
 
 var errConsumerBusy = errors.New("exclusive subscription already has a consumer")
 
-// removeConsumer detaches c and sends what it had in flight again.
+// removeConsumer detaches c and sends what it had in flight again. A
+// reader's subscription ends with its consumer.
 func (s *subscription) removeConsumer(c *consumer) {
 	s.mu.Lock()
 	for i, x := range s.consumers {
@@ -78,23 +117,33 @@ func (s *subscription) removeConsumer(c *consumer) {
 		}
 	}
 	s.redeliverLocked(c, nil)
+	last := len(s.consumers) == 0
 	s.mu.Unlock()
+	if last && !s.durable {
+		s.topic.removeReader(s)
+		s.close()
+		_ = s.cursor.Close(context.Background())
+		return
+	}
 	s.dispatch()
 }
 
-func (s *subscription) checkOnlyConsumer(c *consumer) error {
+// closeIfOnly marks the subscription closed if c is its only consumer
+// (unsubscribe), in one step so no consumer can join in between.
+func (s *subscription) closeIfOnly(c *consumer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.consumers) > 1 || (len(s.consumers) == 1 && s.consumers[0] != c) {
 		return fmt.Errorf("subscription %s has other consumers", s.name)
 	}
+	s.closed = true
 	return nil
 }
 
 // flow adds permits to c and dispatches.
 func (s *subscription) flow(c *consumer, permits uint32) {
 	s.mu.Lock()
-	c.permits += int64(permits)
+	c.permits = min(c.permits+int64(permits), maxPermits)
 	s.mu.Unlock()
 	s.dispatch()
 }
@@ -118,18 +167,108 @@ func (s *subscription) permitsLocked() int64 {
 	return n
 }
 
-// dispatch starts a read if there are permits and none is outstanding.
+// dispatch runs dispatch rounds until nothing more can go out now. It
+// loops rather than recursing: a read that completes synchronously asks
+// the running loop to go again.
 func (s *subscription) dispatch() {
 	s.mu.Lock()
-	permits := s.permitsLocked()
-	if s.closed || s.reading || permits <= 0 {
+	if s.dispatching {
+		s.again = true
 		s.mu.Unlock()
 		return
 	}
-	s.reading = true
+	s.dispatching = true
+	for {
+		s.again = false
+		read := s.startReadLocked()
+		s.mu.Unlock()
+		if read != nil {
+			read()
+		}
+		s.mu.Lock()
+		if !s.again {
+			break
+		}
+	}
+	s.dispatching = false
 	s.mu.Unlock()
+}
+
+// startReadLocked starts the next read, from the replay set first, and
+// returns it to run without the lock (nil when there is nothing to do).
+func (s *subscription) startReadLocked() func() {
+	// A cursor read waiting for new entries must not hold back entries
+	// waiting in the replay set.
+	if s.reading && len(s.replay) > 0 && s.cursor.CancelPendingRead() {
+		s.reading = false
+	}
+	permits := s.permitsLocked()
+	if s.closed || s.reading || permits <= 0 {
+		return nil
+	}
 	n := int(min(permits, int64(s.topic.b.cfg.DispatcherMaxReadBatchSize)))
-	s.cursor.ReadEntriesOrWait(n, int64(s.topic.b.cfg.MaxMessageSize), s.onEntries)
+	gen := s.gen
+	if positions := s.deliverableReplayLocked(n); len(positions) > 0 {
+		s.reading = true
+		return func() { s.readReplay(gen, positions) }
+	}
+	if len(s.replay) >= maxReplay {
+		return nil
+	}
+	s.reading = true
+	return func() {
+		s.cursor.ReadEntriesOrWait(n, int64(s.topic.b.cfg.MaxMessageSize), func(e []managedledger.Entry, err error) {
+			s.onEntries(gen, true, e, err)
+		})
+	}
+}
+
+// deliverableReplayLocked takes up to n replay positions, in order, whose
+// consumer could take them now, out of the replay set.
+func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
+	if len(s.replay) == 0 {
+		return nil
+	}
+	all := make([]managedledger.Position, 0, len(s.replay))
+	for p := range s.replay {
+		all = append(all, p)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Compare(all[j]) < 0 })
+	var out []managedledger.Position
+	blocked := map[int32]bool{}
+	for _, p := range all {
+		if len(out) == n {
+			break
+		}
+		slot := s.replay[p]
+		if s.subType == pb.CommandSubscribe_Key_Shared {
+			if c := s.keyConsumerLocked(slot); blocked[slot] || c == nil || c.permits <= 0 {
+				blocked[slot] = true // later entries of this key wait behind it
+				continue
+			}
+		}
+		delete(s.replay, p)
+		out = append(out, p)
+	}
+	return out
+}
+
+// readReplay reads replayed positions by position, skipping those
+// acknowledged meanwhile.
+func (s *subscription) readReplay(gen uint64, positions []managedledger.Position) {
+	ctx := context.Background()
+	entries := make([]managedledger.Entry, 0, len(positions))
+	for _, p := range positions {
+		if s.cursor.IsAcknowledged(p) {
+			continue
+		}
+		e, err := s.topic.ml.ReadEntry(ctx, p)
+		if err != nil {
+			continue // trimmed: it was acknowledged
+		}
+		entries = append(entries, e)
+	}
+	s.onEntries(gen, false, entries, nil)
 }
 
 // delivery is one MESSAGE to write after mu is released.
@@ -139,9 +278,9 @@ type delivery struct {
 	count uint32
 }
 
-func (s *subscription) onEntries(entries []managedledger.Entry, err error) {
+func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedledger.Entry, err error) {
+	s.mu.Lock()
 	if err != nil {
-		s.mu.Lock()
 		s.reading = false
 		closed := s.closed
 		s.mu.Unlock()
@@ -151,8 +290,19 @@ func (s *subscription) onEntries(entries []managedledger.Entry, err error) {
 		}
 		return
 	}
-	s.mu.Lock()
-	out := s.assignLocked(entries)
+	if gen != s.gen || s.closed {
+		// Read before a seek: drop it, and move the cursor back over it in
+		// case it was read after the reset (Seek never goes before the
+		// mark-delete position, so a pre-reset read cannot undo the seek).
+		if fromCursor && len(entries) > 0 {
+			s.cursor.Seek(entries[0].Position)
+		}
+		s.reading = false
+		s.mu.Unlock()
+		s.dispatch()
+		return
+	}
+	out := s.assignLocked(entries, fromCursor)
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
@@ -162,25 +312,43 @@ func (s *subscription) onEntries(entries []managedledger.Entry, err error) {
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
-	s.dispatch()
+	if len(out) > 0 || len(entries) == 0 {
+		s.dispatch()
+	}
+	// Nothing assignable: wait for a FLOW, an ack or a consumer change,
+	// which dispatch again.
 }
 
 // assignLocked picks a consumer for each entry; entries nobody can take
-// now are read again later (the cursor is moved back to the first).
-func (s *subscription) assignLocked(entries []managedledger.Entry) []delivery {
+// now go to the replay set. New entries (fromCursor) of a key with entries
+// still waiting in the replay set wait behind them; entries taken from the
+// replay set are already the oldest of their key.
+func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bool) []delivery {
 	var out []delivery
-	for i, e := range entries {
-		if owner, ok := s.inflight[e.Position]; ok && owner != nil {
-			continue // still with another consumer (re-read after a seek back)
+	blocked := map[int32]bool{}
+	if fromCursor {
+		blocked = s.blockedSlotsLocked()
+	}
+	for _, e := range entries {
+		if _, ok := s.inflight[e.Position]; ok {
+			continue // already with a consumer
 		}
 		info := entryInfoOf(e.Data)
-		c := s.pickLocked(info)
+		slot := int32(-1)
+		if s.subType == pb.CommandSubscribe_Key_Shared {
+			slot = keySlot(info.key)
+		}
+		var c *consumer
+		if s.subType != pb.CommandSubscribe_Key_Shared || !blocked[slot] {
+			c = s.pickLocked(info, slot)
+		}
 		if c == nil {
-			s.cursor.Seek(entries[i].Position)
-			break
+			s.replay[e.Position] = slot
+			blocked[slot] = true
+			continue
 		}
 		c.permits -= int64(info.messages)
-		s.inflight[e.Position] = c
+		s.inflight[e.Position] = inflightEntry{c: c, slot: slot}
 		s.topic.stats.msgsOut.Add(int64(info.messages))
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
@@ -188,11 +356,22 @@ func (s *subscription) assignLocked(entries []managedledger.Entry) []delivery {
 	return out
 }
 
+// blockedSlotsLocked is the set of key slots with entries waiting in the
+// replay set: their later entries must wait too, to keep per-key order.
+// (Other types read new entries only once the replay set is delivered.)
+func (s *subscription) blockedSlotsLocked() map[int32]bool {
+	blocked := map[int32]bool{}
+	for _, slot := range s.replay {
+		blocked[slot] = true
+	}
+	return blocked
+}
+
 // pickLocked returns the consumer the entry goes to now, or nil when it
 // must wait (no permits; for Key_Shared, none for the key's consumer).
-func (s *subscription) pickLocked(info entryInfo) *consumer {
+func (s *subscription) pickLocked(info entryInfo, slot int32) *consumer {
 	if s.subType == pb.CommandSubscribe_Key_Shared {
-		if c := s.keyConsumerLocked(info.key); c != nil && c.permits > 0 {
+		if c := s.keyConsumerLocked(slot); c != nil && c.permits > 0 {
 			return c
 		}
 		return nil
@@ -213,12 +392,14 @@ func (s *subscription) pickLocked(info entryInfo) *consumer {
 // clients declare mean the same here.
 const keyHashRange = 65536
 
-// keyConsumerLocked maps a key to its consumer: the one whose sticky range
+// keySlot is a key's place in Key_Shared's hash space.
+func keySlot(key []byte) int32 { return int32(murmur3.Sum32(key) % keyHashRange) }
+
+// keyConsumerLocked maps a key slot to its consumer: the one whose sticky range
 // holds the key's slot, else the auto-split share of the slot among
 // consumers without sticky ranges (in name order, so the mapping is stable
 // while the consumers are).
-func (s *subscription) keyConsumerLocked(key []byte) *consumer {
-	slot := int32(murmur3.Sum32(key) % keyHashRange)
+func (s *subscription) keyConsumerLocked(slot int32) *consumer {
 	var auto []*consumer
 	for _, c := range s.consumers {
 		if len(c.hashRanges) == 0 {
@@ -264,13 +445,35 @@ func entryInfoOf(data []byte) entryInfo {
 	return info
 }
 
-// ack applies an acknowledgement from c.
+// ack applies an acknowledgement from c. Positions past the last entry
+// are ignored (a confused client must not make delivered entries vanish);
+// only what the cursor accepted leaves the in-flight set.
 func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, positions []managedledger.Position) error {
-	s.mu.Lock()
+	last := s.topic.ml.LastConfirmed()
+	valid := positions[:0:0]
 	for _, p := range positions {
+		if p.Compare(last) <= 0 {
+			valid = append(valid, p)
+		}
+	}
+	if len(valid) == 0 {
+		return fmt.Errorf("acknowledged positions %v are past the last entry %v", positions, last)
+	}
+	var err error
+	if cumulative {
+		err = s.cursor.MarkDelete(ctx, valid[len(valid)-1])
+	} else {
+		err = s.cursor.Delete(ctx, valid...)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range valid {
 		if cumulative {
-			for q, owner := range s.inflight {
-				if owner == c && q.Compare(p) <= 0 {
+			for q, in := range s.inflight {
+				if in.c == c && q.Compare(p) <= 0 {
 					delete(s.inflight, q)
 					delete(s.redelivered, q)
 				}
@@ -280,11 +483,7 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 		delete(s.inflight, p)
 		delete(s.redelivered, p)
 	}
-	s.mu.Unlock()
-	if cumulative {
-		return s.cursor.MarkDelete(ctx, positions[len(positions)-1])
-	}
-	return s.cursor.Delete(ctx, positions...)
+	return nil
 }
 
 // redeliver sends c's unacknowledged entries (or just positions) again.
@@ -295,44 +494,41 @@ func (s *subscription) redeliver(c *consumer, positions []managedledger.Position
 	s.dispatch()
 }
 
+// redeliverLocked moves c's in-flight entries (all, or those listed) to
+// the replay set with their redelivery count raised.
 func (s *subscription) redeliverLocked(c *consumer, positions []managedledger.Position) {
-	var first *managedledger.Position
-	take := func(p managedledger.Position) {
+	take := func(p managedledger.Position, in inflightEntry) {
 		delete(s.inflight, p)
 		s.redelivered[p]++
-		if first == nil || p.Compare(*first) < 0 {
-			first = &p
-		}
+		s.replay[p] = in.slot
 	}
 	if positions == nil {
-		for p, owner := range s.inflight {
-			if owner == c {
-				take(p)
+		for p, in := range s.inflight {
+			if in.c == c {
+				take(p, in)
 			}
 		}
+		return
 	}
 	for _, p := range positions {
-		if s.inflight[p] == c {
-			take(p)
+		if in, ok := s.inflight[p]; ok && in.c == c {
+			take(p, in)
 		}
-	}
-	if first != nil {
-		if s.reading && s.cursor.CancelPendingRead() {
-			s.reading = false
-		}
-		s.cursor.Seek(*first)
 	}
 }
 
 // seek moves the subscription so that pos is the next entry read: every
-// acknowledgement and in-flight assignment is dropped.
+// acknowledgement, in-flight assignment and replay entry is dropped, and
+// reads started before are discarded when they complete.
 func (s *subscription) seek(ctx context.Context, pos managedledger.Position) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	if s.reading && s.cursor.CancelPendingRead() {
 		s.reading = false
 	}
-	s.inflight = map[managedledger.Position]*consumer{}
+	s.inflight = map[managedledger.Position]inflightEntry{}
+	s.replay = map[managedledger.Position]int32{}
 	s.redelivered = map[managedledger.Position]uint32{}
 	for _, c := range s.consumers {
 		c.permits = 0
@@ -341,15 +537,15 @@ func (s *subscription) seek(ctx context.Context, pos managedledger.Position) err
 }
 
 // disconnectConsumers closes every consumer from the broker side
-// (CLOSE_CONSUMER); clients reconnect them.
+// (CLOSE_CONSUMER); clients reconnect them. What they held goes back to
+// the replay set.
 func (s *subscription) disconnectConsumers() {
 	s.mu.Lock()
 	consumers := s.consumers
 	s.consumers = nil
-	// Nothing is in flight without consumers; a read that raced the seek
-	// may have moved the cursor, so read again from the first unacked.
-	s.inflight = map[managedledger.Position]*consumer{}
-	s.cursor.Rewind()
+	for _, c := range consumers {
+		s.redeliverLocked(c, nil)
+	}
 	s.mu.Unlock()
 	for _, c := range consumers {
 		c.conn.removeConsumer(c.id)

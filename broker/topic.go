@@ -28,6 +28,7 @@ type topic struct {
 	waiting   []*waitingProducer // WaitForExclusive producers, in arrival order
 	epoch     uint64             // topic epoch: raised at each exclusive grant
 	subs      map[string]*subscription
+	readers   map[*subscription]struct{}
 	closed    bool
 }
 
@@ -44,7 +45,8 @@ var (
 )
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
-	return &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{}}
+	return &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{},
+		readers: map[*subscription]struct{}{}}
 }
 
 // addProducer admits p under its access mode (Pulsar's
@@ -132,12 +134,15 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	if err != nil {
 		return nil, err
 	}
-	s := newSubscription(t, name, cmd.GetSubType(), cursor)
-	if !cmd.GetDurable() {
-		return s, nil // readers: one subscription per consumer, not registered
-	}
+	s := newSubscription(t, name, cmd.GetSubType(), cursor, cmd.GetDurable())
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !cmd.GetDurable() {
+		// Readers: one private subscription per consumer, tracked so the
+		// topic can close them.
+		t.readers[s] = struct{}{}
+		return s, nil
+	}
 	if existing, ok := t.subs[name]; ok {
 		return existing, nil
 	}
@@ -150,6 +155,11 @@ func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (manag
 		start := managedledger.Position{LedgerID: -1, EntryID: -1}
 		if id := cmd.GetStartMessageId(); id != nil {
 			start = managedledger.Position{LedgerID: int64(id.GetLedgerId()), EntryID: int64(id.GetEntryId())}
+			// Start AT the entry (the cursor starts after its argument):
+			// the client filters inside a batch and for exclusive starts.
+			if start.EntryID >= 0 && start.LedgerID >= 0 {
+				start.EntryID--
+			}
 		}
 		return t.ml.NewNonDurableCursor(start)
 	}
@@ -162,14 +172,23 @@ func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (manag
 
 // unsubscribe removes a subscription that has no consumer left but c.
 func (t *topic) unsubscribe(ctx context.Context, s *subscription, c *consumer) error {
-	if err := s.checkOnlyConsumer(c); err != nil {
+	if err := s.closeIfOnly(c); err != nil {
 		return err
 	}
 	t.mu.Lock()
 	delete(t.subs, s.name)
 	t.mu.Unlock()
 	s.close()
+	if !s.durable {
+		return nil
+	}
 	return t.ml.DeleteCursor(ctx, s.name)
+}
+
+func (t *topic) removeReader(s *subscription) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.readers, s)
 }
 
 // close disconnects the topic's producers and consumers and closes its
@@ -177,8 +196,11 @@ func (t *topic) unsubscribe(ctx context.Context, s *subscription, c *consumer) e
 func (t *topic) close(ctx context.Context) {
 	t.mu.Lock()
 	t.closed = true
-	subs := make([]*subscription, 0, len(t.subs))
+	subs := make([]*subscription, 0, len(t.subs)+len(t.readers))
 	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	for s := range t.readers {
 		subs = append(subs, s)
 	}
 	producers := make([]*producer, 0, len(t.producers))

@@ -1,0 +1,164 @@
+package broker
+
+// Regression tests for review findings on the first broker slice.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// A Key_Shared consumer that stops receiving holds back only its own keys
+// (it once sent the dispatcher into endless recursion); when it leaves,
+// the other consumer gets everything.
+func TestKeySharedSlowConsumer(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := func(name string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: "slow-keys", SubscriptionName: "s", Type: pulsar.KeyShared, Name: name,
+			ReceiverQueueSize: 5, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	}
+	fast, err := c.Subscribe(opts("fast"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	slow, err := c.Subscribe(opts("slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "slow-keys", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := 0; i < n; i++ {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i%16),
+			Payload: []byte(fmt.Sprintf("m-%05d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(seen) < 20 { // the fast consumer's keys keep flowing
+		m, err := fast.Receive(ctx)
+		if err != nil {
+			t.Fatalf("fast consumer stuck after %d: %v", len(seen), err)
+		}
+		fast.Ack(m)
+		seen[string(m.Payload())] = true
+	}
+	slow.Close() // its keys (and what it held) move to the fast consumer
+	for len(seen) < n {
+		m, err := fast.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after the slow consumer left: %d of %d: %v", len(seen), n, err)
+		}
+		fast.Ack(m)
+		seen[string(m.Payload())] = true
+	}
+}
+
+// Readers started at a message inside a batch, inclusively, begin at it.
+func TestReaderStartInsideBatchInclusive(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	ids := produce(t, c, "reader-batch", 20, true)
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: "reader-batch", StartMessageID: ids[5],
+		StartMessageIDInclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := r.Next(ctx)
+	if err != nil || string(m.Payload()) != "m-00005" {
+		t.Fatalf("first message from an inclusive start at message 5: %v %v", m, err)
+	}
+}
+
+// Closed readers leave no cursor behind.
+func TestReadersReleaseTheirCursors(t *testing.T) {
+	b, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "readers", 3, false)
+	for i := 0; i < 5; i++ {
+		r, err := c.CreateReader(pulsar.ReaderOptions{Topic: "readers", StartMessageID: pulsar.EarliestMessageID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	}
+	tp, err := b.getTopic(context.Background(), TopicName{Domain: "persistent", Tenant: "public", Namespace: "default", Local: "readers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tp.ml.Cursors()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d cursors left after the readers closed", len(tp.ml.Cursors()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// maxPendingPublishRequestsPerConnection=1 still lets SENDs through one
+// at a time (the resume threshold once rounded to zero and froze the
+// connection).
+func TestMaxPendingPublishOne(t *testing.T) {
+	b := New(Config{ClusterName: "test", MaxPendingPublishRequestsPerConnection: 1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	c := newClient(t, "pulsar://"+srv.Addr().String())
+	produce(t, c, "one-at-a-time", 20, false)
+}
+
+// A cumulative ack of a position past the end is refused and loses
+// nothing: a later consumer still gets every unacknowledged message.
+func TestBadAckLosesNothing(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "bad-ack", 5, false)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+		Topic: ptr("bad-ack"), Subscription: ptr("s"), SubType: pb.CommandSubscribe_Shared.Enum(),
+		ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1)), InitialPosition: pb.CommandSubscribe_Earliest.Enum()}})
+	if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+		t.Fatalf("subscribe: %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(100))}})
+	for i := 0; i < 5; i++ {
+		if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_MESSAGE {
+			t.Fatalf("message %d: %v %v", i, cmd.GetType(), err)
+		}
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{ConsumerId: ptr(uint64(1)),
+		AckType: pb.CommandAck_Cumulative.Enum(), MessageId: []*pb.MessageIdData{{LedgerId: ptr(uint64(99)), EntryId: ptr(uint64(0))}}}})
+	r.conn.Close()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "bad-ack", SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := receive(t, cons, 5, true)
+	sort.Strings(got)
+	expectOrdered(t, got, 5)
+}
