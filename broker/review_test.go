@@ -162,3 +162,33 @@ func TestBadAckLosesNothing(t *testing.T) {
 	sort.Strings(got)
 	expectOrdered(t, got, 5)
 }
+
+// A Failover consumer that joins and sorts first takes over; what the old
+// active consumer held goes to it, in order.
+func TestFailoverNewcomerTakesOverInOrder(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := func(name string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: "failover-join", SubscriptionName: "s", Type: pulsar.Failover, Name: name,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true}
+	}
+	old, err := c.Subscribe(opts("b-old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	produce(t, c, "failover-join", 10, false)
+	got := receive(t, old, 3, true) // it holds the other 7, unacknowledged, in its queue
+	expectOrdered(t, got, 3)
+	newcomer, err := c.Subscribe(opts("a-new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	rest := receive(t, newcomer, 7, true)
+	for i, m := range rest {
+		if m != fmt.Sprintf("m-%05d", 3+i) {
+			t.Fatalf("newcomer's message %d is %q: %v", i, m, rest)
+		}
+	}
+}
