@@ -187,7 +187,7 @@ func TestConcurrentAddsAndTailingReads(t *testing.T) {
 
 // TestCursorModel checks a cursor against a simple model over random
 // sequences of add, read, individual ack, cumulative ack, rewind, seek and
-// reset.
+// reset (forwards and backwards, within what is still stored).
 func TestCursorModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
@@ -205,6 +205,18 @@ type cursorModel struct {
 	all   []Position
 	acked map[Position]bool
 	read  int // index into all of the next read
+	// trimLedger: ledgers below it were dropped (whole ledgers every
+	// durable cursor had consumed; the last entry is always kept).
+	trimLedger int64
+}
+
+// trimmed updates trimLedger as the implementation trims after acks.
+func (m *cursorModel) trimmed() {
+	if len(m.all) == 0 {
+		return
+	}
+	keep := min(m.firstUnacked(), len(m.all)-1)
+	m.trimLedger = max(m.trimLedger, m.all[keep].LedgerID)
 }
 
 func (m *cursorModel) firstUnacked() int {
@@ -217,7 +229,7 @@ func (m *cursorModel) firstUnacked() int {
 
 func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 	ctx := context.Background()
-	switch rapid.IntRange(0, 6).Draw(rt, "op") {
+	switch rapid.IntRange(0, 7).Draw(rt, "op") {
 	case 0, 1:
 		ml.AddEntry([]byte("e"), func(p Position, err error) { m.all = append(m.all, p) })
 	case 2:
@@ -239,6 +251,7 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 			p := m.all[rapid.IntRange(0, len(m.all)-1).Draw(rt, "ack")]
 			c.Delete(ctx, p)
 			m.acked[p] = true
+			m.trimmed()
 		}
 	case 4:
 		if len(m.all) > 0 {
@@ -249,16 +262,17 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 					m.acked[p] = true
 				}
 			}
+			m.trimmed()
 		}
 	case 5:
 		c.Rewind()
 		m.read = m.firstUnacked()
 	case 6:
-		// Forward only: consumed ledgers are trimmed at once here, so a
-		// reset back into them cannot return them (retention is the
-		// real implementation's business).
-		if f := m.firstUnacked(); f < len(m.all) {
-			k := rapid.IntRange(f, len(m.all)-1).Draw(rt, "reset")
+		// Backwards too, but not into ledgers already trimmed (consumed
+		// ledgers are dropped at once here; retention is the real
+		// implementation's business).
+		if first := m.firstStored(); first < len(m.all) {
+			k := rapid.IntRange(first, len(m.all)-1).Draw(rt, "reset")
 			c.Reset(ctx, m.all[k])
 			m.acked = map[Position]bool{}
 			for _, p := range m.all[:k] {
@@ -266,7 +280,23 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 			}
 			m.read = k
 		}
+	case 7:
+		// Seek moves the read position, never before the first unacked.
+		if len(m.all) > 0 {
+			k := rapid.IntRange(0, len(m.all)-1).Draw(rt, "seek")
+			c.Seek(m.all[k])
+			m.read = max(k, m.firstUnacked())
+		}
 	}
+}
+
+// firstStored is the index of the first entry not trimmed.
+func (m *cursorModel) firstStored() int {
+	i := 0
+	for i < len(m.all) && m.all[i].LedgerID < m.trimLedger {
+		i++
+	}
+	return i
 }
 
 func (m *cursorModel) check(rt *rapid.T, c Cursor) {
