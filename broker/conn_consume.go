@@ -30,6 +30,11 @@ type consumer struct {
 	permits int64 // guarded by sub.mu
 	// hashRanges are a Key_Shared STICKY consumer's declared key slots.
 	hashRanges []*pb.IntRange
+	// joinedAfter (Key_Shared, guarded by sub.mu): the last entry read
+	// before this consumer joined. Until everything up to it is
+	// acknowledged, it only gets entries up to it: a key that moved to it
+	// must not overtake that key's messages still held by another consumer.
+	joinedAfter *managedledger.Position
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {

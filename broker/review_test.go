@@ -192,3 +192,65 @@ func TestFailoverNewcomerTakesOverInOrder(t *testing.T) {
 		}
 	}
 }
+
+// Key_Shared: a consumer that joins does not get new messages of a key
+// that moved to it while another consumer still holds that key's older,
+// unacknowledged messages.
+func TestKeySharedJoinWaitsForOlderMessages(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	opts := func(name string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: "join-keys", SubscriptionName: "s", Type: pulsar.KeyShared, Name: name,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true}
+	}
+	old, err := c.Subscribe(opts("b-old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "join-keys", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Key: fmt.Sprintf("k%d", i%16),
+				Payload: []byte(fmt.Sprintf("m-%05d", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, 50)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var held []pulsar.Message
+	for len(held) < 50 { // received, not acknowledged yet
+		m, err := old.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, m)
+	}
+	newcomer, err := c.Subscribe(opts("a-new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	send(50, 100)
+	wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	if m, err := newcomer.Receive(wctx); err == nil {
+		t.Fatalf("newcomer got %q (key %s) while older messages were unacknowledged", m.Payload(), m.Key())
+	}
+	wcancel()
+	for _, m := range held {
+		if err := old.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := newcomer.Receive(ctx)
+	if err != nil {
+		t.Fatalf("newcomer never got its keys after the acks: %v", err)
+	}
+	newcomer.Ack(m)
+}

@@ -56,6 +56,7 @@ type subscription struct {
 	inflight    map[managedledger.Position]inflightEntry
 	replay      map[managedledger.Position]int32 // position → key slot
 	redelivered map[managedledger.Position]uint32
+	lastRead    *managedledger.Position // last entry read from the cursor
 	closed      bool
 }
 
@@ -91,6 +92,10 @@ func (s *subscription) addConsumer(c *consumer) error {
 	var active *consumer
 	if len(s.consumers) > 0 {
 		active = s.consumers[0]
+		if s.subType == pb.CommandSubscribe_Key_Shared && s.lastRead != nil {
+			at := *s.lastRead
+			c.joinedAfter = &at
+		}
 	}
 	s.consumers = append(s.consumers, c)
 	if s.subType == pb.CommandSubscribe_Failover {
@@ -229,6 +234,7 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 	if len(s.replay) == 0 {
 		return nil
 	}
+	s.releaseJoinedLocked()
 	all := make([]managedledger.Position, 0, len(s.replay))
 	for p := range s.replay {
 		all = append(all, p)
@@ -242,7 +248,8 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 		}
 		slot := s.replay[p]
 		if s.subType == pb.CommandSubscribe_Key_Shared {
-			if c := s.keyConsumerLocked(slot); blocked[slot] || c == nil || c.permits <= 0 {
+			c := s.keyConsumerLocked(slot)
+			if blocked[slot] || c == nil || c.permits <= 0 || (c.joinedAfter != nil && p.Compare(*c.joinedAfter) > 0) {
 				blocked[slot] = true // later entries of this key wait behind it
 				continue
 			}
@@ -302,6 +309,10 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		s.dispatch()
 		return
 	}
+	if fromCursor && len(entries) > 0 {
+		last := entries[len(entries)-1].Position
+		s.lastRead = &last
+	}
 	out := s.assignLocked(entries, fromCursor)
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
@@ -329,6 +340,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 	if fromCursor {
 		blocked = s.blockedSlotsLocked()
 	}
+	s.releaseJoinedLocked()
 	for _, e := range entries {
 		if _, ok := s.inflight[e.Position]; ok {
 			continue // already with a consumer
@@ -340,7 +352,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		}
 		var c *consumer
 		if s.subType != pb.CommandSubscribe_Key_Shared || !blocked[slot] {
-			c = s.pickLocked(info, slot)
+			c = s.pickLocked(e.Position, info, slot)
 		}
 		if c == nil {
 			s.replay[e.Position] = slot
@@ -356,6 +368,24 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 	return out
 }
 
+// releaseJoinedLocked lifts the recently-joined restriction of consumers
+// once everything read before they joined is acknowledged.
+func (s *subscription) releaseJoinedLocked() {
+	var md *managedledger.Position
+	for _, c := range s.consumers {
+		if c.joinedAfter == nil {
+			continue
+		}
+		if md == nil {
+			p := s.cursor.MarkDeletePosition()
+			md = &p
+		}
+		if md.Compare(*c.joinedAfter) >= 0 {
+			c.joinedAfter = nil
+		}
+	}
+}
+
 // blockedSlotsLocked is the set of key slots with entries waiting in the
 // replay set: their later entries must wait too, to keep per-key order.
 // (Other types read new entries only once the replay set is delivered.)
@@ -369,12 +399,13 @@ func (s *subscription) blockedSlotsLocked() map[int32]bool {
 
 // pickLocked returns the consumer the entry goes to now, or nil when it
 // must wait (no permits; for Key_Shared, none for the key's consumer).
-func (s *subscription) pickLocked(info entryInfo, slot int32) *consumer {
+func (s *subscription) pickLocked(pos managedledger.Position, info entryInfo, slot int32) *consumer {
 	if s.subType == pb.CommandSubscribe_Key_Shared {
-		if c := s.keyConsumerLocked(slot); c != nil && c.permits > 0 {
-			return c
+		c := s.keyConsumerLocked(slot)
+		if c == nil || c.permits <= 0 || (c.joinedAfter != nil && pos.Compare(*c.joinedAfter) > 0) {
+			return nil
 		}
-		return nil
+		return c
 	}
 	active := s.activeLocked()
 	for k := 0; k < len(active); k++ {
@@ -469,7 +500,13 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	waiting := len(s.replay) > 0
+	defer func() {
+		s.mu.Unlock()
+		if waiting { // acks can release entries held back (Key_Shared joins)
+			s.dispatch()
+		}
+	}()
 	for _, p := range valid {
 		if cumulative {
 			for q, in := range s.inflight {
