@@ -22,6 +22,10 @@ type transport interface {
 	// PauseReading stops frame delivery until ResumeReading.
 	PauseReading()
 	ResumeReading()
+	// Congested reports a write queue above its high-water mark; Drained
+	// is closed once it is back under half of it.
+	Congested() bool
+	Drained() <-chan struct{}
 }
 
 // serverConn is one client connection's protocol state.

@@ -35,6 +35,9 @@ type consumer struct {
 	// acknowledged, it only gets entries up to it: a key that moved to it
 	// must not overtake that key's messages still held by another consumer.
 	joinedAfter *managedledger.Position
+	// drainWait (guarded by sub.mu) is set while a goroutine waits for the
+	// consumer's congested connection to drain.
+	drainWait bool
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {

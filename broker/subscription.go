@@ -167,7 +167,9 @@ func (s *subscription) activeLocked() []*consumer {
 func (s *subscription) permitsLocked() int64 {
 	var n int64
 	for _, c := range s.activeLocked() {
-		n += max(c.permits, 0)
+		if s.canTakeLocked(c) {
+			n += c.permits
+		}
 	}
 	return n
 }
@@ -249,7 +251,7 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 		slot := s.replay[p]
 		if s.subType == pb.CommandSubscribe_Key_Shared {
 			c := s.keyConsumerLocked(slot)
-			if blocked[slot] || c == nil || c.permits <= 0 || (c.joinedAfter != nil && p.Compare(*c.joinedAfter) > 0) {
+			if blocked[slot] || c == nil || !s.canTakeLocked(c) || (c.joinedAfter != nil && p.Compare(*c.joinedAfter) > 0) {
 				blocked[slot] = true // later entries of this key wait behind it
 				continue
 			}
@@ -402,7 +404,7 @@ func (s *subscription) blockedSlotsLocked() map[int32]bool {
 func (s *subscription) pickLocked(pos managedledger.Position, info entryInfo, slot int32) *consumer {
 	if s.subType == pb.CommandSubscribe_Key_Shared {
 		c := s.keyConsumerLocked(slot)
-		if c == nil || c.permits <= 0 || (c.joinedAfter != nil && pos.Compare(*c.joinedAfter) > 0) {
+		if c == nil || !s.canTakeLocked(c) || (c.joinedAfter != nil && pos.Compare(*c.joinedAfter) > 0) {
 			return nil
 		}
 		return c
@@ -410,12 +412,37 @@ func (s *subscription) pickLocked(pos managedledger.Position, info entryInfo, sl
 	active := s.activeLocked()
 	for k := 0; k < len(active); k++ {
 		c := active[(s.next+k)%len(active)]
-		if c.permits > 0 {
+		if s.canTakeLocked(c) {
 			s.next = (s.next + k + 1) % max(len(active), 1)
 			return c
 		}
 	}
 	return nil
+}
+
+// canTakeLocked reports whether c can be sent an entry now: it has
+// permits and its connection is not congested. A congested consumer is
+// skipped (its socket is not keeping up: queueing more would only grow the
+// broker's memory) and dispatch resumes when its connection drains.
+func (s *subscription) canTakeLocked(c *consumer) bool {
+	if c.permits <= 0 {
+		return false
+	}
+	if !c.conn.t.Congested() {
+		return true
+	}
+	if !c.drainWait {
+		c.drainWait = true
+		drained := c.conn.t.Drained()
+		go func() {
+			<-drained
+			s.mu.Lock()
+			c.drainWait = false
+			s.mu.Unlock()
+			s.dispatch()
+		}()
+	}
+	return false
 }
 
 // keyHashRange is Key_Shared's hash space: a key's slot is
