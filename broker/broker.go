@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -48,7 +49,11 @@ type Config struct {
 	KeepAliveInterval time.Duration
 	// Version is reported to clients in CONNECTED.
 	Version string
-	Logger  *slog.Logger
+	// Metadata is the configuration store holding partitioned-topic
+	// metadata (/admin/partitioned-topics/...); nil means no topic is
+	// partitioned.
+	Metadata metadata.Store
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

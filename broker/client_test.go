@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func startBroker(t *testing.T) (*Broker, string) {
@@ -633,4 +637,69 @@ func TestReaderHasNextOverBatches(t *testing.T) {
 		t.Fatalf("reader read %d of 50", len(got))
 	}
 	expectOrdered(t, got, 50)
+}
+
+// Partitioned topics: created through the admin API, then produced to with
+// round-robin and key routing and consumed as one topic.
+func TestPartitionedTopic(t *testing.T) {
+	store := metadata.NewMemoryServer().NewSession()
+	b := New(Config{ClusterName: "test", Metadata: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	web := httptest.NewServer(b.HTTPHandler())
+	defer web.Close()
+	req, _ := http.NewRequest(http.MethodPut, web.URL+"/admin/v2/persistent/public/default/parted/partitions", strings.NewReader("3"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("create partitioned topic: %v %v", resp, err)
+	}
+	if resp, _ := http.DefaultClient.Do(req); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("second create: %d", resp.StatusCode)
+	}
+	c := newClient(t, "pulsar://"+srv.Addr().String())
+	parts, err := c.TopicPartitions("parted")
+	if err != nil || len(parts) != 3 {
+		t.Fatalf("partitions seen by the client: %v %v", parts, err)
+	}
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "parted", SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "parted", DisableBatching: true,
+		MessageRouter: func(m *pulsar.ProducerMessage, md pulsar.TopicMetadata) int {
+			var i int
+			fmt.Sscanf(string(m.Payload), "m-%d", &i)
+			return i % int(md.NumPartitions())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := 0; i < 30; i++ {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%05d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topics := map[string]int{}
+	got := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(got) < 30 {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of 30: %v", len(got), err)
+		}
+		cons.Ack(m)
+		got[string(m.Payload())] = true
+		topics[m.Topic()]++
+	}
+	if len(topics) != 3 {
+		t.Fatalf("messages came from %d partitions: %v", len(topics), topics)
+	}
 }

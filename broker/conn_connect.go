@@ -10,9 +10,11 @@ package broker
 //   - LOOKUP always answers Connect to this broker (one broker serves every
 //     topic until ownership lands with the load-balancing issue), with
 //     authoritative set so the client does not redirect.
-//   - PARTITIONED_METADATA answers 0 partitions (non-partitioned) for now.
+//   - PARTITIONED_METADATA answers the partition count from the
+//     configuration store (0: not partitioned; see partitioned.go).
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -55,13 +57,25 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 
 func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata) error {
 	id := cmd.GetRequestId()
+	name, err := ParseTopicName(cmd.GetTopic())
+	if err != nil {
+		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
+	}
+	go func() { // reads the configuration store
+		n, err := c.b.partitions(context.Background(), name)
+		_ = c.sendPartitions(id, n, pb.ServerError_MetadataError, err)
+	}()
+	return nil
+}
+
+func (c *serverConn) sendPartitions(id uint64, n int, code pb.ServerError, err error) error {
 	resp := &pb.CommandPartitionedTopicMetadataResponse{RequestId: &id}
-	if _, err := ParseTopicName(cmd.GetTopic()); err != nil {
+	if err != nil {
 		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Failed.Enum()
-		resp.Error, resp.Message = pb.ServerError_InvalidTopicName.Enum(), ptr(err.Error())
+		resp.Error, resp.Message = code.Enum(), ptr(err.Error())
 	} else {
 		resp.Response = pb.CommandPartitionedTopicMetadataResponse_Success.Enum()
-		resp.Partitions = ptr(uint32(0))
+		resp.Partitions = ptr(uint32(n))
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: resp})
 }

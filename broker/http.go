@@ -2,8 +2,12 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
+
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // HTTPHandler serves the HTTP endpoints clients use besides the binary
@@ -13,6 +17,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", b.httpLookup)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpPartitions)
+	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpCreatePartitioned)
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
 	return mux
 }
@@ -45,11 +50,41 @@ func webHost(r *http.Request, fallback string) string {
 }
 
 func (b *Broker) httpPartitions(w http.ResponseWriter, r *http.Request) {
-	if _, err := topicFromPath(r); err != nil {
+	t, err := topicFromPath(r)
+	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeJSON(w, map[string]int{"partitions": 0})
+	n, err := b.partitions(r.Context(), t)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, map[string]int{"partitions": n})
+}
+
+// httpCreatePartitioned is pulsar-admin topics create-partitioned-topic:
+// the body is the partition count.
+func (b *Broker) httpCreatePartitioned(w http.ResponseWriter, r *http.Request) {
+	t, err := topicFromPath(r)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var n int
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64)).Decode(&n); err != nil {
+		httpError(w, http.StatusBadRequest, "body must be the number of partitions: "+err.Error())
+		return
+	}
+	if err := b.CreatePartitionedTopic(r.Context(), t, n); err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, metadata.ErrExists) {
+			code = http.StatusConflict
+		}
+		httpError(w, code, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -135,7 +135,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
 		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
 		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
-		BrokerDeduplicationEnabled: f.dedup},
+		BrokerDeduplicationEnabled: f.dedup, Metadata: store},
 		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}))
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
