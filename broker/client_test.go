@@ -703,3 +703,42 @@ func TestPartitionedTopic(t *testing.T) {
 		t.Fatalf("messages came from %d partitions: %v", len(topics), topics)
 	}
 }
+
+// Delayed delivery on a Shared subscription: a message sent with
+// DeliverAfter arrives after its delay; later messages do not wait for it.
+func TestDelayedDelivery(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "delayed", SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "delayed", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("later"), DeliverAfter: 800 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("now")}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := cons.Receive(ctx)
+	if err != nil || string(first.Payload()) != "now" {
+		t.Fatalf("first message: %v %v", first, err)
+	}
+	second, err := cons.Receive(ctx)
+	if err != nil || string(second.Payload()) != "later" {
+		t.Fatalf("second message: %v %v", second, err)
+	}
+	if waited := time.Since(start); waited < 700*time.Millisecond {
+		t.Fatalf("delayed message arrived after %s, asked for 800ms", waited)
+	}
+	cons.Ack(first)
+	cons.Ack(second)
+}

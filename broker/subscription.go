@@ -57,6 +57,8 @@ type subscription struct {
 	replay      map[managedledger.Position]int32 // position → key slot
 	redelivered map[managedledger.Position]uint32
 	lastRead    *managedledger.Position // last entry read from the cursor
+	delayed     delayedQueue            // entries held until their deliver_at_time
+	delayTimer  *time.Timer
 	closed      bool
 }
 
@@ -315,7 +317,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		last := entries[len(entries)-1].Position
 		s.lastRead = &last
 	}
-	out := s.assignLocked(entries, fromCursor)
+	out, deferred := s.assignLocked(entries, fromCursor)
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
@@ -325,19 +327,19 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
-	if len(out) > 0 || len(entries) == 0 {
+	if len(out) > 0 || deferred == 0 {
 		s.dispatch()
 	}
-	// Nothing assignable: wait for a FLOW, an ack or a consumer change,
-	// which dispatch again.
+	// Otherwise entries were held back for busy consumers: wait for a
+	// FLOW, an ack, a drained connection or a consumer change, which
+	// dispatch again (going on now would spin on the same entries).
 }
 
 // assignLocked picks a consumer for each entry; entries nobody can take
 // now go to the replay set. New entries (fromCursor) of a key with entries
 // still waiting in the replay set wait behind them; entries taken from the
 // replay set are already the oldest of their key.
-func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bool) []delivery {
-	var out []delivery
+func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bool) (out []delivery, deferred int) {
 	blocked := map[int32]bool{}
 	if fromCursor {
 		blocked = s.blockedSlotsLocked()
@@ -352,6 +354,10 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		if s.subType == pb.CommandSubscribe_Key_Shared {
 			slot = keySlot(info.key)
 		}
+		if !info.deliverAt.IsZero() && s.delaysDelivery() && time.Now().Before(info.deliverAt) {
+			s.holdLocked(e.Position, slot, info.deliverAt)
+			continue
+		}
 		var c *consumer
 		if s.subType != pb.CommandSubscribe_Key_Shared || !blocked[slot] {
 			c = s.pickLocked(e.Position, info, slot)
@@ -359,6 +365,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		if c == nil {
 			s.replay[e.Position] = slot
 			blocked[slot] = true
+			deferred++
 			continue
 		}
 		c.permits -= int64(info.messages)
@@ -367,7 +374,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
 	}
-	return out
+	return out, deferred
 }
 
 // releaseJoinedLocked lifts the recently-joined restriction of consumers
@@ -479,8 +486,9 @@ func (s *subscription) keyConsumerLocked(slot int32) *consumer {
 
 // entryInfo is what dispatch reads from a stored entry's metadata.
 type entryInfo struct {
-	messages int    // FLOW permits it takes (a batch of N takes N)
-	key      []byte // ordering key, else partition key (Key_Shared)
+	messages  int       // FLOW permits it takes (a batch of N takes N)
+	key       []byte    // ordering key, else partition key (Key_Shared)
+	deliverAt time.Time // deliver_at_time, zero when none
 }
 
 // entryInfoOf reads an entry's metadata; a damaged entry counts as one
@@ -497,6 +505,9 @@ func entryInfoOf(data []byte) entryInfo {
 	}
 	info.messages = max(int(md.GetNumMessagesInBatch()), 1)
 	info.key = md.GetOrderingKey()
+	if md.DeliverAtTime != nil {
+		info.deliverAt = time.UnixMilli(md.GetDeliverAtTime())
+	}
 	if len(info.key) == 0 && md.PartitionKey != nil {
 		info.key = []byte(md.GetPartitionKey())
 	}
@@ -594,6 +605,7 @@ func (s *subscription) seek(ctx context.Context, pos managedledger.Position) err
 	s.inflight = map[managedledger.Position]inflightEntry{}
 	s.replay = map[managedledger.Position]int32{}
 	s.redelivered = map[managedledger.Position]uint32{}
+	s.delayed = nil
 	for _, c := range s.consumers {
 		c.permits = 0
 	}
@@ -622,6 +634,9 @@ func (s *subscription) disconnectConsumers() {
 func (s *subscription) close() {
 	s.mu.Lock()
 	s.closed = true
+	if s.delayTimer != nil {
+		s.delayTimer.Stop()
+	}
 	s.mu.Unlock()
 	s.cursor.CancelPendingRead()
 }
