@@ -43,6 +43,12 @@ type Config struct {
 	// BrokerDeduplicationEnabled is brokerDeduplicationEnabled: drop
 	// resent messages by producer name and sequence id (dedup.go).
 	BrokerDeduplicationEnabled bool
+	// MessageTTL is ttlDurationDefaultInSeconds: messages older than this
+	// count as acknowledged (0: never).
+	MessageTTL time.Duration
+	// MessageExpiryCheckInterval is messageExpiryCheckIntervalInMinutes
+	// (default 5 minutes).
+	MessageExpiryCheckInterval time.Duration
 	// KeepAliveInterval is keepAliveIntervalSeconds (default 30 s): the
 	// broker pings every connection this often and closes one that sent
 	// nothing (not even a PONG) for two intervals.
@@ -65,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DispatcherMaxReadBatchSize <= 0 {
 		c.DispatcherMaxReadBatchSize = 100
+	}
+	if c.MessageExpiryCheckInterval <= 0 {
+		c.MessageExpiryCheckInterval = 5 * time.Minute
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
@@ -105,6 +114,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
 	go b.keepAlive()
+	go b.expireLoop()
 	return b
 }
 

@@ -742,3 +742,33 @@ func TestDelayedDelivery(t *testing.T) {
 	cons.Ack(first)
 	cons.Ack(second)
 }
+
+// Message TTL: messages older than the TTL stop counting as backlog and
+// are not delivered.
+func TestMessageTTL(t *testing.T) {
+	b, url := startBroker(t)
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "ttl", SubscriptionName: "s", ReceiverQueueSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close() // the subscription stays, with nobody consuming
+	produce(t, c, "ttl", 10, false)
+	time.Sleep(20 * time.Millisecond)
+	b.expireMessages(context.Background(), time.Now())
+	produce(t, c, "ttl", 1, false) // newer than the cutoff: kept
+	cons, err = c.Subscribe(pulsar.ConsumerOptions{Topic: "ttl", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := receive(t, cons, 1, true)
+	if got[0] != "m-00000" { // the one message produced after the expiry
+		t.Fatalf("after expiry the first message is %q", got[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err == nil {
+		t.Fatalf("expired message delivered: %q", m.Payload())
+	}
+}

@@ -71,6 +71,18 @@ func setBool(p *bool) confSetter {
 	}
 }
 
+// setDuration reads a non-negative count of unit (0 allowed: off).
+func setDuration(p *time.Duration, unit time.Duration) confSetter {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer, got %q", v)
+		}
+		*p = time.Duration(n) * unit
+		return nil
+	}
+}
+
 func setSeconds(p *time.Duration) confSetter {
 	return func(v string) error {
 		n, err := strconv.Atoi(v)

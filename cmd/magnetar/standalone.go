@@ -42,6 +42,8 @@ type standaloneFlags struct {
 	keepAlive           time.Duration
 	maxEntriesPerLedger int
 	dedup               bool
+	ttl                 time.Duration
+	expiryCheck         time.Duration
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -96,6 +98,8 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 		"keepAliveIntervalSeconds":               setSeconds(&f.keepAlive),
 		"managedLedgerMaxEntriesPerLedger":       setInt(&f.maxEntriesPerLedger),
 		"brokerDeduplicationEnabled":             setBool(&f.dedup),
+		"ttlDurationDefaultInSeconds":            setDuration(&f.ttl, time.Second),
+		"messageExpiryCheckIntervalInMinutes":    setDuration(&f.expiryCheck, time.Minute),
 	}, byFlag, log, path)
 }
 
@@ -135,7 +139,8 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
 		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
 		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
-		BrokerDeduplicationEnabled: f.dedup, Metadata: store},
+		BrokerDeduplicationEnabled: f.dedup, Metadata: store,
+		MessageTTL: f.ttl, MessageExpiryCheckInterval: f.expiryCheck},
 		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}))
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {

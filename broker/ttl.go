@@ -1,0 +1,104 @@
+package broker
+
+// Message TTL (ttlDurationDefaultInSeconds): messages older than the TTL
+// count as acknowledged on every durable subscription, as Pulsar's expiry
+// monitor does: each check moves a subscription's mark-delete position to
+// the last entry published before now - TTL (never backwards), and the
+// dispatcher drops what it held of them. The check runs every
+// messageExpiryCheckIntervalInMinutes (default 5 minutes).
+
+import (
+	"context"
+	"time"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+// expireLoop runs the TTL check until the broker closes.
+func (b *Broker) expireLoop() {
+	if b.cfg.MessageTTL <= 0 {
+		return
+	}
+	tick := time.NewTicker(b.cfg.MessageExpiryCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+		}
+		b.expireMessages(context.Background(), time.Now().Add(-b.cfg.MessageTTL))
+	}
+}
+
+// expireMessages acknowledges, on every durable subscription of every
+// loaded topic, the entries published before cutoff.
+func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
+	b.mu.Lock()
+	topics := make([]*topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		topics = append(topics, t)
+	}
+	b.mu.Unlock()
+	for _, t := range topics {
+		last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
+		if !ok {
+			continue
+		}
+		t.mu.Lock()
+		subs := make([]*subscription, 0, len(t.subs))
+		for _, s := range t.subs {
+			subs = append(subs, s)
+		}
+		t.mu.Unlock()
+		for _, s := range subs {
+			s.expireUpTo(ctx, last)
+		}
+	}
+}
+
+// lastPublishedBefore finds the last entry published before t (ms).
+func lastPublishedBefore(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, bool) {
+	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
+	if err != nil {
+		return managedledger.Position{}, false
+	}
+	defer cur.Close(ctx)
+	var last managedledger.Position
+	found := false
+	for {
+		entries, err := cur.ReadEntries(ctx, 100, 16<<20)
+		if err != nil || len(entries) == 0 {
+			return last, found
+		}
+		for _, e := range entries {
+			if publishTime(e.Data) >= t {
+				return last, found
+			}
+			last, found = e.Position, true
+		}
+	}
+}
+
+// expireUpTo acknowledges everything up to pos on this subscription.
+func (s *subscription) expireUpTo(ctx context.Context, pos managedledger.Position) {
+	if s.cursor.MarkDeletePosition().Compare(pos) >= 0 {
+		return
+	}
+	if err := s.cursor.MarkDelete(ctx, pos); err != nil {
+		return
+	}
+	s.mu.Lock()
+	for p := range s.inflight {
+		if p.Compare(pos) <= 0 {
+			delete(s.inflight, p)
+			delete(s.redelivered, p)
+		}
+	}
+	for p := range s.replay {
+		if p.Compare(pos) <= 0 {
+			delete(s.replay, p)
+		}
+	}
+	s.mu.Unlock()
+}
