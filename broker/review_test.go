@@ -280,7 +280,7 @@ func TestCongestedConsumerIsNotFlooded(t *testing.T) {
 	for i := 0; i < 1024; i++ {
 		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload}, func(pulsar.MessageID, *pulsar.ProducerMessage, error) {})
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)

@@ -252,7 +252,8 @@ func TestZKDownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Debug, so a failure shows go-zookeeper's own account of each attempt.
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	target, _ := metadata.ParseTarget(zk.Connection)
 
 	// Nobody answers: Open gives up when its context does, saying why.
@@ -273,7 +274,9 @@ func TestZKDownAtStart(t *testing.T) {
 	// ZooKeeper comes up while Open retries: Open succeeds.
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Generous: on a loaded CI machine a JVM that just started can take
+		// many seconds to answer its first session request.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		s, err := metadata.OpenZK(ctx, target, metadata.ZKOptions{SessionTimeout: testSessionTimeout, Logger: logger})
 		if err == nil {
@@ -286,7 +289,7 @@ func TestZKDownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
-		t.Fatalf("open while ZooKeeper starts: %v", err)
+		t.Fatalf("open while ZooKeeper starts: %v\nclient log:\n%s\nserver log tail:\n%s", err, logs.String(), tail(zk.ServerLog(1), 3000))
 	}
 	if !strings.Contains(logs.String(), "ZooKeeper reachable again") {
 		t.Fatalf("no recovery log line:\n%s", logs.String())
@@ -375,4 +378,11 @@ func TestOpenZKConnectionString(t *testing.T) {
 	if _, err := s.Put(ctx, "/x", []byte("v"), metadata.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
