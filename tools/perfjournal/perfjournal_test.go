@@ -16,7 +16,9 @@ func smallConfig(dir string) Config {
 	cfg.Backends = []string{engine.BackendStd}
 	cfg.EntrySizes = []int{1 << 10}
 	cfg.Writers = []int{1, TargetWriters}
-	cfg.Duration, cfg.Warmup, cfg.DiskDuration = 150*time.Millisecond, 30*time.Millisecond, 50*time.Millisecond
+	// Long enough that one slow datasync on a loaded CI disk (tens to
+	// hundreds of milliseconds) cannot leave a point empty.
+	cfg.Duration, cfg.Warmup, cfg.DiskDuration = 700*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
 	cfg.MaxFileSize = 8 << 20
 	return cfg
 }
