@@ -113,8 +113,12 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
-	go b.keepAlive()
-	go b.expireLoop()
+	go b.every(cfg.KeepAliveInterval, b.pingAll)
+	if cfg.MessageTTL > 0 {
+		go b.every(cfg.MessageExpiryCheckInterval, func() {
+			b.expireMessages(context.Background(), time.Now().Add(-cfg.MessageTTL))
+		})
+	}
 	return b
 }
 
@@ -184,26 +188,31 @@ func (b *Broker) Close(ctx context.Context) error {
 	return nil
 }
 
-// keepAlive pings every connection each KeepAliveInterval; the network
-// layer closes connections idle for two intervals.
-func (b *Broker) keepAlive() {
-	tick := time.NewTicker(b.cfg.KeepAliveInterval)
+// every runs fn each interval until the broker closes.
+func (b *Broker) every(interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-tick.C:
+			fn()
 		}
-		b.mu.Lock()
-		conns := make([]*serverConn, 0, len(b.conns))
-		for c := range b.conns {
-			conns = append(conns, c)
-		}
-		b.mu.Unlock()
-		for _, c := range conns {
-			_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
-		}
+	}
+}
+
+// pingAll pings every connection; the network layer closes connections
+// idle for two keep-alive intervals.
+func (b *Broker) pingAll() {
+	b.mu.Lock()
+	conns := make([]*serverConn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
 	}
 }
 

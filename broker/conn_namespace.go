@@ -105,22 +105,41 @@ func seekTarget(ctx context.Context, ml managedledger.ManagedLedger, cmd *pb.Com
 // findByPublishTime scans the stream for the first entry published at or
 // after t (milliseconds); past the end it returns the next position.
 func findByPublishTime(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, error) {
-	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
+	var target *managedledger.Position
+	err := scanEntries(ctx, ml, func(e managedledger.Entry) bool {
+		if publishTime(e.Data) >= t {
+			target = &e.Position
+			return false
+		}
+		return true
+	})
 	if err != nil {
 		return managedledger.Position{}, err
+	}
+	if target == nil {
+		last := ml.LastConfirmed()
+		return managedledger.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}, nil
+	}
+	return *target, nil
+}
+
+// scanEntries reads the stored stream from the start, calling fn for each
+// entry until it returns false. It reads the whole stream: fine for the
+// in-memory store; the ledger-backed one will search by time instead.
+func scanEntries(ctx context.Context, ml managedledger.ManagedLedger, fn func(managedledger.Entry) bool) error {
+	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
+	if err != nil {
+		return err
 	}
 	defer cur.Close(ctx)
 	for {
 		entries, err := cur.ReadEntries(ctx, 100, 16<<20)
-		if err != nil {
-			return managedledger.Position{}, err
-		}
-		if len(entries) == 0 {
-			return cur.ReadPosition(), nil
+		if err != nil || len(entries) == 0 {
+			return err
 		}
 		for _, e := range entries {
-			if publishTime(e.Data) >= t {
-				return e.Position, nil
+			if !fn(e) {
+				return nil
 			}
 		}
 	}

@@ -77,20 +77,10 @@ func (d *dedup) failed(producer string) {
 
 // rebuild replays the stored entries' producer names and sequence ids.
 func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) error {
-	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
-	if err != nil {
-		return err
-	}
-	defer cur.Close(ctx)
-	for {
-		entries, err := cur.ReadEntries(ctx, 1000, 64<<20)
-		if err != nil || len(entries) == 0 {
-			return err
-		}
-		for _, e := range entries {
-			d.replay(e.Data)
-		}
-	}
+	return scanEntries(ctx, ml, func(e managedledger.Entry) bool {
+		d.replay(e.Data)
+		return true
+	})
 }
 
 func (d *dedup) replay(data []byte) {

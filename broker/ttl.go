@@ -14,23 +14,6 @@ import (
 	"github.com/magnetar-io/magnetar/managedledger"
 )
 
-// expireLoop runs the TTL check until the broker closes.
-func (b *Broker) expireLoop() {
-	if b.cfg.MessageTTL <= 0 {
-		return
-	}
-	tick := time.NewTicker(b.cfg.MessageExpiryCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-tick.C:
-		}
-		b.expireMessages(context.Background(), time.Now().Add(-b.cfg.MessageTTL))
-	}
-}
-
 // expireMessages acknowledges, on every durable subscription of every
 // loaded topic, the entries published before cutoff.
 func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
@@ -59,25 +42,16 @@ func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
 
 // lastPublishedBefore finds the last entry published before t (ms).
 func lastPublishedBefore(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, bool) {
-	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
-	if err != nil {
-		return managedledger.Position{}, false
-	}
-	defer cur.Close(ctx)
 	var last managedledger.Position
 	found := false
-	for {
-		entries, err := cur.ReadEntries(ctx, 100, 16<<20)
-		if err != nil || len(entries) == 0 {
-			return last, found
+	err := scanEntries(ctx, ml, func(e managedledger.Entry) bool {
+		if publishTime(e.Data) >= t {
+			return false
 		}
-		for _, e := range entries {
-			if publishTime(e.Data) >= t {
-				return last, found
-			}
-			last, found = e.Position, true
-		}
-	}
+		last, found = e.Position, true
+		return true
+	})
+	return last, found && err == nil
 }
 
 // expireUpTo acknowledges everything up to pos on this subscription.
