@@ -159,6 +159,17 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 	return t, nil
 }
 
+// loadedTopics is a snapshot of the loaded topics.
+func (b *Broker) loadedTopics() []*topic {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	topics := make([]*topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		topics = append(topics, t)
+	}
+	return topics
+}
+
 // UnloadAll unloads every topic: clients are disconnected from them
 // (CLOSE_PRODUCER / CLOSE_CONSUMER) and reconnect, which loads the topic
 // again from storage. Admin unload and ownership transfer use this path.

@@ -169,40 +169,11 @@ func TestSharedSubscriptionSplits(t *testing.T) {
 	const n = 400
 	produce(t, c, "shared", n, false) // unbatched: a batch is one entry and goes to one consumer
 	seen := map[string]int{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	counts := make([]int, 2)
-	for i, cons := range []pulsar.Consumer{a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			for {
-				mu.Lock()
-				done := len(seen) == n
-				mu.Unlock()
-				if done {
-					return
-				}
-				rctx, rcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-				m, err := cons.Receive(rctx)
-				rcancel()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					continue
-				}
-				cons.Ack(m)
-				mu.Lock()
-				seen[string(m.Payload())]++
-				counts[i]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	consumeAll(t, []pulsar.Consumer{a, b}, n, func(i int, m pulsar.Message) {
+		seen[string(m.Payload())]++
+		counts[i]++
+	})
 	if len(seen) != n {
 		t.Fatalf("%d distinct messages of %d", len(seen), n)
 	}
@@ -440,48 +411,17 @@ func TestKeySharedKeepsKeysTogether(t *testing.T) {
 	p.Close()
 	owner := map[string]int{}
 	last := map[string]int{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	got := 0
-	for ci, cons := range consumers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			for {
-				mu.Lock()
-				done := got == n
-				mu.Unlock()
-				if done {
-					return
-				}
-				rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-				m, err := cons.Receive(rctx)
-				rcancel()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					continue
-				}
-				cons.Ack(m)
-				var seq int
-				fmt.Sscan(string(m.Payload()), &seq)
-				mu.Lock()
-				if o, ok := owner[m.Key()]; ok && o != ci {
-					t.Errorf("key %s went to consumers %d and %d", m.Key(), o, ci)
-				}
-				if l, ok := last[m.Key()]; ok && seq <= l {
-					t.Errorf("key %s: %d after %d", m.Key(), seq, l)
-				}
-				owner[m.Key()], last[m.Key()] = ci, seq
-				got++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	got := consumeAll(t, consumers, n, func(ci int, m pulsar.Message) {
+		var seq int
+		fmt.Sscan(string(m.Payload()), &seq)
+		if o, ok := owner[m.Key()]; ok && o != ci {
+			t.Errorf("key %s went to consumers %d and %d", m.Key(), o, ci)
+		}
+		if l, ok := last[m.Key()]; ok && seq <= l {
+			t.Errorf("key %s: %d after %d", m.Key(), seq, l)
+		}
+		owner[m.Key()], last[m.Key()] = ci, seq
+	})
 	if got != n {
 		t.Fatalf("received %d of %d", got, n)
 	}
@@ -771,4 +711,43 @@ func TestMessageTTL(t *testing.T) {
 	if m, err := cons.Receive(ctx); err == nil {
 		t.Fatalf("expired message delivered: %q", m.Payload())
 	}
+}
+
+// consumeAll receives and acknowledges with every consumer at once until n
+// messages arrived in all (or 20 s passed), calling handle for each under
+// one lock, and returns how many arrived.
+func consumeAll(t *testing.T, consumers []pulsar.Consumer, n int, handle func(consumer int, m pulsar.Message)) int {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	got := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for ci, cons := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				done := got >= n
+				mu.Unlock()
+				if done || ctx.Err() != nil {
+					return
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				m, err := cons.Receive(rctx)
+				rcancel()
+				if err != nil {
+					continue
+				}
+				cons.Ack(m)
+				mu.Lock()
+				handle(ci, m)
+				got++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return got
 }

@@ -61,14 +61,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	m.b.mu.Lock()
-	topics := make([]*topic, 0, len(m.b.topics))
-	for _, t := range m.b.topics {
-		topics = append(topics, t)
-	}
-	m.b.mu.Unlock()
 	now := time.Now()
-	for _, t := range topics {
+	for _, t := range m.b.loadedTopics() {
 		m.collectTopic(ch, t, now)
 	}
 }
@@ -114,12 +108,10 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 // backlog (entries, over all subscriptions).
 func (t *topic) counts() (producers, consumers, subs int, backlog int64) {
 	t.mu.Lock()
-	producers, subs = len(t.producers), len(t.subs)
-	all := make([]*subscription, 0, len(t.subs))
-	for _, s := range t.subs {
-		all = append(all, s)
-	}
+	producers = len(t.producers)
 	t.mu.Unlock()
+	all := t.durableSubs()
+	subs = len(all)
 	for _, s := range all {
 		s.mu.Lock()
 		consumers += len(s.consumers)

@@ -100,8 +100,12 @@ func (s *subscription) addConsumer(c *consumer) error {
 		}
 	}
 	s.consumers = append(s.consumers, c)
-	if s.subType == pb.CommandSubscribe_Failover {
+	if s.subType == pb.CommandSubscribe_Failover || s.subType == pb.CommandSubscribe_Key_Shared {
+		// Name order: the Failover active consumer, and a Key_Shared
+		// auto-split that is stable while the consumers are.
 		sort.SliceStable(s.consumers, func(i, j int) bool { return s.consumers[i].name < s.consumers[j].name })
+	}
+	if s.subType == pb.CommandSubscribe_Failover {
 		if active != nil && s.consumers[0] != active {
 			// The new consumer is now the active one: what the old one
 			// holds goes out again, in order, to the new one.
@@ -460,15 +464,15 @@ const keyHashRange = 65536
 // keySlot is a key's place in Key_Shared's hash space.
 func keySlot(key []byte) int32 { return int32(murmur3.Sum32(key) % keyHashRange) }
 
-// keyConsumerLocked maps a key slot to its consumer: the one whose sticky range
-// holds the key's slot, else the auto-split share of the slot among
+// keyConsumerLocked maps a key slot to its consumer: the one whose sticky
+// range holds the key's slot, else the auto-split share of the slot among
 // consumers without sticky ranges (in name order, so the mapping is stable
 // while the consumers are).
 func (s *subscription) keyConsumerLocked(slot int32) *consumer {
-	var auto []*consumer
+	auto := 0
 	for _, c := range s.consumers {
 		if len(c.hashRanges) == 0 {
-			auto = append(auto, c)
+			auto++
 			continue
 		}
 		for _, r := range c.hashRanges {
@@ -477,11 +481,21 @@ func (s *subscription) keyConsumerLocked(slot int32) *consumer {
 			}
 		}
 	}
-	if len(auto) == 0 {
+	if auto == 0 {
 		return nil
 	}
-	sort.SliceStable(auto, func(i, j int) bool { return auto[i].name < auto[j].name })
-	return auto[int(slot)*len(auto)/keyHashRange]
+	// consumers are kept in name order (addConsumer): take the k-th
+	// auto-split one without allocating on this per-entry path.
+	k := int(slot) * auto / keyHashRange
+	for _, c := range s.consumers {
+		if len(c.hashRanges) == 0 {
+			if k == 0 {
+				return c
+			}
+			k--
+		}
+	}
+	return nil
 }
 
 // entryInfo is what dispatch reads from a stored entry's metadata.

@@ -185,6 +185,17 @@ func (t *topic) unsubscribe(ctx context.Context, s *subscription, c *consumer) e
 	return t.ml.DeleteCursor(ctx, s.name)
 }
 
+// durableSubs is a snapshot of the topic's durable subscriptions.
+func (t *topic) durableSubs() []*subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	subs := make([]*subscription, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
 func (t *topic) removeReader(s *subscription) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

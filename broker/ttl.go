@@ -17,24 +17,12 @@ import (
 // expireMessages acknowledges, on every durable subscription of every
 // loaded topic, the entries published before cutoff.
 func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
-	b.mu.Lock()
-	topics := make([]*topic, 0, len(b.topics))
-	for _, t := range b.topics {
-		topics = append(topics, t)
-	}
-	b.mu.Unlock()
-	for _, t := range topics {
+	for _, t := range b.loadedTopics() {
 		last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
 		if !ok {
 			continue
 		}
-		t.mu.Lock()
-		subs := make([]*subscription, 0, len(t.subs))
-		for _, s := range t.subs {
-			subs = append(subs, s)
-		}
-		t.mu.Unlock()
-		for _, s := range subs {
+		for _, s := range t.durableSubs() {
 			s.expireUpTo(ctx, last)
 		}
 	}

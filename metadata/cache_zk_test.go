@@ -2,46 +2,11 @@ package metadata
 
 import (
 	"context"
-	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/magnetar-io/magnetar/metadata/zktest"
 )
-
-// cuttableDialer lets the test drop one client's connections.
-type cuttableDialer struct {
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func (d *cuttableDialer) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.down {
-		return nil, errors.New("test partition")
-	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		d.conns = append(d.conns, c)
-	}
-	return c, err
-}
-
-func (d *cuttableDialer) set(down bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.down = down
-	if down {
-		for _, c := range d.conns {
-			c.Close()
-		}
-		d.conns = nil
-	}
-}
 
 // TestCacheRewatchesAfterConnectionLoss: a change made while the cache's
 // connection is down is seen after it comes back, and the cache caches
@@ -54,8 +19,8 @@ func TestCacheRewatchesAfterConnectionLoss(t *testing.T) {
 	t.Cleanup(func() { _ = zk.Stop() })
 	target, _ := ParseTarget(zk.Connection)
 	ctx := context.Background()
-	dialer := &cuttableDialer{}
-	cached, err := OpenZK(ctx, target, ZKOptions{SessionTimeout: 10 * time.Second, Dial: dialer.dial})
+	dialer := &zktest.Dialer{}
+	cached, err := OpenZK(ctx, target, ZKOptions{SessionTimeout: 10 * time.Second, Dial: dialer.Dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +41,12 @@ func TestCacheRewatchesAfterConnectionLoss(t *testing.T) {
 	if v, _, _, err := c.Get(ctx, "/p/x"); err != nil || v.N != 1 {
 		t.Fatalf("first read: %v %v", v, err)
 	}
-	dialer.set(true)
+	dialer.Cut()
 	if _, err := writer.Put(ctx, "/p/x", []byte(`{"N":2}`), AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	dialer.set(false)
+	dialer.Heal()
 	waitCached(t, c, 2)
 	if _, err := writer.Put(ctx, "/p/x", []byte(`{"N":3}`), AnyVersion); err != nil {
 		t.Fatal(err)

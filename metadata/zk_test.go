@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -62,43 +61,6 @@ func startZK(t *testing.T, nodes int) *zktest.Cluster {
 	return c
 }
 
-// faultyNet is a dialer whose connections a test can cut, to expire a
-// session or simulate a partition between one client and ZooKeeper.
-type faultyNet struct {
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-func (f *faultyNet) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return nil, fmt.Errorf("dial %s: test partition", addr)
-	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		f.conns = append(f.conns, c)
-	}
-	return c, err
-}
-
-func (f *faultyNet) cut() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.down = true
-	for _, c := range f.conns {
-		c.Close()
-	}
-	f.conns = nil
-}
-
-func (f *faultyNet) heal() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.down = false
-}
-
 // testSessionTimeout is short enough to force expiries quickly and long
 // enough (a 4 s receive timeout) that a loaded 2-core machine running the
 // race detector and the JVM does not drop connections spuriously.
@@ -132,11 +94,11 @@ func TestZKConformance(t *testing.T) {
 	metadatatest.Run(t, func(t *testing.T) metadatatest.Harness {
 		conn := freshChroot(t, zk)
 		var mu sync.Mutex
-		nets := map[metadata.Store]*faultyNet{}
+		nets := map[metadata.Store]*zktest.Dialer{}
 		return metadatatest.Harness{
 			NewSession: func(t *testing.T) metadata.Store {
-				fn := &faultyNet{}
-				s := openZK(t, conn, metadata.ZKOptions{Dial: fn.dial})
+				fn := &zktest.Dialer{}
+				s := openZK(t, conn, metadata.ZKOptions{Dial: fn.Dial})
 				mu.Lock()
 				nets[s] = fn
 				mu.Unlock()
@@ -148,9 +110,9 @@ func TestZKConformance(t *testing.T) {
 				mu.Lock()
 				fn := nets[s]
 				mu.Unlock()
-				fn.cut()
+				fn.Cut()
 				time.Sleep(testSessionTimeout + 1500*time.Millisecond)
-				fn.heal()
+				fn.Heal()
 			},
 		}
 	})
