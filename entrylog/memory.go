@@ -1,0 +1,235 @@
+package entrylog
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Memory is a Storage held in memory, for tests of the layers above and for
+// an all-in-memory standalone. Flush only completes checkpoints: nothing
+// here survives the process.
+type Memory struct {
+	cp Checkpointer // may be nil
+
+	mu struct {
+		sync.Mutex
+		closed  bool
+		ledgers map[int64]*memLedger
+	}
+}
+
+type memLedger struct {
+	masterKey   []byte
+	fenced      bool
+	explicitLAC []byte
+	entries     map[int64][]byte
+	last        int64
+}
+
+// NewMemory returns an empty in-memory Storage. cp may be nil.
+func NewMemory(cp Checkpointer) *Memory {
+	m := &Memory{cp: cp}
+	m.mu.ledgers = make(map[int64]*memLedger)
+	return m
+}
+
+func (m *Memory) ledgerLocked(ledgerID int64, create bool) (*memLedger, error) {
+	if m.mu.closed {
+		return nil, ErrClosed
+	}
+	l := m.mu.ledgers[ledgerID]
+	if l == nil {
+		if !create {
+			return nil, fmt.Errorf("ledger %d: %w", ledgerID, ErrNoLedger)
+		}
+		l = &memLedger{entries: make(map[int64][]byte), last: -1}
+		m.mu.ledgers[ledgerID] = l
+	}
+	return l, nil
+}
+
+// SetMasterKey implements Storage.
+func (m *Memory) SetMasterKey(ledgerID int64, key []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, true)
+	if err != nil {
+		return err
+	}
+	if l.masterKey == nil {
+		l.masterKey = append([]byte{}, key...)
+	}
+	return nil
+}
+
+// MasterKey implements Storage.
+func (m *Memory) MasterKey(ledgerID int64) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return nil, err
+	}
+	return l.masterKey, nil
+}
+
+// SetFenced implements Storage.
+func (m *Memory) SetFenced(ledgerID int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return false, err
+	}
+	was := l.fenced
+	l.fenced = true
+	return was, nil
+}
+
+// IsFenced implements Storage.
+func (m *Memory) IsFenced(ledgerID int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return false, err
+	}
+	return l.fenced, nil
+}
+
+// SetExplicitLAC implements Storage.
+func (m *Memory) SetExplicitLAC(ledgerID int64, lac []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return err
+	}
+	l.explicitLAC = append([]byte{}, lac...)
+	return nil
+}
+
+// ExplicitLAC implements Storage.
+func (m *Memory) ExplicitLAC(ledgerID int64) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return nil, err
+	}
+	return l.explicitLAC, nil
+}
+
+// LedgerExists implements Storage.
+func (m *Memory) LedgerExists(ledgerID int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false, ErrClosed
+	}
+	return m.mu.ledgers[ledgerID] != nil, nil
+}
+
+// AddEntry implements Storage.
+func (m *Memory) AddEntry(ledgerID, entryID int64, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, true)
+	if err != nil {
+		return err
+	}
+	l.entries[entryID] = append([]byte{}, data...)
+	if entryID > l.last {
+		l.last = entryID
+	}
+	return nil
+}
+
+// ReadEntry implements Storage.
+func (m *Memory) ReadEntry(ledgerID, entryID int64) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := l.entries[entryID]
+	if !ok {
+		return nil, fmt.Errorf("ledger %d entry %d: %w", ledgerID, entryID, ErrNoEntry)
+	}
+	return e, nil
+}
+
+// LastEntryID implements Storage.
+func (m *Memory) LastEntryID(ledgerID int64) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.ledgerLocked(ledgerID, false)
+	if err != nil {
+		return 0, err
+	}
+	if l.last < 0 {
+		return 0, fmt.Errorf("ledger %d has no entries: %w", ledgerID, ErrNoEntry)
+	}
+	return l.last, nil
+}
+
+// DeleteLedger implements Storage.
+func (m *Memory) DeleteLedger(ledgerID int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return ErrClosed
+	}
+	delete(m.mu.ledgers, ledgerID)
+	return nil
+}
+
+// Ledgers implements Storage.
+func (m *Memory) Ledgers(fn func(ledgerID int64) bool) error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	ids := make([]int64, 0, len(m.mu.ledgers))
+	for id := range m.mu.ledgers {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if !fn(id) {
+			break
+		}
+	}
+	return nil
+}
+
+// Flush implements Storage: nothing to write, so it completes a checkpoint.
+func (m *Memory) Flush() error {
+	m.mu.Lock()
+	closed := m.mu.closed
+	m.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if m.cp == nil {
+		return nil
+	}
+	return m.cp.CompleteCheckpoint(m.cp.StartCheckpoint())
+}
+
+// Close implements Storage.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return ErrClosed
+	}
+	m.mu.closed = true
+	return nil
+}
+
+var _ Storage = (*Memory)(nil)
