@@ -1,0 +1,191 @@
+package bkproto
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func genRequest(t *rapid.T) *Request {
+	op := Op(rapid.IntRange(int(OpAdd), int(OpInfo)).Draw(t, "op"))
+	r := &Request{
+		Op:        op,
+		RequestID: rapid.Uint64().Draw(t, "id"),
+		LedgerID:  rapid.Int64().Draw(t, "ledger"),
+		EntryID:   rapid.Int64().Draw(t, "entry"),
+	}
+	key := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "key")
+	data := rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, "data")
+	switch op {
+	case OpAdd:
+		r.Flags = uint16(rapid.IntRange(0, 15).Draw(t, "flags")) & (FlagRecoveryAdd | FlagDeferredSync)
+		r.MasterKey, r.Data = key, data
+	case OpForceLedger:
+		r.MasterKey = key
+	case OpWriteLAC:
+		r.MasterKey, r.Data, r.LAC = key, data, rapid.Int64().Draw(t, "lac")
+	case OpRead:
+		r.Flags = uint16(rapid.IntRange(0, 15).Draw(t, "flags")) & (FlagFence | FlagLongPoll)
+		if r.Flags&FlagFence != 0 {
+			r.MasterKey = key
+		}
+		if r.Flags&FlagLongPoll != 0 {
+			r.PreviousLAC = rapid.Int64().Draw(t, "prev")
+			r.TimeoutMillis = rapid.Uint32().Draw(t, "timeout")
+		}
+	}
+	return r
+}
+
+func frameOf(head, data []byte) []byte {
+	return append(append([]byte{}, head...), data...)
+}
+
+func normReq(r *Request) Request {
+	c := *r
+	if len(c.MasterKey) == 0 {
+		c.MasterKey = nil
+	}
+	if len(c.Data) == 0 {
+		c.Data = nil
+	}
+	return c
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genRequest(t)
+		var data []byte
+		if r.Op == OpAdd || r.Op == OpWriteLAC {
+			data = r.Data
+		}
+		frame := frameOf(AppendRequest(nil, r), data)
+		var got Request
+		if err := DecodeRequest(frame, &got); err != nil {
+			t.Fatalf("decode %+v: %v", r, err)
+		}
+		a, b := normReq(r), normReq(&got)
+		if a.Op != b.Op || a.Flags != b.Flags || a.RequestID != b.RequestID || a.LedgerID != b.LedgerID ||
+			a.EntryID != b.EntryID || !bytes.Equal(a.MasterKey, b.MasterKey) || !bytes.Equal(a.Data, b.Data) ||
+			a.LAC != b.LAC || a.PreviousLAC != b.PreviousLAC || a.TimeoutMillis != b.TimeoutMillis {
+			t.Fatalf("round trip: sent %+v, got %+v", a, b)
+		}
+	})
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := &Response{
+			Op:        Op(rapid.IntRange(int(OpAdd), int(OpInfo)).Draw(t, "op")),
+			Status:    Status(rapid.IntRange(0, 10).Draw(t, "status")),
+			RequestID: rapid.Uint64().Draw(t, "id"),
+			LedgerID:  rapid.Int64().Draw(t, "ledger"),
+			EntryID:   rapid.Int64().Draw(t, "entry"),
+		}
+		if r.Status == StatusOK {
+			switch r.Op {
+			case OpRead:
+				r.LAC, r.Data = rapid.Int64().Draw(t, "lac"), rapid.SliceOfN(rapid.Byte(), 0, 100).Draw(t, "data")
+			case OpReadLAC:
+				r.LAC = rapid.Int64().Draw(t, "lac")
+				r.ExplicitLAC = rapid.SliceOfN(rapid.Byte(), 0, 50).Draw(t, "explicit")
+				r.Data = rapid.SliceOfN(rapid.Byte(), 0, 100).Draw(t, "data")
+			case OpInfo:
+				r.FreeBytes, r.TotalBytes, r.InfoFlags = rapid.Uint64().Draw(t, "free"), rapid.Uint64().Draw(t, "total"), rapid.Uint32().Draw(t, "flags")
+			}
+		}
+		frame := frameOf(AppendResponse(nil, r), r.Data)
+		var got Response
+		if err := DecodeResponse(frame, &got); err != nil {
+			t.Fatalf("decode %+v: %v", r, err)
+		}
+		if got.Op != r.Op || got.Status != r.Status || got.RequestID != r.RequestID || got.LedgerID != r.LedgerID ||
+			got.EntryID != r.EntryID || got.LAC != r.LAC || !bytes.Equal(got.Data, r.Data) ||
+			!bytes.Equal(got.ExplicitLAC, r.ExplicitLAC) || got.FreeBytes != r.FreeBytes ||
+			got.TotalBytes != r.TotalBytes || got.InfoFlags != r.InfoFlags {
+			t.Fatalf("round trip: sent %+v, got %+v", r, got)
+		}
+	})
+}
+
+func TestMalformedRequests(t *testing.T) {
+	good := frameOf(AppendRequest(nil, &Request{Op: OpAdd, RequestID: 7, LedgerID: 1, EntryID: 2, MasterKey: []byte("key")}), []byte("data"))
+	cases := map[string][]byte{
+		"short":         good[:HeaderLen-1],
+		"size mismatch": append(append([]byte{}, good...), 0),
+		"version":       func() []byte { b := append([]byte{}, good...); b[4] = 9; return b }(),
+		"unknown op":    func() []byte { b := append([]byte{}, good...); b[5] = 99; return b }(),
+		"unknown flag":  func() []byte { b := append([]byte{}, good...); b[6] = 0x80; return b }(),
+		"key too long": func() []byte {
+			b := append([]byte{}, good...)
+			be.PutUint16(b[HeaderLen:], 5000)
+			return b
+		}(),
+		"read trailing": func() []byte {
+			b := AppendRequest(nil, &Request{Op: OpRead, LedgerID: 1})
+			b = append(b, 1)
+			be.PutUint32(b, uint32(len(b)-4))
+			return b
+		}(),
+	}
+	for name, frame := range cases {
+		var r Request
+		if err := DecodeRequest(frame, &r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func TestEntryHead(t *testing.T) {
+	b := make([]byte, EntryHeadLen+3)
+	PutEntryHead(b, EntryHead{LedgerID: 5, EntryID: -1, LAC: 9})
+	h, err := ParseEntryHead(b)
+	if err != nil || h != (EntryHead{5, -1, 9}) {
+		t.Fatalf("got %+v, %v", h, err)
+	}
+	if _, err := ParseEntryHead(b[:10]); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("short head: %v", err)
+	}
+}
+
+// FuzzDecodeRequest: any bytes decode or fail with ErrMalformed, and a
+// decoded request re-encodes to the same frame.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add(frameOf(AppendRequest(nil, &Request{Op: OpAdd, MasterKey: []byte("k")}), []byte("entry")))
+	f.Add(AppendRequest(nil, &Request{Op: OpRead, Flags: FlagFence | FlagLongPoll, MasterKey: []byte("k"), PreviousLAC: 3, TimeoutMillis: 10}))
+	f.Add(frameOf(AppendRequest(nil, &Request{Op: OpWriteLAC, MasterKey: []byte("k"), LAC: 4}), []byte("lac")))
+	f.Add(AppendRequest(nil, &Request{Op: OpInfo}))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var r Request
+		err := DecodeRequest(frame, &r)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not ErrMalformed: %v", err)
+			}
+			return
+		}
+		var data []byte
+		if r.Op == OpAdd || r.Op == OpWriteLAC {
+			data = r.Data
+		}
+		if again := frameOf(AppendRequest(nil, &r), data); !bytes.Equal(again, frame) {
+			t.Fatalf("re-encoded %x, decoded from %x", again, frame)
+		}
+	})
+}
+
+// FuzzDecodeResponse: any bytes decode or fail with ErrMalformed.
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add(frameOf(AppendResponse(nil, &Response{Op: OpRead, LAC: 3}), []byte("entry")))
+	f.Add(frameOf(AppendResponse(nil, &Response{Op: OpReadLAC, ExplicitLAC: []byte("x")}), []byte("e")))
+	f.Add(AppendResponse(nil, &Response{Op: OpInfo, FreeBytes: 1}))
+	f.Add(AppendResponse(nil, &Response{Op: OpAdd, Status: StatusFenced}))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var r Response
+		if err := DecodeResponse(frame, &r); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error not ErrMalformed: %v", err)
+		}
+	})
+}

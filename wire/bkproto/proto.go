@@ -1,0 +1,263 @@
+// Package bkproto is the bookie protocol: the requests a ledger client
+// sends to a bookie and the responses it gets back, and their encoding.
+// docs/protocols.md describes the protocol for people; this comment is the
+// byte-level reference. The constants below are frozen: a bookie and a
+// client of different builds must understand each other.
+//
+// # Frames
+//
+// Every message is one netio frame: a 4-byte big-endian size, then size
+// bytes. Requests carry an id chosen by the client; a bookie may answer
+// pipelined requests out of order, and the id pairs each response with its
+// request.
+//
+//	request:
+//	  0  size       uint32  bytes after this field
+//	  4  version    uint8   1
+//	  5  op         uint8   OpAdd, OpRead, ...
+//	  6  flags      uint16  FlagRecoveryAdd, FlagFence, FlagLongPoll, FlagDeferredSync
+//	  8  requestID  uint64
+//	 16  ledgerID   int64
+//	 24  entryID    int64
+//	 32  body (by op, below)
+//
+//	response:
+//	  0  size       uint32
+//	  4  version    uint8   1
+//	  5  op         uint8   the request's op
+//	  6  status     uint16  StatusOK, ...
+//	  8  requestID  uint64
+//	 16  ledgerID   int64
+//	 24  entryID    int64
+//	 32  body (by op; empty unless the status is StatusOK)
+//
+// All integers are big-endian.
+//
+// # Bodies
+//
+//	OpAdd request:       keyLen uint16, masterKey [keyLen], entry data (rest)
+//	OpAdd response:      -
+//	OpRead request:      without flags: -
+//	                     FlagFence:     keyLen uint16, masterKey [keyLen]
+//	                     FlagLongPoll:  previousLAC int64, timeoutMillis uint32
+//	                     (fence fields first when both are set)
+//	OpRead response:     lac int64, entry data (rest; may be empty on a
+//	                     long poll that timed out or whose entry is not there)
+//	OpReadLAC request:   -
+//	OpReadLAC response:  lac int64, explicitLen uint32, explicit LAC [explicitLen],
+//	                     last entry data (rest, may be empty)
+//	OpWriteLAC request:  keyLen uint16, masterKey, lac int64, LAC data (rest)
+//	OpForceLedger:       request keyLen uint16, masterKey; response -
+//	OpInfo request:      -  (ledgerID and entryID are 0)
+//	OpInfo response:     freeBytes uint64, totalBytes uint64, flags uint32 (InfoReadOnly)
+//
+// # Entry data
+//
+// The bookie stores entry data as the client sent it and never re-encodes
+// it. It reads only the head the ledger client writes at the start of
+// every entry (see EntryHead): the ledger and entry ids, which must match
+// the request's, and the writer's last-add-confirmed, which the bookie
+// tracks for OpReadLAC and long polls. What follows (the digest and the
+// payload) is the client's business.
+//
+//	entry data:
+//	  0  ledgerID  int64
+//	  8  entryID   int64
+//	 16  lac       int64   the writer's last add confirmed when it sent this entry
+//	 24  client-defined (digest, length, payload)
+package bkproto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Version is the protocol version every frame carries.
+const Version = 1
+
+// HeaderLen is the size of a request or response header, size prefix
+// included.
+const HeaderLen = 32
+
+// EntryHeadLen is the size of the head of entry data the bookie reads.
+const EntryHeadLen = 24
+
+// MaxMasterKeyLen bounds a master key (BookKeeper's are 20-byte digests of
+// the password).
+const MaxMasterKeyLen = 1024
+
+// Op is a request type.
+type Op uint8
+
+// Ops.
+const (
+	OpAdd         Op = 1
+	OpRead        Op = 2
+	OpReadLAC     Op = 3
+	OpWriteLAC    Op = 4
+	OpForceLedger Op = 5
+	OpInfo        Op = 6
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAdd:
+		return "add"
+	case OpRead:
+		return "read"
+	case OpReadLAC:
+		return "read-lac"
+	case OpWriteLAC:
+		return "write-lac"
+	case OpForceLedger:
+		return "force-ledger"
+	case OpInfo:
+		return "info"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Request flags.
+const (
+	// FlagRecoveryAdd: an add by a recovering client, accepted on a fenced
+	// ledger and in read-only mode.
+	FlagRecoveryAdd uint16 = 1 << 0
+	// FlagFence: a read that fences the ledger first (recovery).
+	FlagFence uint16 = 1 << 1
+	// FlagLongPoll: a read that waits until the ledger's LAC passes
+	// previousLAC or the timeout ends.
+	FlagLongPoll uint16 = 1 << 2
+	// FlagDeferredSync: an add answered once queued for the journal, not
+	// once durable; OpForceLedger makes it durable.
+	FlagDeferredSync uint16 = 1 << 3
+
+	knownFlags = FlagRecoveryAdd | FlagFence | FlagLongPoll | FlagDeferredSync
+)
+
+// InfoReadOnly is set in an OpInfo response's flags by a read-only bookie.
+const InfoReadOnly uint32 = 1
+
+// Status is a response code.
+type Status uint16
+
+// Statuses. A client maps each to its own error.
+const (
+	StatusOK Status = 0
+	// StatusNoLedger: the bookie has no such ledger.
+	StatusNoLedger Status = 1
+	// StatusNoEntry: the ledger is here, the entry is not.
+	StatusNoEntry Status = 2
+	// StatusFenced: the ledger is fenced; adds from its old writer fail.
+	StatusFenced Status = 3
+	// StatusUnauthorized: the master key does not match the ledger's.
+	StatusUnauthorized Status = 4
+	// StatusReadOnly: the bookie is read-only and refuses adds.
+	StatusReadOnly Status = 5
+	// StatusBadRequest: the request was malformed or inconsistent.
+	StatusBadRequest Status = 6
+	// StatusIOError: the bookie failed to store or read.
+	StatusIOError Status = 7
+	// StatusTooManyRequests: the bookie is overloaded.
+	StatusTooManyRequests Status = 8
+	// StatusCorrupt: stored data failed its checksum. Never "no entry":
+	// a client must not treat damaged data as missing data.
+	StatusCorrupt Status = 9
+	// StatusShuttingDown: the bookie is closing.
+	StatusShuttingDown Status = 10
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusNoLedger:
+		return "no such ledger"
+	case StatusNoEntry:
+		return "no such entry"
+	case StatusFenced:
+		return "ledger fenced"
+	case StatusUnauthorized:
+		return "master key mismatch"
+	case StatusReadOnly:
+		return "bookie read-only"
+	case StatusBadRequest:
+		return "bad request"
+	case StatusIOError:
+		return "bookie I/O error"
+	case StatusTooManyRequests:
+		return "too many requests"
+	case StatusCorrupt:
+		return "corrupt entry on bookie"
+	case StatusShuttingDown:
+		return "bookie shutting down"
+	}
+	return fmt.Sprintf("status(%d)", uint16(s))
+}
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("bkproto: malformed frame")
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Request is a decoded request. Slices alias the frame it was decoded from.
+type Request struct {
+	Op        Op
+	Flags     uint16
+	RequestID uint64
+	LedgerID  int64
+	EntryID   int64
+
+	MasterKey     []byte // OpAdd, OpWriteLAC, OpForceLedger, fencing OpRead
+	Data          []byte // OpAdd: entry data; OpWriteLAC: LAC data
+	LAC           int64  // OpWriteLAC
+	PreviousLAC   int64  // long-poll OpRead
+	TimeoutMillis uint32 // long-poll OpRead
+}
+
+// Response is a decoded response. Slices alias the frame.
+type Response struct {
+	Op        Op
+	Status    Status
+	RequestID uint64
+	LedgerID  int64
+	EntryID   int64
+
+	LAC         int64  // OpRead, OpReadLAC
+	Data        []byte // OpRead: entry data; OpReadLAC: last entry data
+	ExplicitLAC []byte // OpReadLAC
+
+	FreeBytes  uint64 // OpInfo
+	TotalBytes uint64 // OpInfo
+	InfoFlags  uint32 // OpInfo
+}
+
+var be = binary.BigEndian
+
+// EntryHead is the head of entry data that the bookie reads.
+type EntryHead struct {
+	LedgerID int64
+	EntryID  int64
+	LAC      int64
+}
+
+// ParseEntryHead reads the head of entry data.
+func ParseEntryHead(data []byte) (EntryHead, error) {
+	if len(data) < EntryHeadLen {
+		return EntryHead{}, malformed("entry data of %d bytes is shorter than its %d-byte head", len(data), EntryHeadLen)
+	}
+	return EntryHead{
+		LedgerID: int64(be.Uint64(data[0:])),
+		EntryID:  int64(be.Uint64(data[8:])),
+		LAC:      int64(be.Uint64(data[16:])),
+	}, nil
+}
+
+// PutEntryHead writes h into the first EntryHeadLen bytes of dst.
+func PutEntryHead(dst []byte, h EntryHead) {
+	be.PutUint64(dst[0:], uint64(h.LedgerID))
+	be.PutUint64(dst[8:], uint64(h.EntryID))
+	be.PutUint64(dst[16:], uint64(h.LAC))
+}
