@@ -1,0 +1,358 @@
+package bookie
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
+)
+
+// Reply answers one request; it is called exactly once. Slices in the
+// response stay valid after the call returns.
+type Reply func(*bkproto.Response)
+
+// Handle serves one request. Slices in r must stay valid until reply is
+// called (the server copies add data out of the inbound buffer). It may
+// block on storage or the journal: call it from a worker, not a loop.
+func (c *Core) Handle(r *bkproto.Request, reply Reply) {
+	resp := &bkproto.Response{Op: r.Op, RequestID: r.RequestID, LedgerID: r.LedgerID, EntryID: r.EntryID}
+	answer := func(s bkproto.Status) {
+		resp.Status = s
+		reply(resp)
+	}
+	if c.shuttingDown.Load() {
+		answer(bkproto.StatusShuttingDown)
+		return
+	}
+	switch r.Op {
+	case bkproto.OpAdd:
+		c.add(r, answer)
+	case bkproto.OpRead:
+		c.read(r, resp, reply)
+	case bkproto.OpReadLAC:
+		c.readLAC(r, resp, reply)
+	case bkproto.OpWriteLAC:
+		c.writeLAC(r, answer)
+	case bkproto.OpForceLedger:
+		c.forceLedger(r, answer)
+	default:
+		answer(bkproto.StatusBadRequest)
+	}
+}
+
+// statusOf maps a storage or journal error to a response status.
+func statusOf(err error) bkproto.Status {
+	switch {
+	case err == nil:
+		return bkproto.StatusOK
+	case errors.Is(err, entrylog.ErrNoLedger):
+		return bkproto.StatusNoLedger
+	case errors.Is(err, entrylog.ErrNoEntry):
+		return bkproto.StatusNoEntry
+	case errors.Is(err, engine.ErrCorruption):
+		return bkproto.StatusCorrupt
+	case errors.Is(err, entrylog.ErrClosed), errors.Is(err, journal.ErrClosed):
+		return bkproto.StatusShuttingDown
+	}
+	return bkproto.StatusIOError
+}
+
+// ledgerLocked returns the cached state of a ledger, loading it from
+// storage; nil if the ledger has no state. The stripe lock is held.
+func (c *Core) ledgerLocked(ledgerID int64) (*ledgerState, error) {
+	m := c.ledgers[c.stripe(ledgerID)]
+	if st := m[ledgerID]; st != nil {
+		return st, nil
+	}
+	key, err := c.storage.MasterKey(ledgerID)
+	if errors.Is(err, entrylog.ErrNoLedger) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fenced, err := c.storage.IsFenced(ledgerID)
+	if err != nil {
+		return nil, err
+	}
+	st := &ledgerState{masterKey: key, fenced: fenced}
+	m[ledgerID] = st
+	return st, nil
+}
+
+// ledgerForWriteLocked returns the ledger's state after checking key,
+// creating the state (and journaling the key) for a ledger seen for the
+// first time. The stripe lock is held.
+func (c *Core) ledgerForWriteLocked(js *journal.Set, ledgerID int64, key []byte) (*ledgerState, bkproto.Status) {
+	st, err := c.ledgerLocked(ledgerID)
+	if err != nil {
+		return nil, statusOf(err)
+	}
+	if st != nil {
+		if st.masterKey != nil && !bytes.Equal(st.masterKey, key) {
+			return nil, bkproto.StatusUnauthorized
+		}
+		return st, bkproto.StatusOK
+	}
+	if err := c.storage.SetMasterKey(ledgerID, key); err != nil {
+		c.noteStorageError(err)
+		return nil, statusOf(err)
+	}
+	keyCopy := append([]byte{}, key...)
+	if err := js.Add(ledgerID, metaMasterKey, keyCopy, func(journal.Mark, error) {}); err != nil {
+		return nil, statusOf(err)
+	}
+	st = &ledgerState{masterKey: keyCopy}
+	c.ledgers[c.stripe(ledgerID)][ledgerID] = st
+	return st, bkproto.StatusOK
+}
+
+func (c *Core) noteStorageError(err error) {
+	if errors.Is(err, entrylog.ErrFailed) {
+		c.failStorage(err)
+	}
+}
+
+func (c *Core) add(r *bkproto.Request, answer func(bkproto.Status)) {
+	recovery := r.Flags&bkproto.FlagRecoveryAdd != 0
+	if ro, _ := c.ReadOnly(); ro && !recovery {
+		answer(bkproto.StatusReadOnly)
+		return
+	}
+	head, err := bkproto.ParseEntryHead(r.Data)
+	if err != nil || head.LedgerID != r.LedgerID || head.EntryID != r.EntryID || r.EntryID < 0 {
+		answer(bkproto.StatusBadRequest)
+		return
+	}
+	js := c.journal.Load()
+	if js == nil {
+		answer(bkproto.StatusShuttingDown)
+		return
+	}
+	s := c.stripe(r.LedgerID)
+	c.stripes[s].Lock()
+	status := c.addLocked(js, r, head, recovery, answer)
+	c.stripes[s].Unlock()
+	if status != bkproto.StatusOK {
+		answer(status)
+	}
+}
+
+// addLocked checks, stores and journals one add. On StatusOK the answer
+// is owned by the journal callback (or was given, for a deferred sync).
+func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.EntryHead, recovery bool, answer func(bkproto.Status)) bkproto.Status {
+	st, status := c.ledgerForWriteLocked(js, r.LedgerID, r.MasterKey)
+	if status != bkproto.StatusOK {
+		return status
+	}
+	if st.fenced && !recovery {
+		return bkproto.StatusFenced
+	}
+	if err := c.storage.AddEntry(r.LedgerID, r.EntryID, r.Data); err != nil {
+		c.noteStorageError(err)
+		return statusOf(err)
+	}
+	c.lacs.advance(r.LedgerID, head.LAC, c)
+	deferred := r.Flags&bkproto.FlagDeferredSync != 0
+	queued := time.Now()
+	err := js.Add(r.LedgerID, r.EntryID, r.Data, func(_ journal.Mark, err error) {
+		c.opts.Metrics.observeJournalAdd(time.Since(queued))
+		if !deferred {
+			answer(statusOf(err))
+		}
+	})
+	if err != nil {
+		return statusOf(err)
+	}
+	if deferred {
+		answer(bkproto.StatusOK)
+	}
+	return bkproto.StatusOK
+}
+
+func (c *Core) read(r *bkproto.Request, resp *bkproto.Response, reply Reply) {
+	if r.Flags&bkproto.FlagFence != 0 {
+		c.fenceThenRead(r, resp, reply)
+		return
+	}
+	if r.Flags&bkproto.FlagLongPoll != 0 {
+		c.longPoll(r, resp, reply)
+		return
+	}
+	c.readEntry(r.LedgerID, r.EntryID, resp)
+	reply(resp)
+}
+
+// readEntry fills resp with an entry and the ledger's LAC.
+func (c *Core) readEntry(ledgerID, entryID int64, resp *bkproto.Response) {
+	data, err := c.storage.ReadEntry(ledgerID, entryID)
+	resp.Status = statusOf(err)
+	if err != nil && resp.Status == bkproto.StatusCorrupt {
+		c.log.Error("bookie read found a corrupt entry", "ledger", ledgerID, "entry", entryID, "err", err)
+	}
+	if err == nil {
+		resp.Data = data
+		resp.LAC = c.lacOf(ledgerID)
+	}
+}
+
+// fenceThenRead fences the ledger (durably) and then reads the entry.
+func (c *Core) fenceThenRead(r *bkproto.Request, resp *bkproto.Response, reply Reply) {
+	js := c.journal.Load()
+	if js == nil {
+		resp.Status = bkproto.StatusShuttingDown
+		reply(resp)
+		return
+	}
+	s := c.stripe(r.LedgerID)
+	c.stripes[s].Lock()
+	status := c.fenceLocked(js, r, func(err error) {
+		if err != nil {
+			resp.Status = statusOf(err)
+			reply(resp)
+			return
+		}
+		c.readEntry(r.LedgerID, r.EntryID, resp)
+		c.lacs.wakeAll(r.LedgerID, c) // long polls end: the writer is gone
+		reply(resp)
+	})
+	c.stripes[s].Unlock()
+	if status != bkproto.StatusOK {
+		resp.Status = status
+		reply(resp)
+	}
+}
+
+// fenceLocked sets the fenced flag and journals it; then runs once the
+// fence record is durable (it is journaled even when the ledger was fenced
+// already, so no fencing reader is answered before the fence is durable).
+func (c *Core) fenceLocked(js *journal.Set, r *bkproto.Request, then func(error)) bkproto.Status {
+	st, status := c.ledgerForWriteLocked(js, r.LedgerID, r.MasterKey)
+	if status != bkproto.StatusOK {
+		return status
+	}
+	if _, err := c.storage.SetFenced(r.LedgerID); err != nil {
+		c.noteStorageError(err)
+		return statusOf(err)
+	}
+	st.fenced = true
+	if err := js.Add(r.LedgerID, metaFence, nil, func(_ journal.Mark, err error) { then(err) }); err != nil {
+		return statusOf(err)
+	}
+	return bkproto.StatusOK
+}
+
+func (c *Core) readLAC(r *bkproto.Request, resp *bkproto.Response, reply Reply) {
+	defer reply(resp)
+	if ok, err := c.storage.LedgerExists(r.LedgerID); err != nil || !ok {
+		resp.Status = statusOf(err)
+		if err == nil {
+			resp.Status = bkproto.StatusNoLedger
+		}
+		return
+	}
+	explicit, err := c.storage.ExplicitLAC(r.LedgerID)
+	if err != nil {
+		resp.Status = statusOf(err)
+		return
+	}
+	if len(explicit) >= 8 {
+		resp.ExplicitLAC = explicit[8:]
+	}
+	resp.LAC = c.lacOf(r.LedgerID)
+	last, err := c.storage.LastEntryID(r.LedgerID)
+	if err == nil {
+		resp.Data, err = c.storage.ReadEntry(r.LedgerID, last)
+	}
+	if err != nil && !errors.Is(err, entrylog.ErrNoEntry) {
+		resp.Status, resp.Data, resp.ExplicitLAC = statusOf(err), nil, nil
+	}
+}
+
+func (c *Core) writeLAC(r *bkproto.Request, answer func(bkproto.Status)) {
+	js := c.journal.Load()
+	if js == nil {
+		answer(bkproto.StatusShuttingDown)
+		return
+	}
+	payload := make([]byte, 8+len(r.Data))
+	binary.BigEndian.PutUint64(payload, uint64(r.LAC))
+	copy(payload[8:], r.Data)
+	s := c.stripe(r.LedgerID)
+	c.stripes[s].Lock()
+	status := func() bkproto.Status {
+		if _, status := c.ledgerForWriteLocked(js, r.LedgerID, r.MasterKey); status != bkproto.StatusOK {
+			return status
+		}
+		if err := c.storage.SetExplicitLAC(r.LedgerID, payload); err != nil {
+			c.noteStorageError(err)
+			return statusOf(err)
+		}
+		c.lacs.advance(r.LedgerID, r.LAC, c)
+		if err := js.Add(r.LedgerID, metaExplicitLAC, payload, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
+			return statusOf(err)
+		}
+		return bkproto.StatusOK
+	}()
+	c.stripes[s].Unlock()
+	if status != bkproto.StatusOK {
+		answer(status)
+	}
+}
+
+// forceLedger answers once everything the ledger's journal held before it
+// is durable: it queues a barrier record behind them.
+func (c *Core) forceLedger(r *bkproto.Request, answer func(bkproto.Status)) {
+	js := c.journal.Load()
+	if js == nil {
+		answer(bkproto.StatusShuttingDown)
+		return
+	}
+	s := c.stripe(r.LedgerID)
+	c.stripes[s].Lock()
+	st, err := c.ledgerLocked(r.LedgerID)
+	c.stripes[s].Unlock()
+	switch {
+	case err != nil:
+		answer(statusOf(err))
+	case st == nil:
+		answer(bkproto.StatusNoLedger)
+	case st.masterKey != nil && !bytes.Equal(st.masterKey, r.MasterKey):
+		answer(bkproto.StatusUnauthorized)
+	default:
+		if err := js.Add(r.LedgerID, metaForce, nil, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
+			answer(statusOf(err))
+		}
+	}
+}
+
+// DeleteLedger drops a ledger (garbage collection of a ledger whose
+// metadata is gone).
+func (c *Core) DeleteLedger(ledgerID int64) error {
+	s := c.stripe(ledgerID)
+	c.stripes[s].Lock()
+	defer c.stripes[s].Unlock()
+	if err := c.storage.DeleteLedger(ledgerID); err != nil {
+		return fmt.Errorf("bookie: delete ledger %d: %w", ledgerID, err)
+	}
+	delete(c.ledgers[s], ledgerID)
+	c.lacs.forget(ledgerID)
+	return nil
+}
+
+// info answers OpInfo from the last disk check (it never blocks).
+func (c *Core) info(r *bkproto.Request, reply Reply) {
+	resp := &bkproto.Response{Op: r.Op, RequestID: r.RequestID}
+	free, total := c.diskSpace()
+	resp.FreeBytes, resp.TotalBytes = free, total
+	if ro, _ := c.ReadOnly(); ro {
+		resp.InfoFlags |= bkproto.InfoReadOnly
+	}
+	reply(resp)
+}

@@ -1,0 +1,201 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/netio"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
+)
+
+// ServerOptions configure the network side of a bookie. Zero values take
+// the defaults; the names in parentheses are BookKeeper's config keys.
+type ServerOptions struct {
+	// Addr to listen on, e.g. "127.0.0.1:3181" (bookiePort; required).
+	Addr string
+	// AddWorkers run adds (numAddWorkerThreads; default 2). A ledger's
+	// adds always go to the same worker, so they reach the journal in order.
+	AddWorkers int
+	// ReadWorkers run reads (numReadWorkerThreads; default 8).
+	ReadWorkers int
+	// MaxPendingAdds bounds each add worker's queue
+	// (maxPendingAddRequestsPerThread; default 10000). A full queue stops
+	// reading the connection that would overfill it.
+	MaxPendingAdds int
+	// MaxPendingReads bounds the read queue (maxPendingReadRequestsPerThread;
+	// default 10000 per read worker).
+	MaxPendingReads int
+	// NumEventLoops (default 2).
+	NumEventLoops int
+	// MaxFrameSize (nettyMaxFrameSizeBytes; default 5 MiB + 1 KiB).
+	MaxFrameSize int
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics, when set, records request counts and latencies.
+	Metrics *Metrics
+}
+
+func (o ServerOptions) withDefaults() ServerOptions {
+	if o.AddWorkers <= 0 {
+		o.AddWorkers = 2
+	}
+	if o.ReadWorkers <= 0 {
+		o.ReadWorkers = 8
+	}
+	if o.MaxPendingAdds <= 0 {
+		o.MaxPendingAdds = 10000
+	}
+	if o.MaxPendingReads <= 0 {
+		o.MaxPendingReads = 10000 * o.ReadWorkers
+	}
+	if o.NumEventLoops <= 0 {
+		o.NumEventLoops = 2
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = 5<<20 + 1<<10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// task is one request with the connection to answer on. frame is an owned
+// copy of the request frame: req's slices alias it.
+type task struct {
+	conn    *netio.Conn
+	req     bkproto.Request
+	frame   []byte
+	started time.Time
+}
+
+// Server serves a Core over the bookie protocol on netio.
+type Server struct {
+	core  *Core
+	opts  ServerOptions
+	log   *slog.Logger
+	net   *netio.Server
+	adds  []chan *task
+	reads chan *task
+	done  chan struct{} // closed by Close: workers and parked senders leave
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+// Serve starts serving core; Close stops the server (not the core).
+func Serve(core *Core, opts ServerOptions) (*Server, error) {
+	opts = opts.withDefaults()
+	s := &Server{core: core, opts: opts, log: opts.Logger, done: make(chan struct{})}
+	for range opts.AddWorkers {
+		q := make(chan *task, opts.MaxPendingAdds)
+		s.adds = append(s.adds, q)
+		s.startWorker(q)
+	}
+	s.reads = make(chan *task, opts.MaxPendingReads)
+	for range opts.ReadWorkers {
+		s.startWorker(s.reads)
+	}
+	srv, err := netio.Listen(s, netio.Options{
+		Addr: opts.Addr, NumEventLoop: opts.NumEventLoops, MaxFrameSize: opts.MaxFrameSize, Logger: opts.Logger,
+	})
+	if err != nil {
+		close(s.done)
+		s.wg.Wait()
+		return nil, fmt.Errorf("bookie: listen on %s: %w", opts.Addr, err)
+	}
+	s.net = srv
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.net.Addr().String() }
+
+func (s *Server) startWorker(q chan *task) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			select {
+			case <-s.done:
+				return
+			case t := <-q:
+				s.core.Handle(&t.req, s.replier(t))
+			}
+		}
+	}()
+}
+
+// replier writes a response: a head with the fixed fields and the data
+// slice from storage, in one vectored write.
+func (s *Server) replier(t *task) Reply {
+	return func(r *bkproto.Response) {
+		head := bkproto.AppendResponse(make([]byte, 0, bkproto.HeaderLen+24+len(r.ExplicitLAC)), r)
+		if r.Status == bkproto.StatusOK && len(r.Data) > 0 && (r.Op == bkproto.OpRead || r.Op == bkproto.OpReadLAC) {
+			_ = t.conn.Write(head, r.Data) // fails only once the connection closed
+		} else {
+			_ = t.conn.Write(head)
+		}
+		if m := s.opts.Metrics; m != nil {
+			m.observeRequest(r.Op, r.Status, time.Since(t.started))
+		}
+	}
+}
+
+// OnOpen implements netio.Handler.
+func (s *Server) OnOpen(*netio.Conn) {}
+
+// OnClose implements netio.Handler. Requests of the connection still in
+// flight finish; their answers are dropped by the closed connection.
+func (s *Server) OnClose(*netio.Conn, error) {}
+
+// OnFrame implements netio.Handler: decode, then queue for a worker. A
+// malformed frame closes the connection (netio logs the reason).
+func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
+	t := &task{conn: c, frame: append([]byte(nil), frame...), started: time.Now()}
+	if err := bkproto.DecodeRequest(t.frame, &t.req); err != nil {
+		return fmt.Errorf("bookie: request from %s: %w", c.RemoteAddr(), err)
+	}
+	var q chan *task
+	switch t.req.Op {
+	case bkproto.OpInfo:
+		s.core.info(&t.req, s.replier(t))
+		return nil
+	case bkproto.OpAdd, bkproto.OpWriteLAC, bkproto.OpForceLedger:
+		q = s.adds[uint64(t.req.LedgerID)%uint64(len(s.adds))]
+	default:
+		q = s.reads
+	}
+	select {
+	case q <- t:
+	default:
+		// Queue full: stop reading this connection until the request is in.
+		c.PauseReading()
+		go func() {
+			select {
+			case q <- t:
+				c.ResumeReading()
+			case <-s.done:
+			}
+		}()
+	}
+	return nil
+}
+
+// Close stops accepting connections, closes the open ones, and stops the
+// workers once the queued requests are answered or ctx ends.
+func (s *Server) Close(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		err = s.net.Close(ctx)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		close(s.done)
+		s.wg.Wait()
+	})
+	return err
+}
