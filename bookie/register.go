@@ -1,0 +1,106 @@
+package bookie
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// AvailablePath is the metadata directory of registered bookies: one
+// ephemeral node per running bookie, named by its id, holding a
+// Registration. Ledger clients pick ensembles from it (writable ones) and
+// watch it to notice bookies that leave.
+const AvailablePath = "/bookies/available"
+
+// Registration is what a running bookie publishes about itself.
+type Registration struct {
+	BookieID    string    `json:"bookieId"`
+	Address     string    `json:"address"`               // bookie protocol, host:port
+	HTTPAddress string    `json:"httpAddress,omitempty"` // metrics and status
+	Rack        string    `json:"rack,omitempty"`        // for rack-aware placement
+	Region      string    `json:"region,omitempty"`      // for region-aware placement
+	ReadOnly    bool      `json:"readOnly"`
+	Since       time.Time `json:"since"`
+}
+
+// Registrar keeps a bookie's registration node current: created at start,
+// rewritten when read-only mode changes, deleted at stop. The node is
+// ephemeral, so it disappears with the metadata session if the bookie dies.
+type Registrar struct {
+	store metadata.Store
+	log   *slog.Logger
+	path  string
+
+	mu  sync.Mutex // serializes updates, in mode-change order
+	reg Registration
+}
+
+// Register publishes reg. It fails if another live bookie holds the id.
+func Register(ctx context.Context, store metadata.Store, reg Registration, log *slog.Logger) (*Registrar, error) {
+	r := &Registrar{store: store, log: log, path: AvailablePath + "/" + reg.BookieID, reg: reg}
+	r.reg.Since = time.Now().UTC()
+	b, _ := json.Marshal(r.reg)
+	_, _, err := store.Create(ctx, r.path, b, metadata.CreateOptions{Ephemeral: true})
+	if errors.Is(err, metadata.ErrExists) {
+		return nil, fmt.Errorf("bookie: %s is already registered at %s: another bookie with this id is running "+
+			"(or its previous session has not expired yet; it will within the session timeout)", reg.BookieID, r.path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bookie: register %s: %w", reg.BookieID, err)
+	}
+	return r, nil
+}
+
+// SetReadOnly republishes the registration with the new mode.
+func (r *Registrar) SetReadOnly(ctx context.Context, ro bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reg.ReadOnly = ro
+	b, _ := json.Marshal(r.reg)
+	if _, err := r.store.Put(ctx, r.path, b, -1); err != nil {
+		return fmt.Errorf("bookie: update registration of %s (read-only=%v): %w", r.reg.BookieID, ro, err)
+	}
+	return nil
+}
+
+// Unregister removes the node (a clean stop: clients notice at once).
+func (r *Registrar) Unregister(ctx context.Context) error {
+	err := r.store.Delete(ctx, r.path, -1)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("bookie: unregister %s: %w", r.reg.BookieID, err)
+	}
+	return nil
+}
+
+// Bookies lists the registered bookies.
+func Bookies(ctx context.Context, store metadata.Store) ([]Registration, error) {
+	names, err := store.Children(ctx, AvailablePath)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bookie: list %s: %w", AvailablePath, err)
+	}
+	var out []Registration
+	for _, n := range names {
+		b, _, err := store.Get(ctx, AvailablePath+"/"+n)
+		if errors.Is(err, metadata.ErrNotFound) {
+			continue // left meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bookie: read registration %s: %w", n, err)
+		}
+		var reg Registration
+		if err := json.Unmarshal(b, &reg); err != nil {
+			return nil, fmt.Errorf("bookie: registration %s is not valid JSON: %w", n, err)
+		}
+		out = append(out, reg)
+	}
+	return out, nil
+}
