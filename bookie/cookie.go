@@ -213,4 +213,3 @@ func removeContents(fs engine.FS, dir string) error {
 	}
 	return fs.SyncDir(dir)
 }
-

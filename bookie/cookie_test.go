@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -77,7 +78,9 @@ func TestRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Register(ctx, s2, Registration{BookieID: "b1"}, quietLogger()); err == nil {
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := Register(short, s2, Registration{BookieID: "b1"}, quietLogger()); err == nil {
 		t.Fatal("a second bookie registered under a live id")
 	}
 	if err := reg.SetReadOnly(ctx, true); err != nil {

@@ -81,3 +81,7 @@ func (c *Core) diskLoop() {
 		}
 	}
 }
+
+// DiskSpace returns the free and total bytes of the ledger directories as
+// of the last disk check.
+func (c *Core) DiskSpace() (free, total uint64) { return c.diskSpace() }

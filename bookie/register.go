@@ -41,20 +41,36 @@ type Registrar struct {
 	reg Registration
 }
 
-// Register publishes reg. It fails if another live bookie holds the id.
+// Register publishes reg. If a node with this id exists, it is either a
+// live bookie with the same id (a configuration error) or the node of this
+// bookie's previous process, which lingers until its metadata session
+// expires (after a kill -9 or a crash). Register waits for it to go until
+// ctx ends, then fails naming the conflict: give ctx a deadline somewhat
+// past the session timeout.
 func Register(ctx context.Context, store metadata.Store, reg Registration, log *slog.Logger) (*Registrar, error) {
 	r := &Registrar{store: store, log: log, path: AvailablePath + "/" + reg.BookieID, reg: reg}
 	r.reg.Since = time.Now().UTC()
 	b, _ := json.Marshal(r.reg)
-	_, _, err := store.Create(ctx, r.path, b, metadata.CreateOptions{Ephemeral: true})
-	if errors.Is(err, metadata.ErrExists) {
-		return nil, fmt.Errorf("bookie: %s is already registered at %s: another bookie with this id is running "+
-			"(or its previous session has not expired yet; it will within the session timeout)", reg.BookieID, r.path)
+	logged := false
+	for {
+		_, _, err := store.Create(ctx, r.path, b, metadata.CreateOptions{Ephemeral: true})
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, metadata.ErrExists) {
+			return nil, fmt.Errorf("bookie: register %s: %w", reg.BookieID, err)
+		}
+		if !logged {
+			log.Warn("bookie registration exists; waiting for the previous session to expire", "path", r.path)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bookie: %s is already registered at %s: another bookie with this id is running, "+
+				"or its previous process's session has not expired: %w", reg.BookieID, r.path, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("bookie: register %s: %w", reg.BookieID, err)
-	}
-	return r, nil
 }
 
 // SetReadOnly republishes the registration with the new mode.
