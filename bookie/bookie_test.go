@@ -65,6 +65,11 @@ func TestFenceRejectsOldWriter(t *testing.T) {
 	if err := tb.add(3, 1, 0, "y", bkproto.FlagRecoveryAdd); err != nil {
 		t.Fatalf("recovery add after fence: %v", err)
 	}
+	// A fencing read of EntryLAC answers with the LAC and the last entry.
+	resp, err := tb.cl.Do(ctxT(t), &bkproto.Request{Op: bkproto.OpRead, Flags: bkproto.FlagFence, LedgerID: 3, EntryID: bkproto.EntryLAC, MasterKey: testKey})
+	if err != nil || resp.LAC != 0 || string(resp.Data[bkproto.EntryHeadLen:]) != "y" {
+		t.Fatalf("fence read of the LAC: %+v %v", resp, err)
+	}
 	// Fencing a ledger never seen here creates it fenced: its old writer
 	// cannot start writing here after recovery.
 	if err := tb.fence(99); err != nil {

@@ -189,8 +189,13 @@ func (c *Core) read(r *bkproto.Request, resp *bkproto.Response, reply Reply) {
 	reply(resp)
 }
 
-// readEntry fills resp with an entry and the ledger's LAC.
+// readEntry fills resp with an entry and the ledger's LAC; for
+// bkproto.EntryLAC, with the ledger's last entry (none is not an error).
 func (c *Core) readEntry(ledgerID, entryID int64, resp *bkproto.Response) {
+	if entryID == bkproto.EntryLAC {
+		c.readLast(ledgerID, resp)
+		return
+	}
 	data, err := c.storage.ReadEntry(ledgerID, entryID)
 	resp.Status = statusOf(err)
 	if err != nil && resp.Status == bkproto.StatusCorrupt {
@@ -246,6 +251,20 @@ func (c *Core) fenceLocked(js *journal.Set, r *bkproto.Request, then func(error)
 		return statusOf(err)
 	}
 	return bkproto.StatusOK
+}
+
+// readLast fills resp with the ledger's LAC and last entry.
+func (c *Core) readLast(ledgerID int64, resp *bkproto.Response) {
+	resp.Status = bkproto.StatusOK
+	last, err := c.storage.LastEntryID(ledgerID)
+	if err == nil {
+		resp.Data, err = c.storage.ReadEntry(ledgerID, last)
+	}
+	if err != nil && !errors.Is(err, entrylog.ErrNoEntry) {
+		resp.Status, resp.Data = statusOf(err), nil
+		return
+	}
+	resp.LAC = c.lacOf(ledgerID)
 }
 
 func (c *Core) readLAC(r *bkproto.Request, resp *bkproto.Response, reply Reply) {

@@ -42,7 +42,8 @@
 //	                     FlagLongPoll:  previousLAC int64, timeoutMillis uint32
 //	                     (fence fields first when both are set)
 //	OpRead response:     lac int64, entry data (rest; may be empty on a
-//	                     long poll that timed out or whose entry is not there)
+//	                     long poll that timed out or whose entry is not there,
+//	                     and for entry EntryLAC of a ledger without entries)
 //	OpReadLAC request:   -
 //	OpReadLAC response:  lac int64, explicitLen uint32, explicit LAC [explicitLen],
 //	                     last entry data (rest, may be empty)
@@ -82,6 +83,11 @@ const HeaderLen = 32
 
 // EntryHeadLen is the size of the head of entry data the bookie reads.
 const EntryHeadLen = 24
+
+// EntryLAC as a read's entry id asks for the ledger's LAC and its last
+// entry instead of a given entry: the answer is OK with an empty Data when
+// the ledger has no entries. A recovering client fences with it.
+const EntryLAC int64 = -1
 
 // MaxMasterKeyLen bounds a master key (BookKeeper's are 20-byte digests of
 // the password).
