@@ -173,14 +173,8 @@ func (c *Core) noteEntryLAC(ledgerID int64, data []byte) {
 // longPoll answers once the ledger's LAC passes r.PreviousLAC, or when the
 // timeout ends (with the unchanged LAC and no entry).
 func (c *Core) longPoll(r *bkproto.Request, resp *bkproto.Response, reply Reply) {
-	if ok, err := c.storage.LedgerExists(r.LedgerID); err != nil || !ok {
-		resp.Status = bkproto.StatusNoLedger
-		if err != nil {
-			resp.Status = statusOf(err)
-		}
-		reply(resp)
-		return
-	}
+	// A ledger unknown here may simply not have its first entry yet: the
+	// poll waits for it like for any other LAC change.
 	answer := func(status bkproto.Status) {
 		resp.Status = status
 		if status != bkproto.StatusOK {

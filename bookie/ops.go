@@ -260,7 +260,15 @@ func (c *Core) readLast(ledgerID int64, resp *bkproto.Response) {
 	if err == nil {
 		resp.Data, err = c.storage.ReadEntry(ledgerID, last)
 	}
-	if err != nil && !errors.Is(err, entrylog.ErrNoEntry) {
+	switch {
+	case err == nil, errors.Is(err, entrylog.ErrNoEntry):
+	case errors.Is(err, engine.ErrCorruption):
+		// The answer still carries the tracked LAC, a lower bound that is
+		// safe for a recovering reader (it reads forward from it), and the
+		// fence this read set stays in force. The damage is logged.
+		c.log.Error("bookie last entry is corrupt; answering the LAC without it", "ledger", ledgerID, "err", err)
+		resp.Data = nil
+	default:
 		resp.Status, resp.Data = statusOf(err), nil
 		return
 	}

@@ -1,0 +1,265 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Config configures a Client. Zero values take the defaults; names in
+// parentheses are BookKeeper client settings.
+type Config struct {
+	// Store holds ledger metadata and the bookie registrations (required).
+	Store metadata.Store
+	// Transport reaches bookies (default: a NetTransport over the
+	// registrations in Store).
+	Transport Transport
+	// Placement chooses ensembles (default random).
+	Placement PlacementPolicy
+	// AddTimeout: a bookie that has not answered an add this long is
+	// replaced (addEntryTimeoutSec; default 10 s).
+	AddTimeout time.Duration
+	// ReadTimeout bounds one read of one replica (readEntryTimeoutSec;
+	// default 10 s).
+	ReadTimeout time.Duration
+	// SpeculativeReadTimeout: after this long without an answer a read
+	// also asks the next replica (speculativeReadTimeout; default 2 s).
+	SpeculativeReadTimeout time.Duration
+	// MetadataTimeout bounds metadata operations the client starts on its
+	// own (ensemble changes; default 30 s).
+	MetadataTimeout time.Duration
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Placement == nil {
+		c.Placement = NewRandomPlacement(uint64(time.Now().UnixNano()))
+	}
+	if c.AddTimeout <= 0 {
+		c.AddTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 10 * time.Second
+	}
+	if c.SpeculativeReadTimeout <= 0 {
+		c.SpeculativeReadTimeout = 2 * time.Second
+	}
+	if c.MetadataTimeout <= 0 {
+		c.MetadataTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Client creates, opens, recovers and deletes ledgers.
+type Client struct {
+	cfg       Config
+	log       *slog.Logger
+	meta      metaStore
+	transport Transport
+	ownNet    *NetTransport // closed with the client when it made it
+	reg       *registry
+}
+
+// New returns a client. It reads the registered bookies and keeps
+// watching them.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("ledger: Config.Store is required")
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg, log: cfg.Logger, meta: metaStore{cfg.Store}}
+	reg, err := startRegistry(ctx, cfg.Store, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	c.reg = reg
+	c.transport = cfg.Transport
+	if c.transport == nil {
+		c.ownNet = NewNetTransport(reg, client.Options{})
+		c.transport = c.ownNet
+	}
+	return c, nil
+}
+
+// Close stops the client (not its handles' ledgers: close those first).
+func (c *Client) Close() {
+	c.reg.close()
+	if c.ownNet != nil {
+		c.ownNet.Close()
+	}
+}
+
+func (c *Client) bookies() []BookieInfo { return c.reg.list() }
+
+// CreateOptions describe a new ledger.
+type CreateOptions struct {
+	EnsembleSize, WriteQuorumSize, AckQuorumSize int
+	DigestType                                   DigestType // default CRC32C
+	Password                                     []byte
+	Custom                                       map[string][]byte
+}
+
+// Create makes a ledger and returns its writer.
+func (c *Client) Create(ctx context.Context, o CreateOptions) (*WriteHandle, error) {
+	if o.DigestType == "" {
+		o.DigestType = DigestCRC32C
+	}
+	if _, err := newDigester(o.DigestType, o.Password); err != nil {
+		return nil, fmt.Errorf("ledger create: %w", err)
+	}
+	md := &Metadata{FormatVersion: metadataFormatVersion, EnsembleSize: o.EnsembleSize, WriteQuorumSize: o.WriteQuorumSize,
+		AckQuorumSize: o.AckQuorumSize, State: StateOpen, LastEntryID: -1, DigestType: o.DigestType,
+		Password: o.Password, CreatedMillis: nowMillis(), Custom: o.Custom}
+	ens, err := c.cfg.Placement.NewEnsemble(c.bookies(), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
+	if err != nil {
+		return nil, fmt.Errorf("ledger create: %w", err)
+	}
+	md.Ensembles = []Fragment{{FirstEntry: 0, Bookies: ens}}
+	if err := md.validate(); err != nil {
+		return nil, fmt.Errorf("ledger create: %w", err)
+	}
+	id, err := c.meta.nextID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ledger create: %w", err)
+	}
+	version, err := c.meta.create(ctx, id, md)
+	if err != nil {
+		return nil, fmt.Errorf("ledger create: %w", err)
+	}
+	return newWriteHandle(c, id, md, version, o.Password, false, -1, 0)
+}
+
+// Delete removes a ledger's metadata; bookies reclaim its entries through
+// garbage collection.
+func (c *Client) Delete(ctx context.Context, id int64) error {
+	return c.meta.remove(ctx, id)
+}
+
+// LedgerExists implements bookie.LedgerOracle.
+func (c *Client) LedgerExists(ctx context.Context, id int64) (bool, error) {
+	ok, _, err := c.cfg.Store.Exists(ctx, Path(id))
+	return ok, err
+}
+
+// ReadMetadata returns a ledger's metadata.
+func (c *Client) ReadMetadata(ctx context.Context, id int64) (*Metadata, error) {
+	md, _, err := c.meta.read(ctx, id)
+	return md, err
+}
+
+var _ bookie.LedgerOracle = (*Client)(nil)
+
+// registry is the set of registered bookies, kept current by a watch.
+type registry struct {
+	store  metadata.Store
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	bookies map[string]BookieInfo
+}
+
+func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registry, error) {
+	r := &registry{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{}}
+	if err := r.refresh(ctx); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.watch(wctx)
+	return r, nil
+}
+
+func (r *registry) refresh(ctx context.Context) error {
+	regs, err := bookie.Bookies(ctx, r.store)
+	if err != nil {
+		return fmt.Errorf("ledger: list bookies: %w", err)
+	}
+	m := make(map[string]BookieInfo, len(regs))
+	for _, b := range regs {
+		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly}
+	}
+	r.mu.Lock()
+	r.bookies = m
+	r.mu.Unlock()
+	return nil
+}
+
+// watch re-lists the bookies on every change under AvailablePath, and
+// every 30 s in case a watch was interrupted.
+func (r *registry) watch(ctx context.Context) {
+	defer close(r.done)
+	for ctx.Err() == nil {
+		w, err := r.store.Watch(ctx, bookie.AvailablePath)
+		if err != nil {
+			r.sleep(ctx, time.Second)
+			continue
+		}
+		r.follow(ctx, w)
+		w.Close()
+	}
+}
+
+func (r *registry) follow(ctx context.Context, w *metadata.Watcher) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	if err := r.refresh(ctx); err != nil && ctx.Err() == nil { // changes before the watch began
+		r.log.Warn("ledger client could not refresh the bookie list", "err", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-w.Events():
+			if !ok {
+				return
+			}
+		case <-t.C:
+		}
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("ledger client could not refresh the bookie list", "err", err)
+		}
+	}
+}
+
+func (r *registry) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (r *registry) close() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *registry) list() []BookieInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]BookieInfo, 0, len(r.bookies))
+	for _, b := range r.bookies {
+		out = append(out, b)
+	}
+	return out
+}
+
+// Address implements AddressBook.
+func (r *registry) Address(id string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.bookies[id]
+	return b.Address, ok
+}

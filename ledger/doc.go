@@ -1,0 +1,62 @@
+// Package ledger is the BookKeeper client: replicated, append-only ledgers
+// written by one writer to an ensemble of bookies, with fencing and
+// recovery so that every reader agrees on a ledger's content after any
+// failure.
+//
+// # Model
+//
+// A ledger has an ensemble of E bookies, a write quorum Qw and an ack
+// quorum Qa (E >= Qw >= Qa >= 1). Entry e goes to its write set: the Qw
+// bookies at ensemble positions e mod E, e+1 mod E, ... (round robin).
+// It is acknowledged once Qa of them stored it durably and every earlier
+// entry was acknowledged; the last acknowledged entry is the LAC (last add
+// confirmed), which the writer piggybacks on later entries. Readers of an
+// open ledger never read past the LAC they know.
+//
+// # Metadata (format version 1, JSON, at Path(id))
+//
+//	{"formatVersion":1,"ensembleSize":3,"writeQuorumSize":2,"ackQuorumSize":2,
+//	 "state":"OPEN|IN_RECOVERY|CLOSED","lastEntryId":-1,"length":0,
+//	 "digestType":"CRC32C|MAC|DUMMY","password":"<base64>",
+//	 "ensembles":[{"firstEntry":0,"bookies":["b1","b2","b3"]}, ...],
+//	 "ctime":<unix ms>,"customMetadata":{...}}
+//
+// Every change is a compare-and-set on the node's version. Ids come from
+// a counter at /ledgers/idgen (CAS) and are never reused; metadata is
+// created before any entry is written, which is what lets bookies delete
+// ledgers whose metadata is gone (bookie.Core.CollectGarbage).
+//
+// # Entries
+//
+//	0 ledgerID | 8 entryID | 16 LAC | 24 length | 32 digest | payload
+//
+// (big-endian int64s; the digest, CRC32C or HMAC-SHA256 keyed by the
+// password, covers the 32-byte header and the payload). Bookies see a
+// master key derived from the password, never the password.
+//
+// # Failures
+//
+//   - A bookie that fails an add (error, broken connection, no answer in
+//     AddTimeout) is replaced: a new fragment from LAC+1 (or the last one
+//     rewritten if it starts there) is stored by CAS, and every pending
+//     entry is re-sent where its write set changed. Completions wait while
+//     the change runs, so the LAC cannot move under it.
+//   - A "fenced" answer ends the writer: another client is recovering the
+//     ledger. Pending entries fail with ErrFenced.
+//   - Recovery (OpenRecover, recovery.go): IN_RECOVERY by CAS, fence the
+//     last ensemble until every write set has Qw-Qa+1 fenced bookies, read
+//     forward from the highest LAC with fencing reads, end at the first
+//     entry Qw-Qa+1 replicas lack, write the found entries back with
+//     recovery adds, close by CAS. Corrupt or unreachable replicas never
+//     count as "missing": recovery stops instead (ErrRecoveryIncomplete).
+//   - Ensemble changes made during recovery are stored only with the close:
+//     a recovery that fails halfway leaves the fragments as they were.
+//
+// # Lock rules
+//
+// WriteHandle.mu guards the handle's state; nothing is sent and no
+// callback runs under it. Completions are queued under mu and run in entry
+// order on the handle's delivery goroutine, so callbacks may append again.
+// ReadHandle.mu guards its metadata and LAC. The registry's mu guards the
+// bookie list.
+package ledger

@@ -1,0 +1,549 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
+)
+
+// AddCallback gets an appended entry's id once Qa bookies of its write set
+// stored it and every earlier entry completed, or the error that ended it.
+// Callbacks of one handle run in entry order, on the handle's delivery
+// goroutine: they may append again, but must not block for long.
+type AddCallback func(entryID int64, err error)
+
+// WriteHandle is the one writer of an open ledger.
+//
+// Lock rules: mu guards the fields under it. Nothing is sent, and no
+// callback runs, while mu is held; completions are queued under mu and
+// delivered in order by the delivery goroutine.
+type WriteHandle struct {
+	c        *Client
+	id       int64
+	dig      digester
+	key      []byte
+	e, w, a  int
+	recovery bool // adds are recovery adds (accepted on fenced bookies)
+
+	wake     chan struct{} // the delivery goroutine has completions to run
+	stop     chan struct{} // closed when the handle is finished
+	stopOnce sync.Once
+
+	mu struct {
+		sync.Mutex
+		md        *Metadata
+		version   int64
+		nextEntry int64
+		lac       int64
+		lacLength int64 // ledger length at lac
+		length    int64 // ledger length after the last appended entry
+		pending   []*pendingAdd
+		failed    map[int]string // ensemble position -> bookie to replace
+		changing  bool           // an ensemble change is running: completions wait
+		err       error          // terminal: fenced, closed, out of bookies
+		done      []completion   // completions waiting for delivery, in order
+		idle      chan struct{}  // closed when pending becomes empty (for Close)
+	}
+}
+
+type pendingAdd struct {
+	entryID  int64
+	length   int64
+	data     []byte
+	cb       AddCallback
+	sentTo   []string // by write-set slot: the bookie it was last sent to
+	sentAt   []time.Time
+	acked    []bool
+	ackCount int
+}
+
+type completion struct {
+	cb      AddCallback
+	entryID int64
+	err     error
+}
+
+func newWriteHandle(c *Client, id int64, md *Metadata, version int64, password []byte, recovery bool, lac, lacLength int64) (*WriteHandle, error) {
+	dig, err := newDigester(md.DigestType, password)
+	if err != nil {
+		return nil, err
+	}
+	h := &WriteHandle{c: c, id: id, dig: dig, key: masterKey(password), e: md.EnsembleSize, w: md.WriteQuorumSize,
+		a: md.AckQuorumSize, recovery: recovery, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	h.mu.md, h.mu.version = md, version
+	h.mu.nextEntry, h.mu.lac, h.mu.lacLength, h.mu.length = lac+1, lac, lacLength, lacLength
+	h.mu.failed = make(map[int]string)
+	go h.deliverLoop()
+	go h.timeoutLoop()
+	return h, nil
+}
+
+// ID is the ledger id.
+func (h *WriteHandle) ID() int64 { return h.id }
+
+// LastAddConfirmed is the last entry completed.
+func (h *WriteHandle) LastAddConfirmed() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.lac
+}
+
+// Length is the bytes of payload appended so far.
+func (h *WriteHandle) Length() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.length
+}
+
+// Metadata returns a copy of the ledger's metadata as this writer knows it.
+func (h *WriteHandle) Metadata() *Metadata {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.md.clone()
+}
+
+// Append appends payload and waits for it to complete.
+func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error) {
+	type result struct {
+		id  int64
+		err error
+	}
+	ch := make(chan result, 1)
+	h.AppendAsync(payload, func(id int64, err error) { ch <- result{id, err} })
+	select {
+	case r := <-ch:
+		return r.id, r.err
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// AppendAsync appends payload; cb runs once it completes or fails.
+// payload is not retained.
+func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
+	h.mu.Lock()
+	if h.mu.err != nil {
+		h.mu.done = append(h.mu.done, completion{cb, -1, h.mu.err})
+		h.mu.Unlock()
+		h.signal()
+		return
+	}
+	id := h.mu.nextEntry
+	h.mu.nextEntry++
+	h.mu.length += int64(len(payload))
+	data := h.dig.encodeEntry(h.id, id, h.mu.lac, h.mu.length, payload)
+	h.enqueueLocked(id, h.mu.length, data, cb)
+}
+
+// appendEncoded adds an entry already encoded (recovery writes back the
+// bytes it read: their digest covers the original LAC and length).
+func (h *WriteHandle) appendEncoded(e Entry, data []byte, cb AddCallback) {
+	h.mu.Lock()
+	if h.mu.err != nil || e.EntryID != h.mu.nextEntry {
+		err := h.mu.err
+		if err == nil {
+			err = fmt.Errorf("ledger %d: recovery wrote entry %d, expected %d", h.id, e.EntryID, h.mu.nextEntry)
+		}
+		h.mu.done = append(h.mu.done, completion{cb, -1, err})
+		h.mu.Unlock()
+		h.signal()
+		return
+	}
+	h.mu.nextEntry++
+	h.mu.length = e.Length
+	h.enqueueLocked(e.EntryID, e.Length, data, cb)
+}
+
+// enqueueLocked adds a pending entry and sends it (unless an ensemble
+// change is running: it will send it). Unlocks mu.
+func (h *WriteHandle) enqueueLocked(id, length int64, data []byte, cb AddCallback) {
+	pa := &pendingAdd{entryID: id, length: length, data: data, cb: cb,
+		sentTo: make([]string, h.w), sentAt: make([]time.Time, h.w), acked: make([]bool, h.w)}
+	h.mu.pending = append(h.mu.pending, pa)
+	var sends []send
+	if !h.mu.changing {
+		sends = h.assignLocked(pa, nil)
+	}
+	h.mu.Unlock()
+	h.send(sends)
+}
+
+type send struct {
+	pa     *pendingAdd
+	slot   int
+	bookie string
+}
+
+// assignLocked points every slot of pa that is not already sent to its
+// current bookie at that bookie; it returns the sends to make.
+func (h *WriteHandle) assignLocked(pa *pendingAdd, sends []send) []send {
+	ens := h.mu.md.ensembleAt(pa.entryID).Bookies
+	now := time.Now()
+	for k := range h.w {
+		b := ens[(int(pa.entryID%int64(h.e))+k)%h.e]
+		if pa.sentTo[k] == b {
+			continue
+		}
+		if pa.acked[k] {
+			pa.acked[k] = false
+			pa.ackCount--
+		}
+		pa.sentTo[k], pa.sentAt[k] = b, now
+		sends = append(sends, send{pa, k, b})
+	}
+	return sends
+}
+
+func (h *WriteHandle) send(sends []send) {
+	var flags uint16
+	if h.recovery {
+		flags = bkproto.FlagRecoveryAdd
+	}
+	for _, s := range sends {
+		req := &bkproto.Request{Op: bkproto.OpAdd, Flags: flags, LedgerID: h.id, EntryID: s.pa.entryID, MasterKey: h.key, Data: s.pa.data}
+		h.c.transport.Send(s.bookie, req, func(_ *bkproto.Response, err error) { h.onAddResponse(s, err) })
+	}
+}
+
+func (h *WriteHandle) onAddResponse(s send, err error) {
+	h.mu.Lock()
+	if h.mu.err != nil || s.pa.sentTo[s.slot] != s.bookie || !h.isPendingLocked(s.pa) {
+		h.mu.Unlock() // the handle ended, or this slot was re-sent elsewhere
+		return
+	}
+	switch {
+	case err == nil:
+		if !s.pa.acked[s.slot] {
+			s.pa.acked[s.slot] = true
+			s.pa.ackCount++
+		}
+		h.drainLocked()
+	case !isBookieFailure(err):
+		cause := ErrFenced
+		if errors.Is(err, client.ErrUnauthorized) {
+			cause = ErrUnauthorized
+		}
+		h.failLocked(fmt.Errorf("ledger %d entry %d on bookie %s: %w", h.id, s.pa.entryID, s.bookie, cause))
+	default:
+		h.bookieFailedLocked(s.pa.entryID, s.slot, s.bookie, err)
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+func (h *WriteHandle) isPendingLocked(pa *pendingAdd) bool {
+	return len(h.mu.pending) > 0 && pa.entryID >= h.mu.pending[0].entryID
+}
+
+// drainLocked completes, in order, the leading entries that reached Qa,
+// unless an ensemble change is running (the LAC must not move under it).
+func (h *WriteHandle) drainLocked() {
+	if h.mu.changing {
+		return
+	}
+	for len(h.mu.pending) > 0 && h.mu.pending[0].ackCount >= h.a {
+		pa := h.mu.pending[0]
+		h.mu.pending = h.mu.pending[1:]
+		h.mu.lac, h.mu.lacLength = pa.entryID, pa.length
+		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, nil})
+	}
+	if len(h.mu.pending) == 0 && h.mu.idle != nil {
+		close(h.mu.idle)
+		h.mu.idle = nil
+	}
+}
+
+// failLocked ends the handle: every pending entry fails with err.
+func (h *WriteHandle) failLocked(err error) {
+	if h.mu.err != nil {
+		return
+	}
+	h.mu.err = err
+	for _, pa := range h.mu.pending {
+		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, err})
+	}
+	h.mu.pending = nil
+	if h.mu.idle != nil {
+		close(h.mu.idle)
+		h.mu.idle = nil
+	}
+}
+
+// bookieFailedLocked schedules the replacement of the bookie at the
+// failed slot's ensemble position.
+func (h *WriteHandle) bookieFailedLocked(entryID int64, slot int, bookie string, cause error) {
+	last := h.mu.md.last()
+	pos := (int(entryID%int64(h.e)) + slot) % h.e
+	if entryID < last.FirstEntry {
+		// Only recovery writes into older fragments; it cannot re-place them.
+		h.failLocked(fmt.Errorf("ledger %d: bookie %s failed writing entry %d of an older fragment: %w (%v)", h.id, bookie, entryID, ErrRecoveryIncomplete, cause))
+		return
+	}
+	if last.Bookies[pos] != bookie {
+		return
+	}
+	if _, ok := h.mu.failed[pos]; !ok {
+		h.c.log.Warn("ledger bookie failed; replacing it", "ledger", h.id, "bookie", bookie, "entry", entryID, "err", cause)
+	}
+	h.mu.failed[pos] = bookie
+	if !h.mu.changing {
+		h.mu.changing = true
+		go h.changeEnsemble()
+	}
+}
+
+// changeEnsemble replaces failed bookies: a new fragment from LAC+1 (or
+// the last fragment rewritten, if it starts there) is stored by CAS, then
+// every pending entry is re-sent where its write set changed.
+func (h *WriteHandle) changeEnsemble() {
+	for {
+		h.mu.Lock()
+		if h.mu.err != nil {
+			h.mu.changing = false
+			h.mu.Unlock()
+			return
+		}
+		failed := maps2slice(h.mu.failed)
+		md, version, lac := h.mu.md.clone(), h.mu.version, h.mu.lac
+		h.mu.Unlock()
+
+		next, newVersion, err := h.storeNewEnsemble(md, version, lac, failed)
+		h.mu.Lock()
+		if err != nil {
+			h.failLocked(err)
+			h.mu.changing = false
+			h.mu.Unlock()
+			h.signal()
+			return
+		}
+		h.mu.md, h.mu.version = next, newVersion
+		for _, f := range failed {
+			if h.mu.failed[f.pos] == f.bookie {
+				delete(h.mu.failed, f.pos)
+			}
+		}
+		var sends []send
+		for _, pa := range h.mu.pending {
+			sends = h.assignLocked(pa, sends)
+		}
+		more := len(h.mu.failed) > 0
+		if !more {
+			h.mu.changing = false
+			h.drainLocked()
+		}
+		h.mu.Unlock()
+		h.send(sends)
+		h.signal()
+		if !more {
+			return
+		}
+	}
+}
+
+type failedPos struct {
+	pos    int
+	bookie string
+}
+
+func maps2slice(m map[int]string) []failedPos {
+	out := make([]failedPos, 0, len(m))
+	for p, b := range m {
+		out = append(out, failedPos{p, b})
+	}
+	slices.SortFunc(out, func(a, b failedPos) int { return a.pos - b.pos })
+	return out
+}
+
+// storeNewEnsemble picks replacements and stores the new fragment by CAS,
+// retrying on version conflicts while the ledger is still ours to write.
+func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed []failedPos) (*Metadata, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.c.cfg.MetadataTimeout)
+	defer cancel()
+	exclude := make([]string, 0, len(failed))
+	for _, f := range failed {
+		exclude = append(exclude, f.bookie)
+	}
+	for {
+		ens := slices.Clone(md.last().Bookies)
+		for _, f := range failed {
+			b, err := h.c.cfg.Placement.Replace(h.c.bookies(), ens, f.pos, h.w, exclude)
+			if err != nil {
+				return nil, 0, fmt.Errorf("ledger %d: replace bookie %s: %w", h.id, f.bookie, err)
+			}
+			ens[f.pos] = b
+		}
+		next := md.clone()
+		if last := &next.Ensembles[len(next.Ensembles)-1]; last.FirstEntry == lac+1 {
+			last.Bookies = ens
+		} else {
+			next.Ensembles = append(next.Ensembles, Fragment{FirstEntry: lac + 1, Bookies: ens})
+		}
+		if h.recovery {
+			// Recovery keeps its ensemble changes to itself until the close
+			// CAS stores them with the end of the ledger. Stored earlier, a
+			// recovery that then failed would leave metadata placing entries
+			// past its progress on bookies that never got them, and the next
+			// recovery would end the ledger there.
+			h.c.log.Info("ledger recovery ensemble changed (stored at close)", "ledger", h.id, "first_entry", lac+1, "ensemble", ens)
+			return next, version, nil
+		}
+		v, err := h.c.meta.write(ctx, h.id, next, version)
+		if err == nil {
+			h.c.log.Info("ledger ensemble changed", "ledger", h.id, "first_entry", lac+1, "ensemble", ens)
+			return next, v, nil
+		}
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return nil, 0, err
+		}
+		cur, curVersion, rerr := h.c.meta.read(ctx, h.id)
+		if rerr != nil {
+			return nil, 0, rerr
+		}
+		want := StateOpen
+		if h.recovery {
+			want = StateInRecovery
+		}
+		if cur.State != want {
+			return nil, 0, fmt.Errorf("ledger %d is %s now: %w", h.id, cur.State, ErrFenced)
+		}
+		md, version = cur, curVersion
+	}
+}
+
+// timeoutLoop treats a bookie that has not answered an add within
+// AddTimeout as failed.
+func (h *WriteHandle) timeoutLoop() {
+	t := time.NewTicker(max(h.c.cfg.AddTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-t.C:
+			h.mu.Lock()
+			for _, pa := range h.mu.pending {
+				for k := range h.w {
+					if !pa.acked[k] && pa.sentTo[k] != "" && now.Sub(pa.sentAt[k]) > h.c.cfg.AddTimeout {
+						h.bookieFailedLocked(pa.entryID, k, pa.sentTo[k], ErrAddTimeout)
+					}
+				}
+				if h.mu.err != nil {
+					break
+				}
+			}
+			h.mu.Unlock()
+			h.signal()
+		}
+	}
+}
+
+func (h *WriteHandle) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliverLoop runs completions in order.
+func (h *WriteHandle) deliverLoop() {
+	for {
+		select {
+		case <-h.wake:
+		case <-h.stop:
+			h.deliver() // last ones
+			return
+		}
+		h.deliver()
+	}
+}
+
+func (h *WriteHandle) deliver() {
+	h.mu.Lock()
+	done := h.mu.done
+	h.mu.done = nil
+	h.mu.Unlock()
+	for _, c := range done {
+		c.cb(c.entryID, c.err)
+	}
+}
+
+// waitIdle waits until no entry is pending.
+func (h *WriteHandle) waitIdle(ctx context.Context) error {
+	h.mu.Lock()
+	if len(h.mu.pending) == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.mu.idle == nil {
+		h.mu.idle = make(chan struct{})
+	}
+	idle := h.mu.idle
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ledger %d: waiting for pending adds: %w", h.id, ctx.Err())
+	}
+}
+
+// Close waits for pending adds, then closes the ledger in metadata with
+// its last entry (CAS). A ledger fenced meanwhile fails with ErrFenced
+// (unless the recovery closed it at this writer's LAC).
+func (h *WriteHandle) Close(ctx context.Context) error {
+	defer h.finish()
+	if err := h.waitIdle(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if err := h.mu.err; err != nil {
+		h.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	h.mu.err = fmt.Errorf("ledger %d: %w", h.id, ErrClosed)
+	md, version, lac, length := h.mu.md.clone(), h.mu.version, h.mu.lac, h.mu.lacLength
+	h.mu.Unlock()
+	return h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
+}
+
+func (h *WriteHandle) finish() {
+	h.stopOnce.Do(func() { close(h.stop) })
+}
+
+// closeMetadata CASes the ledger to CLOSED at lastEntry.
+func (c *Client) closeMetadata(ctx context.Context, id int64, md *Metadata, version, lastEntry, length int64, recovery bool) error {
+	for {
+		next := md.clone()
+		next.State, next.LastEntryID, next.Length = StateClosed, lastEntry, length
+		_, err := c.meta.write(ctx, id, next, version)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return err
+		}
+		cur, curVersion, rerr := c.meta.read(ctx, id)
+		if rerr != nil {
+			return rerr
+		}
+		switch {
+		case cur.State == StateClosed && cur.LastEntryID == lastEntry:
+			return nil
+		case cur.State == StateClosed:
+			return fmt.Errorf("ledger %d was closed at entry %d by another client, this one ends at %d: %w", id, cur.LastEntryID, lastEntry, ErrFenced)
+		case cur.State == StateInRecovery && !recovery:
+			return fmt.Errorf("ledger %d is being recovered: %w", id, ErrFenced)
+		}
+		md, version = cur, curVersion
+	}
+}
