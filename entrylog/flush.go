@@ -1,0 +1,174 @@
+package entrylog
+
+import (
+	"fmt"
+	"time"
+)
+
+// flush writes the write cache to the entry log and commits the index.
+// With all unset it flushes only a half that AddEntry swapped out (the
+// background flusher's job). With all set it makes everything added before
+// the call durable, and pending state changes too. Two rounds do: an add
+// that came before the call is in the swapped-out half or the active one;
+// the first round flushes the swapped-out half; if AddEntry swaps the
+// active one out meanwhile, the second round flushes that, else it swaps
+// the active half itself. Only a flush clears the swapped-out half, and it
+// holds writeMu, so no second swap can slip in between.
+func (s *shard) flush(all bool) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.fail.check(); err != nil {
+		return err
+	}
+	dirty := all && s.takeDirty()
+	committed := false
+	for round := 0; round < 2; round++ {
+		b := s.wc.next(all && round == 1)
+		if b == nil {
+			continue
+		}
+		if err := s.flushBuf(b); err != nil {
+			return err
+		}
+		committed = true
+	}
+	if dirty && !committed {
+		if err := s.ix.syncWAL(); err != nil {
+			return s.failed(err)
+		}
+		s.hook("flush:state-synced")
+	}
+	return nil
+}
+
+func (s *shard) takeDirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.mu.dirty
+	s.mu.dirty = false
+	return d
+}
+
+// flushBuf writes one write-cache half: records sorted by (ledger, entry)
+// into the entry log, datasync, then the index commit (synced), then the
+// half is released. The order is what makes the index never point at bytes
+// that are not durable.
+func (s *shard) flushBuf(b *wbuf) error {
+	start := time.Now()
+	keys := s.liveKeys(b.sorted())
+	locs, err := s.writeRecords(b, keys)
+	if err == nil {
+		s.hook("flush:log-written")
+		err = s.logs.sync()
+	}
+	if err != nil {
+		return s.failed(err)
+	}
+	s.hook("flush:log-synced")
+	if err := s.commitLocations(keys, locs, nil); err != nil {
+		return s.failed(err)
+	}
+	s.hook("flush:index-committed")
+	s.rc.invalidate(keys)
+	s.wc.flushed(b)
+	s.stats.flushes.Add(1)
+	s.stats.flushedEntries.Add(int64(len(keys)))
+	s.stats.flushedBytes.Add(b.bytes)
+	s.stats.flushNanos.Add(int64(time.Since(start)))
+	return nil
+}
+
+// liveKeys drops the entries of ledgers deleted since they were added, so
+// their bytes are not even written.
+func (s *shard) liveKeys(keys []entryKeyID) []entryKeyID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := keys[:0]
+	last, live := int64(0), false
+	for i, k := range keys {
+		if i == 0 || k.ledgerID != last {
+			last, live = k.ledgerID, s.mu.ledgers[k.ledgerID] != nil
+		}
+		if live {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// writeRecords writes b's records for keys, in order, into the current
+// entry log. Caller holds writeMu.
+func (s *shard) writeRecords(b *wbuf, keys []entryKeyID) ([]location, error) {
+	recs := make([][]byte, len(keys))
+	for i, k := range keys {
+		recs[i] = b.rawRecord(b.entries[k])
+	}
+	return s.appendRecords(recs)
+}
+
+// commitLocations commits entry locations in one synced batch, with the
+// usage of the logs they point into. Entries of ledgers deleted meanwhile
+// are skipped (DeleteLedger holds indexMu too, so a ledger is either gone
+// before this looks or its range deletion comes after this commit). With
+// old set (compaction), an entry is moved only if the index still holds
+// old[i]: a newer add or a deletion wins. Nothing is changed in memory
+// unless the commit succeeds; the caller fails the storage on an error.
+func (s *shard) commitLocations(keys []entryKeyID, locs, old []location) error {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	batch := s.ix.db.NewBatch()
+	type logLedger struct {
+		logID    uint64
+		ledgerID int64
+	}
+	delta := map[logLedger]int64{}
+	live := s.liveKeys(append([]entryKeyID(nil), keys...))
+	j := 0
+	for i, k := range keys {
+		if j >= len(live) || live[j] != k {
+			continue
+		}
+		j++
+		if old != nil {
+			same, err := s.indexHolds(k, old[i])
+			if err != nil {
+				return err
+			}
+			if !same {
+				continue
+			}
+		}
+		if err := batch.Set(entryKey(k.ledgerID, k.entryID), encodeLocation(locs[i]), nil); err != nil {
+			return fmt.Errorf("entrylog %s: index batch: %w", s.dir, err)
+		}
+		delta[logLedger{locs[i].logID, k.ledgerID}] += locs[i].recordSize()
+	}
+	for ll, n := range delta {
+		total := s.logUsage[ll.logID][ll.ledgerID] + n
+		if err := batch.Set(logMetaKey(ll.logID, ll.ledgerID), encodeUint64(uint64(total)), nil); err != nil {
+			return fmt.Errorf("entrylog %s: index batch: %w", s.dir, err)
+		}
+	}
+	if err := s.ix.commit(batch, true); err != nil {
+		return err
+	}
+	for ll, n := range delta {
+		u := s.logUsage[ll.logID]
+		if u == nil {
+			u = make(map[int64]int64)
+			s.logUsage[ll.logID] = u
+		}
+		u[ll.ledgerID] += n
+	}
+	return nil
+}
+
+// indexHolds reports whether the index maps k to loc. Caller holds indexMu.
+func (s *shard) indexHolds(k entryKeyID, loc location) (bool, error) {
+	v, ok, err := s.ix.get(entryKey(k.ledgerID, k.entryID))
+	if err != nil || !ok {
+		return false, err
+	}
+	cur, valid := decodeLocation(v)
+	return valid && cur == loc, nil
+}

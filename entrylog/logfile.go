@@ -1,0 +1,263 @@
+package entrylog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/engine"
+)
+
+// logFile is one open entry log. Readers pin it (refs) for the length of a
+// read; a retired log is closed and removed only once no reader pins it.
+type logFile struct {
+	id   uint64
+	path string
+	f    engine.File
+
+	// Guarded by logSet.mu.
+	refs    int
+	retired bool
+	drained chan struct{} // closed once retired and unpinned
+}
+
+// logSet is a directory's entry logs: the open ones by id, and the writer
+// of the current one.
+//
+// Lock rules: mu guards files and each logFile's refs/retired; nothing
+// blocks under it. The writer fields (cur, off, nextID) belong to whoever
+// holds the shard's writeMu; only rotation changes cur, under writeMu.
+type logSet struct {
+	fs    engine.FS
+	dir   string
+	limit int64
+	log   *slog.Logger
+	hook  func(string)
+
+	mu struct {
+		sync.Mutex
+		files map[uint64]*logFile
+	}
+
+	// Writer state, guarded by the shard's writeMu.
+	cur    *logFile
+	off    int64 // where the next record goes in cur
+	nextID uint64
+}
+
+func newLogSet(fs engine.FS, dir string, limit int64, log *slog.Logger, hook func(string)) *logSet {
+	s := &logSet{fs: fs, dir: dir, limit: limit, log: log, hook: hook}
+	s.mu.files = make(map[uint64]*logFile)
+	return s
+}
+
+func (s *logSet) path(id uint64) string { return filepath.Join(s.dir, logFileName(id)) }
+
+// openExisting opens log id read-only and checks its header.
+func (s *logSet) openExisting(id uint64) (*logFile, error) {
+	p := s.path(id)
+	f, err := s.fs.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("entry log %s: open: %w", p, err)
+	}
+	hdr := make([]byte, logHeaderUsed)
+	if _, err := f.ReadAt(hdr, 0); err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("entry log %s: read header: %w", p, err)
+	}
+	h, err := decodeLogHeader(hdr, p)
+	if err == nil && h.logID != id {
+		err = engine.CorruptionErrorf("entry log %s: header names log %016x", p, h.logID)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &logFile{id: id, path: p, f: f}, nil
+}
+
+// add registers an open log for reading.
+func (s *logSet) add(lf *logFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.files[lf.id] = lf
+}
+
+// ids returns the open logs' ids.
+func (s *logSet) ids() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]uint64, 0, len(s.mu.files))
+	for id := range s.mu.files {
+		out = append(out, id)
+	}
+	return out
+}
+
+// count returns how many logs are open.
+func (s *logSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.files)
+}
+
+// acquire pins log id for a read. It fails if the log is not open: it was
+// retired (the caller looks the entry up again) or never existed.
+func (s *logSet) acquire(id uint64) (*logFile, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf := s.mu.files[id]
+	if lf == nil {
+		return nil, false
+	}
+	lf.refs++
+	return lf, true
+}
+
+// release unpins a log acquired for a read.
+func (s *logSet) release(lf *logFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf.refs--
+	if lf.retired && lf.refs == 0 {
+		close(lf.drained)
+	}
+}
+
+// retire takes log id out of the set: no new reader can pin it. The
+// returned channel closes when the last reader unpins it.
+func (s *logSet) retire(id uint64) (*logFile, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf := s.mu.files[id]
+	if lf == nil {
+		return nil, nil
+	}
+	delete(s.mu.files, id)
+	lf.retired = true
+	lf.drained = make(chan struct{})
+	if lf.refs == 0 {
+		close(lf.drained)
+	}
+	return lf, lf.drained
+}
+
+// remove closes and deletes a retired log once no reader pins it.
+func (s *logSet) remove(ctx context.Context, lf *logFile, drained <-chan struct{}) error {
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		// Readers pin a log for one read; should one take longer than
+		// the caller's patience, leave the file to a later open's cleanup.
+		return fmt.Errorf("entry log %s: waiting for readers: %w", lf.path, ctx.Err())
+	}
+	err := lf.f.Close()
+	if rerr := s.fs.Remove(lf.path); rerr != nil && !engine.IsNotExist(rerr) {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		return fmt.Errorf("entry log %s: remove: %w", lf.path, err)
+	}
+	s.hook("gc:log-removed")
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("entry log %s: sync directory after remove: %w", s.dir, err)
+	}
+	return nil
+}
+
+// closeAll closes every open log.
+func (s *logSet) closeAll() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	for id, lf := range s.mu.files {
+		err = errors.Join(err, lf.f.Close())
+		delete(s.mu.files, id)
+	}
+	s.cur = nil
+	return err
+}
+
+// startNew creates log nextID as the current log: header synced, space
+// preallocated, name durable. Caller holds writeMu.
+func (s *logSet) startNew() error {
+	id := s.nextID
+	p := s.path(id)
+	f, err := s.fs.Create(p)
+	if err != nil {
+		return fmt.Errorf("entry log %s: create: %w", p, err)
+	}
+	if err := s.initFile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("entry log %s: initialise: %w", p, err)
+	}
+	s.nextID++
+	lf := &logFile{id: id, path: p, f: f}
+	s.add(lf)
+	s.cur, s.off = lf, LogHeaderSize
+	s.hook("log:created")
+	return nil
+}
+
+// initFile writes the header durably, preallocates the log and makes its
+// name durable: an index entry may point into it only after all three.
+func (s *logSet) initFile(f engine.File) error {
+	hdr := logHeader{logID: s.nextID, created: time.Now().UnixNano()}.encode()
+	if _, err := f.WriteAtSync([][]byte{hdr}, 0); err != nil {
+		return err
+	}
+	if err := f.Preallocate(LogHeaderSize, s.limit-LogHeaderSize); err != nil {
+		return err
+	}
+	return s.fs.SyncDir(s.dir)
+}
+
+// room reports whether a record of n bytes fits in the current log after
+// pending bytes not yet written. An empty log takes any one record, so an
+// entry larger than the limit still has a home.
+func (s *logSet) room(pending, n int64) bool {
+	return s.off+pending+n <= s.limit || (s.off == LogHeaderSize && pending == 0)
+}
+
+// write appends bufs to the current log at off. Caller holds writeMu.
+func (s *logSet) write(bufs [][]byte, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	if _, err := s.cur.f.WriteAt(bufs, s.off); err != nil {
+		return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, s.off, err)
+	}
+	s.off += n
+	return nil
+}
+
+// rotate seals the current log (its data made durable, preallocated space
+// past its end released) and starts the next. Sealing syncs, so whoever
+// wrote into the old log needs only sync the current one afterwards.
+func (s *logSet) rotate() error {
+	old := s.cur
+	if err := old.f.Truncate(s.off); err != nil {
+		return fmt.Errorf("entry log %s: release preallocated space: %w", old.path, err)
+	}
+	if err := old.f.Datasync(); err != nil {
+		return fmt.Errorf("entry log %s: datasync on seal: %w", old.path, err)
+	}
+	s.log.Debug("entry log sealed", "log", old.path, "bytes", s.off)
+	return s.startNew()
+}
+
+// sync makes everything written to the current log durable.
+func (s *logSet) sync() error {
+	if err := s.cur.f.Datasync(); err != nil {
+		return fmt.Errorf("entry log %s: datasync: %w", s.cur.path, err)
+	}
+	return nil
+}
+
+// currentID is the id of the log being written. Caller holds writeMu.
+func (s *logSet) currentID() uint64 { return s.cur.id }

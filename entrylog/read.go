@@ -1,0 +1,202 @@
+package entrylog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/magnetar-io/magnetar/engine"
+)
+
+// maxLookups bounds how often a read follows an entry that compaction keeps
+// moving; each retry sees a newer index, so more than a couple means
+// something is wrong.
+const maxLookups = 4
+
+// readEntry looks in the write cache, then the read cache, then the index
+// and the entry log.
+func (s *shard) readEntry(ledgerID, entryID int64) ([]byte, error) {
+	if !s.hasLedger(ledgerID) {
+		return nil, noLedger(ledgerID)
+	}
+	if p, ok := s.wc.get(ledgerID, entryID); ok {
+		s.stats.writeCacheHits.Add(1)
+		return p, nil
+	}
+	if p, ok := s.rc.get(entryKeyID{ledgerID, entryID}); ok {
+		return p, nil
+	}
+	return s.readFromLog(ledgerID, entryID)
+}
+
+// readFromLog reads an entry (and the ones after it, ahead) from its entry
+// log. The stale-location rule: the log is pinned before it is read; if it
+// cannot be pinned it was retired after the index stopped pointing into it,
+// so the entry is looked up again. An index that still gives the same
+// location for a log that is not open is corruption.
+func (s *shard) readFromLog(ledgerID, entryID int64) ([]byte, error) {
+	var tried location
+	for attempt := 0; attempt < maxLookups; attempt++ {
+		epoch := s.rc.epoch()
+		run, err := s.lookupRun(ledgerID, entryID)
+		if err != nil {
+			return nil, err
+		}
+		if len(run) == 0 {
+			if !s.hasLedger(ledgerID) {
+				return nil, noLedger(ledgerID)
+			}
+			return nil, fmt.Errorf("ledger %d entry %d: %w", ledgerID, entryID, ErrNoEntry)
+		}
+		if attempt > 0 && run[0].loc == tried {
+			return nil, fmt.Errorf("ledger %d entry %d: %w", ledgerID, entryID,
+				engine.CorruptionErrorf("entrylog %s: the index points at %v, and that log is not open", s.dir, tried))
+		}
+		s.hook("read:looked-up")
+		lf, ok := s.logs.acquire(run[0].loc.logID)
+		if !ok {
+			tried = run[0].loc
+			continue
+		}
+		s.hook("read:pinned")
+		p, err := s.readRun(lf, run, epoch)
+		s.logs.release(lf)
+		return p, err
+	}
+	return nil, fmt.Errorf("ledger %d entry %d: entrylog %s: the entry moved %d times while being read",
+		ledgerID, entryID, s.dir, maxLookups)
+}
+
+type located struct {
+	key entryKeyID
+	loc location
+}
+
+// lookupRun returns the entry's location followed by those of the next
+// entries of the ledger that lie after it in the same log, within the
+// read-ahead limits, so one read fetches them all (a flush wrote them
+// adjacent). Empty if the entry is not in the index.
+func (s *shard) lookupRun(ledgerID, entryID int64) (run []located, err error) {
+	_, upper := ledgerEntriesBounds(ledgerID)
+	it, err := s.ix.iter(entryKey(ledgerID, entryID), upper)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = indexError(s.ix.dir, "iterate", cerr)
+		}
+	}()
+	limit := max(s.opts.ReadAheadBatchSize, 1)
+	for ok := it.First(); ok && len(run) < limit; ok = it.Next() {
+		l, e, kok := decodeEntryKey(it.Key())
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			return nil, indexError(s.ix.dir, "read", verr)
+		}
+		loc, lok := decodeLocation(v)
+		if !kok || !lok {
+			return nil, corruptKey(s.ix.dir, it.Key(), "bad entry location %x", v)
+		}
+		if len(run) == 0 {
+			if e != entryID {
+				return nil, nil
+			}
+		} else if !extendsRun(run, loc, s.opts.ReadAheadMaxBytes) {
+			break
+		}
+		run = append(run, located{entryKeyID{l, e}, loc})
+	}
+	return run, nil
+}
+
+// extendsRun reports whether loc can join the run's single read.
+func extendsRun(run []located, loc location, maxBytes int64) bool {
+	first, prev := run[0].loc, run[len(run)-1].loc
+	return loc.logID == first.logID && loc.offset >= prev.offset+prev.recordSize() &&
+		loc.offset+loc.recordSize()-first.offset <= maxBytes
+}
+
+// readRun reads the run's records with one read, checks each, caches them
+// and returns the first one's payload. Payloads share the read buffer,
+// which is never reused. A bad first record is corruption; a bad record
+// read ahead is only left out of the cache (reading it will report it).
+func (s *shard) readRun(lf *logFile, run []located, epoch uint64) ([]byte, error) {
+	first := run[0].loc
+	last := run[len(run)-1].loc
+	buf := make([]byte, last.offset+last.recordSize()-first.offset)
+	n, err := lf.f.ReadAt(buf, first.offset)
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		if errors.Is(err, io.EOF) {
+			err = engine.CorruptionErrorf("entry log %s: the index points at offset %d length %d, past its end (%d bytes read)",
+				lf.path, first.offset, first.length, n)
+		}
+		return nil, fmt.Errorf("ledger %d entry %d: %w", run[0].key.ledgerID, run[0].key.entryID, err)
+	}
+	s.stats.logReads.Add(1)
+	s.stats.logReadBytes.Add(int64(len(buf)))
+	keys := make([]entryKeyID, 0, len(run))
+	payloads := make([][]byte, 0, len(run))
+	for i, r := range run {
+		off := r.loc.offset - first.offset
+		p, err := checkRecord(buf[off:off+r.loc.recordSize()], r.key, r.loc, lf.path)
+		if err != nil {
+			if i == 0 {
+				return nil, fmt.Errorf("ledger %d entry %d: %w", r.key.ledgerID, r.key.entryID, err)
+			}
+			continue
+		}
+		keys = append(keys, r.key)
+		payloads = append(payloads, p)
+	}
+	s.rc.put(epoch, keys, payloads)
+	return payloads[0], nil
+}
+
+// checkRecord decodes the record the index located and checks it is the
+// entry asked for.
+func checkRecord(b []byte, k entryKeyID, loc location, path string) ([]byte, error) {
+	rec, n, reason := decodeRecord(b)
+	switch {
+	case reason != "":
+		return nil, engine.CorruptionErrorf("entry log %s offset %d: %s", path, loc.offset, reason)
+	case n != len(b):
+		return nil, engine.CorruptionErrorf("entry log %s offset %d: record of %d bytes, the index says %d",
+			path, loc.offset, n, len(b))
+	case rec.ledgerID != k.ledgerID || rec.entryID != k.entryID:
+		return nil, engine.CorruptionErrorf("entry log %s offset %d: record of ledger %d entry %d, the index says ledger %d entry %d",
+			path, loc.offset, rec.ledgerID, rec.entryID, k.ledgerID, k.entryID)
+	}
+	return rec.payload, nil
+}
+
+// lastEntryID returns the highest entry id in the write cache or the index.
+func (s *shard) lastEntryID(ledgerID int64) (int64, error) {
+	if !s.hasLedger(ledgerID) {
+		return 0, noLedger(ledgerID)
+	}
+	last, ok := s.wc.last(ledgerID)
+	lower, upper := ledgerEntriesBounds(ledgerID)
+	it, err := s.ix.iter(lower, upper)
+	if err != nil {
+		return 0, err
+	}
+	if it.Last() {
+		_, e, kok := decodeEntryKey(it.Key())
+		if !kok {
+			err = corruptKey(s.ix.dir, it.Key(), "not an entry key")
+		} else if !ok || e > last {
+			last, ok = e, true
+		}
+	}
+	if cerr := it.Close(); cerr != nil && err == nil {
+		err = indexError(s.ix.dir, "iterate", cerr)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("ledger %d has no entries: %w", ledgerID, ErrNoEntry)
+	}
+	return last, nil
+}

@@ -1,0 +1,288 @@
+package entrylog
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// ErrWriteCacheFull: AddEntry waited MaxThrottleTime for the write cache to
+// drain and it did not. The entry was not added; the storage is not failed.
+var ErrWriteCacheFull = errors.New("entrylog: write cache full")
+
+// ErrEntryTooLarge: an entry cannot fit in half of a directory's write
+// cache (or exceeds MaxEntrySize).
+var ErrEntryTooLarge = errors.New("entrylog: entry too large")
+
+type entryKeyID struct{ ledgerID, entryID int64 }
+
+func compareKeys(a, b entryKeyID) int {
+	if c := cmp.Compare(a.ledgerID, b.ledgerID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.entryID, b.entryID)
+}
+
+// span is a record inside a wbuf's arena.
+type span struct {
+	seg, off, n int32 // n: record bytes, header included
+}
+
+// wbuf is one half of the write cache: records, encoded as they will lie in
+// the entry log, copied into an arena of segments that are never reused
+// (so a payload slice handed to a reader stays valid and unchanged).
+type wbuf struct {
+	segSize int
+	segs    [][]byte
+	entries map[entryKeyID]span
+	last    map[int64]int64 // highest entry id per ledger
+	bytes   int64           // record bytes, replaced ones included
+	alloc   int64           // arena bytes allocated
+}
+
+func newWbuf(segSize int) *wbuf {
+	return &wbuf{segSize: segSize, entries: make(map[entryKeyID]span), last: make(map[int64]int64)}
+}
+
+func (b *wbuf) empty() bool { return len(b.entries) == 0 }
+
+// firstSegment is the size of a half's first arena segment; each next one
+// doubles, up to segSize, so a directory that sees a trickle of adds
+// between periodic flushes does not allocate a full segment each time.
+const firstSegment = 32 << 10
+
+// needs returns the arena bytes adding an n-byte record would allocate.
+func (b *wbuf) needs(n int) int64 {
+	next := min(firstSegment, b.segSize)
+	if len(b.segs) > 0 {
+		s := b.segs[len(b.segs)-1]
+		if cap(s)-len(s) >= n {
+			return 0
+		}
+		next = min(2*cap(s), b.segSize)
+	}
+	return int64(max(n, next))
+}
+
+// put copies a record into the arena; hdr is its encoded header.
+func (b *wbuf) put(k entryKeyID, hdr, payload []byte) {
+	n := len(hdr) + len(payload)
+	if need := b.needs(n); need > 0 {
+		b.segs = append(b.segs, make([]byte, 0, need))
+		b.alloc += need
+	}
+	i := len(b.segs) - 1
+	s := b.segs[i]
+	off := len(s)
+	s = append(s, hdr...)
+	b.segs[i] = append(s, payload...)
+	b.entries[k] = span{seg: int32(i), off: int32(off), n: int32(n)}
+	b.bytes += int64(n)
+	if last, ok := b.last[k.ledgerID]; !ok || k.entryID > last {
+		b.last[k.ledgerID] = k.entryID
+	}
+}
+
+// rawRecord returns the encoded record of sp. Its capacity runs on into
+// the segment, so the flush can tell records adjacent in memory and write
+// them as one buffer; it is never appended to.
+func (b *wbuf) rawRecord(sp span) []byte {
+	return b.segs[sp.seg][sp.off : sp.off+sp.n]
+}
+
+// payload returns an entry's payload, capped so appending to it cannot
+// touch the arena.
+func (b *wbuf) payload(k entryKeyID) ([]byte, bool) {
+	sp, ok := b.entries[k]
+	if !ok {
+		return nil, false
+	}
+	end := sp.off + sp.n
+	return b.segs[sp.seg][sp.off+RecordHeaderSize : end : end], true
+}
+
+// sorted returns the keys in (ledger, entry) order, so a ledger's entries
+// land next to each other in the entry log.
+func (b *wbuf) sorted() []entryKeyID {
+	keys := make([]entryKeyID, 0, len(b.entries))
+	for k := range b.entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+// writeCache is a directory's double-buffered write cache. AddEntry copies
+// into the active half; once it would pass its size (half the cache) the
+// halves swap and the full one is handed to the flusher, which writes it to
+// the entry log in the background. When the other half is still being
+// flushed, AddEntry waits, at most maxWait.
+//
+// Lock rules: mu guards both halves; nothing blocks under it (copies are
+// bounded by the entry size). A half in flushing is read-only: only the
+// flush that holds the shard's writeMu clears it, after its index commit,
+// so a reader that misses both halves finds the entry in the index.
+type writeCache struct {
+	half    int64
+	segSize int
+	maxWait time.Duration
+	kick    chan struct{} // cap 1: a swapped half waits for the flusher
+
+	mu struct {
+		sync.Mutex
+		active   *wbuf
+		flushing *wbuf
+		freed    chan struct{} // closed (and replaced) when flushing is cleared
+		stopped  error         // set when the storage closes or fails: waiters give up
+	}
+}
+
+func newWriteCache(size int64, maxWait time.Duration) *writeCache {
+	half := max(size/2, 1)
+	seg := int(min(max(half/8, 4<<10), 1<<20, half))
+	c := &writeCache{half: half, segSize: seg, maxWait: maxWait, kick: make(chan struct{}, 1)}
+	c.mu.active = newWbuf(seg)
+	c.mu.freed = make(chan struct{})
+	return c
+}
+
+// put adds an entry, waiting (bounded) while both halves are full. It
+// reports whether it had to wait (for stats).
+func (c *writeCache) put(ledgerID, entryID int64, data []byte) (waited bool, err error) {
+	n := RecordHeaderSize + len(data)
+	if int64(n) > c.half || len(data) > MaxEntrySize {
+		return false, fmt.Errorf("%w: %d bytes, a directory's write cache takes at most %d",
+			ErrEntryTooLarge, len(data), min(c.half-RecordHeaderSize, MaxEntrySize))
+	}
+	var hdr [RecordHeaderSize]byte
+	putRecordHeader(hdr[:], ledgerID, entryID, data) // checksum outside the lock
+	var deadline *time.Timer
+	for {
+		wait, err := c.tryPut(entryKeyID{ledgerID, entryID}, hdr[:], data)
+		if wait == nil || err != nil {
+			return waited, err
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(c.maxWait)
+			defer deadline.Stop()
+		}
+		waited = true
+		select {
+		case <-wait:
+		case <-deadline.C:
+			return true, fmt.Errorf("%w: waited %v for the previous half to reach the entry log (disk too slow for the write rate?)",
+				ErrWriteCacheFull, c.maxWait)
+		}
+	}
+}
+
+// tryPut adds the record, swapping halves if the active one is full; it
+// returns a channel to wait on when both are full.
+func (c *writeCache) tryPut(k entryKeyID, hdr, data []byte) (<-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.stopped != nil {
+		return nil, c.mu.stopped
+	}
+	n := len(hdr) + len(data)
+	if c.mu.active.alloc+c.mu.active.needs(n) > c.half {
+		if c.mu.flushing != nil {
+			return c.mu.freed, nil
+		}
+		c.swapLocked()
+	}
+	c.mu.active.put(k, hdr, data)
+	return nil, nil
+}
+
+// swapLocked hands the active half to the flusher.
+func (c *writeCache) swapLocked() {
+	c.mu.flushing = c.mu.active
+	c.mu.active = newWbuf(c.segSize)
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the half to flush next: one AddEntry swapped out, if any;
+// else, with swapActive, the active half (if it holds anything), swapped
+// out now. The caller holds writeMu, so nobody else flushes meanwhile.
+func (c *writeCache) next(swapActive bool) *wbuf {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.flushing != nil || !swapActive || c.mu.active.empty() {
+		return c.mu.flushing
+	}
+	c.mu.flushing = c.mu.active
+	c.mu.active = newWbuf(c.segSize)
+	return c.mu.flushing
+}
+
+// pending returns the half waiting to be flushed, if any.
+func (c *writeCache) pending() *wbuf { return c.next(false) }
+
+// flushed releases b once its entries are in the index.
+func (c *writeCache) flushed(b *wbuf) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.flushing != b {
+		panic("entrylog: flushed a write-cache half that is not the flushing one")
+	}
+	c.mu.flushing = nil
+	close(c.mu.freed)
+	c.mu.freed = make(chan struct{})
+}
+
+// stop makes every waiting and later put fail with err. Entries already
+// held stay readable.
+func (c *writeCache) stop(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.stopped == nil {
+		c.mu.stopped = err
+		close(c.mu.freed)
+		c.mu.freed = make(chan struct{})
+	}
+}
+
+// get returns an entry held in either half.
+func (c *writeCache) get(ledgerID, entryID int64) ([]byte, bool) {
+	k := entryKeyID{ledgerID, entryID}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.mu.active.payload(k); ok {
+		return p, true
+	}
+	if c.mu.flushing != nil {
+		return c.mu.flushing.payload(k)
+	}
+	return nil, false
+}
+
+// last returns the highest entry id of a ledger held in either half.
+func (c *writeCache) last(ledgerID int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, ok := c.mu.active.last[ledgerID]
+	if c.mu.flushing != nil {
+		if l, ok2 := c.mu.flushing.last[ledgerID]; ok2 && (!ok || l > last) {
+			last, ok = l, true
+		}
+	}
+	return last, ok
+}
+
+// size returns the record bytes held in both halves.
+func (c *writeCache) size() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.mu.active.bytes
+	if c.mu.flushing != nil {
+		n += c.mu.flushing.bytes
+	}
+	return n
+}
