@@ -118,3 +118,28 @@ func applyConf(conf map[string]string, known map[string]confSetter, setByFlag ma
 	}
 	return nil
 }
+
+func setFloat(p *float64) confSetter {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("want a number, got %q", v)
+		}
+		*p = f
+		return nil
+	}
+}
+
+func setInt64(p *int64) confSetter {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}
+
+// setList reads a comma-separated list (journalDirectories, ledgerDirectories).
+func setList(p *string) confSetter { return setString(p) }

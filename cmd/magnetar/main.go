@@ -22,6 +22,7 @@ func commands() []command {
 		{"version", "print the version", runVersion},
 		{"perf", "measure: perf disk (write+datasync, datasync latency, sequential read), perf journal (group commit)", runPerf},
 		{"standalone", "run broker, bookie and embedded metadata in one process", runStandalone},
+		{"bookie", "run a bookie (storage node); bookie format, bookie shell ledgers/read-entry/list-bookies", runBookie},
 	}
 }
 

@@ -1,0 +1,428 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// bookieFlags are the settings of magnetar bookie; the configuration file
+// uses BookKeeper's key names (bk_server.conf).
+type bookieFlags struct {
+	config      string
+	metadataURL string
+	journalDirs string
+	ledgerDirs  string
+	bindAddr    string
+	advertised  string
+	bookieID    string
+	bookiePort  int
+	httpPort    int
+	rack        string
+	region      string
+	ioBackend   string
+	force       bool // format only
+
+	addWorkers, readWorkers         int
+	maxPendingAdds, maxPendingReads int
+	maxFrameSize                    int
+	diskThreshold, diskLwm          float64
+	diskCheck, flushInterval        time.Duration
+	journalMaxGroupWait             time.Duration
+	zkTimeout                       time.Duration
+	autoRecovery                    bool
+	lostBookieDelay                 time.Duration
+	auditorCheck                    time.Duration
+	openLedgerGrace                 time.Duration
+	storage                         storageSettings
+}
+
+func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Logger) (bookieFlags, error) {
+	var f bookieFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "configuration file with BookKeeper's key=value names (bk_server.conf)")
+	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataServiceUri: zk:host:2181[,host:2181][/chroot] or local:/dir (required)")
+	fs.StringVar(&f.journalDirs, "journal-dirs", "data/bookie/journal", "journalDirectories: comma-separated, one per journal disk")
+	fs.StringVar(&f.ledgerDirs, "ledger-dirs", "data/bookie/ledgers", "ledgerDirectories: comma-separated, one per ledger disk")
+	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "listeningInterface address")
+	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients are told to use")
+	fs.StringVar(&f.bookieID, "bookie-id", "", "bookieId (default advertised-address:bookie-port)")
+	fs.IntVar(&f.bookiePort, "bookie-port", 3181, "bookiePort: the bookie protocol")
+	fs.IntVar(&f.httpPort, "http-port", 8000, "httpServerPort: /metrics, /debug/pprof, /api/v1/bookie/*")
+	fs.StringVar(&f.rack, "rack", "", "rack of this bookie, for rack-aware placement")
+	fs.StringVar(&f.region, "region", "", "region of this bookie, for region-aware placement")
+	fs.StringVar(&f.ioBackend, "io-backend", engine.BackendAuto, "ioBackend: auto, uring or std")
+	if strings.HasSuffix(name, "format") {
+		fs.BoolVar(&f.force, "force", false, "wipe directories that hold data")
+	}
+	f.storage = defaultStorageSettings()
+	f.zkTimeout = 10 * time.Second
+	f.autoRecovery = true
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	byFlag := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) {
+		for _, k := range bookieFlagKeys[fl.Name] {
+			byFlag[k] = true
+		}
+	})
+	if f.config != "" {
+		conf, err := readConf(f.config)
+		if err != nil {
+			return f, err
+		}
+		if err := applyConf(conf, f.confKeys(), byFlag, log, f.config); err != nil {
+			return f, err
+		}
+	}
+	if f.metadataURL == "" {
+		return f, errors.New("--metadata-store (metadataServiceUri) is required: zk:host:2181/chroot, or local:/dir for a single-process test")
+	}
+	f.metadataURL = strings.Replace(f.metadataURL, "zk://", "zk:", 1)
+	if f.bookieID == "" {
+		f.bookieID = net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort))
+	}
+	return f, nil
+}
+
+// bookieFlagKeys maps flags to the config keys they override.
+var bookieFlagKeys = map[string][]string{
+	"metadata-store": {"metadataServiceUri"}, "journal-dirs": {"journalDirectories"},
+	"ledger-dirs": {"ledgerDirectories"}, "bind-address": {"listeningInterface"},
+	"advertised-address": {"advertisedAddress"}, "bookie-id": {"bookieId"}, "bookie-port": {"bookiePort"},
+	"http-port": {"httpServerPort"}, "io-backend": {"ioBackend"},
+}
+
+func (f *bookieFlags) confKeys() map[string]confSetter {
+	keys := map[string]confSetter{
+		"metadataServiceUri": setString(&f.metadataURL), "journalDirectories": setList(&f.journalDirs),
+		"ledgerDirectories": setList(&f.ledgerDirs), "listeningInterface": setString(&f.bindAddr),
+		"advertisedAddress": setString(&f.advertised), "bookieId": setString(&f.bookieID),
+		"bookiePort": setInt(&f.bookiePort), "httpServerPort": setInt(&f.httpPort), "ioBackend": setString(&f.ioBackend),
+		"numAddWorkerThreads": setInt(&f.addWorkers), "numReadWorkerThreads": setInt(&f.readWorkers),
+		"maxPendingAddRequestsPerThread": setInt(&f.maxPendingAdds), "maxPendingReadRequestsPerThread": setInt(&f.maxPendingReads),
+		"nettyMaxFrameSizeBytes": setInt(&f.maxFrameSize),
+		"diskUsageThreshold":     setFloat(&f.diskThreshold), "diskUsageLwmThreshold": setFloat(&f.diskLwm),
+		"diskCheckInterval": setDuration(&f.diskCheck, time.Millisecond), "flushInterval": setDuration(&f.flushInterval, time.Millisecond),
+		"journalMaxGroupWaitMSec":            setDuration(&f.journalMaxGroupWait, time.Millisecond),
+		"zkTimeout":                          setDuration(&f.zkTimeout, time.Millisecond),
+		"autoRecoveryDaemonEnabled":          setBool(&f.autoRecovery),
+		"lostBookieRecoveryDelay":            setDuration(&f.lostBookieDelay, time.Second),
+		"auditorPeriodicCheckInterval":       setDuration(&f.auditorCheck, time.Second),
+		"openLedgerRereplicationGracePeriod": setDuration(&f.openLedgerGrace, time.Millisecond),
+	}
+	for k, v := range f.storage.confKeys() {
+		keys[k] = v
+	}
+	return keys
+}
+
+func splitDirs(s string) ([]string, error) {
+	var out []string
+	for _, d := range strings.Split(s, ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, abs)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no directories in %q", s)
+	}
+	return out, nil
+}
+
+func (f *bookieFlags) cookie() (bookie.Cookie, error) {
+	jd, err := splitDirs(f.journalDirs)
+	if err != nil {
+		return bookie.Cookie{}, fmt.Errorf("journalDirectories: %w", err)
+	}
+	ld, err := splitDirs(f.ledgerDirs)
+	if err != nil {
+		return bookie.Cookie{}, fmt.Errorf("ledgerDirectories: %w", err)
+	}
+	return bookie.Cookie{BookieID: f.bookieID, JournalDirs: jd, LedgerDirs: ld}, nil
+}
+
+// runBookie dispatches magnetar bookie [format|shell ...].
+func runBookie(args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if len(args) > 0 {
+		switch args[0] {
+		case "format":
+			return runBookieFormat(args[1:], stdout, stderr, log)
+		case "shell":
+			return runBookieShell(args[1:], stdout, stderr, log)
+		}
+	}
+	f, err := parseBookieFlags("magnetar bookie", args, stderr, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "magnetar bookie: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serveBookie(ctx, f, log, stdout); err != nil {
+		fmt.Fprintf(stderr, "magnetar bookie: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func runBookieFormat(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+	f, err := parseBookieFlags("magnetar bookie format", args, stderr, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "magnetar bookie format: %v\n", err)
+		return 2
+	}
+	err = func() error {
+		c, err := f.cookie()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		store, err := metadata.Open(ctx, f.metadataURL, metadata.Options{Logger: log})
+		if err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		defer store.Close()
+		return bookie.Format(ctx, engine.NewStd(), store, c, f.force)
+	}()
+	if err != nil {
+		fmt.Fprintf(stderr, "magnetar bookie format: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "bookie %s formatted: it starts empty, with a new instance id\n", f.bookieID)
+	return 0
+}
+
+// runningBookie is what serveBookie started, in stop order.
+type runningBookie struct {
+	store metadata.Store
+	core  *bookie.Core
+	srv   *bookie.Server
+	reg   *bookie.Registrar
+	web   *http.Server
+
+	ledgers  *ledger.Client // garbage collection's oracle, auditor and worker
+	auditor  *ledger.Auditor
+	worker   *ledger.ReplicationWorker
+	stopBack context.CancelFunc // background loops (GC)
+}
+
+func serveBookie(ctx context.Context, f bookieFlags, log *slog.Logger, stdout io.Writer) error {
+	c, err := f.cookie()
+	if err != nil {
+		return err
+	}
+	store, err := metadata.Open(ctx, f.metadataURL, metadata.Options{Logger: log, SessionTimeout: f.zkTimeout})
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	rb := &runningBookie{store: store}
+	defer rb.stop(log)
+	session := store.SessionEvents()
+	if err := bookie.CheckCookies(ctx, engine.NewStd(), store, c); err != nil {
+		return err
+	}
+	if err := rb.start(ctx, f, c, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "magnetar bookie %s ready: %s http://%s\n", f.bookieID, rb.srv.Addr(),
+		net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)))
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("bookie shutting down", "bookie", f.bookieID)
+			return nil
+		case st, ok := <-session.States():
+			if !ok && errors.Is(session.Err(), metadata.ErrWatchOverflow) {
+				session = store.SessionEvents() // fell behind: subscribe again, starting from the current state
+				continue
+			}
+			if !ok || st == metadata.SessionLost {
+				// Our registration is gone and clients may have replaced this
+				// bookie in their ensembles: stop, and let the supervisor
+				// restart it with a new session.
+				return fmt.Errorf("metadata session lost (state %v): registration of %s is gone; exiting so a supervisor restarts the bookie", st, f.bookieID)
+			}
+		}
+	}
+}
+
+func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cookie, log *slog.Logger) error {
+	fs, err := engine.New(engine.Options{Backend: f.ioBackend, Logger: log})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := bookie.NewMetrics(reg, func() *bookie.Core { return rb.core })
+	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
+		return openLedgerStorage(fs, c.LedgerDirs, f.storage, cp, log, reg)
+	}
+	core, err := bookie.OpenCore(fs, c.JournalDirs, journal.Options{MaxGroupWait: f.journalMaxGroupWait, Logger: log}, open,
+		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
+			DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck, Logger: log, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	rb.core = core
+	srv, err := bookie.Serve(core, bookie.ServerOptions{
+		Addr: net.JoinHostPort(f.bindAddr, strconv.Itoa(f.bookiePort)), AddWorkers: f.addWorkers, ReadWorkers: f.readWorkers,
+		MaxPendingAdds: f.maxPendingAdds, MaxPendingReads: f.maxPendingReads, MaxFrameSize: f.maxFrameSize,
+		NumEventLoops: 2, Logger: log, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	rb.srv = srv
+	ro, _ := core.ReadOnly()
+	rctx, cancel := context.WithTimeout(ctx, 2*f.zkTimeout+5*time.Second)
+	defer cancel()
+	rb.reg, err = bookie.Register(rctx, rb.store, bookie.Registration{BookieID: f.bookieID,
+		Address: net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort)), HTTPAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)),
+		Rack: f.rack, Region: f.region, ReadOnly: ro}, log)
+	if err != nil {
+		return err
+	}
+	core.OnModeChange(func(ro bool) {
+		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := rb.reg.SetReadOnly(uctx, ro); err != nil {
+			log.Error("bookie could not publish its read-only mode", "read_only", ro, "err", err)
+		}
+	})
+	rb.web, err = serveBookieHTTP(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.httpPort)), reg, core, f.bookieID, log)
+	if err != nil {
+		return err
+	}
+	return rb.startBackground(ctx, f, log)
+}
+
+// startBackground starts what a bookie runs besides serving: garbage
+// collection of ledgers whose metadata is gone and, with
+// autoRecoveryDaemonEnabled, a candidate auditor and a replication worker.
+func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log *slog.Logger) error {
+	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ledger client for garbage collection and re-replication: %w", err)
+	}
+	rb.ledgers = cl
+	bctx, cancel := context.WithCancel(context.Background())
+	rb.stopBack = cancel
+	gcWait := f.storage.gcWaitTime // gcWaitTime: entry-log GC and this pass share it
+	if gcWait <= 0 {
+		gcWait = 15 * time.Minute
+	}
+	go rb.core.RunGC(bctx, cl, gcWait)
+	if !f.autoRecovery {
+		return nil
+	}
+	rb.auditor = ledger.NewAuditor(cl, ledger.AuditorConfig{Name: f.bookieID,
+		LostBookieRecoveryDelay: f.lostBookieDelay, PeriodicCheckInterval: f.auditorCheck})
+	rb.worker = ledger.NewReplicationWorker(cl, ledger.ReplicationConfig{Name: f.bookieID, OpenLedgerGracePeriod: f.openLedgerGrace})
+	rb.auditor.Start()
+	rb.worker.Start()
+	return nil
+}
+
+// stop unregisters first (clients stop choosing this bookie), then stops
+// serving, then flushes and closes storage.
+func (rb *runningBookie) stop(log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	if rb.worker != nil {
+		rb.worker.Stop()
+	}
+	if rb.auditor != nil {
+		rb.auditor.Stop()
+	}
+	if rb.stopBack != nil {
+		rb.stopBack()
+	}
+	if rb.ledgers != nil {
+		rb.ledgers.Close()
+	}
+	if rb.reg != nil {
+		errs = append(errs, rb.reg.Unregister(ctx))
+	}
+	if rb.web != nil {
+		errs = append(errs, rb.web.Shutdown(ctx))
+	}
+	if rb.srv != nil {
+		errs = append(errs, rb.srv.Close(ctx))
+	}
+	if rb.core != nil {
+		errs = append(errs, rb.core.Close())
+	}
+	errs = append(errs, rb.store.Close())
+	if err := errors.Join(errs...); err != nil {
+		log.Error("bookie did not stop cleanly", "err", err)
+	}
+}
+
+// serveBookieHTTP serves /metrics, /debug/pprof and BookKeeper's status
+// endpoints.
+func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, id string, log *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/api/v1/bookie/state", func(w http.ResponseWriter, _ *http.Request) {
+		ro, why := core.ReadOnly()
+		writeJSON(w, map[string]any{"running": true, "readOnly": ro, "reason": why, "bookieId": id})
+	})
+	mux.HandleFunc("/api/v1/bookie/info", func(w http.ResponseWriter, _ *http.Request) {
+		free, total := core.DiskSpace()
+		writeJSON(w, map[string]any{"freeSpace": free, "totalSpace": total})
+	})
+	mux.HandleFunc("/heartbeat", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bookie http: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("bookie http server stopped; /metrics and status are unavailable", "err", err)
+		}
+	}()
+	return srv, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
