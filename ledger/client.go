@@ -32,6 +32,11 @@ type Config struct {
 	// SpeculativeReadTimeout: after this long without an answer a read
 	// also asks the next replica (speculativeReadTimeout; default 2 s).
 	SpeculativeReadTimeout time.Duration
+	// ExplicitLACInterval: a writer with nothing in flight whose LAC moved
+	// past the last one it piggybacked sends it to the bookies explicitly
+	// this often, so tailing readers see its last entries without waiting
+	// for the next add (explicitLacInterval; default 0: never).
+	ExplicitLACInterval time.Duration
 	// MetadataTimeout bounds metadata operations the client starts on its
 	// own (ensemble changes; default 30 s).
 	MetadataTimeout time.Duration

@@ -52,6 +52,37 @@
 //   - Ensemble changes made during recovery are stored only with the close:
 //     a recovery that fails halfway leaves the fragments as they were.
 //
+// # Re-replication (auditor.go, replication.go, underreplication.go)
+//
+//	/ledgers/underreplication/ledgers/<id>   {"missingBookies":[...],"markedMillis":...}
+//	/ledgers/underreplication/locks/<id>     ephemeral: the worker on <id>
+//	/ledgers/auditor/election/candidate-<n>  ephemeral sequential
+//
+// Lost bookies' replicas are copied elsewhere in two roles:
+//
+//   - The Auditor candidate with the lowest election node leads. It
+//     watches /bookies/available (re-listing whenever its watch is
+//     re-established), and once a bookie has been unregistered for
+//     LostBookieRecoveryDelay it scans every ledger's metadata and marks
+//     those with a fragment naming it; a periodic full scan catches the
+//     rest. Marks only grow, merged by CAS.
+//   - A ReplicationWorker locks a marked ledger, re-reads mark and
+//     metadata, and for each replica on a lost bookie (named in the mark
+//     and unregistered now) in a closed fragment (any fragment of a
+//     CLOSED ledger, any but the last of an OPEN one): reads each entry
+//     of that replica from a surviving one (verified), writes the same
+//     bytes to a registered bookie outside the fragment with a recovery
+//     add, then CASes that one position of that one fragment. On a
+//     version conflict it re-applies to the new metadata if the copy
+//     still covers it, else decides again. It unmarks (CAS on the mark's
+//     version) when no fragment names a lost bookie.
+//   - The last fragment of an OPEN ledger, or any of one IN_RECOVERY
+//     (whose close must not race another metadata change), is left alone
+//     for OpenLedgerGracePeriod with the lock held: a writer that writes
+//     replaces the bookie itself. If the metadata is unchanged after it,
+//     the worker recovers the ledger (fencing an idle writer) and then
+//     replicates it as closed.
+//
 // # Lock rules
 //
 // WriteHandle.mu guards the handle's state; nothing is sent and no

@@ -152,6 +152,39 @@ func TestAppendReadClose(t *testing.T) {
 	}
 }
 
+// TestExplicitLAC: an idle writer tells bookies its LAC, so a tailing
+// reader sees every acknowledged entry without another add.
+func TestExplicitLAC(t *testing.T) {
+	c := newCluster(t, 3, 8)
+	ctx := ctxFor(t, 30*time.Second)
+	w, err := c.client(t, Config{ExplicitLACInterval: 20 * time.Millisecond}).Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 50, newAcks()) // pipelined: the entries themselves carry stale LACs
+	r, err := c.client(t, Config{}).OpenNoRecovery(ctx, w.ID(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lac, err := r.ReadLAC(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lac == 49 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tailing reader LAC %d, want 49 from the explicit LAC", lac)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := r.Read(ctx, 0, 49); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestTailingReaderWaitsForLAC(t *testing.T) {
 	c := newCluster(t, 3, 2)
 	ctx := ctxFor(t, 30*time.Second)

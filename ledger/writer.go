@@ -50,6 +50,8 @@ type WriteHandle struct {
 		err       error          // terminal: fenced, closed, out of bookies
 		done      []completion   // completions waiting for delivery, in order
 		idle      chan struct{}  // closed when pending becomes empty (for Close)
+		sentLAC   int64          // the highest LAC bookies were told (piggybacked or explicit)
+		lacSentAt time.Time
 	}
 }
 
@@ -80,6 +82,7 @@ func newWriteHandle(c *Client, id int64, md *Metadata, version int64, password [
 	h.mu.md, h.mu.version = md, version
 	h.mu.nextEntry, h.mu.lac, h.mu.lacLength, h.mu.length = lac+1, lac, lacLength, lacLength
 	h.mu.failed = make(map[int]string)
+	h.mu.sentLAC = lac
 	go h.deliverLoop()
 	go h.timeoutLoop()
 	return h, nil
@@ -139,6 +142,7 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 	h.mu.nextEntry++
 	h.mu.length += int64(len(payload))
 	data := h.dig.encodeEntry(h.id, id, h.mu.lac, h.mu.length, payload)
+	h.mu.sentLAC = h.mu.lac
 	h.enqueueLocked(id, h.mu.length, data, cb)
 }
 
@@ -438,9 +442,38 @@ func (h *WriteHandle) timeoutLoop() {
 					break
 				}
 			}
+			lacReq := h.explicitLACLocked(now)
 			h.mu.Unlock()
 			h.signal()
+			h.sendExplicitLAC(lacReq)
 		}
+	}
+}
+
+// explicitLACLocked returns the bookies to tell an idle writer's LAC, if
+// it is time to (nil otherwise), and notes it as sent.
+func (h *WriteHandle) explicitLACLocked(now time.Time) []*bkproto.Request {
+	every := h.c.cfg.ExplicitLACInterval
+	if every <= 0 || h.recovery || h.mu.err != nil || len(h.mu.pending) > 0 || h.mu.lac <= h.mu.sentLAC || now.Sub(h.mu.lacSentAt) < every {
+		return nil
+	}
+	h.mu.sentLAC, h.mu.lacSentAt = h.mu.lac, now
+	data := h.dig.encodeLAC(h.id, h.mu.lac)
+	var reqs []*bkproto.Request
+	for range h.mu.md.last().Bookies {
+		reqs = append(reqs, &bkproto.Request{Op: bkproto.OpWriteLAC, LedgerID: h.id, MasterKey: h.key, LAC: h.mu.lac, Data: data})
+	}
+	return reqs
+}
+
+// sendExplicitLAC sends explicit-LAC requests; failures only mean readers
+// learn the LAC from the next add instead.
+func (h *WriteHandle) sendExplicitLAC(reqs []*bkproto.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	for i, b := range h.Metadata().last().Bookies {
+		h.c.transport.Send(b, reqs[i], func(*bkproto.Response, error) {})
 	}
 }
 
@@ -543,6 +576,11 @@ func (c *Client) closeMetadata(ctx context.Context, id int64, md *Metadata, vers
 			return fmt.Errorf("ledger %d was closed at entry %d by another client, this one ends at %d: %w", id, cur.LastEntryID, lastEntry, ErrFenced)
 		case cur.State == StateInRecovery && !recovery:
 			return fmt.Errorf("ledger %d is being recovered: %w", id, ErrFenced)
+		case recovery:
+			// Someone changed the ledger under this recovery; its own
+			// ensemble changes are relative to what it read, so it starts over
+			// rather than merge them into metadata it has not seen.
+			return fmt.Errorf("ledger %d changed during recovery (version %d): %w", id, curVersion, ErrRecoveryIncomplete)
 		}
 		md, version = cur, curVersion
 	}
