@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test testrace bench fuzz lint standalone perf-disk perf-journal zookeeper generate clean
+.PHONY: all build test testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger zookeeper generate clean
 
 all: build
 
@@ -73,6 +73,18 @@ perf-disk: build
 perf-journal: build
 	mkdir -p $(PERF_DIR)
 	$(BIN) perf journal --dir $(PERF_DIR)
+
+## perf-bookie: a bookie over loopback: adds and cache-hit reads with 1..64
+## clients, a cold catch-up read after a restart, the disk's limits beside
+perf-bookie: build
+	mkdir -p $(PERF_DIR)
+	$(BIN) perf bookie --dir $(PERF_DIR)
+
+## perf-ledger: the ledger client over 3 in-process bookies on loopback:
+## appends by quorum, entry size and writer count, read back and checked
+perf-ledger: build
+	mkdir -p $(PERF_DIR)
+	$(BIN) perf ledger --dir $(PERF_DIR)
 
 clean:
 	rm -rf bin .perf

@@ -18,8 +18,12 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		return runPerfDisk(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "journal":
 		return runPerfJournal(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "bookie":
+		return runPerfBookie(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "ledger":
+		return runPerfLedger(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal [flags]   (more perf commands land with the broker)")
+	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger [flags]   (more perf commands land with the broker)")
 	return 2
 }
 
