@@ -31,6 +31,10 @@ func TestCollectGarbage(t *testing.T) {
 	if _, err := tb.read(1, 0); !errors.Is(err, client.ErrNoLedger) {
 		t.Fatalf("read of a collected ledger: %v", err)
 	}
+	// A zombie writer of a deleted ledger is refused, not silently dropped.
+	if err := tb.add(1, 1, 0, "late", 0); !errors.Is(err, client.ErrNoLedger) {
+		t.Fatalf("add to a deleted ledger: %v, want ErrNoLedger", err)
+	}
 	resp, err := tb.read(2, 0)
 	mustPayload(t, resp, err, "x")
 	// An oracle failure deletes nothing it could not check.

@@ -104,6 +104,14 @@ func (c *Core) ledgerForWriteLocked(js *journal.Set, ledgerID int64, key []byte)
 		c.noteStorageError(err)
 		return nil, statusOf(err)
 	}
+	// Storage ignores writes to a deleted ledger (so replay cannot revive
+	// it); a client still writing to one is told, not silently dropped.
+	if ok, err := c.storage.LedgerExists(ledgerID); err != nil || !ok {
+		if err != nil {
+			return nil, statusOf(err)
+		}
+		return nil, bkproto.StatusNoLedger
+	}
 	keyCopy := append([]byte{}, key...)
 	if err := js.Add(ledgerID, metaMasterKey, keyCopy, func(journal.Mark, error) {}); err != nil {
 		return nil, statusOf(err)

@@ -16,6 +16,7 @@ type Memory struct {
 		sync.Mutex
 		closed  bool
 		ledgers map[int64]*memLedger
+		deleted map[int64]bool // tombstones: deleted ledgers never come back
 	}
 }
 
@@ -31,6 +32,7 @@ type memLedger struct {
 func NewMemory(cp Checkpointer) *Memory {
 	m := &Memory{cp: cp}
 	m.mu.ledgers = make(map[int64]*memLedger)
+	m.mu.deleted = make(map[int64]bool)
 	return m
 }
 
@@ -53,6 +55,9 @@ func (m *Memory) ledgerLocked(ledgerID int64, create bool) (*memLedger, error) {
 func (m *Memory) SetMasterKey(ledgerID int64, key []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.mu.deleted[ledgerID] && !m.mu.closed {
+		return nil
+	}
 	l, err := m.ledgerLocked(ledgerID, true)
 	if err != nil {
 		return err
@@ -135,6 +140,9 @@ func (m *Memory) LedgerExists(ledgerID int64) (bool, error) {
 func (m *Memory) AddEntry(ledgerID, entryID int64, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.mu.deleted[ledgerID] && !m.mu.closed {
+		return nil
+	}
 	l, err := m.ledgerLocked(ledgerID, true)
 	if err != nil {
 		return err
@@ -183,6 +191,7 @@ func (m *Memory) DeleteLedger(ledgerID int64) error {
 		return ErrClosed
 	}
 	delete(m.mu.ledgers, ledgerID)
+	m.mu.deleted[ledgerID] = true
 	return nil
 }
 

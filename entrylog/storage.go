@@ -47,8 +47,10 @@ type Checkpointer interface {
 // they must not be modified).
 type Storage interface {
 	// SetMasterKey creates the ledger's state with this master key if the
-	// ledger is new; for an existing ledger it changes nothing (the bookie
-	// compares keys itself, before calling).
+	// ledger is new, and sets the key of a ledger that has none yet (one
+	// created by AddEntry); an existing key never changes (the bookie
+	// compares keys itself, before calling). On a deleted ledger it does
+	// nothing: LedgerExists stays false.
 	SetMasterKey(ledgerID int64, key []byte) error
 	// MasterKey returns the key the ledger was created with; ErrNoLedger.
 	MasterKey(ledgerID int64) ([]byte, error)
@@ -67,7 +69,9 @@ type Storage interface {
 
 	// AddEntry stores an entry, creating ledger state (with no master
 	// key) if there is none. Adding an entry that exists again replaces it
-	// (journal replay re-adds what a crash may have left unflushed).
+	// (journal replay re-adds what a crash may have left unflushed). On a
+	// deleted ledger it does nothing: ledger ids are never reused, so this
+	// is a replayed or stale write, and it must not bring the ledger back.
 	AddEntry(ledgerID, entryID int64, data []byte) error
 	// ReadEntry returns an entry; ErrNoLedger, ErrNoEntry, or corruption.
 	ReadEntry(ledgerID, entryID int64) ([]byte, error)

@@ -253,6 +253,14 @@ func testDelete(t *testing.T, open Open) {
 		checkEntry(t, s, 2, e, payload(2, e, 100))
 	}
 	must(t, s.DeleteLedger(1)) // twice: not an error
+	// A replayed or stale write never brings a deleted ledger back.
+	must(t, s.AddEntry(1, 30, payload(1, 30, 100)))
+	must(t, s.SetMasterKey(1, []byte("k")))
+	if ok, err := s.LedgerExists(1); ok || err != nil {
+		t.Fatalf("LedgerExists after writes to a deleted ledger: %v %v", ok, err)
+	}
+	_, err = s.ReadEntry(1, 30)
+	wantErr(t, err, entrylog.ErrNoLedger, "ReadEntry after a write to a deleted ledger")
 }
 
 func testLedgers(t *testing.T, open Open) {
