@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger zookeeper generate clean
+.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger zookeeper generate clean
 
 all: build
 
@@ -26,6 +26,13 @@ test: zookeeper
 ## testrace: the tests three times in shuffled order, to shake out flakes
 testrace: zookeeper
 	$(GO) test -race -count=3 -shuffle=on -timeout 40m ./...
+
+## test-long: the seeded crash and fault suites with many more seeds
+## (journal and entry-log crashes, ledger fault scenarios, re-replication);
+## about half an hour on 2 cores
+test-long: zookeeper
+	MAGNETAR_CRASH_SEEDS=3000 $(GO) test -count=1 -timeout 60m -run 'TestCrash' ./journal/ ./entrylog/
+	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
 
 ## bench: Go benchmarks of every package
 bench:

@@ -454,3 +454,49 @@ func TestAddRacingRecovery(t *testing.T) {
 		checkPersistence(t, c, w.ID(), a)
 	}
 }
+
+// TestDeleteAndGarbageCollect: deleting a ledger removes its metadata, and
+// each bookie's garbage collection then drops its entries.
+func TestDeleteAndGarbageCollect(t *testing.T) {
+	c := newCluster(t, 3, 9)
+	ctx := ctxFor(t, 30*time.Second)
+	cl := c.client(t, Config{})
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 10, newAcks())
+	appendN(t, keep, 10, newAcks())
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, w.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.OpenNoRecovery(ctx, w.ID(), password); !errors.Is(err, ErrNoSuchLedger) {
+		t.Fatalf("open a deleted ledger: %v", err)
+	}
+	for _, id := range sortedIDs(c) {
+		core := c.nodes[id].core
+		if _, err := core.CollectGarbage(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := core.Storage().LedgerExists(w.ID()); ok {
+			t.Fatalf("%s still holds deleted ledger %d after GC", id, w.ID())
+		}
+	}
+	if err := keep.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.OpenNoRecovery(ctx, keep.ID(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(ctx, 0, 9); err != nil {
+		t.Fatalf("a live ledger after GC: %v", err)
+	}
+}

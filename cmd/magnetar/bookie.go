@@ -53,6 +53,7 @@ type bookieFlags struct {
 	diskThreshold, diskLwm          float64
 	diskCheck, flushInterval        time.Duration
 	journalMaxGroupWait             time.Duration
+	journal                         journalSettings
 	zkTimeout                       time.Duration
 	autoRecovery                    bool
 	lostBookieDelay                 time.Duration
@@ -83,6 +84,7 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	f.storage = defaultStorageSettings()
 	f.zkTimeout = 10 * time.Second
 	f.autoRecovery = true
+	f.journal = journalSettings{syncData: true, reuseFiles: true}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -131,6 +133,13 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 		"diskUsageThreshold":     setFloat(&f.diskThreshold), "diskUsageLwmThreshold": setFloat(&f.diskLwm),
 		"diskCheckInterval": setDuration(&f.diskCheck, time.Millisecond), "flushInterval": setDuration(&f.flushInterval, time.Millisecond),
 		"journalMaxGroupWaitMSec":            setDuration(&f.journalMaxGroupWait, time.Millisecond),
+		"journalBufferedWritesThreshold":     setInt(&f.journal.bufferedWrites),
+		"journalBufferedEntriesThreshold":    setInt(&f.journal.bufferedEntries),
+		"journalMaxSizeMB":                   setInt64(&f.journal.maxSizeMB),
+		"journalPreAllocSizeMB":              setInt64(&f.journal.preallocMB),
+		"journalQueueSize":                   setInt(&f.journal.queueSize),
+		"journalSyncData":                    setBool(&f.journal.syncData),
+		"journalReuseFiles":                  setBool(&f.journal.reuseFiles),
 		"zkTimeout":                          setDuration(&f.zkTimeout, time.Millisecond),
 		"autoRecoveryDaemonEnabled":          setBool(&f.autoRecovery),
 		"lostBookieRecoveryDelay":            setDuration(&f.lostBookieDelay, time.Second),
@@ -291,7 +300,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(fs, c.LedgerDirs, f.storage, cp, log, reg)
 	}
-	core, err := bookie.OpenCore(fs, c.JournalDirs, journal.Options{MaxGroupWait: f.journalMaxGroupWait, Logger: log}, open,
+	core, err := bookie.OpenCore(fs, c.JournalDirs, f.journal.options(f.journalMaxGroupWait, log), open,
 		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
 			DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck, Logger: log, Metrics: metrics})
 	if err != nil {
@@ -425,4 +434,20 @@ func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, i
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// journalSettings are the journal keys of bk_server.conf.
+type journalSettings struct {
+	bufferedWrites, bufferedEntries, queueSize int
+	maxSizeMB, preallocMB                      int64
+	syncData, reuseFiles                       bool
+}
+
+func (j journalSettings) options(maxGroupWait time.Duration, log *slog.Logger) journal.Options {
+	if !j.syncData {
+		log.Warn("journalSyncData=false: adds are acknowledged before they are durable; a power failure or kernel crash loses acknowledged entries")
+	}
+	return journal.Options{MaxGroupWait: maxGroupWait, BufferedWritesThreshold: j.bufferedWrites,
+		BufferedEntriesThreshold: j.bufferedEntries, MaxFileSize: j.maxSizeMB << 20, PreallocSize: j.preallocMB << 20,
+		QueueSize: j.queueSize, SkipSync: !j.syncData, NoFileReuse: !j.reuseFiles, Logger: log}
 }
