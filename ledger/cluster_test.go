@@ -79,7 +79,9 @@ func (c *cluster) addBookie(id string, fs *engine.MemFS) *node {
 func (c *cluster) startBookie(id string) {
 	c.t.Helper()
 	nd := c.nodes[id]
-	core, err := bookie.OpenCore(nd.fs, []string{"/journal"}, journal.Options{Logger: quietLog()}, nd.openStorage,
+	// Small journal files: the mem engine copies a whole file on every datasync.
+	jopts := journal.Options{Logger: quietLog(), PreallocSize: 64 << 10, MaxFileSize: 1 << 20}
+	core, err := bookie.OpenCore(nd.fs, []string{"/journal"}, jopts, nd.openStorage,
 		bookie.Options{Logger: quietLog(), LedgerDirs: []string{"/"}, DiskUsage: func(string) (uint64, uint64, error) { return 1 << 30, 1 << 31, nil }})
 	if err != nil {
 		c.t.Fatalf("start %s: %v", id, err)

@@ -320,3 +320,18 @@ func (r *ReadHandle) WaitLAC(ctx context.Context, previous int64, timeout time.D
 		return r.LastAddConfirmed(), ctx.Err()
 	}
 }
+
+// Read reads entries first..last of the ledger this handle writes; they
+// must be at or below its LAC (the writer's own entries, served from the
+// bookies, for readers that are behind the writer's cache).
+func (h *WriteHandle) Read(ctx context.Context, first, last int64) ([]Entry, error) {
+	h.mu.Lock()
+	md, lac := h.mu.md.clone(), h.mu.lac
+	h.mu.Unlock()
+	r, err := h.c.newReadHandle(h.id, md, md.Password)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.lac = lac
+	return r.Read(ctx, first, last)
+}

@@ -32,9 +32,10 @@ type WriteHandle struct {
 	e, w, a  int
 	recovery bool // adds are recovery adds (accepted on fenced bookies)
 
-	wake     chan struct{} // the delivery goroutine has completions to run
-	stop     chan struct{} // closed when the handle is finished
-	stopOnce sync.Once
+	wake      chan struct{} // the delivery goroutine has completions to run
+	stop      chan struct{} // closed when the handle is finished
+	delivered chan struct{} // closed when the last callback returned
+	stopOnce  sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -78,7 +79,7 @@ func newWriteHandle(c *Client, id int64, md *Metadata, version int64, password [
 		return nil, err
 	}
 	h := &WriteHandle{c: c, id: id, dig: dig, key: masterKey(password), e: md.EnsembleSize, w: md.WriteQuorumSize,
-		a: md.AckQuorumSize, recovery: recovery, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		a: md.AckQuorumSize, recovery: recovery, wake: make(chan struct{}, 1), stop: make(chan struct{}), delivered: make(chan struct{})}
 	h.mu.md, h.mu.version = md, version
 	h.mu.nextEntry, h.mu.lac, h.mu.lacLength, h.mu.length = lac+1, lac, lacLength, lacLength
 	h.mu.failed = make(map[int]string)
@@ -486,6 +487,7 @@ func (h *WriteHandle) signal() {
 
 // deliverLoop runs completions in order.
 func (h *WriteHandle) deliverLoop() {
+	defer close(h.delivered)
 	for {
 		select {
 		case <-h.wake:
@@ -506,6 +508,11 @@ func (h *WriteHandle) deliver() {
 		c.cb(c.entryID, c.err)
 	}
 }
+
+// Delivered is closed once the handle was closed and its last callback
+// returned: callers that chain ledgers wait for it to keep callbacks of
+// consecutive ledgers in order.
+func (h *WriteHandle) Delivered() <-chan struct{} { return h.delivered }
 
 // waitIdle waits until no entry is pending.
 func (h *WriteHandle) waitIdle(ctx context.Context) error {

@@ -148,7 +148,7 @@ func (ml *memoryLedger) OpenCursor(ctx context.Context, name string, opts Cursor
 	if opts.Initial == Earliest {
 		start = ml.base
 	}
-	c := &memoryCursor{ml: ml, name: name, durable: true, markDelete: start - 1, read: start}
+	c := &memoryCursor{ml: ml, name: name, durable: true, ackState: ackState{markDelete: start - 1, read: start}}
 	ml.cursors[name] = c
 	return c, nil
 }
@@ -163,7 +163,7 @@ func (ml *memoryLedger) NewNonDurableCursor(start Position) (Cursor, error) {
 	if i < ml.endLocked() && ml.entries[i-ml.base].Position == start {
 		i++ // start is exclusive
 	}
-	c := &memoryCursor{ml: ml, name: "reader", markDelete: i - 1, read: i}
+	c := &memoryCursor{ml: ml, name: "reader", ackState: ackState{markDelete: i - 1, read: i}}
 	if ml.nonDurable == nil {
 		ml.nonDurable = map[*memoryCursor]struct{}{}
 	}

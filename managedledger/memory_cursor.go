@@ -5,25 +5,19 @@ import (
 	"fmt"
 )
 
-// memoryCursor keeps global indices: markDelete (everything at or before
-// is acknowledged), read (the next entry to read), and acked, the
-// individually acknowledged indices after markDelete as sorted disjoint
-// [lo, hi] ranges. All fields are guarded by ml.mu.
+// memoryCursor keeps its state in global indices (ackState). All fields
+// are guarded by ml.mu.
 type memoryCursor struct {
-	ml         *memoryLedger
-	name       string
-	durable    bool
-	markDelete int64
-	read       int64
-	acked      []indexRange
-	closed     bool
+	ackState
+	ml      *memoryLedger
+	name    string
+	durable bool
+	closed  bool
 
 	waiter    func([]Entry, error)
 	waitN     int
 	waitBytes int64
 }
-
-type indexRange struct{ lo, hi int64 }
 
 func (c *memoryCursor) Name() string  { return c.name }
 func (c *memoryCursor) Durable() bool { return c.durable }
@@ -58,7 +52,7 @@ func (c *memoryCursor) readLocked(n int, maxBytes int64) []Entry {
 	var out []Entry
 	var bytes int64
 	for c.read < ml.endLocked() && len(out) < n && (len(out) == 0 || bytes < maxBytes) {
-		if !c.ackedLocked(c.read) {
+		if !c.isAcked(c.read) {
 			e := ml.entries[c.read-ml.base]
 			out = append(out, e)
 			bytes += int64(len(e.Data))
@@ -126,7 +120,7 @@ func (c *memoryCursor) MarkDelete(ctx context.Context, pos Position) error {
 	}
 	if i > c.markDelete {
 		c.markDelete = i
-		c.normaliseLocked()
+		c.normalise()
 		c.ml.trimLocked()
 	}
 	return nil
@@ -147,56 +141,12 @@ func (c *memoryCursor) Delete(ctx context.Context, positions ...Position) error 
 			continue // trimmed: already gone
 		}
 		if i > c.markDelete {
-			c.addAckedLocked(i)
+			c.addAcked(i)
 		}
 	}
-	c.normaliseLocked()
+	c.normalise()
 	c.ml.trimLocked()
 	return nil
-}
-
-// addAckedLocked inserts index i into the acked ranges, merging neighbours.
-func (c *memoryCursor) addAckedLocked(i int64) {
-	k := 0
-	for k < len(c.acked) && c.acked[k].hi < i-1 {
-		k++
-	}
-	switch {
-	case k == len(c.acked) || c.acked[k].lo > i+1:
-		c.acked = append(c.acked, indexRange{})
-		copy(c.acked[k+1:], c.acked[k:])
-		c.acked[k] = indexRange{i, i}
-	default:
-		c.acked[k].lo, c.acked[k].hi = min(c.acked[k].lo, i), max(c.acked[k].hi, i)
-		if k+1 < len(c.acked) && c.acked[k+1].lo <= c.acked[k].hi+1 {
-			c.acked[k].hi = max(c.acked[k].hi, c.acked[k+1].hi)
-			c.acked = append(c.acked[:k+1], c.acked[k+2:]...)
-		}
-	}
-}
-
-// normaliseLocked folds acked ranges that touch the mark-delete position
-// into it and drops those it covers.
-func (c *memoryCursor) normaliseLocked() {
-	for len(c.acked) > 0 && c.acked[0].lo <= c.markDelete+1 {
-		c.markDelete = max(c.markDelete, c.acked[0].hi)
-		c.acked = c.acked[1:]
-	}
-}
-
-func (c *memoryCursor) ackedLocked(i int64) bool {
-	if i <= c.markDelete {
-		return true
-	}
-	for _, r := range c.acked {
-		if i < r.lo {
-			return false
-		}
-		if i <= r.hi {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *memoryCursor) IsAcknowledged(pos Position) bool {
@@ -206,7 +156,7 @@ func (c *memoryCursor) IsAcknowledged(pos Position) bool {
 	if !ok {
 		return i <= c.ml.base // trimmed entries were acknowledged
 	}
-	return c.ackedLocked(i)
+	return c.isAcked(i)
 }
 
 func (c *memoryCursor) Seek(pos Position) {
@@ -235,12 +185,7 @@ func (c *memoryCursor) Reset(ctx context.Context, pos Position) error {
 func (c *memoryCursor) Backlog() int64 {
 	c.ml.mu.Lock()
 	defer c.ml.mu.Unlock()
-	end := c.ml.endLocked()
-	n := end - max(c.markDelete+1, c.ml.base)
-	for _, r := range c.acked {
-		n -= min(r.hi, end-1) - r.lo + 1
-	}
-	return max(n, 0)
+	return c.backlog(c.ml.base, c.ml.endLocked())
 }
 
 func (c *memoryCursor) Close(ctx context.Context) error {

@@ -189,9 +189,18 @@ func TestConcurrentAddsAndTailingReads(t *testing.T) {
 // sequences of add, read, individual ack, cumulative ack, rewind, seek and
 // reset (forwards and backwards, within what is still stored).
 func TestCursorModel(t *testing.T) {
+	runCursorModel(t, func(rt *rapid.T) ManagedLedger {
+		ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))}).Open(context.Background(), "t")
+		return ml
+	})
+}
+
+// runCursorModel runs the model over managed ledgers from open.
+func runCursorModel(t *testing.T, open func(rt *rapid.T) ManagedLedger) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))}).Open(ctx, "t")
+		ml := open(rt)
+		defer ml.Close(ctx)
 		c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
 		m := &cursorModel{acked: map[Position]bool{}}
 		for step := 0; step < 60; step++ {
@@ -231,7 +240,7 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 	ctx := context.Background()
 	switch rapid.IntRange(0, 7).Draw(rt, "op") {
 	case 0, 1:
-		ml.AddEntry([]byte("e"), func(p Position, err error) { m.all = append(m.all, p) })
+		m.all = append(m.all, addWait(rt, ml, "e"))
 	case 2:
 		n := rapid.IntRange(1, 4).Draw(rt, "n")
 		got, _ := c.ReadEntries(ctx, n, 1<<20)

@@ -1,0 +1,50 @@
+package ledger
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
+)
+
+// LocalTransport reaches bookies running in this process by calling their
+// request handlers directly: no socket, no encoding (standalone runs its
+// bookie this way). Requests run the same bookie code as over the network.
+type LocalTransport struct {
+	mu    sync.RWMutex
+	cores map[string]*bookie.Core
+}
+
+// NewLocalTransport returns a transport with no bookies.
+func NewLocalTransport() *LocalTransport {
+	return &LocalTransport{cores: map[string]*bookie.Core{}}
+}
+
+// Add makes a bookie reachable under id (nil removes it).
+func (t *LocalTransport) Add(id string, core *bookie.Core) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if core == nil {
+		delete(t.cores, id)
+		return
+	}
+	t.cores[id] = core
+}
+
+// Send implements Transport. Handle may wait for the journal or storage,
+// so it runs on its own goroutine.
+func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
+	t.mu.RLock()
+	core := t.cores[id]
+	t.mu.RUnlock()
+	r := *req
+	go func() {
+		if core == nil {
+			cb(nil, fmt.Errorf("%w: bookie %s is not in this process", client.ErrDisconnected, id))
+			return
+		}
+		core.Handle(&r, func(resp *bkproto.Response) { cb(resp, client.StatusError(resp.Status)) })
+	}()
+}

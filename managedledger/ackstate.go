@@ -1,0 +1,68 @@
+package managedledger
+
+// ackState is a cursor's acknowledgement state in global entry indices
+// (the stream's entries numbered from 0 across ledgers): markDelete
+// (everything at or before it is acknowledged), read (the next entry to
+// read), and acked, the individually acknowledged indices after
+// markDelete as sorted, disjoint, non-adjacent [lo, hi] ranges. Both
+// implementations share it; their ledger's lock guards it.
+type ackState struct {
+	markDelete int64
+	read       int64
+	acked      []indexRange
+}
+
+type indexRange struct{ lo, hi int64 }
+
+// addAcked inserts index i into the acked ranges, merging neighbours.
+func (s *ackState) addAcked(i int64) {
+	k := 0
+	for k < len(s.acked) && s.acked[k].hi < i-1 {
+		k++
+	}
+	switch {
+	case k == len(s.acked) || s.acked[k].lo > i+1:
+		s.acked = append(s.acked, indexRange{})
+		copy(s.acked[k+1:], s.acked[k:])
+		s.acked[k] = indexRange{i, i}
+	default:
+		s.acked[k].lo, s.acked[k].hi = min(s.acked[k].lo, i), max(s.acked[k].hi, i)
+		if k+1 < len(s.acked) && s.acked[k+1].lo <= s.acked[k].hi+1 {
+			s.acked[k].hi = max(s.acked[k].hi, s.acked[k+1].hi)
+			s.acked = append(s.acked[:k+1], s.acked[k+2:]...)
+		}
+	}
+}
+
+// normalise folds acked ranges that touch the mark-delete position into
+// it and drops those it covers.
+func (s *ackState) normalise() {
+	for len(s.acked) > 0 && s.acked[0].lo <= s.markDelete+1 {
+		s.markDelete = max(s.markDelete, s.acked[0].hi)
+		s.acked = s.acked[1:]
+	}
+}
+
+func (s *ackState) isAcked(i int64) bool {
+	if i <= s.markDelete {
+		return true
+	}
+	for _, r := range s.acked {
+		if i < r.lo {
+			return false
+		}
+		if i <= r.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// backlog counts unacknowledged indices in [base, end).
+func (s *ackState) backlog(base, end int64) int64 {
+	n := end - max(s.markDelete+1, base)
+	for _, r := range s.acked {
+		n -= min(r.hi, end-1) - max(r.lo, base) + 1
+	}
+	return max(n, 0)
+}

@@ -1,0 +1,230 @@
+package managedledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Config configures the managed ledgers of a BKFactory. Zero values take
+// the defaults; names in parentheses are Pulsar's broker settings.
+type Config struct {
+	// Store holds managed-ledger and cursor metadata (required).
+	Store metadata.Store
+	// Ledgers writes and reads the ledgers (required).
+	Ledgers *ledger.Client
+	// EnsembleSize, WriteQuorum, AckQuorum (managedLedgerDefaultEnsembleSize,
+	// ...WriteQuorum, ...AckQuorum; default 1, 1, 1: standalone).
+	EnsembleSize, WriteQuorum, AckQuorum int
+	// MaxEntriesPerLedger (managedLedgerMaxEntriesPerLedger; default 50000).
+	MaxEntriesPerLedger int64
+	// MaxSizePerLedger (managedLedgerMaxSizePerLedgerMbytes; default 2 GiB).
+	MaxSizePerLedger int64
+	// MaxLedgerRolloverTime (managedLedgerMaxLedgerRolloverTimeMinutes;
+	// default 4 h) and MinLedgerRolloverTime (...MinLedgerRolloverTimeMinutes;
+	// default 10 min): a ledger rolls over after the maximum age, and not
+	// before the minimum one for the size and entry limits.
+	MaxLedgerRolloverTime, MinLedgerRolloverTime time.Duration
+	// CacheSize bounds the entry cache shared by every managed ledger of
+	// the factory (managedLedgerCacheSizeMB; default 256 MiB).
+	CacheSize int64
+	// CacheEvictionTime drops cached entries older than this
+	// (managedLedgerCacheEvictionTimeThresholdMillis; default 1 s... a
+	// tailing read takes an entry long before that).
+	CacheEvictionTime time.Duration
+	// MarkDeleteRate persists each cursor's position at most this many
+	// times a second (managedLedgerDefaultMarkDeleteRateLimit; default 1).
+	MarkDeleteRate float64
+	// RetentionTime and RetentionSize keep consumed ledgers this long / up
+	// to this many bytes (defaultRetentionTimeInMinutes,
+	// defaultRetentionSizeInMB; default 0: delete once consumed).
+	RetentionTime time.Duration
+	RetentionSize int64
+	// Password of every ledger (managedLedgerPassword; default empty).
+	Password []byte
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.EnsembleSize <= 0 {
+		c.EnsembleSize, c.WriteQuorum, c.AckQuorum = 1, 1, 1
+	}
+	if c.WriteQuorum <= 0 {
+		c.WriteQuorum = c.EnsembleSize
+	}
+	if c.AckQuorum <= 0 {
+		c.AckQuorum = c.WriteQuorum
+	}
+	if c.MaxEntriesPerLedger <= 0 {
+		c.MaxEntriesPerLedger = 50000
+	}
+	if c.MaxSizePerLedger <= 0 {
+		c.MaxSizePerLedger = 2 << 30
+	}
+	if c.MaxLedgerRolloverTime <= 0 {
+		c.MaxLedgerRolloverTime = 4 * time.Hour
+	}
+	if c.MinLedgerRolloverTime <= 0 {
+		c.MinLedgerRolloverTime = 10 * time.Minute
+	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = 256 << 20
+	}
+	if c.CacheEvictionTime <= 0 {
+		c.CacheEvictionTime = time.Second
+	}
+	if c.MarkDeleteRate <= 0 {
+		c.MarkDeleteRate = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ManagedLedgersPath is the root of managed-ledger metadata: one node per
+// managed ledger (named by the topic) with a child per durable cursor.
+const ManagedLedgersPath = "/managed-ledgers"
+
+// BKFactory opens managed ledgers stored in ledgers (the implementation
+// over the ledger client).
+type BKFactory struct {
+	cfg    Config
+	log    *slog.Logger
+	cache  *entryCache
+	nextID atomic.Uint64
+
+	mu   sync.Mutex
+	open map[string]*bkLedger
+}
+
+// NewBKFactory returns a factory; Store and Ledgers are required.
+func NewBKFactory(cfg Config) (*BKFactory, error) {
+	if cfg.Store == nil || cfg.Ledgers == nil {
+		return nil, errors.New("managedledger: Config.Store and Config.Ledgers are required")
+	}
+	cfg = cfg.withDefaults()
+	return &BKFactory{cfg: cfg, log: cfg.Logger, cache: newEntryCache(cfg.CacheSize, cfg.CacheEvictionTime),
+		open: map[string]*bkLedger{}}, nil
+}
+
+// mlMetadata is a managed ledger's node (JSON).
+type mlMetadata struct {
+	Ledgers    []ledgerMeta      `json:"ledgers"`
+	Properties map[string]string `json:"properties,omitempty"`
+	Terminated *Position         `json:"terminatedPosition,omitempty"`
+}
+
+type ledgerMeta struct {
+	ID        int64 `json:"ledgerId"`
+	Entries   int64 `json:"entries"`
+	Size      int64 `json:"size"`
+	Timestamp int64 `json:"timestamp"` // unix ms when it was closed (0 while open)
+}
+
+func mlPath(name string) string { return ManagedLedgersPath + "/" + name }
+
+// Open opens (or creates) a managed ledger. Opening recovers its last
+// ledger, which fences a previous owner still writing to it, and starts a
+// new ledger for this owner's writes.
+func (f *BKFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
+	f.mu.Lock()
+	if ml := f.open[name]; ml != nil {
+		f.mu.Unlock()
+		return ml, nil
+	}
+	f.mu.Unlock()
+	ml, err := openBKLedger(ctx, f, name)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if other := f.open[name]; other != nil {
+		go ml.Close(context.Background()) // lost a race to open it
+		return other, nil
+	}
+	f.open[name] = ml
+	return ml, nil
+}
+
+func (f *BKFactory) forget(ml *bkLedger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open[ml.name] == ml {
+		delete(f.open, ml.name)
+	}
+}
+
+// List implements Lister: managed ledgers whose names start with prefix.
+func (f *BKFactory) List(ctx context.Context, prefix string) ([]string, error) {
+	// Names are paths: walk from the deepest existing directory of prefix.
+	dir := prefix
+	if i := strings.LastIndex(dir, "/"); i >= 0 {
+		dir = dir[:i]
+	} else {
+		dir = ""
+	}
+	var out []string
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		p := ManagedLedgersPath
+		if rel != "" {
+			p += "/" + rel
+		}
+		kids, err := f.cfg.Store.Children(ctx, p)
+		if errors.Is(err, metadata.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			child := k
+			if rel != "" {
+				child = rel + "/" + k
+			}
+			if !strings.HasPrefix(child, prefix) && !strings.HasPrefix(prefix, child+"/") {
+				continue
+			}
+			b, _, err := f.cfg.Store.Get(ctx, ManagedLedgersPath+"/"+child)
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+				return err
+			}
+			var md mlMetadata
+			if len(b) > 0 && json.Unmarshal(b, &md) == nil && md.Ledgers != nil && strings.HasPrefix(child, prefix) {
+				out = append(out, child)
+				continue // its children are cursors
+			}
+			if err := walk(child); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(dir); err != nil {
+		return nil, fmt.Errorf("managedledger: list %q: %w", prefix, err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+var (
+	_ Factory = (*BKFactory)(nil)
+	_ Lister  = (*BKFactory)(nil)
+)
+
+// CacheStats reports the entry cache's size in bytes and its hits and
+// misses since the factory started (for metrics).
+func (f *BKFactory) CacheStats() (size, hits, misses int64) { return f.cache.stats() }

@@ -1,0 +1,314 @@
+package managedledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// bkLedger is a managed ledger over the ledger client.
+//
+// Entries are numbered by a global index across ledgers, as in the memory
+// implementation (ledgers[k].first is the index of ledger k's entry 0);
+// cursors keep indices in memory and persist positions.
+//
+// Lock rules: mu guards the fields under it, the cursors' state, and the
+// metadata version. It is never held across ledger or metadata calls or
+// while calling a callback. Add callbacks run in append order on the
+// ledger handle's delivery goroutine.
+type bkLedger struct {
+	f    *BKFactory
+	cfg  Config
+	name string
+	id   uint64 // cache key: distinguishes this open from a later one
+
+	stopPersist chan struct{}
+	persistDone chan struct{}
+
+	mu struct {
+		sync.Mutex
+		version    int64
+		props      map[string]string
+		ledgers    []*ledgerInfo // the last one is being written
+		lastTrim   Position      // the position before the first stored entry, once ledgers were trimmed
+		writer     *ledger.WriteHandle
+		rolling    bool        // a rollover runs: adds queue in queued
+		queued     []queuedAdd // adds made during a rollover, for the next ledger
+		failed     []queuedAdd // adds the failed writer returned, in order: they go first
+		appended   int64       // entries appended to writer (not all confirmed)
+		appendSize int64       // bytes appended to writer
+		openedAt   time.Time   // when writer's ledger was created
+		cursors    map[string]*bkCursor
+		nonDurable map[*bkCursor]struct{}
+		closed     bool
+		fenced     error // set once another owner took the ledger over
+		terminated *Position
+	}
+}
+
+type ledgerInfo struct {
+	meta   ledgerMeta
+	first  int64              // global index of entry 0
+	reader *ledger.ReadHandle // opened lazily for closed ledgers
+}
+
+type queuedAdd struct {
+	data []byte
+	cb   func(Position, error)
+}
+
+func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {
+	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1),
+		stopPersist: make(chan struct{}), persistDone: make(chan struct{})}
+	ml.mu.cursors = map[string]*bkCursor{}
+	ml.mu.nonDurable = map[*bkCursor]struct{}{}
+	md, version, err := ml.readOrCreate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ml.recoverLast(ctx, md); err != nil {
+		return nil, err
+	}
+	ml.mu.version, ml.mu.props, ml.mu.terminated = version, md.Properties, md.Terminated
+	first := int64(0)
+	var empty []int64
+	for _, lm := range md.Ledgers {
+		if lm.Entries == 0 {
+			empty = append(empty, lm.ID) // nothing to keep: dropped from the list
+			continue
+		}
+		ml.mu.ledgers = append(ml.mu.ledgers, &ledgerInfo{meta: lm, first: first})
+		first += lm.Entries
+	}
+	if err := ml.startLedger(ctx); err != nil {
+		return nil, err
+	}
+	for _, id := range empty {
+		if err := ml.cfg.Ledgers.Delete(ctx, id); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			ml.f.log.Warn("managed ledger could not delete an empty ledger", "managed_ledger", name, "ledger", id, "err", err)
+		}
+	}
+	if err := ml.recoverCursors(ctx); err != nil {
+		ml.abandon()
+		return nil, err
+	}
+	go ml.persistLoop()
+	return ml, nil
+}
+
+func (ml *bkLedger) readOrCreate(ctx context.Context) (*mlMetadata, int64, error) {
+	for {
+		b, st, err := ml.cfg.Store.Get(ctx, mlPath(ml.name))
+		if errors.Is(err, metadata.ErrNotFound) {
+			empty, _ := json.Marshal(mlMetadata{Ledgers: []ledgerMeta{}})
+			_, _, err = ml.cfg.Store.Create(ctx, mlPath(ml.name), empty, metadata.CreateOptions{})
+			if err != nil && !errors.Is(err, metadata.ErrExists) {
+				return nil, 0, fmt.Errorf("managedledger %s: create metadata: %w", ml.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("managedledger %s: read metadata: %w", ml.name, err)
+		}
+		var md mlMetadata
+		if len(b) > 0 {
+			if err := json.Unmarshal(b, &md); err != nil {
+				return nil, 0, fmt.Errorf("managedledger %s: metadata is not valid JSON: %w", ml.name, err)
+			}
+		}
+		return &md, st.Version, nil
+	}
+}
+
+// recoverLast recovers the last ledger if a previous owner left it open:
+// recovery fences that owner, and its entry count becomes final.
+func (ml *bkLedger) recoverLast(ctx context.Context, md *mlMetadata) error {
+	if len(md.Ledgers) == 0 {
+		return nil
+	}
+	last := &md.Ledgers[len(md.Ledgers)-1]
+	r, err := ml.cfg.Ledgers.OpenRecover(ctx, last.ID, ml.cfg.Password)
+	if errors.Is(err, ledger.ErrNoSuchLedger) {
+		// Created in metadata by an owner that died before writing
+		// anything: it has no entries.
+		last.Entries, last.Size = 0, 0
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("managedledger %s: recover ledger %d: %w", ml.name, last.ID, err)
+	}
+	lm := r.Metadata()
+	last.Entries, last.Size = lm.LastEntryID+1, lm.Length
+	if last.Timestamp == 0 {
+		last.Timestamp = time.Now().UnixMilli()
+	}
+	return nil
+}
+
+// startLedger creates the next ledger and stores the ledger list with it
+// (CAS: a version conflict means another owner took over).
+func (ml *bkLedger) startLedger(ctx context.Context) error {
+	w, err := ml.cfg.Ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: ml.cfg.EnsembleSize,
+		WriteQuorumSize: ml.cfg.WriteQuorum, AckQuorumSize: ml.cfg.AckQuorum, Password: ml.cfg.Password,
+		Custom: map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}})
+	if err != nil {
+		return fmt.Errorf("managedledger %s: create ledger: %w", ml.name, err)
+	}
+	ml.mu.Lock()
+	info := &ledgerInfo{meta: ledgerMeta{ID: w.ID()}, first: ml.endLocked()}
+	next := append(append([]*ledgerInfo(nil), ml.mu.ledgers...), info)
+	md, version := ml.metadataLocked(next), ml.mu.version
+	ml.mu.Unlock()
+	v, err := ml.writeMetadata(ctx, md, version)
+	if err != nil {
+		w.Close(ctx)
+		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
+		return err
+	}
+	ml.mu.Lock()
+	ml.mu.version, ml.mu.ledgers, ml.mu.writer = v, next, w
+	ml.mu.appended, ml.mu.appendSize, ml.mu.openedAt = 0, 0, time.Now()
+	ml.mu.Unlock()
+	return nil
+}
+
+func (ml *bkLedger) metadataLocked(ledgers []*ledgerInfo) *mlMetadata {
+	md := &mlMetadata{Ledgers: make([]ledgerMeta, 0, len(ledgers)), Properties: ml.mu.props, Terminated: ml.mu.terminated}
+	for _, l := range ledgers {
+		md.Ledgers = append(md.Ledgers, l.meta)
+	}
+	return md
+}
+
+// writeMetadata stores md if the node is still at version; a conflict
+// means another broker owns the managed ledger now.
+func (ml *bkLedger) writeMetadata(ctx context.Context, md *mlMetadata, version int64) (int64, error) {
+	b, err := json.Marshal(md)
+	if err != nil {
+		return 0, err
+	}
+	st, err := ml.cfg.Store.Put(ctx, mlPath(ml.name), b, version)
+	if errors.Is(err, metadata.ErrBadVersion) {
+		return 0, ml.lostOwnership(fmt.Errorf("managedledger %s: metadata changed under this owner: %w", ml.name, ledger.ErrFenced))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("managedledger %s: write metadata: %w", ml.name, err)
+	}
+	return st.Version, nil
+}
+
+// lostOwnership marks the ledger fenced: another owner opened it.
+func (ml *bkLedger) lostOwnership(err error) error {
+	ml.mu.Lock()
+	if ml.mu.fenced == nil {
+		ml.mu.fenced = err
+		ml.f.log.Warn("managed ledger taken over by another owner; closing it here", "managed_ledger", ml.name, "err", err)
+	}
+	ml.mu.Unlock()
+	return err
+}
+
+// endLocked is the global index after the last confirmed entry.
+func (ml *bkLedger) endLocked() int64 {
+	if len(ml.mu.ledgers) == 0 {
+		return 0
+	}
+	l := ml.mu.ledgers[len(ml.mu.ledgers)-1]
+	return l.first + l.meta.Entries
+}
+
+func (ml *bkLedger) baseLocked() int64 {
+	if len(ml.mu.ledgers) == 0 {
+		return 0
+	}
+	return ml.mu.ledgers[0].first
+}
+
+// ledgerAtLocked is the index in ledgers of the ledger holding global
+// index i (the last ledger for i at or past the end).
+func (ml *bkLedger) ledgerAtLocked(i int64) int {
+	k := sort.Search(len(ml.mu.ledgers), func(k int) bool { return ml.mu.ledgers[k].first > i }) - 1
+	// Skip back over empty ledgers that share a first index with the next.
+	return max(k, 0)
+}
+
+// positionLocked is the position of global index i: an entry, the next
+// position to be written (for the end index), or the one before the
+// first stored entry.
+func (ml *bkLedger) positionLocked(i int64) Position {
+	if i < ml.baseLocked() {
+		if ml.mu.lastTrim != (Position{}) {
+			return ml.mu.lastTrim
+		}
+		return Position{ml.mu.ledgers[0].meta.ID, -1}
+	}
+	k := ml.ledgerAtLocked(i)
+	for k+1 < len(ml.mu.ledgers) && i-ml.mu.ledgers[k].first >= ml.mu.ledgers[k].meta.Entries {
+		k++ // i is past ledger k's entries: it is the next one's
+	}
+	l := ml.mu.ledgers[k]
+	return Position{l.meta.ID, i - l.first}
+}
+
+// indexAtOrAfterLocked is the global index of the first entry at or after p.
+func (ml *bkLedger) indexAtOrAfterLocked(p Position) int64 {
+	k := sort.Search(len(ml.mu.ledgers), func(k int) bool { return ml.mu.ledgers[k].meta.ID >= p.LedgerID })
+	if k == len(ml.mu.ledgers) {
+		return ml.endLocked()
+	}
+	l := ml.mu.ledgers[k]
+	if l.meta.ID > p.LedgerID {
+		return l.first
+	}
+	return l.first + min(max(p.EntryID, 0), l.meta.Entries)
+}
+
+// indexAtLocked is the global index of the entry at p, if stored.
+func (ml *bkLedger) indexAtLocked(p Position) (int64, bool) {
+	k := sort.Search(len(ml.mu.ledgers), func(k int) bool { return ml.mu.ledgers[k].meta.ID >= p.LedgerID })
+	if k == len(ml.mu.ledgers) || ml.mu.ledgers[k].meta.ID != p.LedgerID || p.EntryID < 0 || p.EntryID >= ml.mu.ledgers[k].meta.Entries {
+		return ml.indexAtOrAfterLocked(p), false
+	}
+	return ml.mu.ledgers[k].first + p.EntryID, true
+}
+
+func (ml *bkLedger) Name() string { return ml.name }
+
+func (ml *bkLedger) LastConfirmed() Position {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.positionLocked(ml.endLocked() - 1)
+}
+
+func (ml *bkLedger) Entries() int64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.endLocked() - ml.baseLocked()
+}
+
+func (ml *bkLedger) Size() int64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	var n int64
+	for _, l := range ml.mu.ledgers {
+		n += l.meta.Size
+	}
+	return n
+}
+
+// abandon releases what a failed open created.
+func (ml *bkLedger) abandon() {
+	ml.mu.Lock()
+	w := ml.mu.writer
+	ml.mu.Unlock()
+	if w != nil {
+		_ = w.Close(context.Background())
+	}
+}

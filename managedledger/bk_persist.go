@@ -1,0 +1,456 @@
+package managedledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Cursor persistence. A durable cursor has a metadata node (cursorNode)
+// under its managed ledger's node and a cursor ledger of snapshots
+// (cursorSnapshot, JSON, one per entry). Its state is written at most
+// MarkDeleteRate times a second, and when the managed ledger closes; on
+// open, the last snapshot of the cursor ledger wins over the node's
+// mark-delete position (which is written when the ledger changes).
+// After recovery a cursor writes to a new cursor ledger and deletes the
+// old one once the node points at the new one.
+
+// maxSnapshotsPerLedger rolls a cursor ledger over.
+const maxSnapshotsPerLedger = 10000
+
+// maxPersistedRanges bounds the individually acknowledged ranges a
+// snapshot keeps (managedLedgerMaxUnackedRangesToPersist).
+const maxPersistedRanges = 10000
+
+type cursorNode struct {
+	CursorLedger int64    `json:"cursorsLedgerId"`
+	MarkDelete   Position `json:"markDeletePosition"`
+	LastActive   int64    `json:"lastActive"`
+}
+
+type cursorSnapshot struct {
+	MarkDelete Position      `json:"markDelete"`
+	Acked      [][2]Position `json:"individuallyDeleted,omitempty"`
+}
+
+func cursorPath(ml, cursor string) string { return mlPath(ml) + "/" + cursor }
+
+// snapshotLocked captures the cursor's state as positions.
+func (c *bkCursor) snapshotLocked() cursorSnapshot {
+	ml := c.ml
+	s := cursorSnapshot{MarkDelete: ml.positionLocked(max(c.markDelete, ml.baseLocked()-1))}
+	for _, r := range c.acked {
+		if len(s.Acked) == maxPersistedRanges {
+			break // the rest are redelivered after a restart, never lost
+		}
+		s.Acked = append(s.Acked, [2]Position{ml.positionLocked(r.lo), ml.positionLocked(r.hi)})
+	}
+	return s
+}
+
+// restoreLocked sets the cursor's state from a snapshot.
+func (c *bkCursor) restoreLocked(s cursorSnapshot) {
+	ml := c.ml
+	c.markDelete = max(ml.markDeleteIndexLocked(s.MarkDelete), ml.baseLocked()-1)
+	c.acked = nil
+	for _, r := range s.Acked {
+		lo := ml.indexAtOrAfterLocked(r[0])
+		hi := ml.markDeleteIndexLocked(r[1])
+		for i := lo; i <= hi; i++ {
+			c.addAcked(i)
+		}
+	}
+	c.normalise()
+	c.read = c.markDelete + 1
+}
+
+func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
+	ml.mu.Lock()
+	if err := ml.openErrorLocked(); err != nil {
+		ml.mu.Unlock()
+		return nil, fmt.Errorf("%s: open cursor %s: %w", ml.name, name, err)
+	}
+	if c, ok := ml.mu.cursors[name]; ok {
+		ml.mu.Unlock()
+		return c, nil
+	}
+	start := ml.endLocked()
+	if opts.Initial == Earliest {
+		start = ml.baseLocked() // the first stored entry (Pulsar #11547 started at the end)
+	}
+	md := ml.positionLocked(start - 1)
+	ml.mu.Unlock()
+	b, _ := json.Marshal(cursorNode{CursorLedger: -1, MarkDelete: md, LastActive: time.Now().UnixMilli()})
+	_, st, err := ml.cfg.Store.Create(ctx, cursorPath(ml.name, name), b, metadata.CreateOptions{})
+	if err != nil && !errors.Is(err, metadata.ErrExists) {
+		return nil, fmt.Errorf("%s: create cursor %s: %w", ml.name, name, err)
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if c, ok := ml.mu.cursors[name]; ok {
+		return c, nil
+	}
+	c := &bkCursor{ml: ml, name: name, durable: true, ackState: ackState{markDelete: start - 1, read: start}, dirty: true}
+	c.nodeVersion = st.Version
+	ml.mu.cursors[name] = c
+	return c, nil
+}
+
+func (ml *bkLedger) openErrorLocked() error {
+	switch {
+	case ml.mu.closed:
+		return ErrClosed
+	case ml.mu.fenced != nil:
+		return fmt.Errorf("%w: %v", ErrClosed, ml.mu.fenced)
+	}
+	return nil
+}
+
+func (ml *bkLedger) NewNonDurableCursor(start Position) (Cursor, error) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if err := ml.openErrorLocked(); err != nil {
+		return nil, fmt.Errorf("%s: reader: %w", ml.name, err)
+	}
+	i, ok := ml.indexAtLocked(start)
+	if ok {
+		i++ // start is exclusive
+	}
+	i = max(i, ml.baseLocked())
+	c := &bkCursor{ml: ml, name: "reader", ackState: ackState{markDelete: i - 1, read: i}}
+	ml.mu.nonDurable[c] = struct{}{}
+	return c, nil
+}
+
+func (ml *bkLedger) DeleteCursor(ctx context.Context, name string) error {
+	ml.mu.Lock()
+	c, ok := ml.mu.cursors[name]
+	if ok {
+		c.closed = true
+		c.waiter = nil
+		delete(ml.mu.cursors, name)
+	}
+	ml.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%s: delete cursor %s: %w", ml.name, name, ErrCursorNotFound)
+	}
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	if err := ml.cfg.Store.Delete(ctx, cursorPath(ml.name, name), -1); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("%s: delete cursor %s: %w", ml.name, name, err)
+	}
+	c.dropLedgersLocked(ctx)
+	return nil
+}
+
+// dropLedgersLocked closes and deletes the cursor's ledgers (persistMu held).
+func (c *bkCursor) dropLedgersLocked(ctx context.Context) {
+	ids := []int64{c.oldLedger}
+	if c.cursorLedger != nil {
+		_ = c.cursorLedger.Close(ctx)
+		ids = append(ids, c.cursorLedger.ID())
+		c.cursorLedger = nil
+	}
+	for _, id := range ids {
+		if id > 0 {
+			if err := c.ml.cfg.Ledgers.Delete(ctx, id); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+				c.ml.f.log.Warn("managed ledger could not delete a cursor ledger", "managed_ledger", c.ml.name, "cursor", c.name, "ledger", id, "err", err)
+			}
+		}
+	}
+	c.oldLedger = 0
+}
+
+func (ml *bkLedger) Cursors() []Cursor {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	out := make([]Cursor, 0, len(ml.mu.cursors)+len(ml.mu.nonDurable))
+	for _, c := range ml.allCursorsLocked() {
+		out = append(out, c)
+	}
+	return out
+}
+
+// recoverCursors opens every durable cursor stored for the ledger.
+func (ml *bkLedger) recoverCursors(ctx context.Context) error {
+	names, err := ml.cfg.Store.Children(ctx, mlPath(ml.name))
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("%s: list cursors: %w", ml.name, err)
+	}
+	for _, name := range names {
+		if err := ml.recoverCursor(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
+	b, st, err := ml.cfg.Store.Get(ctx, cursorPath(ml.name, name))
+	if err != nil {
+		return fmt.Errorf("%s: read cursor %s: %w", ml.name, name, err)
+	}
+	var node cursorNode
+	if err := json.Unmarshal(b, &node); err != nil {
+		return fmt.Errorf("%s: cursor %s metadata is not valid JSON: %w", ml.name, name, err)
+	}
+	snap := cursorSnapshot{MarkDelete: node.MarkDelete}
+	if node.CursorLedger > 0 {
+		if s, ok, err := ml.lastSnapshot(ctx, node.CursorLedger); err != nil {
+			return fmt.Errorf("%s: recover cursor %s from ledger %d: %w", ml.name, name, node.CursorLedger, err)
+		} else if ok {
+			snap = s
+		}
+	}
+	c := &bkCursor{ml: ml, name: name, durable: true, nodeVersion: st.Version, oldLedger: max(node.CursorLedger, 0)}
+	ml.mu.Lock()
+	c.restoreLocked(snap)
+	c.dirty = true // written to a new cursor ledger at the next persist
+	ml.mu.cursors[name] = c
+	ml.mu.Unlock()
+	return nil
+}
+
+// lastSnapshot recovers a cursor ledger and decodes its last entry.
+func (ml *bkLedger) lastSnapshot(ctx context.Context, id int64) (cursorSnapshot, bool, error) {
+	r, err := ml.cfg.Ledgers.OpenRecover(ctx, id, ml.cfg.Password)
+	if errors.Is(err, ledger.ErrNoSuchLedger) {
+		return cursorSnapshot{}, false, nil
+	}
+	if err != nil {
+		return cursorSnapshot{}, false, err
+	}
+	last := r.Metadata().LastEntryID
+	if last < 0 {
+		return cursorSnapshot{}, false, nil
+	}
+	es, err := r.Read(ctx, last, last)
+	if err != nil {
+		return cursorSnapshot{}, false, err
+	}
+	var s cursorSnapshot
+	if err := json.Unmarshal(es[0].Payload, &s); err != nil {
+		return cursorSnapshot{}, false, fmt.Errorf("snapshot %d: %w", last, err)
+	}
+	return s, true, nil
+}
+
+// persistCursor writes the cursor's state if it changed.
+func (ml *bkLedger) persistCursor(ctx context.Context, c *bkCursor) error {
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	ml.mu.Lock()
+	if !c.dirty || c.closed {
+		ml.mu.Unlock()
+		return nil
+	}
+	snap := c.snapshotLocked()
+	c.dirty = false
+	ml.mu.Unlock()
+	err := ml.writeSnapshot(ctx, c, snap)
+	if err != nil {
+		ml.mu.Lock()
+		c.dirty = true
+		ml.mu.Unlock()
+	}
+	return err
+}
+
+// writeSnapshot appends snap to the cursor ledger, starting a new one
+// (and pointing the cursor's node at it) when needed. persistMu is held.
+func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorSnapshot) error {
+	data, _ := json.Marshal(snap)
+	if c.cursorLedger != nil && c.snapshots < maxSnapshotsPerLedger {
+		if _, err := c.cursorLedger.Append(ctx, data); err == nil {
+			c.snapshots++
+			return nil
+		}
+		// Write failed: continue in a new cursor ledger.
+	}
+	w, err := ml.cfg.Ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: ml.cfg.EnsembleSize,
+		WriteQuorumSize: ml.cfg.WriteQuorum, AckQuorumSize: ml.cfg.AckQuorum, Password: ml.cfg.Password,
+		Custom: map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "pulsar/cursor": []byte(c.name)}})
+	if err != nil {
+		return fmt.Errorf("%s: cursor %s: create cursor ledger: %w", ml.name, c.name, err)
+	}
+	if _, err := w.Append(ctx, data); err != nil {
+		_ = w.Close(ctx)
+		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
+		return fmt.Errorf("%s: cursor %s: write snapshot: %w", ml.name, c.name, err)
+	}
+	b, _ := json.Marshal(cursorNode{CursorLedger: w.ID(), MarkDelete: snap.MarkDelete, LastActive: time.Now().UnixMilli()})
+	st, err := ml.cfg.Store.Put(ctx, cursorPath(ml.name, c.name), b, c.nodeVersion)
+	if err != nil {
+		_ = w.Close(ctx)
+		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
+		if errors.Is(err, metadata.ErrBadVersion) {
+			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed under this owner: %w", ml.name, c.name, ledger.ErrFenced))
+		}
+		return fmt.Errorf("%s: cursor %s: point at ledger %d: %w", ml.name, c.name, w.ID(), err)
+	}
+	old := c.cursorLedger
+	c.cursorLedger, c.snapshots, c.nodeVersion = w, 1, st.Version
+	if old != nil {
+		_ = old.Close(ctx)
+		c.oldLedger = old.ID()
+	}
+	if c.oldLedger > 0 {
+		if err := ml.cfg.Ledgers.Delete(ctx, c.oldLedger); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			ml.f.log.Warn("managed ledger could not delete an old cursor ledger", "managed_ledger", ml.name, "cursor", c.name, "ledger", c.oldLedger, "err", err)
+		} else {
+			c.oldLedger = 0
+		}
+	}
+	return nil
+}
+
+// persistLoop persists changed cursors at the mark-delete rate and trims
+// consumed ledgers.
+func (ml *bkLedger) persistLoop() {
+	defer close(ml.persistDone)
+	t := time.NewTicker(time.Duration(float64(time.Second) / ml.cfg.MarkDeleteRate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ml.stopPersist:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ml.persistAll(ctx)
+		if err := ml.trim(ctx); err != nil {
+			ml.f.log.Warn("managed ledger trim failed; retrying", "managed_ledger", ml.name, "err", err)
+		}
+		cancel()
+	}
+}
+
+func (ml *bkLedger) persistAll(ctx context.Context) error {
+	ml.mu.Lock()
+	var cs []*bkCursor
+	for _, c := range ml.mu.cursors {
+		cs = append(cs, c)
+	}
+	ml.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		if err := ml.persistCursor(ctx, c); err != nil {
+			ml.f.log.Warn("managed ledger could not persist a cursor; retrying", "managed_ledger", ml.name, "cursor", c.name, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// trim deletes ledgers every durable cursor has consumed, beyond
+// retention. The current ledger is never trimmed; with no durable cursor
+// nothing is (the stream is kept for readers to come).
+func (ml *bkLedger) trim(ctx context.Context) error {
+	ml.mu.Lock()
+	if len(ml.mu.cursors) == 0 || ml.mu.rolling {
+		ml.mu.Unlock()
+		return nil
+	}
+	slowest := ml.endLocked()
+	for _, c := range ml.mu.cursors {
+		slowest = min(slowest, c.markDelete+1)
+	}
+	cut := 0
+	var retained int64
+	for _, l := range ml.mu.ledgers {
+		retained += l.meta.Size
+	}
+	now := time.Now()
+	for cut < len(ml.mu.ledgers)-1 {
+		l := ml.mu.ledgers[cut]
+		consumed := l.first+l.meta.Entries <= slowest
+		keepForTime := ml.cfg.RetentionTime > 0 && now.Sub(time.UnixMilli(l.meta.Timestamp)) < ml.cfg.RetentionTime
+		keepForSize := ml.cfg.RetentionSize > 0 && retained-l.meta.Size < ml.cfg.RetentionSize
+		if !consumed || keepForTime || keepForSize {
+			break
+		}
+		retained -= l.meta.Size
+		cut++
+	}
+	if cut == 0 {
+		ml.mu.Unlock()
+		return nil
+	}
+	gone := ml.mu.ledgers[:cut]
+	kept := ml.mu.ledgers[cut:]
+	md, version := ml.metadataLocked(kept), ml.mu.version
+	ml.mu.Unlock()
+	v, err := ml.writeMetadata(ctx, md, version)
+	if err != nil {
+		return err
+	}
+	ml.mu.Lock()
+	if ml.mu.version != version {
+		ml.mu.Unlock()
+		return nil // the list changed meanwhile (rollover): next time
+	}
+	last := gone[len(gone)-1]
+	ml.mu.lastTrim = Position{last.meta.ID, last.meta.Entries - 1}
+	ml.mu.version = v
+	ml.mu.ledgers = append([]*ledgerInfo(nil), ml.mu.ledgers[cut:]...)
+	for c := range ml.mu.nonDurable {
+		c.read = max(c.read, ml.baseLocked())
+		c.markDelete = max(c.markDelete, ml.baseLocked()-1)
+	}
+	ml.mu.Unlock()
+	for _, l := range gone {
+		if err := ml.cfg.Ledgers.Delete(ctx, l.meta.ID); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			ml.f.log.Warn("managed ledger could not delete a consumed ledger", "managed_ledger", ml.name, "ledger", l.meta.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+// Close stops the ledger: waiting reads fail, cursors are persisted, the
+// current ledger is closed.
+func (ml *bkLedger) Close(ctx context.Context) error {
+	ml.mu.Lock()
+	if ml.mu.closed {
+		ml.mu.Unlock()
+		return nil
+	}
+	ml.mu.closed = true
+	var woken []func()
+	for _, c := range ml.allCursorsLocked() {
+		if cb := c.waiter; cb != nil {
+			c.waiter = nil
+			woken = append(woken, func() { cb(nil, fmt.Errorf("%s: read: %w", ml.name, ErrClosed)) })
+		}
+	}
+	w := ml.mu.writer
+	ml.mu.Unlock()
+	for _, wake := range woken {
+		wake()
+	}
+	close(ml.stopPersist)
+	<-ml.persistDone
+	err := ml.persistAll(ctx)
+	ml.mu.Lock()
+	cs := ml.allCursorsLocked()
+	ml.mu.Unlock()
+	for _, c := range cs {
+		c.persistMu.Lock()
+		if c.cursorLedger != nil {
+			_ = c.cursorLedger.Close(ctx)
+		}
+		c.persistMu.Unlock()
+	}
+	if w != nil {
+		if werr := w.Close(ctx); werr != nil && err == nil && !errors.Is(werr, ledger.ErrClosed) {
+			err = werr
+		}
+		<-w.Delivered()
+	}
+	ml.f.forget(ml)
+	return err
+}
