@@ -19,14 +19,13 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func startBroker(t *testing.T) (*Broker, string) {
 	t.Helper()
 	b := New(Config{ClusterName: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: 50}))
+		testLedgers(t, 50))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -500,7 +499,7 @@ func TestPatternConsumer(t *testing.T) {
 // and a reconnecting producer learns where it left off, also after the
 // topic was unloaded and loaded again.
 func TestDeduplication(t *testing.T) {
-	ledgers := managedledger.NewMemoryFactory(managedledger.MemoryOptions{})
+	ledgers := testLedgers(t, 0)
 	b := New(Config{ClusterName: "test", BrokerDeduplicationEnabled: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ledgers)
 	srv, err := b.Serve("127.0.0.1:0")
@@ -584,7 +583,7 @@ func TestReaderHasNextOverBatches(t *testing.T) {
 func TestPartitionedTopic(t *testing.T) {
 	store := metadata.NewMemoryServer().NewSession()
 	b := New(Config{ClusterName: "test", Metadata: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		testLedgers(t, 0))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

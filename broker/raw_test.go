@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -162,7 +161,7 @@ func TestUnsupportedCommandGetsAnError(t *testing.T) {
 // The broker pings idle clients and drops those that never answer.
 func TestKeepAlive(t *testing.T) {
 	b := New(Config{ClusterName: "test", KeepAliveInterval: 100 * time.Millisecond},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		testLedgers(t, 0))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

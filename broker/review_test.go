@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -120,7 +119,7 @@ func TestReadersReleaseTheirCursors(t *testing.T) {
 func TestMaxPendingPublishOne(t *testing.T) {
 	b := New(Config{ClusterName: "test", MaxPendingPublishRequestsPerConnection: 1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		testLedgers(t, 0))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -134,14 +133,18 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err := initStandaloneMetadata(ctx, store, f); err != nil {
 		return err
 	}
-	log.Warn("messages are stored in memory until the managed-ledger issue lands: they are lost when the process stops")
+	st, err := startStandaloneStorage(ctx, store, filepath.Join(dir, "bookie"), f, log)
+	if err != nil {
+		return err
+	}
+	defer st.close(log)
 	b := broker.New(broker.Config{ClusterName: f.cluster, Version: "magnetar-" + version, Logger: log,
 		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
 		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
 		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
 		BrokerDeduplicationEnabled: f.dedup, Metadata: store,
 		MessageTTL: f.ttl, MessageExpiryCheckInterval: f.expiryCheck},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}))
+		st.managedLedgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// standaloneBookieID names standalone's in-process bookie in metadata.
+const standaloneBookieID = "standalone-bookie"
+
+// standaloneStorage is standalone's storage stack: one bookie in this
+// process (journal and entry logs under dir), reached without a socket
+// through a LocalTransport, the ledger client, and managed ledgers on it.
+type standaloneStorage struct {
+	core           *bookie.Core
+	reg            *bookie.Registrar
+	ledgers        *ledger.Client
+	managedLedgers *managedledger.BKFactory
+	stopGC         context.CancelFunc
+}
+
+func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, log *slog.Logger) (*standaloneStorage, error) {
+	fs, err := engine.New(engine.Options{Backend: engine.BackendAuto, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	journalDir, ledgerDir := filepath.Join(dir, "journal"), filepath.Join(dir, "ledgers")
+	// The cookie stops standalone from starting on a bookie directory that
+	// was wiped while its metadata (which says what it held) survived.
+	if err := bookie.CheckCookies(ctx, fs, store, bookie.Cookie{BookieID: standaloneBookieID,
+		JournalDirs: []string{journalDir}, LedgerDirs: []string{ledgerDir}}); err != nil {
+		return nil, err
+	}
+	s := &standaloneStorage{}
+	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
+		return openLedgerStorage(fs, []string{ledgerDir}, defaultStorageSettings(), cp, log, nil)
+	}
+	s.core, err = bookie.OpenCore(fs, []string{journalDir}, journal.Options{Logger: log}, open,
+		bookie.Options{LedgerDirs: []string{ledgerDir}, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.connect(ctx, store, f, log); err != nil {
+		s.close(log)
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect registers the bookie and builds the ledger client and managed
+// ledgers on it.
+func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, log *slog.Logger) error {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	s.reg, err = bookie.Register(rctx, store, bookie.Registration{BookieID: standaloneBookieID, Address: "in-process"}, log)
+	if err != nil {
+		return err
+	}
+	tr := ledger.NewLocalTransport()
+	tr.Add(standaloneBookieID, s.core)
+	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, Logger: log}); err != nil {
+		return err
+	}
+	s.managedLedgers, err = managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: s.ledgers,
+		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), Logger: log})
+	if err != nil {
+		return err
+	}
+	gctx, stop := context.WithCancel(context.Background())
+	s.stopGC = stop
+	go s.core.RunGC(gctx, s.ledgers, 15*time.Minute)
+	return nil
+}
+
+// close stops the stack after the broker closed its topics.
+func (s *standaloneStorage) close(log *slog.Logger) {
+	var errs []error
+	if s.stopGC != nil {
+		s.stopGC()
+	}
+	if s.ledgers != nil {
+		s.ledgers.Close()
+	}
+	if s.reg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, s.reg.Unregister(ctx))
+		cancel()
+	}
+	if s.core != nil {
+		errs = append(errs, s.core.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		log.Error("standalone storage did not stop cleanly", "err", fmt.Sprint(err))
+	}
+}
