@@ -1,14 +1,39 @@
 // Package managedledger is the storage of a topic: one append-only stream
 // of entries (a sequence of ledgers) with any number of cursors, each a
-// subscription's position. This file is the contract the broker uses; the
-// in-memory implementation (memory.go) serves broker tests and standalone
-// until the implementation over the ledger client lands.
+// subscription's position. managedledger.go is the contract the broker
+// uses; bk*.go implement it over the ledger client (what brokers and
+// standalone run), memory*.go in memory (broker tests).
 //
 // Positions are (ledger id, entry id) and increase along the stream. A
 // cursor has a read position (the next entry to dispatch), a mark-delete
 // position (everything at or before it is acknowledged) and a set of
 // individually acknowledged entries after the mark-delete position, as
 // Pulsar's ManagedCursor.
+//
+// # Metadata of the ledger-backed implementation (JSON)
+//
+//	/managed-ledgers/<name>            {"ledgers":[{"ledgerId","entries","size","timestamp"}...],
+//	                                    "properties":{...},"terminatedPosition":{...}}
+//	/managed-ledgers/<name>/<cursor>   {"cursorsLedgerId","markDeletePosition","lastActive"}
+//
+// Both are changed by compare-and-set only. The managed ledger's node is
+// written by its owner; a version conflict means another broker opened it
+// (and recovered, so fenced, this owner's ledger): the old owner stops.
+// A cursor's state is a snapshot {"markDelete","individuallyDeleted":[[lo,
+// hi]...]} appended to its cursor ledger at most MarkDeleteRate times a
+// second and when the managed ledger closes; the node points at the
+// cursor ledger, and the last snapshot in it wins on reopen.
+//
+// # Non-obvious
+//
+//   - Opening recovers the last ledger before writing a new one: that is
+//     what makes a takeover safe, and it fixes the last ledger's count.
+//   - A write failure does not lose order: the failed writer's adds come
+//     back in order, the ledger is recovered (entries that did land are
+//     confirmed, not written twice), and the rest go to the next ledger
+//     before anything added meanwhile.
+//   - Cursors keep global entry indices in memory (ackState) and persist
+//     positions, so trimming never renumbers what is stored.
 package managedledger
 
 import (
