@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger zookeeper generate clean
+.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger zookeeper generate clean
 
 all: build
 
@@ -95,6 +95,12 @@ perf-bookie: build
 perf-ledger: build
 	mkdir -p $(PERF_DIR)
 	$(BIN) perf ledger --dir $(PERF_DIR)
+
+## perf-managedledger: managed ledgers on an in-process bookie under ./.perf
+## (append + tailing reads, cache hit ratio, cold catch-up vs the disk)
+perf-managedledger: build
+	mkdir -p $(PERF_DIR)
+	$(BIN) perf managedledger --dir $(PERF_DIR)
 
 clean:
 	rm -rf bin .perf

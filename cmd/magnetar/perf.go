@@ -22,8 +22,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		return runPerfBookie(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "ledger":
 		return runPerfLedger(args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "managedledger":
+		return runPerfManagedLedger(args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger [flags]   (more perf commands land with the broker)")
+	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger|managedledger [flags]")
 	return 2
 }
 
