@@ -67,7 +67,7 @@ func (c *bkCursor) ReadEntries(ctx context.Context, n int, maxBytes int64) ([]En
 		c.ml.mu.Unlock()
 		return nil, err
 	}
-	indices := c.planLocked(n)
+	indices := c.planLocked(min(n, c.ml.entriesForLocked(maxBytes)))
 	gen := c.readGen
 	c.ml.mu.Unlock()
 	if len(indices) == 0 {

@@ -102,3 +102,18 @@ func (ml *bkLedger) ReadEntry(ctx context.Context, pos Position) (Entry, error) 
 	}
 	return es[0], nil
 }
+
+// entriesForLocked estimates how many entries fill maxBytes, from the
+// stored ledgers' average entry size, so a read does not fetch entries it
+// then drops for the byte limit (at least one).
+func (ml *bkLedger) entriesForLocked(maxBytes int64) int {
+	var n, size int64
+	for _, l := range ml.mu.ledgers {
+		n += l.meta.Entries
+		size += l.meta.Size
+	}
+	if n == 0 || size == 0 {
+		return 1 << 30
+	}
+	return int(min(max(maxBytes/(size/n)+1, 1), 1<<30))
+}
