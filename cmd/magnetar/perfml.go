@@ -25,6 +25,7 @@ func runPerfManagedLedger(args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&cfg.BacklogMB, "backlog-mb", 256, "catch-up backlog in MiB, all topics together (0: no catch-up phase)")
 	fl.DurationVar(&cfg.DiskDuration, "disk-duration", time.Second, "disk measurement (negative: skip)")
 	asJSON := fl.Bool("json", false, "JSON report on stdout")
+	manyTopics := fl.Int("open-topics", 0, "instead: open this many topics (cursor + one entry each) and report the heap per topic")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -39,6 +40,20 @@ func runPerfManagedLedger(args []string, stdout, stderr io.Writer) int {
 	}
 	defer os.RemoveAll(tmp)
 	cfg.Dir = tmp
+	if *manyTopics > 0 {
+		rep, err := perfml.MeasureTopics(tmp, cfg.IOBackend, *manyTopics)
+		if err != nil {
+			fmt.Fprintf(stderr, "magnetar perf managedledger: %v\n", err)
+			return 1
+		}
+		if *asJSON {
+			_ = json.NewEncoder(stdout).Encode(rep)
+		} else {
+			fmt.Fprintf(stdout, "%d topics open in %.1fs: live heap + stacks %d -> %d bytes, %.0f bytes per topic (cursor and one entry each)\n",
+				rep.Topics, rep.OpenSeconds, rep.HeapBefore, rep.HeapAfter, rep.BytesPerTopic)
+		}
+		return 0
+	}
 	cfg.Live = stderr
 	rep, err := perfml.Run(cfg)
 	if err != nil {

@@ -41,3 +41,13 @@ func TestCheckCatchesWrongBytes(t *testing.T) {
 		t.Fatal("another entry's bytes passed the check")
 	}
 }
+
+func TestMeasureTopics(t *testing.T) {
+	rep, err := MeasureTopics(t.TempDir(), "std", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Topics != 50 || rep.BytesPerTopic <= 0 {
+		t.Fatalf("%+v", rep)
+	}
+}
