@@ -149,7 +149,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err != nil {
 		return err
 	}
-	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log)
+	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log, st.collector())
 	if err != nil {
 		srv.Close(context.Background())
 		return err
@@ -190,12 +190,13 @@ func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standal
 
 // serveWeb starts the HTTP server: lookup and partitions, /metrics,
 // /debug/pprof.
-func serveWeb(b *broker.Broker, addr string, log *slog.Logger) (*http.Server, error) {
+func serveWeb(b *broker.Broker, addr string, log *slog.Logger, extra ...prometheus.Collector) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", b.HTTPHandler())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		broker.NewMetrics(b))
+	reg.MustRegister(extra...)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

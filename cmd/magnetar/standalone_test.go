@@ -68,7 +68,11 @@ func TestStandaloneServesClients(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %v %v", path, resp, err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if path == "/metrics" && !strings.Contains(string(body), "pulsar_ml_cache_used_size") {
+			t.Fatalf("/metrics lacks the managed-ledger cache metrics")
+		}
 	}
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort),
 		Logger: plog.DefaultNopLogger()})

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
@@ -105,4 +107,28 @@ func (s *standaloneStorage) close(log *slog.Logger) {
 	if err := errors.Join(errs...); err != nil {
 		log.Error("standalone storage did not stop cleanly", "err", fmt.Sprint(err))
 	}
+}
+
+// collector exports the managed-ledger entry cache under Pulsar's names.
+func (s *standaloneStorage) collector() prometheus.Collector { return mlCacheCollector{s.managedLedgers} }
+
+type mlCacheCollector struct{ f *managedledger.BKFactory }
+
+var (
+	mlCacheSize   = prometheus.NewDesc("pulsar_ml_cache_used_size", "Bytes of entries in the managed-ledger cache.", nil, nil)
+	mlCacheHits   = prometheus.NewDesc("pulsar_ml_cache_hits_total", "Entry reads served by the managed-ledger cache.", nil, nil)
+	mlCacheMisses = prometheus.NewDesc("pulsar_ml_cache_misses_total", "Entry reads that went to the bookies.", nil, nil)
+)
+
+func (c mlCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- mlCacheSize
+	ch <- mlCacheHits
+	ch <- mlCacheMisses
+}
+
+func (c mlCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	size, hits, misses := c.f.CacheStats()
+	ch <- prometheus.MustNewConstMetric(mlCacheSize, prometheus.GaugeValue, float64(size))
+	ch <- prometheus.MustNewConstMetric(mlCacheHits, prometheus.CounterValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(mlCacheMisses, prometheus.CounterValue, float64(misses))
 }
