@@ -110,7 +110,9 @@ func (s *standaloneStorage) close(log *slog.Logger) {
 }
 
 // collector exports the managed-ledger entry cache under Pulsar's names.
-func (s *standaloneStorage) collector() prometheus.Collector { return mlCacheCollector{s.managedLedgers} }
+func (s *standaloneStorage) collector() prometheus.Collector {
+	return mlCacheCollector{s.managedLedgers}
+}
 
 type mlCacheCollector struct{ f *managedledger.BKFactory }
 
