@@ -540,6 +540,13 @@ func (h *WriteHandle) waitIdle(ctx context.Context) error {
 func (h *WriteHandle) Close(ctx context.Context) error {
 	defer h.finish()
 	if err := h.waitIdle(ctx); err != nil {
+		// Every add still pending fails now: its callback must run before
+		// the delivery goroutine ends. The ledger stays open; recovery
+		// decides which of them landed.
+		h.mu.Lock()
+		h.failLocked(err)
+		h.mu.Unlock()
+		h.signal()
 		return err
 	}
 	h.mu.Lock()

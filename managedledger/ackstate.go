@@ -34,6 +34,28 @@ func (s *ackState) addAcked(i int64) {
 	}
 }
 
+// addAckedRange inserts [lo, hi] into the acked ranges, merging
+// neighbours (appending is the fast path: snapshots list ranges in order).
+func (s *ackState) addAckedRange(lo, hi int64) {
+	if lo > hi {
+		return
+	}
+	if n := len(s.acked); n == 0 || s.acked[n-1].hi < lo-1 {
+		s.acked = append(s.acked, indexRange{lo, hi})
+		return
+	}
+	k := 0
+	for k < len(s.acked) && s.acked[k].hi < lo-1 {
+		k++
+	}
+	j := k
+	for j < len(s.acked) && s.acked[j].lo <= hi+1 {
+		lo, hi = min(lo, s.acked[j].lo), max(hi, s.acked[j].hi)
+		j++
+	}
+	s.acked = append(s.acked[:k], append([]indexRange{{lo, hi}}, s.acked[j:]...)...)
+}
+
 // normalise folds acked ranges that touch the mark-delete position into
 // it and drops those it covers.
 func (s *ackState) normalise() {
@@ -62,7 +84,11 @@ func (s *ackState) isAcked(i int64) bool {
 func (s *ackState) backlog(base, end int64) int64 {
 	n := end - max(s.markDelete+1, base)
 	for _, r := range s.acked {
-		n -= min(r.hi, end-1) - max(r.lo, base) + 1
+		// Ranges may lie below base: trimming moves a reader's mark-delete
+		// position, not its acked ranges.
+		if lo, hi := max(r.lo, base), min(r.hi, end-1); lo <= hi {
+			n -= hi - lo + 1
+		}
 	}
 	return max(n, 0)
 }

@@ -105,8 +105,9 @@ type BKFactory struct {
 	cache  *entryCache
 	nextID atomic.Uint64
 
-	mu   sync.Mutex
-	open map[string]*bkLedger
+	mu      sync.Mutex
+	open    map[string]*bkLedger
+	opening map[string]chan struct{} // opens and closes in progress: closed when done
 }
 
 // NewBKFactory returns a factory; Store and Ledgers are required.
@@ -116,7 +117,7 @@ func NewBKFactory(cfg Config) (*BKFactory, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &BKFactory{cfg: cfg, log: cfg.Logger, cache: newEntryCache(cfg.CacheSize, cfg.CacheEvictionTime),
-		open: map[string]*bkLedger{}}, nil
+		open: map[string]*bkLedger{}, opening: map[string]chan struct{}{}}, nil
 }
 
 // mlMetadata is a managed ledger's node (JSON).
@@ -139,32 +140,69 @@ func mlPath(name string) string { return ManagedLedgersPath + "/" + name }
 // ledger, which fences a previous owner still writing to it, and starts a
 // new ledger for this owner's writes.
 func (f *BKFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
-	f.mu.Lock()
-	if ml := f.open[name]; ml != nil {
+	// One open of a name at a time: two would each recover (fence) the
+	// other's ledger and race on the metadata.
+	for {
+		f.mu.Lock()
+		if ml := f.open[name]; ml != nil {
+			f.mu.Unlock()
+			return ml, nil
+		}
+		if ch := f.opening[name]; ch != nil { // being opened, or closed
+			f.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		f.opening[name] = ch
 		f.mu.Unlock()
+		ml, err := openBKLedger(ctx, f, name)
+		f.mu.Lock()
+		delete(f.opening, name)
+		close(ch)
+		if err == nil {
+			f.open[name] = ml
+		}
+		f.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 		return ml, nil
 	}
-	f.mu.Unlock()
-	ml, err := openBKLedger(ctx, f, name)
-	if err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if other := f.open[name]; other != nil {
-		go ml.Close(context.Background()) // lost a race to open it
-		return other, nil
-	}
-	f.open[name] = ml
-	return ml, nil
 }
 
-func (f *BKFactory) forget(ml *bkLedger) {
+// closing marks ml closed and takes it out of the open managed ledgers
+// as its Close begins (ok is false if it was closed already). Until done
+// runs (when Close ends) an Open of its name waits, rather than getting
+// the closed instance or fencing it while it still persists its cursors.
+func (f *BKFactory) closing(ml *bkLedger) (done func(), ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.open[ml.name] == ml {
-		delete(f.open, ml.name)
+	ml.mu.Lock()
+	if ml.mu.closed {
+		ml.mu.Unlock()
+		return nil, false
 	}
+	ml.mu.closed = true
+	ml.mu.Unlock()
+	if f.open[ml.name] != ml {
+		return func() {}, true
+	}
+	delete(f.open, ml.name)
+	ch := make(chan struct{})
+	f.opening[ml.name] = ch
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.opening[ml.name] == ch {
+			delete(f.opening, ml.name)
+		}
+		close(ch)
+	}, true
 }
 
 // List implements Lister: managed ledgers whose names start with prefix.

@@ -2,6 +2,7 @@ package managedledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -74,9 +75,9 @@ func (c *bkCursor) ReadEntries(ctx context.Context, n int, maxBytes int64) ([]En
 		return nil, nil
 	}
 	entries, err := c.ml.fetch(ctx, indices)
-	if err != nil {
+	if err != nil && (len(entries) == 0 || !errors.Is(err, errTrimmed)) {
 		return nil, err
-	}
+	} // else: what was read before the trimmed entries (the next read skips those)
 	var bytes int64
 	k := 0
 	for k < len(entries) && (k == 0 || bytes < maxBytes) {

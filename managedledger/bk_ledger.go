@@ -21,8 +21,12 @@ import (
 //
 // Lock rules: mu guards the fields under it, the cursors' state, and the
 // metadata version. It is never held across ledger or metadata calls or
-// while calling a callback. Add callbacks run in append order on the
-// ledger handle's delivery goroutine.
+// while calling a callback (AppendAsync, which only queues, is the
+// exception: it keeps appends in order). Add callbacks run in append order
+// on the ledger handle's delivery goroutine. metaMu serializes this
+// owner's writes of the managed ledger's node (rollover, trim, terminate),
+// so that they never conflict with each other: a conflict means another
+// owner. Order: persistMu, metaMu, mu.
 type bkLedger struct {
 	f    *BKFactory
 	cfg  Config
@@ -32,6 +36,8 @@ type bkLedger struct {
 	stopPersist chan struct{}
 	persistDone chan struct{}
 
+	metaMu sync.Mutex // held from reading the version to storing the new one
+
 	mu struct {
 		sync.Mutex
 		version    int64
@@ -39,17 +45,25 @@ type bkLedger struct {
 		ledgers    []*ledgerInfo // the last one is being written
 		lastTrim   Position      // the position before the first stored entry, once ledgers were trimmed
 		writer     *ledger.WriteHandle
-		rolling    bool        // a rollover runs: adds queue in queued
-		queued     []queuedAdd // adds made during a rollover, for the next ledger
-		failed     []queuedAdd // adds the failed writer returned, in order: they go first
-		appended   int64       // entries appended to writer (not all confirmed)
-		appendSize int64       // bytes appended to writer
-		openedAt   time.Time   // when writer's ledger was created
+		rolling    bool          // a rollover runs: adds queue in queued
+		rollDone   chan struct{} // closed when that rollover ends
+		rollErr    error         // the last rollover failed: writer is closed, the next add rolls over again
+		queued     []queuedAdd   // adds made during a rollover, for the next ledger
+		failed     []queuedAdd   // adds the failed writer returned, in order: they go first
+		appended   int64         // entries appended to writer (not all confirmed)
+		appendSize int64         // bytes appended to writer
+		openedAt   time.Time     // when writer's ledger was created
 		cursors    map[string]*bkCursor
 		nonDurable map[*bkCursor]struct{}
 		closed     bool
 		fenced     error // set once another owner took the ledger over
 		terminated *Position
+		// Terminate waits for the adds accepted before it (inflight) to
+		// complete: terminating rejects new ones, drained is closed when
+		// inflight drops to 0.
+		terminating bool
+		inflight    int
+		drained     chan struct{}
 	}
 }
 
@@ -161,6 +175,8 @@ func (ml *bkLedger) startLedger(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("managedledger %s: create ledger: %w", ml.name, err)
 	}
+	ml.metaMu.Lock()
+	defer ml.metaMu.Unlock()
 	ml.mu.Lock()
 	info := &ledgerInfo{meta: ledgerMeta{ID: w.ID()}, first: ml.endLocked()}
 	next := append(append([]*ledgerInfo(nil), ml.mu.ledgers...), info)

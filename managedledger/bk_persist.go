@@ -59,11 +59,9 @@ func (c *bkCursor) restoreLocked(s cursorSnapshot) {
 	c.markDelete = max(ml.markDeleteIndexLocked(s.MarkDelete), ml.baseLocked()-1)
 	c.acked = nil
 	for _, r := range s.Acked {
-		lo := ml.indexAtOrAfterLocked(r[0])
-		hi := ml.markDeleteIndexLocked(r[1])
-		for i := lo; i <= hi; i++ {
-			c.addAcked(i)
-		}
+		// One range at a time: one index at a time made reopening a cursor
+		// with large acknowledged ranges take minutes, under mu.
+		c.addAckedRange(ml.indexAtOrAfterLocked(r[0]), ml.markDeleteIndexLocked(r[1]))
 	}
 	c.normalise()
 	c.read = c.markDelete + 1
@@ -245,7 +243,7 @@ func (ml *bkLedger) persistCursor(ctx context.Context, c *bkCursor) error {
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()
 	ml.mu.Lock()
-	if !c.dirty || c.closed {
+	if !c.dirty || c.closed || ml.mu.fenced != nil {
 		ml.mu.Unlock()
 		return nil
 	}
@@ -266,9 +264,16 @@ func (ml *bkLedger) persistCursor(ctx context.Context, c *bkCursor) error {
 func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorSnapshot) error {
 	data, _ := json.Marshal(snap)
 	if c.cursorLedger != nil && c.snapshots < maxSnapshotsPerLedger {
-		if _, err := c.cursorLedger.Append(ctx, data); err == nil {
+		_, err := c.cursorLedger.Append(ctx, data)
+		if err == nil {
 			c.snapshots++
 			return nil
+		}
+		if errors.Is(err, ledger.ErrFenced) {
+			// Another owner opened the managed ledger and recovered this
+			// cursor: pointing the node at a new cursor ledger now would
+			// overwrite its state and make it fence itself.
+			return ml.lostOwnership(fmt.Errorf("%s: cursor %s: cursor ledger %d fenced: %w", ml.name, c.name, c.cursorLedger.ID(), err))
 		}
 		// Write failed: continue in a new cursor ledger.
 	}
@@ -282,6 +287,11 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 		_ = w.Close(ctx)
 		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
 		return fmt.Errorf("%s: cursor %s: write snapshot: %w", ml.name, c.name, err)
+	}
+	if err := ml.checkOwner(ctx); err != nil {
+		_ = w.Close(ctx)
+		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
+		return err
 	}
 	b, _ := json.Marshal(cursorNode{CursorLedger: w.ID(), MarkDelete: snap.MarkDelete, LastActive: time.Now().UnixMilli()})
 	st, err := ml.cfg.Store.Put(ctx, cursorPath(ml.name, c.name), b, c.nodeVersion)
@@ -309,6 +319,27 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 	return nil
 }
 
+// checkOwner fails (and fences the ledger) if the managed ledger's node
+// is no longer at this owner's version. A new owner writes that node
+// before it recovers the cursors, so a cursor's node must not be pointed
+// at a new cursor ledger after it: the new owner read the cursor's node
+// at the version this one would replace, and would fence itself.
+func (ml *bkLedger) checkOwner(ctx context.Context) error {
+	ml.metaMu.Lock() // no write of our own in flight: the versions compare
+	defer ml.metaMu.Unlock()
+	_, st, err := ml.cfg.Store.Get(ctx, mlPath(ml.name))
+	if err != nil {
+		return fmt.Errorf("%s: read metadata: %w", ml.name, err)
+	}
+	ml.mu.Lock()
+	mine := ml.mu.version
+	ml.mu.Unlock()
+	if st.Version != mine {
+		return ml.lostOwnership(fmt.Errorf("%s: metadata at version %d, this owner wrote %d: %w", ml.name, st.Version, mine, ledger.ErrFenced))
+	}
+	return nil
+}
+
 // persistLoop persists changed cursors at the mark-delete rate and trims
 // consumed ledgers.
 func (ml *bkLedger) persistLoop() {
@@ -332,6 +363,10 @@ func (ml *bkLedger) persistLoop() {
 
 func (ml *bkLedger) persistAll(ctx context.Context) error {
 	ml.mu.Lock()
+	if ml.mu.fenced != nil {
+		ml.mu.Unlock()
+		return nil // another owner has the cursors now
+	}
 	var cs []*bkCursor
 	for _, c := range ml.mu.cursors {
 		cs = append(cs, c)
@@ -351,10 +386,24 @@ func (ml *bkLedger) persistAll(ctx context.Context) error {
 // retention. The current ledger is never trimmed; with no durable cursor
 // nothing is (the stream is kept for readers to come).
 func (ml *bkLedger) trim(ctx context.Context) error {
+	gone, err := ml.trimMetadata(ctx)
+	for _, l := range gone {
+		if err := ml.cfg.Ledgers.Delete(ctx, l.meta.ID); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			ml.f.log.Warn("managed ledger could not delete a consumed ledger", "managed_ledger", ml.name, "ledger", l.meta.ID, "err", err)
+		}
+	}
+	return err
+}
+
+// trimMetadata drops the ledgers to trim from the list (metadata first)
+// and returns them.
+func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
+	ml.metaMu.Lock() // no rollover or terminate writes the node meanwhile
+	defer ml.metaMu.Unlock()
 	ml.mu.Lock()
 	if len(ml.mu.cursors) == 0 || ml.mu.rolling {
 		ml.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	slowest := ml.endLocked()
 	for _, c := range ml.mu.cursors {
@@ -379,7 +428,7 @@ func (ml *bkLedger) trim(ctx context.Context) error {
 	}
 	if cut == 0 {
 		ml.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	gone := ml.mu.ledgers[:cut]
 	kept := ml.mu.ledgers[cut:]
@@ -387,13 +436,10 @@ func (ml *bkLedger) trim(ctx context.Context) error {
 	ml.mu.Unlock()
 	v, err := ml.writeMetadata(ctx, md, version)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ml.mu.Lock()
-	if ml.mu.version != version {
-		ml.mu.Unlock()
-		return nil // the list changed meanwhile (rollover): next time
-	}
+	defer ml.mu.Unlock()
 	last := gone[len(gone)-1]
 	ml.mu.lastTrim = Position{last.meta.ID, last.meta.Entries - 1}
 	ml.mu.version = v
@@ -402,24 +448,18 @@ func (ml *bkLedger) trim(ctx context.Context) error {
 		c.read = max(c.read, ml.baseLocked())
 		c.markDelete = max(c.markDelete, ml.baseLocked()-1)
 	}
-	ml.mu.Unlock()
-	for _, l := range gone {
-		if err := ml.cfg.Ledgers.Delete(ctx, l.meta.ID); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
-			ml.f.log.Warn("managed ledger could not delete a consumed ledger", "managed_ledger", ml.name, "ledger", l.meta.ID, "err", err)
-		}
-	}
-	return nil
+	return gone, nil
 }
 
 // Close stops the ledger: waiting reads fail, cursors are persisted, the
 // current ledger is closed.
 func (ml *bkLedger) Close(ctx context.Context) error {
-	ml.mu.Lock()
-	if ml.mu.closed {
-		ml.mu.Unlock()
+	done, ok := ml.f.closing(ml) // sets closed
+	if !ok {
 		return nil
 	}
-	ml.mu.closed = true
+	defer done()
+	ml.mu.Lock()
 	var woken []func()
 	for _, c := range ml.allCursorsLocked() {
 		if cb := c.waiter; cb != nil {
@@ -427,7 +467,10 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 			woken = append(woken, func() { cb(nil, fmt.Errorf("%s: read: %w", ml.name, ErrClosed)) })
 		}
 	}
-	w := ml.mu.writer
+	var rolled chan struct{}
+	if ml.mu.rolling {
+		rolled = ml.mu.rollDone
+	}
 	ml.mu.Unlock()
 	for _, wake := range woken {
 		wake()
@@ -445,12 +488,20 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 		}
 		c.persistMu.Unlock()
 	}
+	if rolled != nil { // the writer it started (if any) is the one to close
+		select {
+		case <-rolled:
+		case <-ctx.Done():
+		}
+	}
+	ml.mu.Lock()
+	w := ml.mu.writer
+	ml.mu.Unlock()
 	if w != nil {
 		if werr := w.Close(ctx); werr != nil && err == nil && !errors.Is(werr, ledger.ErrClosed) {
 			err = werr
 		}
 		<-w.Delivered()
 	}
-	ml.f.forget(ml)
 	return err
 }

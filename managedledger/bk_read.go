@@ -7,12 +7,22 @@ import (
 	"github.com/magnetar-io/magnetar/ledger"
 )
 
+// errTrimmed: fetch found an index trimmed since it was planned.
+var errTrimmed = fmt.Errorf("entry trimmed: %w", ErrInvalidPosition)
+
 // fetch reads the entries at the given global indices (ascending): from
 // the cache, else from the ledgers in runs of consecutive entries.
 func (ml *bkLedger) fetch(ctx context.Context, indices []int64) ([]Entry, error) {
 	out := make([]Entry, 0, len(indices))
 	for len(indices) > 0 {
 		ml.mu.Lock()
+		if indices[0] < ml.baseLocked() {
+			// Trimmed since it was planned (a reader, or an entry acked
+			// meanwhile): positionLocked and ledgerAtLocked would name the
+			// first kept ledger instead.
+			ml.mu.Unlock()
+			return out, fmt.Errorf("%s: read: entry %d was trimmed: %w", ml.name, indices[0], errTrimmed)
+		}
 		pos := ml.positionLocked(indices[0])
 		k := ml.ledgerAtLocked(indices[0])
 		l := ml.mu.ledgers[k]

@@ -21,17 +21,49 @@ func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
 		cb(Position{}, err)
 		return
 	}
+	ml.mu.inflight++
+	orig := cb
+	cb = func(p Position, err error) {
+		orig(p, err)
+		ml.addDone()
+	}
 	if ml.mu.rolling {
 		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb})
 		ml.mu.Unlock()
 		return
 	}
+	if cause := ml.mu.rollErr; cause != nil {
+		// The last rollover failed: its writer is closed. Try again, with
+		// this add first in the next ledger.
+		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb})
+		ml.startRolloverLocked(cause)
+		ml.mu.Unlock()
+		return
+	}
 	ml.appendLocked(data, cb)
 	if ml.shouldRollLocked() {
-		ml.mu.rolling = true
-		go ml.rollover(nil)
+		ml.startRolloverLocked(nil)
 	}
 	ml.mu.Unlock()
+}
+
+// startRolloverLocked starts a rollover (cause: the write failure that
+// makes it recover the current ledger).
+func (ml *bkLedger) startRolloverLocked(cause error) {
+	ml.mu.rolling, ml.mu.rollErr = true, nil
+	ml.mu.rollDone = make(chan struct{})
+	go ml.rollover(cause)
+}
+
+// addDone notes that an accepted add's callback returned.
+func (ml *bkLedger) addDone() {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.mu.inflight--
+	if ml.mu.inflight == 0 && ml.mu.drained != nil {
+		close(ml.mu.drained)
+		ml.mu.drained = nil
+	}
 }
 
 func (ml *bkLedger) addErrorLocked() error {
@@ -40,7 +72,7 @@ func (ml *bkLedger) addErrorLocked() error {
 		return fmt.Errorf("%s: add: %w: %v", ml.name, ErrClosed, ml.mu.fenced)
 	case ml.mu.closed:
 		return fmt.Errorf("%s: add: %w", ml.name, ErrClosed)
-	case ml.mu.terminated != nil:
+	case ml.mu.terminated != nil || ml.mu.terminating:
 		return fmt.Errorf("%s: add: %w", ml.name, ErrTerminated)
 	}
 	return nil
@@ -67,8 +99,11 @@ func (ml *bkLedger) appendLocked(data []byte, cb func(Position, error)) {
 func (ml *bkLedger) onAdded(w *ledger.WriteHandle, data []byte, cb func(Position, error), entryID int64, err error) {
 	ml.mu.Lock()
 	if err != nil {
-		ml.addFailedLocked(w, data, cb, err)
+		fail := ml.addFailedLocked(w, data, cb, err)
 		ml.mu.Unlock()
+		if fail != nil {
+			fail() // here, on the delivery goroutine: in append order
+		}
 		return
 	}
 	cur := ml.mu.ledgers[len(ml.mu.ledgers)-1]
@@ -91,26 +126,26 @@ func (ml *bkLedger) onAdded(w *ledger.WriteHandle, data []byte, cb func(Position
 }
 
 // addFailedLocked handles the first failed add of a writer: the adds
-// after it fail too, in order, and all of them are queued again.
-func (ml *bkLedger) addFailedLocked(w *ledger.WriteHandle, data []byte, cb func(Position, error), err error) {
+// after it fail too, in order, and all of them are queued again. When the
+// add fails for good it returns the callback call to make once mu is
+// released.
+func (ml *bkLedger) addFailedLocked(w *ledger.WriteHandle, data []byte, cb func(Position, error), err error) func() {
 	if errors.Is(err, ledger.ErrFenced) {
 		if ml.mu.fenced == nil {
 			ml.mu.fenced = err
 			ml.f.log.Warn("managed ledger fenced by another owner; closing it here", "managed_ledger", ml.name, "ledger", w.ID())
 		}
-		go cb(Position{}, fmt.Errorf("%s: add: %w: %v", ml.name, ErrClosed, err))
-		return
+		return func() { cb(Position{}, fmt.Errorf("%s: add: %w: %v", ml.name, ErrClosed, err)) }
 	}
 	if ml.mu.closed {
-		go cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrClosed))
-		return
+		return func() { cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrClosed)) }
 	}
 	ml.mu.failed = append(ml.mu.failed, queuedAdd{data, cb})
 	if ml.mu.writer == w && !ml.mu.rolling {
-		ml.mu.rolling = true
 		ml.f.log.Warn("managed ledger write failed; rolling over to a new ledger", "managed_ledger", ml.name, "ledger", w.ID(), "err", err)
-		go ml.rollover(err)
+		ml.startRolloverLocked(err)
 	}
+	return nil
 }
 
 // rollover closes the current ledger (recovering it after a write
@@ -127,14 +162,23 @@ func (ml *bkLedger) rollover(cause error) {
 		err = ml.recoverFailed(ctx, w)
 	}
 	if err == nil {
-		ml.sealCurrent()
-		err = ml.startLedger(ctx)
+		ml.mu.Lock()
+		stopped := ml.mu.closed || ml.mu.fenced != nil
+		ml.mu.Unlock()
+		if !stopped { // a closed ledger starts no next one (Close closes the current writer)
+			ml.sealCurrent()
+			err = ml.startLedger(ctx)
+		}
 	}
 	ml.mu.Lock()
 	ml.mu.rolling = false
+	close(ml.mu.rollDone)
 	queued := append(ml.mu.failed, ml.mu.queued...)
 	ml.mu.failed, ml.mu.queued = nil, nil
 	if err != nil || ml.mu.closed || ml.mu.fenced != nil {
+		if err != nil && !ml.mu.closed && ml.mu.fenced == nil {
+			ml.mu.rollErr = err // the writer is closed: the next add retries
+		}
 		ml.mu.Unlock()
 		if err == nil {
 			err = fmt.Errorf("%s: %w", ml.name, ErrClosed)
@@ -186,6 +230,8 @@ func (ml *bkLedger) sealCurrent() {
 	ml.mu.ledgers[len(ml.mu.ledgers)-1].meta.Timestamp = time.Now().UnixMilli()
 }
 
+// Terminate rejects new adds, waits for those accepted before it, and
+// stores the position of the last one as the end of the stream.
 func (ml *bkLedger) Terminate(ctx context.Context) (Position, error) {
 	ml.mu.Lock()
 	if ml.mu.terminated != nil {
@@ -193,16 +239,45 @@ func (ml *bkLedger) Terminate(ctx context.Context) (Position, error) {
 		ml.mu.Unlock()
 		return p, nil
 	}
+	ml.mu.terminating = true
+	for ml.mu.inflight > 0 {
+		if ml.mu.drained == nil {
+			ml.mu.drained = make(chan struct{})
+		}
+		drained := ml.mu.drained
+		ml.mu.Unlock()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			ml.mu.Lock()
+			if ml.mu.terminated == nil {
+				ml.mu.terminating = false
+			}
+			ml.mu.Unlock()
+			return Position{}, ctx.Err()
+		}
+		ml.mu.Lock()
+	}
+	ml.mu.Unlock()
+	ml.metaMu.Lock()
+	defer ml.metaMu.Unlock()
+	ml.mu.Lock()
+	if ml.mu.terminated != nil { // a concurrent Terminate stored it
+		p := *ml.mu.terminated
+		ml.mu.Unlock()
+		return p, nil
+	}
 	last := ml.positionLocked(ml.endLocked() - 1)
-	ml.mu.terminated = &last
 	md, version := ml.metadataLocked(ml.mu.ledgers), ml.mu.version
+	md.Terminated = &last
 	ml.mu.Unlock()
 	v, err := ml.writeMetadata(ctx, md, version)
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
 	if err != nil {
+		ml.mu.terminating = false // not terminated: a retry stores it
 		return Position{}, err
 	}
-	ml.mu.Lock()
-	ml.mu.version = v
-	ml.mu.Unlock()
+	ml.mu.version, ml.mu.terminated = v, &last
 	return last, nil
 }
