@@ -299,7 +299,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		s.reading = false
 		closed := s.closed
 		s.mu.Unlock()
-		if !closed && !errors.Is(err, managedledger.ErrClosed) {
+		if !closed && !errors.Is(err, managedledger.ErrClosed) && !errors.Is(err, managedledger.ErrCursorNotFound) {
 			s.topic.b.log.Warn("dispatch read failed; retrying", "topic", s.topic.name.String(), "subscription", s.name, "err", err)
 			time.AfterFunc(100*time.Millisecond, s.dispatch)
 		}

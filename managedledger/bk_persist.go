@@ -128,14 +128,18 @@ func (ml *bkLedger) NewNonDurableCursor(start Position) (Cursor, error) {
 func (ml *bkLedger) DeleteCursor(ctx context.Context, name string) error {
 	ml.mu.Lock()
 	c, ok := ml.mu.cursors[name]
+	var waiter func([]Entry, error)
 	if ok {
 		c.closed = true
-		c.waiter = nil
+		waiter, c.waiter = c.waiter, nil
 		delete(ml.mu.cursors, name)
 	}
 	ml.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%s: delete cursor %s: %w", ml.name, name, ErrCursorNotFound)
+	}
+	if waiter != nil { // a waiting read ends, as on Close
+		waiter(nil, fmt.Errorf("%s: cursor %s deleted: %w", ml.name, name, ErrCursorNotFound))
 	}
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()

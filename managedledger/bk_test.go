@@ -2,6 +2,7 @@ package managedledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -332,4 +333,24 @@ func TestBKCursorModel(t *testing.T) {
 		}
 		return ml
 	})
+}
+
+func TestBKDeleteCursorEndsWaitingRead(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	ml, _ := env.factory(t, Config{}).Open(ctx, "public/default/persistent/del")
+	c, _ := ml.OpenCursor(ctx, "sub", CursorOptions{})
+	got := make(chan error, 1)
+	c.ReadEntriesOrWait(10, 1<<20, func(_ []Entry, err error) { got <- err })
+	if err := ml.DeleteCursor(ctx, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrCursorNotFound) {
+			t.Fatalf("waiting read ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting read never ended after DeleteCursor")
+	}
 }
