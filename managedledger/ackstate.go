@@ -92,3 +92,43 @@ func (s *ackState) backlog(base, end int64) int64 {
 	}
 	return max(n, 0)
 }
+
+// skip acknowledges the next n unacknowledged indices in [base, end),
+// walking the gaps between acked ranges (so a large n costs ranges, not
+// entries). It returns how many it acknowledged.
+func (s *ackState) skip(n, base, end int64) int64 {
+	done := int64(0)
+	i := max(s.markDelete+1, base)
+	for done < n && i < end {
+		gapEnd := end - 1
+		for _, r := range s.acked {
+			if r.hi < i {
+				continue
+			}
+			if r.lo <= i {
+				i = r.hi + 1 // inside an acked range: jump past it
+				gapEnd = -1
+				break
+			}
+			gapEnd = min(gapEnd, r.lo-1)
+			break
+		}
+		if gapEnd < i {
+			continue
+		}
+		take := min(n-done, gapEnd-i+1)
+		s.addAckedRange(i, i+take-1)
+		done += take
+		i += take
+	}
+	s.normalise()
+	s.read = max(s.read, s.markDelete+1)
+	return done
+}
+
+// clear acknowledges everything before end.
+func (s *ackState) clear(end int64) {
+	s.markDelete = max(s.markDelete, end-1)
+	s.acked = nil
+	s.read = max(s.read, s.markDelete+1)
+}

@@ -269,3 +269,42 @@ func (c *bkCursor) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// BacklogSize estimates the backlog's bytes from the average entry size
+// of the stored ledgers (entries are not all in memory).
+func (c *bkCursor) BacklogSize() int64 {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	var n, size int64
+	for _, l := range c.ml.mu.ledgers {
+		n += l.meta.Entries
+		size += l.meta.Size
+	}
+	if n == 0 {
+		return 0
+	}
+	return c.backlog(c.ml.baseLocked(), c.ml.endLocked()) * size / n
+}
+
+func (c *bkCursor) SkipEntries(ctx context.Context, n int64) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.checkLocked(); err != nil {
+		return err
+	}
+	if c.skip(n, c.ml.baseLocked(), c.ml.endLocked()) > 0 {
+		c.dirty = true
+	}
+	return nil
+}
+
+func (c *bkCursor) ClearBacklog(ctx context.Context) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.checkLocked(); err != nil {
+		return err
+	}
+	c.clear(c.ml.endLocked())
+	c.dirty = true
+	return nil
+}

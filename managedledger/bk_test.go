@@ -354,3 +354,70 @@ func TestBKDeleteCursorEndsWaitingRead(t *testing.T) {
 		t.Fatal("waiting read never ended after DeleteCursor")
 	}
 }
+
+// TestAckStateSkip: skip acknowledges exactly the next n unacknowledged
+// indices, as a naive loop would.
+func TestAckStateSkip(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		end := int64(rapid.IntRange(1, 60).Draw(rt, "end"))
+		var fast, naive ackState
+		fast.markDelete = int64(rapid.IntRange(-1, int(end)-1).Draw(rt, "md"))
+		naive.markDelete = fast.markDelete
+		for _, i := range rapid.SliceOfN(rapid.Int64Range(0, end-1), 0, 20).Draw(rt, "acks") {
+			if i > fast.markDelete {
+				fast.addAcked(i)
+				naive.addAcked(i)
+			}
+		}
+		fast.normalise()
+		naive.normalise()
+		n := int64(rapid.IntRange(0, 70).Draw(rt, "n"))
+		fast.skip(n, 0, end)
+		for i, left := naive.markDelete+1, n; i < end && left > 0; i++ {
+			if !naive.isAcked(i) {
+				naive.addAcked(i)
+				left--
+			}
+		}
+		naive.normalise()
+		for i := int64(0); i < end; i++ {
+			if fast.isAcked(i) != naive.isAcked(i) {
+				rt.Fatalf("index %d: skip says %v, naive %v (n=%d)", i, fast.isAcked(i), naive.isAcked(i), n)
+			}
+		}
+	})
+}
+
+// TestSkipAndClearBacklog on both implementations.
+func TestSkipAndClearBacklog(t *testing.T) {
+	env := newBKEnv(t)
+	for name, f := range map[string]Factory{"memory": NewMemoryFactory(MemoryOptions{}), "bookie": env.factory(t, Config{})} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ml, _ := f.Open(ctx, "public/default/persistent/skip")
+			c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+			var pos []Position
+			for i := range 10 {
+				pos = append(pos, addWait(t, ml, fmt.Sprintf("m%d", i)))
+			}
+			if err := c.Delete(ctx, pos[1], pos[3]); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SkipEntries(ctx, 3); err != nil { // m0, m2, m4
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(readAll(t, c)); got != "[m5 m6 m7 m8 m9]" {
+				t.Fatalf("after skip: %v", got)
+			}
+			if c.Backlog() != 5 || c.BacklogSize() != 10 {
+				t.Fatalf("backlog %d entries %d bytes, want 5 and 10", c.Backlog(), c.BacklogSize())
+			}
+			if err := c.ClearBacklog(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if c.Backlog() != 0 || c.MarkDeletePosition() != pos[9] {
+				t.Fatalf("after clear: backlog %d mark-delete %v", c.Backlog(), c.MarkDeletePosition())
+			}
+		})
+	}
+}

@@ -159,5 +159,13 @@ type Cursor interface {
 	Reset(ctx context.Context, pos Position) error
 	// Backlog is the number of stored entries not yet acknowledged.
 	Backlog() int64
+	// BacklogSize is the bytes of the backlog (estimated from average
+	// entry sizes where entries are not in memory).
+	BacklogSize() int64
+	// SkipEntries acknowledges the next n unacknowledged entries
+	// (pulsar-admin topics skip).
+	SkipEntries(ctx context.Context, n int64) error
+	// ClearBacklog acknowledges every stored entry (clear-backlog).
+	ClearBacklog(ctx context.Context) error
 	Close(ctx context.Context) error
 }

@@ -197,3 +197,37 @@ func (c *memoryCursor) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (c *memoryCursor) BacklogSize() int64 {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	var n int64
+	for i := max(c.markDelete+1, c.ml.base); i < c.ml.endLocked(); i++ {
+		if !c.isAcked(i) {
+			n += int64(len(c.ml.entries[i-c.ml.base].Data))
+		}
+	}
+	return n
+}
+
+func (c *memoryCursor) SkipEntries(ctx context.Context, n int64) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.skip(n, c.ml.base, c.ml.endLocked())
+	c.ml.trimLocked()
+	return nil
+}
+
+func (c *memoryCursor) ClearBacklog(ctx context.Context) error {
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.clear(c.ml.endLocked())
+	c.ml.trimLocked()
+	return nil
+}
