@@ -312,22 +312,27 @@ func TestBKTrimAndTailing(t *testing.T) {
 }
 
 // TestBKCursorModel runs the cursor model over the ledger-backed
-// implementation (rollovers every 1 to 5 entries). Trimming is held off by
-// retention: it runs in the background here, and TestBKTrimAndTailing
-// covers it.
+// implementation (rollovers every 1 to 5 entries), with reopens through a
+// new factory (empty cache, state from the cursor ledger). Trimming is
+// held off by retention: it runs in the background here, and
+// TestBKTrimAndTailing covers it.
 func TestBKCursorModel(t *testing.T) {
 	env := newBKEnv(t)
 	n := 0
-	factories := map[int64]*BKFactory{}
+	per := int64(0)
+	cfg := func() Config {
+		return Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond, RetentionTime: time.Hour}
+	}
 	runCursorModel(t, func(rt *rapid.T) ManagedLedger {
-		per := int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))
-		f := factories[per]
-		if f == nil {
-			f = env.factory(t, Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond, RetentionTime: time.Hour})
-			factories[per] = f
-		}
+		per = int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))
 		n++
-		ml, err := f.Open(context.Background(), fmt.Sprintf("public/default/persistent/model-%d", n))
+		ml, err := env.factory(t, cfg()).Open(context.Background(), fmt.Sprintf("public/default/persistent/model-%d", n))
+		if err != nil {
+			rt.Fatal(err)
+		}
+		return ml
+	}, func(rt *rapid.T, closed ManagedLedger) ManagedLedger {
+		ml, err := env.factory(t, cfg()).Open(context.Background(), closed.Name())
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -192,18 +192,33 @@ func TestCursorModel(t *testing.T) {
 	runCursorModel(t, func(rt *rapid.T) ManagedLedger {
 		ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))}).Open(context.Background(), "t")
 		return ml
-	})
+	}, nil)
 }
 
-// runCursorModel runs the model over managed ledgers from open.
-func runCursorModel(t *testing.T, open func(rt *rapid.T) ManagedLedger) {
+// runCursorModel runs the model over managed ledgers from open. With
+// reopen, some steps close the managed ledger and open it again (reopen
+// returns the new instance): the cursor must come back with exactly the
+// acknowledgements it had, reading from the first unacknowledged entry.
+func runCursorModel(t *testing.T, open func(rt *rapid.T) ManagedLedger, reopen func(rt *rapid.T, closed ManagedLedger) ManagedLedger) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		ml := open(rt)
-		defer ml.Close(ctx)
+		defer func() { ml.Close(ctx) }()
 		c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
 		m := &cursorModel{acked: map[Position]bool{}}
 		for step := 0; step < 60; step++ {
+			if reopen != nil && rapid.IntRange(0, 9).Draw(rt, "reopen") == 0 {
+				if err := ml.Close(ctx); err != nil {
+					rt.Fatalf("close: %v", err)
+				}
+				ml = reopen(rt, ml)
+				var err error
+				if c, err = ml.OpenCursor(ctx, "s", CursorOptions{Initial: Latest}); err != nil {
+					rt.Fatalf("reopen cursor: %v", err)
+				}
+				m.read = m.firstUnacked()
+				m.check(rt, c)
+			}
 			m.step(rt, ml, c)
 			m.check(rt, c)
 		}
