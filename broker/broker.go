@@ -49,6 +49,17 @@ type Config struct {
 	// MessageExpiryCheckInterval is messageExpiryCheckIntervalInMinutes
 	// (default 5 minutes).
 	MessageExpiryCheckInterval time.Duration
+	// BacklogQuotaDefaultLimitBytes is backlogQuotaDefaultLimitBytes: the
+	// largest subscription backlog a topic may have (0 or negative: no
+	// limit; backlogquota.go).
+	BacklogQuotaDefaultLimitBytes int64
+	// BacklogQuotaDefaultRetentionPolicy is backlogQuotaDefaultRetentionPolicy:
+	// producer_request_hold (default), producer_exception or
+	// consumer_backlog_eviction.
+	BacklogQuotaDefaultRetentionPolicy string
+	// BacklogQuotaCheckInterval is backlogQuotaCheckIntervalInSeconds
+	// (default 60 s).
+	BacklogQuotaCheckInterval time.Duration
 	// KeepAliveInterval is keepAliveIntervalSeconds (default 30 s): the
 	// broker pings every connection this often and closes one that sent
 	// nothing (not even a PONG) for two intervals.
@@ -71,6 +82,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DispatcherMaxReadBatchSize <= 0 {
 		c.DispatcherMaxReadBatchSize = 100
+	}
+	if c.BacklogQuotaDefaultRetentionPolicy == "" {
+		c.BacklogQuotaDefaultRetentionPolicy = BacklogHoldProducers
+	}
+	if c.BacklogQuotaCheckInterval <= 0 {
+		c.BacklogQuotaCheckInterval = time.Minute
 	}
 	if c.MessageExpiryCheckInterval <= 0 {
 		c.MessageExpiryCheckInterval = 5 * time.Minute
@@ -114,6 +131,9 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
 	go b.every(cfg.KeepAliveInterval, b.pingAll)
+	if cfg.BacklogQuotaDefaultLimitBytes > 0 {
+		go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
+	}
 	if cfg.MessageTTL > 0 {
 		go b.every(cfg.MessageExpiryCheckInterval, func() {
 			b.expireMessages(context.Background(), time.Now().Add(-cfg.MessageTTL))

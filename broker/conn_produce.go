@@ -63,6 +63,10 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
+	if code, err := t.admitProducer(context.Background()); err != nil {
+		_ = c.sendError(reqID, code, err.Error())
+		return
+	}
 	p := &producer{id: id, name: producerName, topic: t, conn: c}
 	c.mu.Lock()
 	_, dup := c.producers[id]

@@ -50,17 +50,5 @@ func (s *subscription) expireUpTo(ctx context.Context, pos managedledger.Positio
 	if err := s.cursor.MarkDelete(ctx, pos); err != nil {
 		return
 	}
-	s.mu.Lock()
-	for p := range s.inflight {
-		if p.Compare(pos) <= 0 {
-			delete(s.inflight, p)
-			delete(s.redelivered, p)
-		}
-	}
-	for p := range s.replay {
-		if p.Compare(pos) <= 0 {
-			delete(s.replay, p)
-		}
-	}
-	s.mu.Unlock()
+	s.dropUpTo(pos)
 }

@@ -43,6 +43,10 @@ type standaloneFlags struct {
 	dedup               bool
 	ttl                 time.Duration
 	expiryCheck         time.Duration
+	quotaBytes          int64
+	quotaGB             float64
+	quotaPolicy         string
+	quotaCheck          time.Duration
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -85,7 +89,7 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	return applyConf(conf, map[string]confSetter{
+	if err := applyConf(conf, map[string]confSetter{
 		"clusterName":                            setString(&f.cluster),
 		"bindAddress":                            setString(&f.bindAddr),
 		"advertisedAddress":                      setString(&f.advertised),
@@ -99,7 +103,26 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 		"brokerDeduplicationEnabled":             setBool(&f.dedup),
 		"ttlDurationDefaultInSeconds":            setDuration(&f.ttl, time.Second),
 		"messageExpiryCheckIntervalInMinutes":    setDuration(&f.expiryCheck, time.Minute),
-	}, byFlag, log, path)
+		"backlogQuotaDefaultLimitBytes":          setInt64(&f.quotaBytes),
+		"backlogQuotaDefaultLimitGB":             setFloat(&f.quotaGB),
+		"backlogQuotaDefaultRetentionPolicy":     setString(&f.quotaPolicy),
+		"backlogQuotaCheckIntervalInSeconds":     setSeconds(&f.quotaCheck),
+	}, byFlag, log, path); err != nil {
+		return err
+	}
+	if f.quotaPolicy != "" && !broker.ValidBacklogPolicy(f.quotaPolicy) {
+		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, f.quotaPolicy)
+	}
+	return nil
+}
+
+// backlogQuotaBytes is the quota in bytes: backlogQuotaDefaultLimitBytes,
+// else the deprecated backlogQuotaDefaultLimitGB, else none.
+func (f *standaloneFlags) backlogQuotaBytes() int64 {
+	if f.quotaBytes > 0 {
+		return f.quotaBytes
+	}
+	return int64(f.quotaGB * (1 << 30))
 }
 
 // runStandalone runs metadata, storage and a broker in one process until
@@ -143,7 +166,9 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
 		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
 		BrokerDeduplicationEnabled: f.dedup, Metadata: store,
-		MessageTTL: f.ttl, MessageExpiryCheckInterval: f.expiryCheck},
+		MessageTTL: f.ttl, MessageExpiryCheckInterval: f.expiryCheck,
+		BacklogQuotaDefaultLimitBytes: f.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: f.quotaPolicy,
+		BacklogQuotaCheckInterval: f.quotaCheck},
 		st.managedLedgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {

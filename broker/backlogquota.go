@@ -1,0 +1,134 @@
+package broker
+
+// Backlog quotas (backlogQuotaDefaultLimitBytes,
+// backlogQuotaDefaultRetentionPolicy): a topic whose largest subscription
+// backlog passes the limit is over quota, checked every
+// backlogQuotaCheckIntervalInSeconds and when a producer connects. Then,
+// by policy:
+//
+//   - producer_request_hold (default): producers are disconnected and new
+//     ones refused with ProducerBlockedQuotaExceededError, which clients
+//     retry; their pending messages wait in the client until consumers
+//     bring the backlog under the limit.
+//   - producer_exception: the same, with ProducerBlockedQuotaExceededException,
+//     which clients report to the application.
+//   - consumer_backlog_eviction: the oldest unacknowledged messages of each
+//     subscription over the limit are skipped until it is under again;
+//     producers are never blocked.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// Backlog quota retention policies (Pulsar's names).
+const (
+	BacklogHoldProducers  = "producer_request_hold"
+	BacklogFailProducers  = "producer_exception"
+	BacklogEvictConsumers = "consumer_backlog_eviction"
+)
+
+// ValidBacklogPolicy reports whether p is a backlog quota retention policy.
+func ValidBacklogPolicy(p string) bool {
+	return p == BacklogHoldProducers || p == BacklogFailProducers || p == BacklogEvictConsumers
+}
+
+// overQuota reports whether a durable subscription's backlog passes the
+// limit.
+func (t *topic) overQuota() bool {
+	limit := t.b.cfg.BacklogQuotaDefaultLimitBytes
+	if limit <= 0 {
+		return false
+	}
+	for _, s := range t.durableSubs() {
+		if s.cursor.BacklogSize() > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// evictBacklog skips the oldest unacknowledged entries of every
+// subscription over the limit until it is under it.
+func (t *topic) evictBacklog(ctx context.Context) {
+	limit := t.b.cfg.BacklogQuotaDefaultLimitBytes
+	for _, s := range t.durableSubs() {
+		size, n := s.cursor.BacklogSize(), s.cursor.Backlog()
+		if size <= limit || n == 0 {
+			continue
+		}
+		avg := max(size/n, 1)
+		skip := (size - limit + avg - 1) / avg
+		if err := s.cursor.SkipEntries(ctx, skip); err != nil {
+			t.b.log.Warn("backlog eviction failed", "topic", t.name.String(), "subscription", s.name, "err", err)
+			continue
+		}
+		s.dropUpTo(s.cursor.MarkDeletePosition())
+		t.b.log.Info("backlog quota exceeded: oldest messages skipped", "topic", t.name.String(),
+			"subscription", s.name, "skipped", skip, "limit_bytes", limit)
+	}
+}
+
+// admitProducer applies the quota to a connecting producer: nil, or the
+// error code and message to refuse it with.
+func (t *topic) admitProducer(ctx context.Context) (pb.ServerError, error) {
+	if !t.overQuota() {
+		return 0, nil
+	}
+	switch t.b.cfg.BacklogQuotaDefaultRetentionPolicy {
+	case BacklogEvictConsumers:
+		t.evictBacklog(ctx)
+		return 0, nil
+	case BacklogFailProducers:
+		return pb.ServerError_ProducerBlockedQuotaExceededException, fmt.Errorf("topic %s is over its backlog quota of %d bytes", t.name, t.b.cfg.BacklogQuotaDefaultLimitBytes)
+	}
+	return pb.ServerError_ProducerBlockedQuotaExceededError, fmt.Errorf("topic %s is over its backlog quota of %d bytes: producers wait", t.name, t.b.cfg.BacklogQuotaDefaultLimitBytes)
+}
+
+// enforceBacklogQuotas is the periodic check.
+func (b *Broker) enforceBacklogQuotas(ctx context.Context) {
+	for _, t := range b.loadedTopics() {
+		if !t.overQuota() {
+			continue
+		}
+		if b.cfg.BacklogQuotaDefaultRetentionPolicy == BacklogEvictConsumers {
+			t.evictBacklog(ctx)
+			continue
+		}
+		t.mu.Lock()
+		producers := make([]*producer, 0, len(t.producers))
+		for p := range t.producers {
+			producers = append(producers, p)
+		}
+		t.mu.Unlock()
+		for _, p := range producers {
+			t.removeProducer(p)
+			p.fence() // clients reconnect and are refused until the backlog is under the limit
+		}
+		if len(producers) > 0 {
+			b.log.Warn("backlog quota exceeded: producers disconnected", "topic", t.name.String(),
+				"producers", len(producers), "policy", b.cfg.BacklogQuotaDefaultRetentionPolicy)
+		}
+	}
+}
+
+// dropUpTo forgets what the dispatcher holds at or before pos (it was
+// acknowledged on the cursor by expiry or eviction).
+func (s *subscription) dropUpTo(pos managedledger.Position) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.inflight {
+		if p.Compare(pos) <= 0 {
+			delete(s.inflight, p)
+			delete(s.redelivered, p)
+		}
+	}
+	for p := range s.replay {
+		if p.Compare(pos) <= 0 {
+			delete(s.replay, p)
+		}
+	}
+}
