@@ -11,11 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -198,13 +196,9 @@ func runBookie(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "magnetar bookie: %v\n", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := serveBookie(ctx, f, log, stdout); err != nil {
-		fmt.Fprintf(stderr, "magnetar bookie: %v\n", err)
-		return 1
-	}
-	return 0
+	return serveUntilSignal("magnetar bookie", stderr, func(ctx context.Context) error {
+		return serveBookie(ctx, f, log, stdout)
+	})
 }
 
 func runBookieFormat(args []string, stdout, stderr io.Writer, log *slog.Logger) int {

@@ -134,10 +134,18 @@ func runStandalone(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "magnetar standalone: %v\n", err)
 		return 2
 	}
+	return serveUntilSignal("magnetar standalone", stderr, func(ctx context.Context) error {
+		return serveStandalone(ctx, f, log, stdout)
+	})
+}
+
+// serveUntilSignal runs serve until SIGINT or SIGTERM cancels its context;
+// a failure is printed under name and exits 1.
+func serveUntilSignal(name string, stderr io.Writer, serve func(context.Context) error) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serveStandalone(ctx, f, log, stdout); err != nil {
-		fmt.Fprintf(stderr, "magnetar standalone: %v\n", err)
+	if err := serve(ctx); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	return 0
