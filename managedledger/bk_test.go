@@ -5,34 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/entrylog"
-	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-func quiet() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))
-}
+func quiet() *slog.Logger { return ledgertest.Quiet() }
 
-// bkEnv is one in-process bookie (real entry-log storage on the mem
-// engine), in-memory metadata and a ledger client over a LocalTransport.
+// bkEnv is one in-process bookie (ledgertest), in-memory metadata and
+// ledger clients over a LocalTransport; a stop is a crash (only synced
+// data survives).
 type bkEnv struct {
-	t     *testing.T
-	real  bool // entrylog.DB storage; otherwise Memory, replayed from the journal after a crash
-	fs    *engine.MemFS
-	meta  *metadata.MemoryServer
-	tr    *ledger.LocalTransport
-	core  *bookie.Core
-	store metadata.Store
+	t    *testing.T
+	real bool // entry-log storage; otherwise Memory, replayed from the journal after a crash
+	fs   *engine.MemFS
+	meta *metadata.MemoryServer
+	tr   *ledger.LocalTransport
+	bk   *ledgertest.Bookie
 }
 
 func newBKEnv(t *testing.T) *bkEnv { return newBKEnvWith(t, false) }
@@ -45,47 +40,27 @@ func newBKEnvWith(t *testing.T, real bool) *bkEnv {
 }
 
 func (e *bkEnv) startBookie() {
-	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		if !e.real {
-			return entrylog.NewMemory(nil), nil // never checkpoints: the journal keeps everything
-		}
-		return entrylog.Open(e.fs, []string{"/ledgers"}, entrylog.Options{Checkpointer: cp, Logger: quiet(), LogSizeLimit: 16 << 20})
+	st := ledgertest.MemoryStorage
+	if e.real {
+		st = ledgertest.EntryLogStorage
 	}
-	// Small journal files: the mem engine copies a whole file on every datasync.
-	jopts := journal.Options{Logger: quiet(), PreallocSize: 64 << 10, MaxFileSize: 1 << 20}
-	core, err := bookie.OpenCore(e.fs, []string{"/journal"}, jopts, open,
-		bookie.Options{Logger: quiet(), LedgerDirs: []string{"/"}, DiskUsage: func(string) (uint64, uint64, error) { return 1 << 30, 1 << 31, nil }})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.store = e.meta.NewSession()
-	if _, err := bookie.Register(context.Background(), e.store, bookie.Registration{BookieID: "local", Address: "local"}, quiet()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.core = core
-	e.tr.Add("local", core)
+	e.bk = ledgertest.StartBookie(e.t, e.fs, e.meta, e.tr, "local", st)
 }
 
 // stopBookie crashes the bookie: only what was synced survives.
 func (e *bkEnv) stopBookie() {
-	if e.core == nil {
+	if e.bk == nil {
 		return
 	}
-	e.tr.Add("local", nil)
 	image := e.fs.CrashClone(engine.CrashOptions{})
-	e.core.Close()
-	e.store.Close()
-	e.fs, e.core = image, nil
+	e.bk.Stop(e.tr)
+	e.fs, e.bk = image, nil
 }
 
 func (e *bkEnv) factory(t *testing.T, cfg Config) *BKFactory {
 	t.Helper()
-	store := e.meta.NewSession()
-	cl, err := ledger.New(context.Background(), ledger.Config{Store: store, Transport: e.tr, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Store, cfg.Ledgers, cfg.Logger = store, cl, quiet()
+	cl, store := ledgertest.Client(t, e.meta, e.tr)
+	cfg.Store, cfg.Ledgers, cfg.Logger = store, cl, ledgertest.Quiet()
 	if cfg.MarkDeleteRate == 0 {
 		cfg.MarkDeleteRate = 50
 	}
@@ -93,7 +68,6 @@ func (e *bkEnv) factory(t *testing.T, cfg Config) *BKFactory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cl.Close(); store.Close() })
 	return f
 }
 
