@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"time"
 
@@ -50,52 +48,17 @@ func newBookiePerfFlags(fl *flag.FlagSet) bookiePerfFlags {
 }
 
 func runPerfBookie(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("perf bookie", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	f := newBookiePerfFlags(fl)
-	if err := fl.Parse(args); err != nil {
+	f, cfg, ok := parsePerfFlags("perf bookie", args, stderr, newBookiePerfFlags,
+		func(f bookiePerfFlags, _ []string) (perfbookie.Config, error) { return f.config(stderr) })
+	if !ok {
 		return 2
 	}
-	cfg, err := f.config(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf bookie: %v\n", err)
-		return 2
-	}
-	if *f.profile != "" {
-		stop, err := perfbookie.StartProfile(*f.profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "magnetar perf bookie: %v\n", err)
-			return 1
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				fmt.Fprintf(stderr, "magnetar perf bookie: %v\n", err)
-			}
-		}()
-	}
-	// Live lines always go to stderr; the table's rows go to stdout as
-	// they are measured, or to stderr when stdout carries the JSON.
-	cfg.Live = stderr
-	rows := stdout
-	if *f.asJSON {
-		rows = stderr
-	}
-	rep, err := perfbookie.Run(cfg, rows)
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf bookie: %v\n", err)
-		return 1
-	}
-	if !*f.asJSON {
-		perfbookie.FormatNotes(stdout, rep)
-		return 0
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		fmt.Fprintf(stderr, "magnetar perf bookie: %v\n", err)
-		return 1
-	}
-	return 0
+	return withPerfProfile("perf bookie", *f.profile, stderr, func() int {
+		// Live lines always go to stderr, whatever carries the rows.
+		cfg.Live = stderr
+		return runPerfReport("perf bookie", stdout, stderr, *f.asJSON,
+			func(rows io.Writer) (*perfbookie.Report, error) { return perfbookie.Run(cfg, rows) }, perfbookie.FormatNotes)
+	})
 }
 
 func (f bookiePerfFlags) config(stderr io.Writer) (perfbookie.Config, error) {
@@ -104,7 +67,7 @@ func (f bookiePerfFlags) config(stderr io.Writer) (perfbookie.Config, error) {
 	cfg.Backend, cfg.Outstanding, cfg.BacklogLedgers = *f.backend, *f.outstanding, *f.backlogLedgers
 	cfg.Duration, cfg.Warmup, cfg.DiskDuration, cfg.ProgressInterval = *f.duration, *f.warmup, *f.diskDuration, *f.interval
 	cfg.Storage, cfg.StorageName = perfBookieStorage, "entrylog"
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = perfLogger(stderr)
 	var err error
 	if cfg.Clients, err = parseInts(*f.clients); err != nil {
 		return cfg, fmt.Errorf("--clients: %w", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -41,37 +40,13 @@ func newJournalFlags(fl *flag.FlagSet) journalFlags {
 }
 
 func runPerfJournal(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("perf journal", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	f := newJournalFlags(fl)
-	if err := fl.Parse(args); err != nil {
+	f, cfg, ok := parsePerfFlags("perf journal", args, stderr, newJournalFlags,
+		func(f journalFlags, _ []string) (perfjournal.Config, error) { return f.config() })
+	if !ok {
 		return 2
 	}
-	cfg, err := f.config()
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf journal: %v\n", err)
-		return 2
-	}
-	progress := stdout
-	if *f.asJSON {
-		progress = stderr // stdout carries only the JSON document
-	}
-	rep, err := perfjournal.Run(cfg, progress)
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf journal: %v\n", err)
-		return 1
-	}
-	if !*f.asJSON {
-		perfjournal.FormatTargets(stdout, rep)
-		return 0
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		fmt.Fprintf(stderr, "magnetar perf journal: %v\n", err)
-		return 1
-	}
-	return 0
+	return runPerfReport("perf journal", stdout, stderr, *f.asJSON,
+		func(progress io.Writer) (*perfjournal.Report, error) { return perfjournal.Run(cfg, progress) }, perfjournal.FormatTargets)
 }
 
 func (f journalFlags) config() (perfjournal.Config, error) {

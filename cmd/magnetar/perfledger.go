@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
-	"github.com/magnetar-io/magnetar/tools/perfbookie"
 	"github.com/magnetar-io/magnetar/tools/perfledger"
 )
 
@@ -50,39 +47,22 @@ func newLedgerPerfFlags(fl *flag.FlagSet) ledgerPerfFlags {
 }
 
 func runPerfLedger(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("perf ledger", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	f := newLedgerPerfFlags(fl)
-	if err := fl.Parse(args); err != nil {
+	f, cfg, ok := parsePerfFlags("perf ledger", args, stderr, newLedgerPerfFlags,
+		func(f ledgerPerfFlags, rest []string) (perfledger.Config, error) {
+			if len(rest) > 0 {
+				return perfledger.Config{}, fmt.Errorf("unexpected arguments %q", rest)
+			}
+			return f.config(stderr)
+		})
+	if !ok {
 		return 2
 	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "magnetar perf ledger: unexpected arguments %q\n", fl.Args())
-		return 2
-	}
-	cfg, err := f.config(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf ledger: %v\n", err)
-		return 2
-	}
-	return perfLedger(f, cfg, stdout, stderr)
+	return withPerfProfile("perf ledger", *f.profile, stderr, func() int { return perfLedger(f, cfg, stdout, stderr) })
 }
 
 // perfLedger runs the benchmark with cfg (connecting to the running
 // cluster first, if one was named) and prints the report.
 func perfLedger(f ledgerPerfFlags, cfg perfledger.Config, stdout, stderr io.Writer) int {
-	if *f.profile != "" {
-		stop, err := perfbookie.StartProfile(*f.profile)
-		if err != nil {
-			fmt.Fprintf(stderr, "magnetar perf ledger: %v\n", err)
-			return 1
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				fmt.Fprintf(stderr, "magnetar perf ledger: %v\n", err)
-			}
-		}()
-	}
 	if *f.metadataURL != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		store, err := metadata.Open(ctx, *f.metadataURL, metadata.Options{Logger: cfg.Logger})
@@ -94,29 +74,10 @@ func perfLedger(f ledgerPerfFlags, cfg perfledger.Config, stdout, stderr io.Writ
 		defer store.Close()
 		cfg.Store, cfg.Target = store, *f.metadataURL
 	}
-	// Live lines always go to stderr; the table's rows go to stdout as
-	// they are measured, or to stderr when stdout carries the JSON.
+	// Live lines always go to stderr, whatever carries the rows.
 	cfg.Live = stderr
-	rows := stdout
-	if *f.asJSON {
-		rows = stderr
-	}
-	rep, err := perfledger.Run(cfg, rows)
-	if err != nil {
-		fmt.Fprintf(stderr, "magnetar perf ledger: %v\n", err)
-		return 1
-	}
-	if !*f.asJSON {
-		perfledger.FormatNotes(stdout, rep)
-		return 0
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
-		fmt.Fprintf(stderr, "magnetar perf ledger: %v\n", err)
-		return 1
-	}
-	return 0
+	return runPerfReport("perf ledger", stdout, stderr, *f.asJSON,
+		func(rows io.Writer) (*perfledger.Report, error) { return perfledger.Run(cfg, rows) }, perfledger.FormatNotes)
 }
 
 func (f ledgerPerfFlags) config(stderr io.Writer) (perfledger.Config, error) {
@@ -124,7 +85,7 @@ func (f ledgerPerfFlags) config(stderr io.Writer) (perfledger.Config, error) {
 	cfg.Bookies, cfg.Dir, cfg.Backend, cfg.Outstanding = *f.bookies, *f.dir, *f.backend, *f.outstanding
 	cfg.Duration, cfg.Warmup, cfg.DiskDuration, cfg.ProgressInterval = *f.duration, *f.warmup, *f.disk, *f.interval
 	cfg.Storage, cfg.StorageName = perfBookieStorage, "entrylog"
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = perfLogger(stderr)
 	if cfg.Bookies < 1 {
 		return cfg, fmt.Errorf("--bookies %d: want 1 or more", cfg.Bookies)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // coldRead writes a backlog to a fresh in-process bookie, restarts it so
@@ -61,7 +62,7 @@ func (r *runner) writeBacklog(addr string, ledgers []int64, perLedger int64, c *
 		return err
 	}
 	defer closeAll(conns)
-	ph := newPhase()
+	ph := perfkit.NewPhase()
 	ws := make([]*writer, len(ledgers))
 	runs := make([]func(), len(ledgers))
 	for i, l := range ledgers {
@@ -90,9 +91,9 @@ func (r *runner) readBacklog(addr string, ledgers []int64, perLedger int64) (Poi
 		return Point{}, err
 	}
 	defer closeAll(conns)
-	ph := newPhase()
+	ph := perfkit.NewPhase()
 	size := r.cfg.BacklogEntrySize
-	tallies := make([]*tally, len(ledgers))
+	tallies := make([]*perfkit.Tally, len(ledgers))
 	runs := make([]func(), len(ledgers))
 	for i, l := range ledgers {
 		rd := newReader(ph, conns[i], r.pat, l, size, r.cfg.Outstanding, 0, perLedger-1, false)

@@ -5,10 +5,10 @@ import (
 	"io"
 
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
-const pointHeader = "op   clients  entry  entries/s    MiB/s   p50us   p95us   p99us  p999us p9999us    maxus" +
-	" | KiB/sync disk blk disk MiB/s  frac"
+const pointHeader = "op   clients" + perfkit.RateHeader + " | KiB/sync disk blk disk MiB/s  frac"
 
 // Format writes the report for people: what was measured where, the
 // disk's limits, one row per point, the cold read, and the notes.
@@ -29,9 +29,7 @@ func Format(w io.Writer, rep *Report) {
 
 // FormatNotes writes what was not measured and why.
 func FormatNotes(w io.Writer, rep *Report) {
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	perfkit.FormatNotes(w, rep.Notes)
 }
 
 // FormatHeader describes the run and the disk's limits in a few lines.
@@ -44,24 +42,15 @@ func FormatHeader(rep *Report) string {
 		rep.Backend, rep.JournalDir, rep.Duration, rep.Warmup, rep.Outstanding, rep.GOMAXPROCS)
 	if d := rep.Disk; d != nil {
 		s += fmt.Sprintf("\ndisk: one datasync p50 %d p99 %d us; sequential read of %s from a cold page cache %.1f MiB/s",
-			lat(d.Datasync).P50, lat(d.Datasync).P99, perfdisk.SizeName(int(d.SeqRead.Ops)*d.SeqRead.BlockSize), d.SeqRead.MiBPerSec)
+			perfkit.Lat(d.Datasync).P50, perfkit.Lat(d.Datasync).P99, perfdisk.SizeName(int(d.SeqRead.Ops)*d.SeqRead.BlockSize), d.SeqRead.MiBPerSec)
 	}
 	return s
-}
-
-func lat(r perfdisk.Result) perfdisk.Latency {
-	if r.LatencyUS == nil {
-		return perfdisk.Latency{}
-	}
-	return *r.LatencyUS
 }
 
 // FormatPoint renders one point as a table row. Adds end with their group
 // size and the disk's write+datasync at it; reads with their window.
 func FormatPoint(p Point) string {
-	l := p.LatencyUS
-	row := fmt.Sprintf("%-4s %7d %6s %10.0f %8.1f %7d %7d %7d %7d %7d %8d |", p.Op, p.Clients, perfdisk.SizeName(p.EntrySize),
-		p.EntriesPerSec, p.MiBPerSec, l.P50, l.P95, l.P99, l.P999, l.P9999, l.Max)
+	row := fmt.Sprintf("%-4s %7d ", p.Op, p.Clients) + perfkit.RateColumns(p.EntrySize, p.EntriesPerSec, p.MiBPerSec, p.LatencyUS)
 	switch {
 	case p.Op == "read":
 		return row + fmt.Sprintf(" cache hits: last %d entries per client", p.ReadWindow)

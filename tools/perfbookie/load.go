@@ -3,12 +3,10 @@ package perfbookie
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/magnetar-io/magnetar/bookie/client"
-	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -16,87 +14,9 @@ import (
 // long has hung, and the benchmark fails instead of hanging with it.
 const ackTimeout = 30 * time.Second
 
-// histMaxUS is the top of perfdisk.NewHist's range; longer latencies are
-// clamped to it rather than dropped.
-const histMaxUS = 60_000_000
-
 // masterKey is every benchmark ledger's: the bookie only checks that a
 // ledger's adds agree on it.
 const masterKey = "magnetar-perf-bookie"
-
-// phase is one load: its clients share the measuring and stop flags, the
-// first failure, and the counters the live progress line reads.
-type phase struct {
-	measuring atomic.Bool
-	stop      atomic.Bool
-	ops       atomic.Int64 // completed requests, measured or not
-	bytes     atomic.Int64
-	failed    chan struct{} // closed by the first failure
-
-	mu struct {
-		sync.Mutex
-		err error
-	}
-}
-
-func newPhase() *phase { return &phase{failed: make(chan struct{})} }
-
-func (p *phase) fail(err error) {
-	p.stop.Store(true)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mu.err == nil {
-		p.mu.err = err
-		close(p.failed)
-	}
-}
-
-func (p *phase) err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.err
-}
-
-// sleep waits d, or less if the phase fails.
-func (p *phase) sleep(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.failed:
-	}
-}
-
-// tally is one client's measured results. Callbacks record into it on the
-// client's reader goroutine; the driver reads it after the client drained.
-type tally struct {
-	mu       sync.Mutex
-	hist     *hdrhistogram.Histogram
-	measured int64
-}
-
-func newTally() *tally { return &tally{hist: perfdisk.NewHist()} }
-
-func (t *tally) record(d time.Duration) {
-	us := min(max(d.Microseconds(), 1), histMaxUS)
-	t.mu.Lock()
-	_ = t.hist.RecordValue(us)
-	t.measured++
-	t.mu.Unlock()
-}
-
-// merge sums tallies into one histogram and count.
-func merge(ts []*tally) (*hdrhistogram.Histogram, int64) {
-	h := perfdisk.NewHist()
-	var n int64
-	for _, t := range ts {
-		t.mu.Lock()
-		h.Merge(t.hist)
-		n += t.measured
-		t.mu.Unlock()
-	}
-	return h, n
-}
 
 // writer adds entries 0, 1, 2, ... to one ledger over its own connection.
 // Entry e is sent only once every entry up to e-window is acknowledged, so
@@ -105,7 +25,7 @@ func merge(ts []*tally) (*hdrhistogram.Histogram, int64) {
 // everything is acknowledged. Entry buffers are a ring of window slots;
 // the slot of entry e is free again because entry e-window is acknowledged.
 type writer struct {
-	ph     *phase
+	ph     *perfkit.Phase
 	cl     *client.Client
 	pat    *pattern
 	ledger int64
@@ -113,7 +33,7 @@ type writer struct {
 	window int
 	limit  int64 // entries to write; negative: until the phase stops
 	key    []byte
-	tally  *tally
+	tally  *perfkit.Tally
 	wake   chan struct{} // an acknowledgement arrived
 
 	mu struct {
@@ -126,9 +46,9 @@ type writer struct {
 	}
 }
 
-func newWriter(ph *phase, cl *client.Client, pat *pattern, ledger int64, size, window int, limit int64) *writer {
+func newWriter(ph *perfkit.Phase, cl *client.Client, pat *pattern, ledger int64, size, window int, limit int64) *writer {
 	w := &writer{ph: ph, cl: cl, pat: pat, ledger: ledger, size: size, window: window, limit: limit,
-		key: []byte(masterKey), tally: newTally(), wake: make(chan struct{}, 1)}
+		key: []byte(masterKey), tally: perfkit.NewTally(), wake: make(chan struct{}, 1)}
 	w.mu.lac = -1
 	w.mu.acked = make([]bool, window)
 	w.mu.bufs = make([][]byte, window)
@@ -156,8 +76,8 @@ func (w *writer) run() {
 // slot waits until entry e may be sent and returns its buffer and the LAC
 // to send with it; false if the phase stopped.
 func (w *writer) slot(e int64, timer *time.Timer) ([]byte, int64, bool) {
-	if !w.await(timer, func() bool { return e-w.mu.lac <= int64(w.window) || w.ph.stop.Load() }, "an add") ||
-		w.ph.stop.Load() {
+	if !w.await(timer, func() bool { return e-w.mu.lac <= int64(w.window) || w.ph.Stopped() }, "an add") ||
+		w.ph.Stopped() {
 		return nil, 0, false
 	}
 	w.mu.Lock()
@@ -185,7 +105,7 @@ func (w *writer) await(timer *time.Timer, cond func() bool, what string) bool {
 		select {
 		case <-w.wake:
 		case <-timer.C:
-			w.ph.fail(fmt.Errorf("ledger %d: no answer for %s within %s", w.ledger, what, ackTimeout))
+			w.ph.Fail(fmt.Errorf("ledger %d: no answer for %s within %s", w.ledger, what, ackTimeout))
 			return false
 		}
 	}
@@ -194,8 +114,8 @@ func (w *writer) await(timer *time.Timer, cond func() bool, what string) bool {
 // done runs on the client's reader goroutine for each answer.
 func (w *writer) done(e int64, start time.Time, err error) {
 	d := time.Since(start)
-	if err == nil && w.ph.measuring.Load() {
-		w.tally.record(d)
+	if err == nil && w.ph.Measuring.Load() {
+		w.tally.Record(d)
 	}
 	w.mu.Lock()
 	w.mu.inflight--
@@ -208,10 +128,9 @@ func (w *writer) done(e int64, start time.Time, err error) {
 	}
 	w.mu.Unlock()
 	if err != nil {
-		w.ph.fail(fmt.Errorf("add ledger %d entry %d: %w", w.ledger, e, err))
+		w.ph.Fail(fmt.Errorf("add ledger %d entry %d: %w", w.ledger, e, err))
 	} else {
-		w.ph.ops.Add(1)
-		w.ph.bytes.Add(int64(w.size))
+		w.ph.Completed(w.size)
 	}
 	select {
 	case w.wake <- struct{}{}:
@@ -231,20 +150,20 @@ func (w *writer) written() int64 {
 // with window reads in flight, checking every entry's bytes; with cycle it
 // starts over after last until the phase stops.
 type reader struct {
-	ph          *phase
+	ph          *perfkit.Phase
 	cl          *client.Client
 	pat         *pattern
 	ledger      int64
 	size        int
 	first, last int64
 	cycle       bool
-	tally       *tally
+	tally       *perfkit.Tally
 	tokens      chan struct{} // one per read that may be in flight
 }
 
-func newReader(ph *phase, cl *client.Client, pat *pattern, ledger int64, size, window int, first, last int64, cycle bool) *reader {
+func newReader(ph *perfkit.Phase, cl *client.Client, pat *pattern, ledger int64, size, window int, first, last int64, cycle bool) *reader {
 	r := &reader{ph: ph, cl: cl, pat: pat, ledger: ledger, size: size, first: first, last: last, cycle: cycle,
-		tally: newTally(), tokens: make(chan struct{}, window)}
+		tally: perfkit.NewTally(), tokens: make(chan struct{}, window)}
 	for range window {
 		r.tokens <- struct{}{}
 	}
@@ -254,7 +173,7 @@ func newReader(ph *phase, cl *client.Client, pat *pattern, ledger int64, size, w
 func (r *reader) run() {
 	timer := time.NewTimer(ackTimeout)
 	defer timer.Stop()
-	for e := r.first; !r.ph.stop.Load(); e++ {
+	for e := r.first; !r.ph.Stopped(); e++ {
 		if e > r.last {
 			if !r.cycle {
 				break
@@ -281,7 +200,7 @@ func (r *reader) take(timer *time.Timer) bool {
 	case <-r.tokens:
 		return true
 	case <-timer.C:
-		r.ph.fail(fmt.Errorf("ledger %d: no answer to a read within %s", r.ledger, ackTimeout))
+		r.ph.Fail(fmt.Errorf("ledger %d: no answer to a read within %s", r.ledger, ackTimeout))
 		return false
 	}
 }
@@ -293,12 +212,11 @@ func (r *reader) done(e int64, start time.Time, resp *bkproto.Response, err erro
 		err = r.pat.check(resp.Data, r.ledger, e, r.size)
 	}
 	if err != nil {
-		r.ph.fail(fmt.Errorf("read ledger %d entry %d: %w", r.ledger, e, err))
+		r.ph.Fail(fmt.Errorf("read ledger %d entry %d: %w", r.ledger, e, err))
 		return
 	}
-	if r.ph.measuring.Load() {
-		r.tally.record(d)
+	if r.ph.Measuring.Load() {
+		r.tally.Record(d)
 	}
-	r.ph.ops.Add(1)
-	r.ph.bytes.Add(int64(r.size))
+	r.ph.Completed(r.size)
 }

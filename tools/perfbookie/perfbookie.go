@@ -32,17 +32,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 // StorageOpener builds the ledger storage opener of an in-process bookie
-// whose ledger directories are dirs. It is called once per bookie the tool
-// starts; the OpenStorage it returns opens that bookie's storage at its
-// first start and again at each restart. The command passes the real
-// storage; tests pass an in-memory one.
-type StorageOpener func(fs engine.FS, dirs []string) bookie.OpenStorage
+// (see perfkit.StorageOpener).
+type StorageOpener = perfkit.StorageOpener
 
 // Config chooses what to measure.
 type Config struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // shelf stands in for a ledger disk: an in-memory storage closed by a
@@ -156,7 +157,7 @@ func TestPerfBookieInProcess(t *testing.T) {
 	if !c.PageCacheDropped || c.DiskFraction <= 0 {
 		t.Fatalf("cold read: %+v", c)
 	}
-	if d := rep.Disk; d == nil || lat(d.Datasync).P50 <= 0 || d.SeqRead.MiBPerSec <= 0 {
+	if d := rep.Disk; d == nil || perfkit.Lat(d.Datasync).P50 <= 0 || d.SeqRead.MiBPerSec <= 0 {
 		t.Fatalf("disk limits: %+v", rep.Disk)
 	}
 	var out bytes.Buffer
@@ -387,22 +388,6 @@ func TestPatternCheck(t *testing.T) {
 	} {
 		if err := p.check(tc.data, tc.ledger, tc.entry, 100); err == nil {
 			t.Fatalf("%s: check passed", name)
-		}
-	}
-}
-
-func TestStartProfile(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "prof")
-	stop, err := StartProfile(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"cpu.pprof", "allocs.pprof"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
-			t.Fatalf("%s: %v", name, err)
 		}
 	}
 }

@@ -1,8 +1,8 @@
 package perfbookie
 
 import (
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // Report is the whole run.
@@ -27,19 +27,7 @@ type Report struct {
 }
 
 // Latency holds percentiles in microseconds.
-type Latency struct {
-	P50   int64 `json:"p50"`
-	P95   int64 `json:"p95"`
-	P99   int64 `json:"p99"`
-	P999  int64 `json:"p999"`
-	P9999 int64 `json:"p9999"`
-	Max   int64 `json:"max"`
-}
-
-func latencyOf(h *hdrhistogram.Histogram) Latency {
-	return Latency{P50: h.ValueAtQuantile(50), P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99),
-		P999: h.ValueAtQuantile(99.9), P9999: h.ValueAtQuantile(99.99), Max: h.Max()}
-}
+type Latency = perfkit.Latency
 
 // Point is one measured load: adds, or reads of recent entries.
 type Point struct {

@@ -7,12 +7,12 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -120,7 +120,7 @@ func (t *target) close() error {
 		return nil
 	}
 	err := t.local.stop()
-	return errors.Join(err, removeAll(t.local.journalDir, t.local.ledgerDir))
+	return errors.Join(err, removeAll(t.local.JournalDir, t.local.LedgerDir))
 }
 
 // ledgers allocates n ledger ids unused in this run.
@@ -192,29 +192,29 @@ func (r *runner) point(n, size int) (err error) {
 
 // addPoint runs one writer per connection, each on its own new ledger.
 func (r *runner) addPoint(conns []*client.Client, size int, local *localBookie) (Point, []*writer, error) {
-	ph := newPhase()
+	ph := perfkit.NewPhase()
 	ws := make([]*writer, len(conns))
 	runs := make([]func(), len(conns))
 	for i, l := range r.ledgers(len(conns)) {
 		ws[i] = newWriter(ph, conns[i], r.pat, l, size, r.cfg.Outstanding, -1)
 		runs[i] = ws[i].run
 	}
-	var c *counters
+	var c *perfkit.Counters
 	if local != nil {
-		c = local.counts
+		c = local.Counts
 	}
 	label := fmt.Sprintf("add  %4d clients %6s", len(conns), perfdisk.SizeName(size))
 	w, err := r.measureWindow(ph, label, runs, c)
 	if err != nil {
 		return Point{}, nil, err
 	}
-	tallies := make([]*tally, len(ws))
+	tallies := make([]*perfkit.Tally, len(ws))
 	for i, wr := range ws {
 		tallies[i] = wr.tally
 	}
-	p := r.pointOf("add", len(conns), size, tallies, w.elapsed)
-	if w.syncs > 0 {
-		p.JournalSyncs, p.BytesPerSync = w.syncs, float64(w.written)/float64(w.syncs)
+	p := r.pointOf("add", len(conns), size, tallies, w.Elapsed)
+	if w.Syncs > 0 {
+		p.JournalSyncs, p.BytesPerSync = w.Syncs, float64(w.Written)/float64(w.Syncs)
 	}
 	return p, ws, nil
 }
@@ -223,10 +223,10 @@ func (r *runner) addPoint(conns []*client.Client, size int, local *localBookie) 
 // over the most recent entries of its ledger, which the bookie still
 // caches (HotBytes in all).
 func (r *runner) readPoint(conns []*client.Client, ws []*writer, size int) (Point, error) {
-	ph := newPhase()
+	ph := perfkit.NewPhase()
 	perClient := max(1, r.cfg.HotBytes/int64(len(conns)*size))
 	var runs []func()
-	var tallies []*tally
+	var tallies []*perfkit.Tally
 	window := perClient // reported: the smallest window of any client
 	for i, w := range ws {
 		n := w.written()
@@ -244,93 +244,28 @@ func (r *runner) readPoint(conns []*client.Client, ws []*writer, size int) (Poin
 	if err != nil {
 		return Point{}, err
 	}
-	p := r.pointOf("read", len(conns), size, tallies, win.elapsed)
+	p := r.pointOf("read", len(conns), size, tallies, win.Elapsed)
 	p.ReadWindow = window
 	return p, nil
 }
 
-// window is what one measured window took and what the journal did in it.
-type window struct {
-	elapsed        time.Duration
-	syncs, written int64
+// timing is how the run's loads are timed and shown.
+func (r *runner) timing() perfkit.Timing {
+	return perfkit.Timing{Warmup: r.cfg.Warmup, Duration: r.cfg.Duration, Live: r.cfg.Live, Interval: r.cfg.ProgressInterval}
 }
 
-// measureWindow runs the loads: warm-up, the measured window, then stop
-// and wait for every request in flight.
-func (r *runner) measureWindow(ph *phase, label string, runs []func(), c *counters) (window, error) {
-	defer r.live(ph, label)()
-	wg := start(runs)
-	ph.sleep(r.cfg.Warmup)
-	var w window
-	if c != nil {
-		w.syncs, w.written = -c.syncs.Load(), -c.bytes.Load()
-	}
-	begin := time.Now()
-	ph.measuring.Store(true)
-	ph.sleep(r.cfg.Duration)
-	ph.measuring.Store(false)
-	w.elapsed = time.Since(begin)
-	if c != nil {
-		w.syncs, w.written = w.syncs+c.syncs.Load(), w.written+c.bytes.Load()
-	}
-	ph.stop.Store(true)
-	wg.Wait()
-	return w, ph.err()
+// measureWindow runs the loads through warm-up and the measured window.
+func (r *runner) measureWindow(ph *perfkit.Phase, label string, runs []func(), c *perfkit.Counters) (perfkit.Window, error) {
+	return perfkit.MeasureWindow(r.timing(), ph, label, runs, c)
 }
 
 // measureAll runs loads that end on their own, measuring all of it.
-func (r *runner) measureAll(ph *phase, label string, runs []func()) (time.Duration, error) {
-	defer r.live(ph, label)()
-	ph.measuring.Store(true)
-	begin := time.Now()
-	start(runs).Wait()
-	return time.Since(begin), ph.err()
+func (r *runner) measureAll(ph *perfkit.Phase, label string, runs []func()) (time.Duration, error) {
+	return perfkit.MeasureAll(r.timing(), ph, label, runs)
 }
 
-func start(runs []func()) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Go(run)
-	}
-	return &wg
-}
-
-func (r *runner) pointOf(op string, clients, size int, tallies []*tally, elapsed time.Duration) Point {
-	h, n := merge(tallies)
-	s := elapsed.Seconds()
-	return Point{Op: op, Clients: clients, EntrySize: size, Outstanding: r.cfg.Outstanding, Entries: n, Seconds: s,
-		EntriesPerSec: float64(n) / s, MiBPerSec: float64(n) * float64(size) / s / (1 << 20), LatencyUS: latencyOf(h)}
-}
-
-// live prints a progress line every ProgressInterval until the returned
-// function is called.
-func (r *runner) live(ph *phase, label string) (stop func()) {
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(r.cfg.ProgressInterval)
-		defer t.Stop()
-		begin, last := time.Now(), time.Now()
-		var lastOps, lastBytes int64
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				ops, bytes := ph.ops.Load(), ph.bytes.Load()
-				s := now.Sub(last).Seconds()
-				state := "warm-up"
-				switch {
-				case ph.stop.Load():
-					state = "draining" // the window closed; waiting for requests in flight
-				case ph.measuring.Load():
-					state = "measuring"
-				}
-				fmt.Fprintf(r.cfg.Live, "  .. %s  %5.1fs %-9s %10.0f entries/s %9.1f MiB/s\n", label,
-					now.Sub(begin).Seconds(), state, float64(ops-lastOps)/s, float64(bytes-lastBytes)/s/(1<<20))
-				last, lastOps, lastBytes = now, ops, bytes
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
+func (r *runner) pointOf(op string, clients, size int, tallies []*perfkit.Tally, elapsed time.Duration) Point {
+	rt := perfkit.RatesOf(tallies, size, elapsed)
+	return Point{Op: op, Clients: clients, EntrySize: size, Outstanding: r.cfg.Outstanding, Entries: rt.Entries,
+		Seconds: rt.Seconds, EntriesPerSec: rt.EntriesPerSec, MiBPerSec: rt.MiBPerSec, LatencyUS: rt.LatencyUS}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 const pointHeader = "backend pipe reuse wait   sync entry  writers  entries/s    MiB/s   p50us   p99us  p999us   maxus" +
@@ -29,18 +30,11 @@ func Format(w io.Writer, rep *Report) {
 // FormatBaseline renders a backend's disk figures as one line.
 func FormatBaseline(b Baseline) string {
 	s := fmt.Sprintf("%s disk: 4KiB write+datasync %.0f/s (p50 %d p99 %d us)", b.Backend,
-		b.PerEntry.OpsPerSec, lat(b.PerEntry).P50, lat(b.PerEntry).P99)
+		b.PerEntry.OpsPerSec, perfkit.Lat(b.PerEntry).P50, perfkit.Lat(b.PerEntry).P99)
 	if o := b.PerEntryOverwrite; o != nil {
 		s += fmt.Sprintf(", into an allocated file %.0f/s", o.OpsPerSec)
 	}
-	return s + fmt.Sprintf("; one datasync p50 %d p99 %d us", lat(b.Datasync).P50, lat(b.Datasync).P99)
-}
-
-func lat(r perfdisk.Result) perfdisk.Latency {
-	if r.LatencyUS == nil {
-		return perfdisk.Latency{}
-	}
-	return *r.LatencyUS
+	return s + fmt.Sprintf("; one datasync p50 %d p99 %d us", perfkit.Lat(b.Datasync).P50, perfkit.Lat(b.Datasync).P99)
 }
 
 // FormatPoint renders one point as a table row.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 func smallConfig(dir string) Config {
@@ -28,7 +29,7 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Baselines) != 1 || rep.Baselines[0].PerEntry.OpsPerSec <= 0 || lat(rep.Baselines[0].Datasync).P99 <= 0 {
+	if len(rep.Baselines) != 1 || rep.Baselines[0].PerEntry.OpsPerSec <= 0 || perfkit.Lat(rep.Baselines[0].Datasync).P99 <= 0 {
 		t.Fatalf("baselines: %+v", rep.Baselines)
 	}
 	if len(rep.Points) != 4 { // pipeline off and on x 1 and 64 writers
@@ -76,36 +77,6 @@ func checkPoint(t *testing.T, p Point) {
 	// One writer waiting for each add can only ever make one-entry groups.
 	if p.Writers == 1 && (p.EntriesPerSync < 0.8 || p.EntriesPerSync > 1.2 || p.DiskBlock != journal.BlockSize) {
 		t.Fatalf("one writer: %.2f entries and %d-byte block per datasync", p.EntriesPerSync, p.DiskBlock)
-	}
-}
-
-// TestCountingFS checks the wrapper counts a serial journal's groups
-// exactly: one datasync and one block per lone add, nothing for the
-// header sync at creation or the checkpoint.
-func TestCountingFS(t *testing.T) {
-	c := &counters{}
-	fs := &countingFS{FS: engine.NewMem(), c: c}
-	j, err := journal.Open(fs, "/j", journal.Options{Logger: discardLogger()}, func(journal.Entry) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		done := make(chan error, 1)
-		if err := j.Add(1, int64(i), make([]byte, 100), func(_ journal.Mark, err error) { done <- err }); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := j.Checkpoint(j.LastMark()); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if c.syncs.Load() != 10 || c.bytes.Load() != 10*journal.BlockSize {
-		t.Fatalf("counted %d syncs and %d bytes, want 10 and %d", c.syncs.Load(), c.bytes.Load(), 10*journal.BlockSize)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // measurer runs the points of one backend and caches the disk's limits,
@@ -123,8 +124,8 @@ func (m *measurer) drivePoint(dir string, v Variant, size, writers int) (Point, 
 			return Point{}, fmt.Errorf("priming recycled files: %w", err)
 		}
 	}
-	c := &counters{}
-	j, err := journal.Open(&countingFS{FS: m.fs, c: c}, dir, opts, func(journal.Entry) error { return nil })
+	c := &perfkit.Counters{}
+	j, err := journal.Open(perfkit.NewCountingFS(m.fs, c), dir, opts, func(journal.Entry) error { return nil })
 	if err != nil {
 		return Point{}, err
 	}
@@ -203,9 +204,6 @@ func newLoad(j *journal.Journal, size, inflight int) *load {
 	return &load{j: j, payload: payload, inflight: inflight, hist: perfdisk.NewHist()}
 }
 
-// histMaxUS is the top of perfdisk.NewHist's range.
-const histMaxUS = 60_000_000
-
 // window is what the counters moved by during the measured time.
 type window struct {
 	elapsed        time.Duration
@@ -216,20 +214,20 @@ type window struct {
 // run starts the writers, lets them warm up (the journal's adaptive
 // linger learns the arrival rate), measures for d, then stops issuing and
 // waits for every add in flight.
-func (l *load) run(writers int, warmup, d time.Duration, c *counters) window {
+func (l *load) run(writers int, warmup, d time.Duration, c *perfkit.Counters) window {
 	var wg sync.WaitGroup
 	for i := range writers {
 		wg.Add(1)
 		go l.writer(int64(i), &wg)
 	}
 	time.Sleep(warmup)
-	syncs0, written0 := c.syncs.Load(), c.bytes.Load()
+	syncs0, written0 := c.Syncs.Load(), c.Bytes.Load()
 	start := time.Now()
 	l.measuring.Store(true)
 	time.Sleep(d)
 	l.measuring.Store(false)
 	w := window{elapsed: time.Since(start), entries: l.acked.Load(),
-		syncs: c.syncs.Load() - syncs0, written: c.bytes.Load() - written0}
+		syncs: c.Syncs.Load() - syncs0, written: c.Bytes.Load() - written0}
 	l.stop.Store(true)
 	wg.Wait()
 	return w
@@ -270,7 +268,7 @@ func (l *load) done(start time.Time, err error) {
 	if !l.measuring.Load() {
 		return
 	}
-	us := min(time.Since(start).Microseconds(), histMaxUS) // clamped: out-of-range values would be dropped
+	us := min(time.Since(start).Microseconds(), perfkit.HistMaxUS) // clamped: out-of-range values would be dropped
 	l.mu.Lock()
 	_ = l.hist.RecordValue(us)
 	l.mu.Unlock()

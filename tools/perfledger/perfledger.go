@@ -45,12 +45,12 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // StorageOpener builds the ledger storage opener of an in-process bookie
-// whose ledger directories are dirs. The command passes the real storage;
-// tests pass an in-memory one.
-type StorageOpener func(fs engine.FS, dirs []string) bookie.OpenStorage
+// (see perfkit.StorageOpener).
+type StorageOpener = perfkit.StorageOpener
 
 // Quorum is a ledger's ensemble size, write quorum and ack quorum.
 type Quorum struct {

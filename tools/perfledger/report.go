@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // Report is the whole run.
@@ -43,19 +43,7 @@ type DiskLimits struct {
 }
 
 // Latency holds percentiles in microseconds.
-type Latency struct {
-	P50   int64 `json:"p50"`
-	P95   int64 `json:"p95"`
-	P99   int64 `json:"p99"`
-	P999  int64 `json:"p999"`
-	P9999 int64 `json:"p9999"`
-	Max   int64 `json:"max"`
-}
-
-func latencyOf(h *hdrhistogram.Histogram) Latency {
-	return Latency{P50: h.ValueAtQuantile(50), P95: h.ValueAtQuantile(95), P99: h.ValueAtQuantile(99),
-		P999: h.ValueAtQuantile(99.9), P9999: h.ValueAtQuantile(99.99), Max: h.Max()}
-}
+type Latency = perfkit.Latency
 
 // Point is one measured quorum, entry size and writer count.
 type Point struct {
@@ -92,8 +80,7 @@ type Point struct {
 	EnsembleChanges int `json:"ensemble_changes"`
 }
 
-const pointHeader = "E,Qw,Qa writers  entry  entries/s    MiB/s   p50us   p95us   p99us  p999us p9999us    maxus" +
-	" | jrnl MiB/s KiB/sync Qw*MiB/disk  verified"
+const pointHeader = "E,Qw,Qa writers" + perfkit.RateHeader + " | jrnl MiB/s KiB/sync Qw*MiB/disk  verified"
 
 // Format writes the report for people: the run and the disk's limits, one
 // row per point, and the notes.
@@ -108,9 +95,7 @@ func Format(w io.Writer, rep *Report) {
 
 // FormatNotes writes what was skipped or not measured and why.
 func FormatNotes(w io.Writer, rep *Report) {
-	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
+	perfkit.FormatNotes(w, rep.Notes)
 }
 
 // FormatHeader describes the run and the disk's limits in a few lines.
@@ -124,23 +109,14 @@ func FormatHeader(rep *Report) string {
 		rep.Digest, rep.Verify, rep.GOMAXPROCS)
 	if d := rep.Disk; d != nil {
 		s += fmt.Sprintf("\ndisk: write+datasync of %s blocks %.1f MiB/s (p50 %d us); one datasync p50 %d p99 %d us",
-			perfdisk.SizeName(d.WriteSync.BlockSize), d.WriteSync.MiBPerSec, lat(d.WriteSync).P50, lat(d.Datasync).P50, lat(d.Datasync).P99)
+			perfdisk.SizeName(d.WriteSync.BlockSize), d.WriteSync.MiBPerSec, perfkit.Lat(d.WriteSync).P50, perfkit.Lat(d.Datasync).P50, perfkit.Lat(d.Datasync).P99)
 	}
 	return s
 }
 
-func lat(r perfdisk.Result) perfdisk.Latency {
-	if r.LatencyUS == nil {
-		return perfdisk.Latency{}
-	}
-	return *r.LatencyUS
-}
-
 // FormatPoint renders one point as a table row.
 func FormatPoint(p Point) string {
-	l := p.LatencyUS
-	row := fmt.Sprintf("%-7s %7d %6s %10.0f %8.1f %7d %7d %7d %7d %7d %8d |", p.Quorum, p.Writers, perfdisk.SizeName(p.EntrySize),
-		p.EntriesPerSec, p.MiBPerSec, l.P50, l.P95, l.P99, l.P999, l.P9999, l.Max)
+	row := fmt.Sprintf("%-7s %7d ", p.Quorum, p.Writers) + perfkit.RateColumns(p.EntrySize, p.EntriesPerSec, p.MiBPerSec, p.LatencyUS)
 	jrnl, perSync, frac := "         -", "       -", "          -"
 	if p.JournalMiBPerSec > 0 {
 		jrnl = fmt.Sprintf("%10.1f", p.JournalMiBPerSec)

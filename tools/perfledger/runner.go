@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // password is every benchmark ledger's.
@@ -152,7 +152,7 @@ func (r *runner) point(q Quorum, n, size int) (err error) {
 	if err != nil {
 		return errors.Join(err, closeLedgers(handles))
 	}
-	ph := newPhase()
+	ph := perfkit.NewPhase()
 	ws := make([]*writer, n)
 	for i, h := range handles {
 		ws[i] = newWriter(ph, h, r.pat, size, r.cfg.Outstanding)
@@ -248,88 +248,33 @@ func (r *runner) verify(cl *cluster, ws []*writer, size int, p *Point) error {
 	return nil
 }
 
-// window is what one measured window took and what the journals did in it.
-type window struct {
-	elapsed        time.Duration
-	syncs, written int64
+// measureWindow runs the writers through warm-up and the measured
+// window, then waits for every append in flight.
+func (r *runner) measureWindow(ph *perfkit.Phase, label string, ws []*writer, c *perfkit.Counters) (perfkit.Window, error) {
+	runs := make([]func(), len(ws))
+	for i, w := range ws {
+		runs[i] = w.run
+	}
+	t := perfkit.Timing{Warmup: r.cfg.Warmup, Duration: r.cfg.Duration, Live: r.cfg.Live, Interval: r.cfg.ProgressInterval}
+	return perfkit.MeasureWindow(t, ph, label, runs, c)
 }
 
-// measureWindow runs the writers: warm-up, the measured window, then stop
-// and wait for every append in flight.
-func (r *runner) measureWindow(ph *phase, label string, ws []*writer, c *counters) (window, error) {
-	defer r.live(ph, label)()
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wg.Go(w.run)
-	}
-	ph.sleep(r.cfg.Warmup)
-	var win window
-	if c != nil {
-		win.syncs, win.written = -c.syncs.Load(), -c.bytes.Load()
-	}
-	begin := time.Now()
-	ph.measuring.Store(true)
-	ph.sleep(r.cfg.Duration)
-	ph.measuring.Store(false)
-	win.elapsed = time.Since(begin)
-	if c != nil {
-		win.syncs, win.written = win.syncs+c.syncs.Load(), win.written+c.bytes.Load()
-	}
-	ph.halt()
-	wg.Wait()
-	return win, ph.err()
-}
-
-func (r *runner) pointOf(q Quorum, n, size int, ws []*writer, win window) Point {
-	tallies := make([]*tally, len(ws))
+func (r *runner) pointOf(q Quorum, n, size int, ws []*writer, win perfkit.Window) Point {
+	tallies := make([]*perfkit.Tally, len(ws))
 	for i, w := range ws {
 		tallies[i] = w.tally
 	}
-	h, entries := merge(tallies)
-	s := win.elapsed.Seconds()
-	p := Point{Quorum: q, Writers: n, EntrySize: size, Outstanding: r.cfg.Outstanding, Entries: entries, Seconds: s,
-		EntriesPerSec: float64(entries) / s, MiBPerSec: float64(entries) * float64(size) / s / (1 << 20), LatencyUS: latencyOf(h)}
-	if win.written > 0 {
-		p.JournalMiBPerSec = float64(win.written) / s / (1 << 20)
+	rt := perfkit.RatesOf(tallies, size, win.Elapsed)
+	p := Point{Quorum: q, Writers: n, EntrySize: size, Outstanding: r.cfg.Outstanding, Entries: rt.Entries, Seconds: rt.Seconds,
+		EntriesPerSec: rt.EntriesPerSec, MiBPerSec: rt.MiBPerSec, LatencyUS: rt.LatencyUS}
+	if win.Written > 0 {
+		p.JournalMiBPerSec = float64(win.Written) / rt.Seconds / (1 << 20)
 	}
-	if win.syncs > 0 {
-		p.JournalSyncs, p.BytesPerSync = win.syncs, float64(win.written)/float64(win.syncs)
+	if win.Syncs > 0 {
+		p.JournalSyncs, p.BytesPerSync = win.Syncs, float64(win.Written)/float64(win.Syncs)
 	}
 	if d := r.rep.Disk; d != nil && d.WriteSync.MiBPerSec > 0 {
 		p.DiskFraction = p.MiBPerSec * float64(q.WriteQuorum) / d.WriteSync.MiBPerSec
 	}
 	return p
-}
-
-// live prints a progress line every ProgressInterval until the returned
-// function is called.
-func (r *runner) live(ph *phase, label string) (stop func()) {
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(r.cfg.ProgressInterval)
-		defer t.Stop()
-		begin, last := time.Now(), time.Now()
-		var lastOps, lastBytes int64
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				ops, bytes := ph.ops.Load(), ph.bytes.Load()
-				s := now.Sub(last).Seconds()
-				state := "warm-up"
-				switch {
-				case ph.stopped.Load():
-					state = "draining" // the window closed; waiting for appends in flight
-				case ph.measuring.Load():
-					state = "measuring"
-				}
-				fmt.Fprintf(r.cfg.Live, "  .. %s  %5.1fs %-9s %10.0f entries/s %9.1f MiB/s\n", label,
-					now.Sub(begin).Seconds(), state, float64(ops-lastOps)/s, float64(bytes-lastBytes)/s/(1<<20))
-				last, lastOps, lastBytes = now, ops, bytes
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }

@@ -1,4 +1,4 @@
-package perfbookie
+package perfkit
 
 import (
 	"errors"
