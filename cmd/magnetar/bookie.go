@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
@@ -399,10 +397,7 @@ func (rb *runningBookie) stop(log *slog.Logger) {
 // endpoints.
 func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, id string, log *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	addOpsHandlers(mux, reg)
 	mux.HandleFunc("/api/v1/bookie/state", func(w http.ResponseWriter, _ *http.Request) {
 		ro, why := core.ReadOnly()
 		writeJSON(w, map[string]any{"running": true, "readOnly": ro, "reason": why, "bookieId": id})
@@ -412,17 +407,7 @@ func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, i
 		writeJSON(w, map[string]any{"freeSpace": free, "totalSpace": total})
 	})
 	mux.HandleFunc("/heartbeat", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("bookie http: listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("bookie http server stopped; /metrics and status are unavailable", "err", err)
-		}
-	}()
-	return srv, nil
+	return serveHTTP(addr, mux, "bookie http server", log)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
