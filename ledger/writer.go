@@ -32,10 +32,7 @@ type WriteHandle struct {
 	e, w, a  int
 	recovery bool // adds are recovery adds (accepted on fenced bookies)
 
-	wake      chan struct{} // the delivery goroutine has completions to run
-	stop      chan struct{} // closed when the handle is finished
-	delivered chan struct{} // closed when the last callback returned
-	stopOnce  sync.Once
+	delivered chan struct{} // closed when the handle finished and its last callback returned
 
 	mu struct {
 		sync.Mutex
@@ -53,6 +50,14 @@ type WriteHandle struct {
 		idle      chan struct{}  // closed when pending becomes empty (for Close)
 		sentLAC   int64          // the highest LAC bookies were told (piggybacked or explicit)
 		lacSentAt time.Time
+
+		// No goroutine runs for an idle handle (a broker may hold
+		// thousands): a delivery goroutine runs while completions wait, and
+		// a timer is armed while adds are pending or an explicit LAC is due.
+		delivering bool
+		timer      *time.Timer
+		finished   bool // Close or finish ran: Delivered closes once drained
+		closedDone bool // delivered was closed
 	}
 }
 
@@ -79,13 +84,11 @@ func newWriteHandle(c *Client, id int64, md *Metadata, version int64, password [
 		return nil, err
 	}
 	h := &WriteHandle{c: c, id: id, dig: dig, key: masterKey(password), e: md.EnsembleSize, w: md.WriteQuorumSize,
-		a: md.AckQuorumSize, recovery: recovery, wake: make(chan struct{}, 1), stop: make(chan struct{}), delivered: make(chan struct{})}
+		a: md.AckQuorumSize, recovery: recovery, delivered: make(chan struct{})}
 	h.mu.md, h.mu.version = md, version
 	h.mu.nextEntry, h.mu.lac, h.mu.lacLength, h.mu.length = lac+1, lac, lacLength, lacLength
 	h.mu.failed = make(map[int]string)
 	h.mu.sentLAC = lac
-	go h.deliverLoop()
-	go h.timeoutLoop()
 	return h, nil
 }
 
@@ -172,6 +175,7 @@ func (h *WriteHandle) enqueueLocked(id, length int64, data []byte, cb AddCallbac
 	pa := &pendingAdd{entryID: id, length: length, data: data, cb: cb,
 		sentTo: make([]string, h.w), sentAt: make([]time.Time, h.w), acked: make([]bool, h.w)}
 	h.mu.pending = append(h.mu.pending, pa)
+	h.armTimerLocked()
 	var sends []send
 	if !h.mu.changing {
 		sends = h.assignLocked(pa, nil)
@@ -263,6 +267,7 @@ func (h *WriteHandle) drainLocked() {
 		close(h.mu.idle)
 		h.mu.idle = nil
 	}
+	h.armTimerLocked() // an explicit LAC may be due once idle
 }
 
 // failLocked ends the handle: every pending entry fails with err.
@@ -422,33 +427,43 @@ func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed 
 	}
 }
 
-// timeoutLoop treats a bookie that has not answered an add within
-// AddTimeout as failed.
-func (h *WriteHandle) timeoutLoop() {
-	t := time.NewTicker(max(h.c.cfg.AddTimeout/4, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case now := <-t.C:
-			h.mu.Lock()
-			for _, pa := range h.mu.pending {
-				for k := range h.w {
-					if !pa.acked[k] && pa.sentTo[k] != "" && now.Sub(pa.sentAt[k]) > h.c.cfg.AddTimeout {
-						h.bookieFailedLocked(pa.entryID, k, pa.sentTo[k], ErrAddTimeout)
-					}
-				}
-				if h.mu.err != nil {
-					break
-				}
+// tick is how often pending adds are checked against AddTimeout.
+func (h *WriteHandle) tick() time.Duration { return max(h.c.cfg.AddTimeout/4, 10*time.Millisecond) }
+
+// armTimerLocked arms the timer if adds are pending or an explicit LAC
+// will be due, and it is not armed.
+func (h *WriteHandle) armTimerLocked() {
+	if h.mu.timer != nil || h.mu.finished {
+		return
+	}
+	lacDue := h.c.cfg.ExplicitLACInterval > 0 && !h.recovery && h.mu.err == nil && h.mu.lac > h.mu.sentLAC
+	if len(h.mu.pending) == 0 && !lacDue {
+		return
+	}
+	h.mu.timer = time.AfterFunc(h.tick(), h.onTick)
+}
+
+// onTick treats a bookie that has not answered an add within AddTimeout
+// as failed, and sends an idle writer's explicit LAC when due.
+func (h *WriteHandle) onTick() {
+	now := time.Now()
+	h.mu.Lock()
+	h.mu.timer = nil
+	for _, pa := range h.mu.pending {
+		for k := range h.w {
+			if !pa.acked[k] && pa.sentTo[k] != "" && now.Sub(pa.sentAt[k]) > h.c.cfg.AddTimeout {
+				h.bookieFailedLocked(pa.entryID, k, pa.sentTo[k], ErrAddTimeout)
 			}
-			lacReq := h.explicitLACLocked(now)
-			h.mu.Unlock()
-			h.signal()
-			h.sendExplicitLAC(lacReq)
+		}
+		if h.mu.err != nil {
+			break
 		}
 	}
+	lacReq := h.explicitLACLocked(now)
+	h.armTimerLocked()
+	h.mu.Unlock()
+	h.signal()
+	h.sendExplicitLAC(lacReq)
 }
 
 // explicitLACLocked returns the bookies to tell an idle writer's LAC, if
@@ -478,34 +493,41 @@ func (h *WriteHandle) sendExplicitLAC(reqs []*bkproto.Request) {
 	}
 }
 
+// signal starts the delivery goroutine if completions wait (or the
+// handle finished and Delivered must close) and none runs.
 func (h *WriteHandle) signal() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
+	h.mu.Lock()
+	start := !h.mu.delivering && (len(h.mu.done) > 0 || (h.mu.finished && !h.mu.closedDone))
+	if start {
+		h.mu.delivering = true
+	}
+	h.mu.Unlock()
+	if start {
+		go h.deliver()
 	}
 }
 
-// deliverLoop runs completions in order.
-func (h *WriteHandle) deliverLoop() {
-	defer close(h.delivered)
+// deliver runs completions in order until none is left. Only one runs at
+// a time (delivering), so callbacks keep entry order.
+func (h *WriteHandle) deliver() {
 	for {
-		select {
-		case <-h.wake:
-		case <-h.stop:
-			h.deliver() // last ones
+		h.mu.Lock()
+		done := h.mu.done
+		h.mu.done = nil
+		if len(done) == 0 {
+			h.mu.delivering = false
+			closeNow := h.mu.finished && !h.mu.closedDone
+			h.mu.closedDone = h.mu.closedDone || closeNow
+			h.mu.Unlock()
+			if closeNow {
+				close(h.delivered)
+			}
 			return
 		}
-		h.deliver()
-	}
-}
-
-func (h *WriteHandle) deliver() {
-	h.mu.Lock()
-	done := h.mu.done
-	h.mu.done = nil
-	h.mu.Unlock()
-	for _, c := range done {
-		c.cb(c.entryID, c.err)
+		h.mu.Unlock()
+		for _, c := range done {
+			c.cb(c.entryID, c.err)
+		}
 	}
 }
 
@@ -563,8 +585,17 @@ func (h *WriteHandle) Close(ctx context.Context) error {
 	return h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
 }
 
+// finish stops the timer; Delivered closes once the completions queued
+// so far have run.
 func (h *WriteHandle) finish() {
-	h.stopOnce.Do(func() { close(h.stop) })
+	h.mu.Lock()
+	h.mu.finished = true
+	if h.mu.timer != nil {
+		h.mu.timer.Stop()
+		h.mu.timer = nil
+	}
+	h.mu.Unlock()
+	h.signal()
 }
 
 // closeMetadata CASes the ledger to CLOSED at lastEntry.

@@ -184,6 +184,7 @@ func (c *bkCursor) MarkDelete(ctx context.Context, pos Position) error {
 		c.markDelete = i
 		c.normalise()
 		c.dirty = true
+		c.ml.schedulePersistLocked()
 	}
 	return nil
 }
@@ -206,6 +207,7 @@ func (c *bkCursor) Delete(ctx context.Context, positions ...Position) error {
 		if i > c.markDelete {
 			c.addAcked(i)
 			c.dirty = true
+			c.ml.schedulePersistLocked()
 		}
 	}
 	c.normalise()
@@ -249,6 +251,7 @@ func (c *bkCursor) Reset(ctx context.Context, pos Position) error {
 	c.markDelete, c.read, c.acked = i-1, i, nil
 	c.readGen++
 	c.dirty = true
+	c.ml.schedulePersistLocked()
 	return nil
 }
 
@@ -294,6 +297,7 @@ func (c *bkCursor) SkipEntries(ctx context.Context, n int64) error {
 	}
 	if c.skip(n, c.ml.baseLocked(), c.ml.endLocked()) > 0 {
 		c.dirty = true
+		c.ml.schedulePersistLocked()
 	}
 	return nil
 }
@@ -306,5 +310,6 @@ func (c *bkCursor) ClearBacklog(ctx context.Context) error {
 	}
 	c.clear(c.ml.endLocked())
 	c.dirty = true
+	c.ml.schedulePersistLocked()
 	return nil
 }

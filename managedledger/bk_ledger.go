@@ -33,31 +33,31 @@ type bkLedger struct {
 	name string
 	id   uint64 // cache key: distinguishes this open from a later one
 
-	stopPersist chan struct{}
-	persistDone chan struct{}
+	persistWG sync.WaitGroup // persist ticks in flight
 
 	metaMu sync.Mutex // held from reading the version to storing the new one
 
 	mu struct {
 		sync.Mutex
-		version    int64
-		props      map[string]string
-		ledgers    []*ledgerInfo // the last one is being written
-		lastTrim   Position      // the position before the first stored entry, once ledgers were trimmed
-		writer     *ledger.WriteHandle
-		rolling    bool          // a rollover runs: adds queue in queued
-		rollDone   chan struct{} // closed when that rollover ends
-		rollErr    error         // the last rollover failed: writer is closed, the next add rolls over again
-		queued     []queuedAdd   // adds made during a rollover, for the next ledger
-		failed     []queuedAdd   // adds the failed writer returned, in order: they go first
-		appended   int64         // entries appended to writer (not all confirmed)
-		appendSize int64         // bytes appended to writer
-		openedAt   time.Time     // when writer's ledger was created
-		cursors    map[string]*bkCursor
-		nonDurable map[*bkCursor]struct{}
-		closed     bool
-		fenced     error // set once another owner took the ledger over
-		terminated *Position
+		version      int64
+		props        map[string]string
+		ledgers      []*ledgerInfo // the last one is being written
+		lastTrim     Position      // the position before the first stored entry, once ledgers were trimmed
+		writer       *ledger.WriteHandle
+		rolling      bool          // a rollover runs: adds queue in queued
+		rollDone     chan struct{} // closed when that rollover ends
+		rollErr      error         // the last rollover failed: writer is closed, the next add rolls over again
+		queued       []queuedAdd   // adds made during a rollover, for the next ledger
+		failed       []queuedAdd   // adds the failed writer returned, in order: they go first
+		appended     int64         // entries appended to writer (not all confirmed)
+		appendSize   int64         // bytes appended to writer
+		openedAt     time.Time     // when writer's ledger was created
+		persistTimer *time.Timer   // armed while cursors are unsaved or a trim may be due
+		cursors      map[string]*bkCursor
+		nonDurable   map[*bkCursor]struct{}
+		closed       bool
+		fenced       error // set once another owner took the ledger over
+		terminated   *Position
 		// Terminate waits for the adds accepted before it (inflight) to
 		// complete: terminating rejects new ones, drained is closed when
 		// inflight drops to 0.
@@ -79,8 +79,7 @@ type queuedAdd struct {
 }
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {
-	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1),
-		stopPersist: make(chan struct{}), persistDone: make(chan struct{})}
+	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1)}
 	ml.mu.cursors = map[string]*bkCursor{}
 	ml.mu.nonDurable = map[*bkCursor]struct{}{}
 	md, version, err := ml.readOrCreate(ctx)
@@ -113,7 +112,6 @@ func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, er
 		ml.abandon()
 		return nil, err
 	}
-	go ml.persistLoop()
 	return ml, nil
 }
 
@@ -190,6 +188,7 @@ func (ml *bkLedger) startLedger(ctx context.Context) error {
 	}
 	ml.mu.Lock()
 	ml.mu.version, ml.mu.ledgers, ml.mu.writer = v, next, w
+	ml.schedulePersistLocked() // the closed ledger may now be trimmable
 	ml.mu.appended, ml.mu.appendSize, ml.mu.openedAt = 0, 0, time.Now()
 	ml.mu.Unlock()
 	return nil

@@ -96,6 +96,7 @@ func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOpti
 	c := &bkCursor{ml: ml, name: name, durable: true, ackState: ackState{markDelete: start - 1, read: start}, dirty: true}
 	c.nodeVersion = st.Version
 	ml.mu.cursors[name] = c
+	ml.schedulePersistLocked()
 	return c, nil
 }
 
@@ -133,6 +134,7 @@ func (ml *bkLedger) DeleteCursor(ctx context.Context, name string) error {
 		c.closed = true
 		waiter, c.waiter = c.waiter, nil
 		delete(ml.mu.cursors, name)
+		ml.schedulePersistLocked() // without it, ledgers may be trimmable now
 	}
 	ml.mu.Unlock()
 	if !ok {
@@ -214,6 +216,7 @@ func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
 	c.restoreLocked(snap)
 	c.dirty = true // written to a new cursor ledger at the next persist
 	ml.mu.cursors[name] = c
+	ml.schedulePersistLocked()
 	ml.mu.Unlock()
 	return nil
 }
@@ -344,25 +347,52 @@ func (ml *bkLedger) checkOwner(ctx context.Context) error {
 	return nil
 }
 
-// persistLoop persists changed cursors at the mark-delete rate and trims
-// consumed ledgers.
-func (ml *bkLedger) persistLoop() {
-	defer close(ml.persistDone)
-	t := time.NewTicker(time.Duration(float64(time.Second) / ml.cfg.MarkDeleteRate))
-	defer t.Stop()
-	for {
-		select {
-		case <-ml.stopPersist:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		ml.persistAll(ctx)
-		if err := ml.trim(ctx); err != nil {
-			ml.f.log.Warn("managed ledger trim failed; retrying", "managed_ledger", ml.name, "err", err)
-		}
-		cancel()
+// The persister runs only when there is work (a broker may hold
+// thousands of idle topics): a cursor change or a rollover arms a timer
+// at the mark-delete rate, and its tick persists changed cursors and
+// trims consumed ledgers, re-arming while a cursor is still unsaved.
+
+func (ml *bkLedger) persistInterval() time.Duration {
+	return time.Duration(float64(time.Second) / ml.cfg.MarkDeleteRate)
+}
+
+// schedulePersistLocked arms the persist timer unless it is armed or the
+// ledger closed.
+func (ml *bkLedger) schedulePersistLocked() {
+	if ml.mu.persistTimer != nil || ml.mu.closed {
+		return
 	}
+	ml.mu.persistTimer = time.AfterFunc(ml.persistInterval(), ml.persistTick)
+}
+
+func (ml *bkLedger) persistTick() {
+	ml.mu.Lock()
+	ml.mu.persistTimer = nil
+	if ml.mu.closed {
+		ml.mu.Unlock()
+		return
+	}
+	ml.persistWG.Add(1) // under mu while open: Close waits for it
+	ml.mu.Unlock()
+	defer ml.persistWG.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ml.persistAll(ctx)
+	if err := ml.trim(ctx); err != nil {
+		ml.f.log.Warn("managed ledger trim failed; retrying", "managed_ledger", ml.name, "err", err)
+		ml.mu.Lock()
+		ml.schedulePersistLocked()
+		ml.mu.Unlock()
+		return
+	}
+	ml.mu.Lock()
+	for _, c := range ml.mu.cursors {
+		if c.dirty {
+			ml.schedulePersistLocked()
+			break
+		}
+	}
+	ml.mu.Unlock()
 }
 
 func (ml *bkLedger) persistAll(ctx context.Context) error {
@@ -479,8 +509,13 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 	for _, wake := range woken {
 		wake()
 	}
-	close(ml.stopPersist)
-	<-ml.persistDone
+	ml.mu.Lock()
+	if t := ml.mu.persistTimer; t != nil {
+		t.Stop()
+		ml.mu.persistTimer = nil
+	}
+	ml.mu.Unlock()
+	ml.persistWG.Wait() // a tick in flight finishes first
 	err := ml.persistAll(ctx)
 	ml.mu.Lock()
 	cs := ml.allCursorsLocked()
