@@ -1,7 +1,6 @@
 package entrylog
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/engine/pebblelog"
 )
 
 // indexFormatMajor pins Pebble's on-disk format, so a Pebble upgrade never
@@ -45,7 +45,7 @@ func openIndex(dir string, o indexOptions) (*index, error) {
 	db, err := openPebble(dir, &pebble.Options{
 		FS:                 o.fs,
 		Lock:               lock,
-		Logger:             pebbleLogger{log: o.log, dir: dir},
+		Logger:             pebblelog.Logger{Log: o.log, Component: "entrylog/index", Dir: dir},
 		CacheSize:          o.cacheSize,
 		MemTableSize:       uint64(o.memTableSize),
 		FormatMajorVersion: indexFormatMajor,
@@ -80,7 +80,7 @@ func mkdirDurable(fs vfs.FS, dir string) error {
 }
 
 func openPebble(dir string, o *pebble.Options) (db *pebble.DB, err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return pebble.Open(dir, o)
 }
 
@@ -128,8 +128,8 @@ func (x *index) get(key []byte) ([]byte, bool, error) {
 }
 
 // commit applies b (synced when asked) and closes it. Pebble reports a
-// failed WAL write through Logger.Fatalf, which pebbleLogger turns into a
-// panic that recoverFatal turns back into an error here.
+// failed WAL write through Logger.Fatalf, which pebblelog.Logger turns into a
+// panic that pebblelog.Recover turns back into an error here.
 func (x *index) commit(b *pebble.Batch, sync bool) error {
 	opts := pebble.NoSync
 	if sync {
@@ -148,13 +148,13 @@ func (x *index) commit(b *pebble.Batch, sync bool) error {
 }
 
 func commitBatch(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return b.Commit(o)
 }
 
 // syncWAL makes every earlier commit durable.
 func (x *index) syncWAL() (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	if err := x.db.LogData(nil, pebble.Sync); err != nil {
 		return indexError(x.dir, "sync", err)
 	}
@@ -200,14 +200,14 @@ func (x *index) close() error {
 	if err != nil {
 		err = indexError(x.dir, "close", err)
 	}
-	if errors.As(err, new(pebbleFatal)) {
+	if errors.As(err, new(pebblelog.Fatal)) {
 		return err // Pebble may still touch the files: keep the lock
 	}
 	return errors.Join(err, x.lock.Close())
 }
 
 func closePebble(db *pebble.DB) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return db.Close()
 }
 
@@ -223,59 +223,4 @@ func indexError(dir, op string, err error) error {
 		return fmt.Errorf("entry index %s: %s: %w (%w)", dir, op, err, engine.ErrCorruption)
 	}
 	return fmt.Errorf("entry index %s: %s: %w", dir, op, err)
-}
-
-// pebbleFatal is the panic pebbleLogger.Fatalf raises; it unwraps to the
-// first error among Fatalf's arguments so errors.Is finds the cause.
-type pebbleFatal struct {
-	msg   string
-	cause error
-}
-
-func (f pebbleFatal) Error() string { return "pebble fatal error: " + f.msg }
-func (f pebbleFatal) Unwrap() error { return f.cause }
-
-// recoverFatal turns a pebbleFatal panic on this goroutine into *err and
-// lets any other panic go on.
-func recoverFatal(err *error) {
-	if r := recover(); r != nil {
-		f, ok := r.(pebbleFatal)
-		if !ok {
-			panic(r)
-		}
-		*err = f
-	}
-}
-
-// pebbleLogger routes Pebble's log through slog. Fatalf must not return:
-// Pebble calls it when going on would be unsafe (a failed WAL write during
-// a commit). It panics; on a commit (our goroutine) recoverFatal turns the
-// panic into fail-stop. In Pebble's own background work nothing can recover
-// it and the process dies, as with Pebble's default logger.
-type pebbleLogger struct {
-	log *slog.Logger
-	dir string
-}
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	if !l.log.Enabled(context.Background(), slog.LevelDebug) {
-		return
-	}
-	l.log.Debug(fmt.Sprintf(format, args...), "component", "entrylog/index", "dir", l.dir)
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error(fmt.Sprintf(format, args...), "component", "entrylog/index", "dir", l.dir)
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	f := pebbleFatal{msg: fmt.Sprintf(format, args...)}
-	for _, a := range args {
-		if err, ok := a.(error); ok {
-			f.cause = err
-			break
-		}
-	}
-	l.log.Error("fatal: "+f.msg, "component", "entrylog/index", "dir", l.dir)
-	panic(f)
 }

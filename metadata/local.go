@@ -32,7 +32,6 @@
 package metadata
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,6 +45,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/engine/pebblelog"
 )
 
 // Pebble sizing: metadata is small and written one node at a time, so the
@@ -95,7 +95,7 @@ func OpenLocal(dir string, opts LocalOptions) (*LocalServer, error) {
 	if err != nil {
 		return nil, lockError(dir, err)
 	}
-	db, err := openPebble(dir, pebbleOptions(fsys, lock, pebbleLogger{log: log, dir: dir}))
+	db, err := openPebble(dir, pebbleOptions(fsys, lock, pebblelog.Logger{Log: log, Component: "metadata/local", Dir: dir}))
 	if err != nil {
 		return nil, errors.Join(pebbleError(dir, "open", err), lock.Close())
 	}
@@ -119,7 +119,7 @@ func pebbleOptions(fsys vfs.FS, lock *pebble.Lock, log pebble.Logger) *pebble.Op
 // openPebble opens the database; a fatal error Pebble meets on the way (a
 // damaged MANIFEST, say) comes back as an error rather than a crash.
 func openPebble(dir string, o *pebble.Options) (db *pebble.DB, err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return pebble.Open(dir, o)
 }
 
@@ -163,7 +163,7 @@ func (l *LocalServer) Close() error {
 // exits.
 func (l *LocalServer) closeDB() error {
 	err := closePebble(l.db)
-	if errors.As(err, new(pebbleFatal)) {
+	if errors.As(err, new(pebblelog.Fatal)) {
 		return fmt.Errorf("metadata local store %s: close: %w", l.dir, err)
 	}
 	if err != nil {
@@ -178,7 +178,7 @@ func (l *LocalServer) closeDB() error {
 // closePebble closes db; Pebble's Close may meet the fatal error that
 // failed the store again.
 func closePebble(db *pebble.DB) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return db.Close()
 }
 
@@ -246,9 +246,9 @@ func (l *LocalServer) initFormat() error {
 }
 
 // syncSet writes one key durably; a failed WAL write is fatal to Pebble,
-// and comes back as an error (see pebbleLogger).
+// and comes back as an error (see engine/pebblelog).
 func syncSet(db *pebble.DB, key, value []byte) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	return db.Set(key, value, pebble.Sync)
 }
 
@@ -338,9 +338,9 @@ func (p *pebblePersister) persist(changes []nodeChange) error {
 }
 
 // commit writes b durably. Pebble reports a failed WAL write or sync
-// through Logger.Fatalf; see pebbleLogger for how that becomes an error.
+// through Logger.Fatalf; see engine/pebblelog for how that becomes an error.
 func (p *pebblePersister) commit(b *pebble.Batch) (err error) {
-	defer recoverFatal(&err)
+	defer pebblelog.Recover(&err)
 	if p.beforeCommit != nil {
 		if err := p.beforeCommit(); err != nil {
 			return err
@@ -362,65 +362,6 @@ func pebbleError(dir, op string, err error) error {
 		return fmt.Errorf("%w: local store %s: %s: %w (%w)", ErrStoreFailed, dir, op, err, engine.ErrCorruption)
 	}
 	return fmt.Errorf("metadata local store %s: %s: %w", dir, op, err)
-}
-
-// pebbleFatal is the panic pebbleLogger.Fatalf raises. It unwraps to the
-// first error among Fatalf's arguments (the I/O error, as a rule), so that
-// errors.Is still finds the cause.
-type pebbleFatal struct {
-	msg   string
-	cause error
-}
-
-func (f pebbleFatal) Error() string { return "pebble fatal error: " + f.msg }
-func (f pebbleFatal) Unwrap() error { return f.cause }
-
-// recoverFatal turns a pebbleFatal panic on the calling goroutine into *err
-// and lets any other panic go on.
-func recoverFatal(err *error) {
-	if r := recover(); r != nil {
-		f, ok := r.(pebbleFatal)
-		if !ok {
-			panic(r)
-		}
-		*err = f
-	}
-}
-
-// pebbleLogger routes Pebble's log through slog.
-//
-// Fatalf must not return: Pebble calls it when going on would be unsafe,
-// e.g. after a WAL write or sync failed during a commit. It panics with a
-// pebbleFatal. On a commit, which runs on the operation's goroutine, the
-// persister recovers it and the store fails (fail-stop with an error). In
-// Pebble's background work (flushes, compactions) nothing can recover it
-// and the process dies, as with Pebble's default logger, which exits.
-type pebbleLogger struct {
-	log *slog.Logger
-	dir string
-}
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	if !l.log.Enabled(context.Background(), slog.LevelDebug) {
-		return // Pebble is chatty; skip formatting what nobody keeps
-	}
-	l.log.Debug(fmt.Sprintf(format, args...), "component", "metadata/local", "dir", l.dir)
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error(fmt.Sprintf(format, args...), "component", "metadata/local", "dir", l.dir)
-}
-
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	f := pebbleFatal{msg: fmt.Sprintf(format, args...)}
-	for _, a := range args {
-		if err, ok := a.(error); ok {
-			f.cause = err
-			break
-		}
-	}
-	l.log.Error("fatal: "+f.msg, "component", "metadata/local", "dir", l.dir)
-	panic(f)
 }
 
 // ownedStore is the session metadata.Open returns for "local:": the
