@@ -36,94 +36,67 @@ func NewMemory(cp Checkpointer) *Memory {
 	return m
 }
 
-func (m *Memory) ledgerLocked(ledgerID int64, create bool) (*memLedger, error) {
+// with runs fn on the ledger's state under mu. With create, a ledger
+// without state gets it, and a deleted one is left alone (fn does not
+// run: replayed or stale writes never revive it); without, a missing
+// ledger is ErrNoLedger.
+func (m *Memory) with(ledgerID int64, create bool, fn func(*memLedger) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.mu.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	l := m.mu.ledgers[ledgerID]
-	if l == nil {
-		if !create {
-			return nil, fmt.Errorf("ledger %d: %w", ledgerID, ErrNoLedger)
-		}
+	switch {
+	case l != nil:
+	case !create:
+		return fmt.Errorf("ledger %d: %w", ledgerID, ErrNoLedger)
+	case m.mu.deleted[ledgerID]:
+		return nil
+	default:
 		l = &memLedger{entries: make(map[int64][]byte), last: -1}
 		m.mu.ledgers[ledgerID] = l
 	}
-	return l, nil
+	return fn(l)
 }
 
 // SetMasterKey implements Storage.
 func (m *Memory) SetMasterKey(ledgerID int64, key []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.deleted[ledgerID] && !m.mu.closed {
+	return m.with(ledgerID, true, func(l *memLedger) error {
+		if l.masterKey == nil {
+			l.masterKey = append([]byte{}, key...)
+		}
 		return nil
-	}
-	l, err := m.ledgerLocked(ledgerID, true)
-	if err != nil {
-		return err
-	}
-	if l.masterKey == nil {
-		l.masterKey = append([]byte{}, key...)
-	}
-	return nil
+	})
 }
 
 // MasterKey implements Storage.
-func (m *Memory) MasterKey(ledgerID int64) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return nil, err
-	}
-	return l.masterKey, nil
+func (m *Memory) MasterKey(ledgerID int64) (key []byte, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error { key = l.masterKey; return nil })
+	return key, err
 }
 
 // SetFenced implements Storage.
-func (m *Memory) SetFenced(ledgerID int64) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return false, err
-	}
-	was := l.fenced
-	l.fenced = true
-	return was, nil
+func (m *Memory) SetFenced(ledgerID int64) (was bool, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error { was, l.fenced = l.fenced, true; return nil })
+	return was, err
 }
 
 // IsFenced implements Storage.
-func (m *Memory) IsFenced(ledgerID int64) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return false, err
-	}
-	return l.fenced, nil
+func (m *Memory) IsFenced(ledgerID int64) (fenced bool, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error { fenced = l.fenced; return nil })
+	return fenced, err
 }
 
 // SetExplicitLAC implements Storage.
 func (m *Memory) SetExplicitLAC(ledgerID int64, lac []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return err
-	}
-	l.explicitLAC = append([]byte{}, lac...)
-	return nil
+	return m.with(ledgerID, false, func(l *memLedger) error { l.explicitLAC = append([]byte{}, lac...); return nil })
 }
 
 // ExplicitLAC implements Storage.
-func (m *Memory) ExplicitLAC(ledgerID int64) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return nil, err
-	}
-	return l.explicitLAC, nil
+func (m *Memory) ExplicitLAC(ledgerID int64) (lac []byte, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error { lac = l.explicitLAC; return nil })
+	return lac, err
 }
 
 // LedgerExists implements Storage.
@@ -138,49 +111,34 @@ func (m *Memory) LedgerExists(ledgerID int64) (bool, error) {
 
 // AddEntry implements Storage.
 func (m *Memory) AddEntry(ledgerID, entryID int64, data []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.mu.deleted[ledgerID] && !m.mu.closed {
+	return m.with(ledgerID, true, func(l *memLedger) error {
+		l.entries[entryID] = append([]byte{}, data...)
+		l.last = max(l.last, entryID)
 		return nil
-	}
-	l, err := m.ledgerLocked(ledgerID, true)
-	if err != nil {
-		return err
-	}
-	l.entries[entryID] = append([]byte{}, data...)
-	if entryID > l.last {
-		l.last = entryID
-	}
-	return nil
+	})
 }
 
 // ReadEntry implements Storage.
-func (m *Memory) ReadEntry(ledgerID, entryID int64) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return nil, err
-	}
-	e, ok := l.entries[entryID]
-	if !ok {
-		return nil, fmt.Errorf("ledger %d entry %d: %w", ledgerID, entryID, ErrNoEntry)
-	}
-	return e, nil
+func (m *Memory) ReadEntry(ledgerID, entryID int64) (data []byte, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error {
+		var ok bool
+		if data, ok = l.entries[entryID]; !ok {
+			return fmt.Errorf("ledger %d entry %d: %w", ledgerID, entryID, ErrNoEntry)
+		}
+		return nil
+	})
+	return data, err
 }
 
 // LastEntryID implements Storage.
-func (m *Memory) LastEntryID(ledgerID int64) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.ledgerLocked(ledgerID, false)
-	if err != nil {
-		return 0, err
-	}
-	if l.last < 0 {
-		return 0, fmt.Errorf("ledger %d has no entries: %w", ledgerID, ErrNoEntry)
-	}
-	return l.last, nil
+func (m *Memory) LastEntryID(ledgerID int64) (last int64, err error) {
+	err = m.with(ledgerID, false, func(l *memLedger) error {
+		if last = l.last; last < 0 {
+			return fmt.Errorf("ledger %d has no entries: %w", ledgerID, ErrNoEntry)
+		}
+		return nil
+	})
+	return last, err
 }
 
 // DeleteLedger implements Storage.
