@@ -1,0 +1,367 @@
+package ownership
+
+// The leader's load manager.
+//
+// Placement (leastLoaded): among brokers not overloaded (highest resource
+// use under loadBalancerBrokerOverloadedThresholdPercentage, unless all
+// are), the one with the lowest score
+//
+//	msgRateIn + msgRateOut + bundles * max(average message rate per bundle, 1)
+//
+// where bundles counts those it reported plus those the leader assigned
+// to it since (Pulsar's preallocated bundles): without them every
+// assignment between two reports would go to the same broker. In an idle
+// cluster the score is the bundle count, so bundles spread evenly.
+//
+// Shedding (shedLoad, every loadBalancerSheddingIntervalMinutes), after
+// Pulsar's UniformLoadShedder: when the busiest broker's message rate
+// exceeds the least busy one's by more than
+// loadBalancerMsgRateDifferenceShedderThreshold percent, bundles are
+// unloaded from it, busiest first, until about half the difference has
+// moved; when rates are all negligible, a broker holding two or more
+// bundles more than the emptiest one gives one up (so a broker that joins
+// an idle cluster gets work too). A shed bundle is not shed again for
+// loadBalancerSheddingGracePeriodMinutes.
+//
+// Splitting (splitBundles): a bundle with more topics, sessions, message
+// rate or bandwidth than the loadBalancerNamespaceBundleMax* thresholds
+// is split in half by its owner, up to loadBalancerNamespaceMaximumBundles
+// per namespace.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// LoadBalancerConfig carries Pulsar's loadBalancer* settings.
+type LoadBalancerConfig struct {
+	SheddingEnabled                bool          // loadBalancerSheddingEnabled (true)
+	SheddingInterval               time.Duration // loadBalancerSheddingIntervalMinutes (1 min)
+	SheddingGracePeriod            time.Duration // loadBalancerSheddingGracePeriodMinutes (30 min)
+	MsgRateDifferenceThreshold     float64       // loadBalancerMsgRateDifferenceShedderThreshold (50 %)
+	BrokerOverloadedThreshold      float64       // loadBalancerBrokerOverloadedThresholdPercentage (85 %)
+	AutoBundleSplitEnabled         bool          // loadBalancerAutoBundleSplitEnabled (true)
+	SplitInterval                  time.Duration // loadBalancerSplitIntervalMinutes (1 min)
+	NamespaceBundleMaxTopics       int           // loadBalancerNamespaceBundleMaxTopics (1000)
+	NamespaceBundleMaxSessions     int           // loadBalancerNamespaceBundleMaxSessions (1000)
+	NamespaceBundleMaxMsgRate      float64       // loadBalancerNamespaceBundleMaxMsgRate (30000)
+	NamespaceBundleMaxBandwidthMiB float64       // loadBalancerNamespaceBundleMaxBandwidthMbytes (100)
+	NamespaceMaximumBundles        int           // loadBalancerNamespaceMaximumBundles (128)
+}
+
+// DefaultLoadBalancerConfig is Pulsar's defaults.
+func DefaultLoadBalancerConfig() LoadBalancerConfig {
+	return LoadBalancerConfig{SheddingEnabled: true, AutoBundleSplitEnabled: true}.withDefaults()
+}
+
+func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	setDur(&c.SheddingInterval, time.Minute)
+	setDur(&c.SheddingGracePeriod, 30*time.Minute)
+	setDur(&c.SplitInterval, time.Minute)
+	setF := func(f *float64, v float64) {
+		if *f <= 0 {
+			*f = v
+		}
+	}
+	setF(&c.MsgRateDifferenceThreshold, 50)
+	setF(&c.BrokerOverloadedThreshold, 85)
+	setF(&c.NamespaceBundleMaxMsgRate, 30000)
+	setF(&c.NamespaceBundleMaxBandwidthMiB, 100)
+	if c.NamespaceBundleMaxTopics <= 0 {
+		c.NamespaceBundleMaxTopics = 1000
+	}
+	if c.NamespaceBundleMaxSessions <= 0 {
+		c.NamespaceBundleMaxSessions = 1000
+	}
+	if c.NamespaceMaximumBundles <= 0 {
+		c.NamespaceMaximumBundles = 128
+	}
+	return c
+}
+
+// leastLoaded picks the broker that should take bundle b, and records
+// the assignment as pending until that broker reports it.
+func (s *Service) leastLoaded(ctx context.Context, b Bundle) (string, BrokerData, error) {
+	brokers, err := s.Brokers(ctx)
+	if err != nil {
+		return "", BrokerData{}, fmt.Errorf("list brokers: %w", err)
+	}
+	if len(brokers) == 0 {
+		return "", BrokerData{}, errors.New("no broker is registered")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prunePendingLocked(brokers)
+	id := pickLeastLoaded(brokers, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
+	if s.mu.pending[id] == nil {
+		s.mu.pending[id] = map[string]time.Time{}
+	}
+	s.mu.pending[id][b.String()] = s.cfg.Now()
+	return id, brokers[id], nil
+}
+
+// prunePendingLocked drops pending assignments a broker has reported (or
+// that are too old to matter: the broker never took them).
+func (s *Service) prunePendingLocked(brokers map[string]BrokerData) {
+	horizon := s.cfg.Now().Add(-3 * s.cfg.ReportInterval)
+	for id, bundles := range s.mu.pending {
+		data, ok := brokers[id]
+		if !ok {
+			delete(s.mu.pending, id)
+			continue
+		}
+		for name, at := range bundles {
+			if at.Before(horizon) || containsString(data.Bundles, name) {
+				delete(bundles, name)
+			}
+		}
+	}
+}
+
+// pickLeastLoaded is the placement rule (see the file comment); ties go
+// to the smallest id, so placement is deterministic.
+func pickLeastLoaded(brokers map[string]BrokerData, pending map[string]map[string]time.Time, overloaded float64) string {
+	ids := make([]string, 0, len(brokers))
+	totalRate, totalBundles := 0.0, 0
+	for id, d := range brokers {
+		ids = append(ids, id)
+		totalRate += d.msgRate()
+		totalBundles += d.NumBundles
+	}
+	sort.Strings(ids)
+	perBundle := 1.0
+	if totalBundles > 0 {
+		perBundle = max(totalRate/float64(totalBundles), 1)
+	}
+	best, bestScore := "", math.Inf(1)
+	for _, allowOverloaded := range []bool{false, true} {
+		for _, id := range ids {
+			d := brokers[id]
+			if !allowOverloaded && d.maxUsage() > overloaded {
+				continue
+			}
+			score := d.msgRate() + float64(d.NumBundles+len(pending[id]))*perBundle
+			if score < bestScore {
+				best, bestScore = id, score
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	return ids[0]
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// negligibleRate is the message rate under which shedding balances bundle
+// counts instead of rates.
+const negligibleRate = 1.0
+
+// shedLoad runs one shedding pass (see the file comment).
+func (s *Service) shedLoad(ctx context.Context) {
+	brokers, err := s.Brokers(ctx)
+	if err != nil || len(brokers) < 2 {
+		return
+	}
+	for _, sb := range s.sheddingPlan(brokers) {
+		owner := brokers[sb.broker]
+		if err := s.unloadAt(ctx, owner, sb.bundle, "unload"); err != nil {
+			s.log.Warn("load shedding: unload failed", "bundle", sb.bundle, "broker", sb.broker, "err", err)
+			continue
+		}
+		s.log.Info("load shedding: bundle unloaded", "bundle", sb.bundle, "from", sb.broker, "reason", sb.reason)
+	}
+}
+
+type shedBundle struct{ broker, bundle, reason string }
+
+// sheddingPlan decides which bundles to unload; it records them for the
+// grace period.
+func (s *Service) sheddingPlan(brokers map[string]BrokerData) []shedBundle {
+	maxID, minID := extremes(brokers, BrokerData.msgRate)
+	maxD, minD := brokers[maxID], brokers[minID]
+	now := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, at := range s.mu.unloaded {
+		if now.Sub(at) > s.cfg.LoadBalancer.SheddingGracePeriod {
+			delete(s.mu.unloaded, name)
+		}
+	}
+	var plan []shedBundle
+	if maxD.msgRate() >= negligibleRate {
+		diff := 100 * (maxD.msgRate() - minD.msgRate()) / maxD.msgRate()
+		if diff <= s.cfg.LoadBalancer.MsgRateDifferenceThreshold || maxD.NumBundles < 2 {
+			return nil
+		}
+		toMove := (maxD.msgRate() - minD.msgRate()) / 2
+		for _, name := range bundlesByRate(maxD) {
+			if toMove <= 0 || len(plan) == maxD.NumBundles-1 {
+				break
+			}
+			if _, recent := s.mu.unloaded[name]; recent {
+				continue
+			}
+			st := maxD.LastStats[name]
+			plan = append(plan, shedBundle{maxID, name, fmt.Sprintf("message rate %.0f/s vs %.0f/s on %s", maxD.msgRate(), minD.msgRate(), minID)})
+			toMove -= st.MsgRateIn + st.MsgRateOut
+		}
+	} else {
+		maxID, minID = extremes(brokers, func(d BrokerData) float64 { return float64(d.NumBundles) })
+		if brokers[maxID].NumBundles-brokers[minID].NumBundles >= 2 {
+			for _, name := range brokers[maxID].Bundles {
+				if _, recent := s.mu.unloaded[name]; !recent {
+					plan = append(plan, shedBundle{maxID, name, fmt.Sprintf("%d bundles vs %d on %s", brokers[maxID].NumBundles, brokers[minID].NumBundles, minID)})
+					break
+				}
+			}
+		}
+	}
+	for _, sb := range plan {
+		s.mu.unloaded[sb.bundle] = now
+	}
+	return plan
+}
+
+// extremes returns the ids with the highest and lowest metric (ties by id).
+func extremes(brokers map[string]BrokerData, metric func(BrokerData) float64) (maxID, minID string) {
+	ids := make([]string, 0, len(brokers))
+	for id := range brokers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	maxID, minID = ids[0], ids[0]
+	for _, id := range ids[1:] {
+		if metric(brokers[id]) > metric(brokers[maxID]) {
+			maxID = id
+		}
+		if metric(brokers[id]) < metric(brokers[minID]) {
+			minID = id
+		}
+	}
+	return maxID, minID
+}
+
+// bundlesByRate lists a broker's bundles, busiest first.
+func bundlesByRate(d BrokerData) []string {
+	names := append([]string{}, d.Bundles...)
+	rate := func(n string) float64 { st := d.LastStats[n]; return st.MsgRateIn + st.MsgRateOut }
+	sort.SliceStable(names, func(i, j int) bool { return rate(names[i]) > rate(names[j]) })
+	return names
+}
+
+// splitBundles asks owners to split bundles past the thresholds.
+func (s *Service) splitBundles(ctx context.Context) {
+	brokers, err := s.Brokers(ctx)
+	if err != nil {
+		return
+	}
+	lb := s.cfg.LoadBalancer
+	perNamespace := map[string]int{}
+	for _, d := range brokers {
+		for _, name := range d.Bundles {
+			perNamespace[namespaceOf(name)]++
+		}
+	}
+	for id, d := range brokers {
+		for name, st := range d.LastStats {
+			reason := splitReason(st, lb)
+			if reason == "" || perNamespace[namespaceOf(name)] >= lb.NamespaceMaximumBundles {
+				continue
+			}
+			if err := s.unloadAt(ctx, d, name, "split"); err != nil {
+				s.log.Warn("bundle split failed", "bundle", name, "broker", id, "err", err)
+				continue
+			}
+			perNamespace[namespaceOf(name)]++
+			s.log.Info("bundle split requested", "bundle", name, "broker", id, "reason", reason)
+		}
+	}
+}
+
+func splitReason(st BundleStats, lb LoadBalancerConfig) string {
+	switch {
+	case st.Topics > lb.NamespaceBundleMaxTopics:
+		return fmt.Sprintf("%d topics > %d", st.Topics, lb.NamespaceBundleMaxTopics)
+	case st.ProducerCount+st.ConsumerCount > lb.NamespaceBundleMaxSessions:
+		return fmt.Sprintf("%d sessions > %d", st.ProducerCount+st.ConsumerCount, lb.NamespaceBundleMaxSessions)
+	case st.MsgRateIn+st.MsgRateOut > lb.NamespaceBundleMaxMsgRate:
+		return fmt.Sprintf("%.0f msg/s > %.0f", st.MsgRateIn+st.MsgRateOut, lb.NamespaceBundleMaxMsgRate)
+	case (st.MsgThroughputIn+st.MsgThroughputOut)/(1<<20) > lb.NamespaceBundleMaxBandwidthMiB:
+		return fmt.Sprintf("%.0f MiB/s > %.0f", (st.MsgThroughputIn+st.MsgThroughputOut)/(1<<20), lb.NamespaceBundleMaxBandwidthMiB)
+	}
+	return ""
+}
+
+// namespaceOf is "tenant/ns" of "tenant/ns/0x.._0x..".
+func namespaceOf(bundle string) string {
+	if i := strings.LastIndexByte(bundle, '/'); i > 0 {
+		return bundle[:i]
+	}
+	return bundle
+}
+
+// ParseBundle parses "tenant/ns/0xlower_0xupper".
+func ParseBundle(s string) (Bundle, error) {
+	ns := namespaceOf(s)
+	if ns == s || strings.Count(ns, "/") != 1 {
+		return Bundle{}, fmt.Errorf("bundle %q: want tenant/namespace/0xLOWER_0xUPPER", s)
+	}
+	r, err := ParseRange(s[len(ns)+1:])
+	if err != nil {
+		return Bundle{}, err
+	}
+	return Bundle{Namespace: ns, Range: r}, nil
+}
+
+// unloadAt unloads (op "unload") or splits (op "split") a bundle on its
+// owner: locally when that is this broker, else through the owner's
+// admin API, as pulsar-admin would.
+func (s *Service) unloadAt(ctx context.Context, owner BrokerData, bundle, op string) error {
+	b, err := ParseBundle(bundle)
+	if err != nil {
+		return err
+	}
+	if owner.WebServiceURL == s.cfg.WebServiceURL {
+		if op == "split" {
+			return s.Split(ctx, b)
+		}
+		return s.Unload(ctx, b)
+	}
+	url := owner.WebServiceURL + "/admin/v2/namespaces/" + b.Namespace + "/" + b.Name() + "/" + op
+	if op == "split" {
+		url += "?unload=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: HTTP %s", op, url, resp.Status)
+	}
+	return nil
+}

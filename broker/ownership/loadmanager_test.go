@@ -1,0 +1,126 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+func planner(now *time.Time) *Service {
+	s := &Service{cfg: Config{Now: func() time.Time { return *now }}.withDefaults()}
+	s.mu.unloaded = map[string]time.Time{}
+	return s
+}
+
+func TestShedsBusiestBrokerByRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := planner(&now)
+	busy := BrokerData{Load: Load{MsgRateIn: 9000, LastStats: map[string]BundleStats{
+		"t/ns/a": {MsgRateIn: 5000}, "t/ns/b": {MsgRateIn: 3000}, "t/ns/c": {MsgRateIn: 1000}}},
+		NumBundles: 3, Bundles: []string{"t/ns/a", "t/ns/b", "t/ns/c"}}
+	idle := BrokerData{Load: Load{MsgRateIn: 1000}, NumBundles: 1, Bundles: []string{"t/ns/d"}}
+	plan := s.sheddingPlan(map[string]BrokerData{"busy": busy, "idle": idle})
+	// Half the 8000/s difference is 4000/s: the busiest bundle covers it.
+	if fmt.Sprint(plan) != fmt.Sprint([]shedBundle{{"busy", "t/ns/a", plan[0].reason}}) {
+		t.Fatalf("plan %v", plan)
+	}
+	// Within the grace period the same bundle is not shed again.
+	now = now.Add(time.Minute)
+	plan = s.sheddingPlan(map[string]BrokerData{"busy": busy, "idle": idle})
+	if len(plan) != 2 || plan[0].bundle != "t/ns/b" || plan[1].bundle != "t/ns/c" {
+		t.Fatalf("plan during the grace period %v", plan)
+	}
+	// Balanced enough: nothing moves.
+	even := BrokerData{Load: Load{MsgRateIn: 6000}, NumBundles: 2, Bundles: []string{"x", "y"}}
+	if plan := s.sheddingPlan(map[string]BrokerData{"a": even, "b": {Load: Load{MsgRateIn: 4000}}}); len(plan) != 0 {
+		t.Fatalf("shed with a 33%% difference: %v", plan)
+	}
+	// A broker's only bundle is never shed.
+	lone := BrokerData{Load: Load{MsgRateIn: 9000}, NumBundles: 1, Bundles: []string{"z"}}
+	if plan := s.sheddingPlan(map[string]BrokerData{"a": lone, "b": {}}); len(plan) != 0 {
+		t.Fatalf("shed a broker's only bundle: %v", plan)
+	}
+}
+
+func TestShedsByBundleCountWhenIdle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := planner(&now)
+	full := BrokerData{NumBundles: 4, Bundles: []string{"t/ns/a", "t/ns/b", "t/ns/c", "t/ns/d"}}
+	plan := s.sheddingPlan(map[string]BrokerData{"full": full, "new": {}})
+	if len(plan) != 1 || plan[0].broker != "full" {
+		t.Fatalf("plan %v", plan)
+	}
+	if plan := s.sheddingPlan(map[string]BrokerData{"a": {NumBundles: 2}, "b": {NumBundles: 1}}); len(plan) != 0 {
+		t.Fatalf("shed for a difference of one bundle: %v", plan)
+	}
+}
+
+func TestPlacementAvoidsOverloadedAndCountsPending(t *testing.T) {
+	brokers := map[string]BrokerData{
+		"hot":  {Load: Load{CPU: ResourceUsage{Usage: 95, Limit: 100}}},
+		"cool": {NumBundles: 5},
+		"warm": {NumBundles: 4},
+	}
+	if got := pickLeastLoaded(brokers, nil, 85); got != "warm" {
+		t.Fatalf("picked %s", got)
+	}
+	pending := map[string]map[string]time.Time{"warm": {"x": {}, "y": {}}}
+	if got := pickLeastLoaded(brokers, pending, 85); got != "cool" {
+		t.Fatalf("picked %s with two bundles pending on warm", got)
+	}
+	all := map[string]BrokerData{"a": {Load: Load{CPU: ResourceUsage{Usage: 99, Limit: 100}}, NumBundles: 3},
+		"b": {Load: Load{CPU: ResourceUsage{Usage: 90, Limit: 100}}, NumBundles: 1}}
+	if got := pickLeastLoaded(all, nil, 85); got != "b" {
+		t.Fatalf("all overloaded: picked %s", got)
+	}
+}
+
+// TestLeaderSplitsBundleWithTooManyTopics runs the leader's split pass end
+// to end: the owner's report names a bundle over the topic limit, the
+// owner splits it in the policies and unloads it, and its topics land in
+// the halves.
+func TestLeaderSplitsBundleWithTooManyTopics(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	lb := LoadBalancerConfig{AutoBundleSplitEnabled: true, SplitInterval: 20 * time.Millisecond,
+		NamespaceBundleMaxTopics: 10}
+	svc := c.add(t, 0, lb)
+	topic := "persistent://t/ns/split"
+	c.resolve(t, svc, "t/ns", topic)
+	b, _ := svc.OwnedBundleOf("t/ns", topic)
+	c.setLoad(svc, Load{LastStats: map[string]BundleStats{b.String(): {Topics: 11}}})
+	if err := svc.ReportNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.bounds["t/ns"]) == 6 })
+	c.setLoad(svc, Load{})
+	waitFor(t, func() bool { return !svc.OwnsTopic("t/ns", topic) })
+	c.resolve(t, svc, "t/ns", topic)
+	nb, _ := svc.OwnedBundleOf("t/ns", topic)
+	if nb.Upper-nb.Lower != (b.Upper-b.Lower)/2 && nb.Upper-nb.Lower != (b.Upper-b.Lower)/2+1 {
+		t.Fatalf("after the split the topic is in %s (was %s)", nb, b)
+	}
+}
+
+func TestRegistrationSurvivesStaleNode(t *testing.T) {
+	srv := metadata.NewMemoryServer()
+	old := srv.NewSession()
+	if _, _, err := old.Create(context.Background(), brokersRoot+"/b:8080", []byte(`{}`), metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), Config{Store: srv.NewSession(), BrokerID: "b:8080",
+		WebServiceURL: "http://b:8080", PulsarServiceURL: "pulsar://b:6650",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	brokers, err := s.Brokers(context.Background())
+	if err != nil || brokers["b:8080"].PulsarServiceURL != "pulsar://b:6650" {
+		t.Fatalf("%v %v", brokers, err)
+	}
+}

@@ -1,0 +1,240 @@
+package ownership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// LookupResult says where a client should go for a topic.
+type LookupResult struct {
+	BrokerURL string // pulsar://host:port
+	HTTPURL   string // http://host:port
+	// Redirect: ask BrokerURL again (with Authoritative) rather than
+	// connect to it.
+	Redirect      bool
+	Authoritative bool
+	// Self: this broker serves the topic.
+	Self bool
+}
+
+// Lookup finds, or assigns, the broker serving a topic of namespace ns
+// (see the package doc for the rules). authoritative is set when the
+// leader sent the client here to take the bundle.
+func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bool) (LookupResult, error) {
+	if s.closed() {
+		return LookupResult{}, ErrNotServing
+	}
+	b, err := s.BundleOf(ctx, ns, topic)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	if od, found, err := s.Owner(ctx, b); err != nil {
+		return LookupResult{}, err
+	} else if found && !s.staleSelf(ctx, b, od) {
+		return s.connectTo(od), nil
+	}
+	candidate, redirect, err := s.candidate(ctx, b, authoritative)
+	if err != nil {
+		return LookupResult{}, err
+	}
+	if redirect {
+		return candidate, nil
+	}
+	if !candidate.Self {
+		candidate.Redirect, candidate.Authoritative = true, true
+		return candidate, nil
+	}
+	return s.acquire(ctx, b)
+}
+
+// candidate picks who should take an unowned bundle: this broker when
+// asked authoritatively, the least loaded broker when this one leads (or
+// no leader is known), else the leader, to which the client is redirected
+// (redirect true).
+func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (LookupResult, bool, error) {
+	if authoritative {
+		return LookupResult{Self: true}, false, nil
+	}
+	if !s.IsLeader() {
+		leader, ok := s.leaderBroker(ctx)
+		if ok && leader.WebServiceURL != s.cfg.WebServiceURL {
+			return LookupResult{BrokerURL: leader.PulsarServiceURL, HTTPURL: leader.WebServiceURL, Redirect: true}, true, nil
+		}
+	}
+	id, data, err := s.leastLoaded(ctx, b)
+	if err != nil {
+		return LookupResult{}, false, err
+	}
+	if id == s.cfg.BrokerID {
+		return LookupResult{Self: true}, false, nil
+	}
+	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL}, false, nil
+}
+
+func (s *Service) connectTo(od OwnerData) LookupResult {
+	return LookupResult{BrokerURL: od.NativeURL, HTTPURL: od.HTTPURL, Self: od.NativeURL == s.self.NativeURL}
+}
+
+// staleSelf handles an ownership node naming this broker's address that
+// this process does not hold: it was left by an earlier run whose session
+// has not expired yet. No other live broker can have our address, so the
+// node is deleted and the bundle assigned afresh.
+func (s *Service) staleSelf(ctx context.Context, b Bundle, od OwnerData) bool {
+	if od.NativeURL != s.self.NativeURL {
+		return false
+	}
+	s.mu.Lock()
+	_, mine := s.mu.owned[b.String()]
+	s.mu.Unlock()
+	if mine {
+		return false
+	}
+	s.log.Warn("removing a bundle ownership left by an earlier run of this broker", "bundle", b.String())
+	err := s.store.Delete(ctx, b.path(), metadata.AnyVersion)
+	return err == nil || errors.Is(err, metadata.ErrNotFound)
+}
+
+// acquire takes b: an ephemeral create, so exactly one broker wins a race;
+// the loser connects the client to the winner.
+func (s *Service) acquire(ctx context.Context, b Bundle) (LookupResult, error) {
+	value, _ := json.Marshal(s.self)
+	_, _, err := s.store.Create(ctx, b.path(), value, metadata.CreateOptions{Ephemeral: true})
+	if err == nil {
+		// Recorded only once the node exists: a topic is never served
+		// here while another broker may own its bundle.
+		s.mu.Lock()
+		closed := s.mu.closed
+		if !closed {
+			s.mu.owned[b.String()] = b
+		}
+		s.mu.Unlock()
+		if closed {
+			s.deleteOwnerNode(ctx, b)
+			return LookupResult{}, ErrNotServing
+		}
+		s.log.Info("bundle acquired", "bundle", b.String())
+		s.ownedChanged()
+		return s.connectTo(s.self), nil
+	}
+	if !errors.Is(err, metadata.ErrExists) {
+		return LookupResult{}, fmt.Errorf("acquire bundle %s: %w", b, err)
+	}
+	// Read the store, not the cache: the cache may not have seen the
+	// winner's create yet.
+	raw, _, gerr := s.store.Get(ctx, b.path())
+	var od OwnerData
+	if gerr == nil {
+		gerr = json.Unmarshal(raw, &od)
+	}
+	if gerr != nil {
+		return LookupResult{}, fmt.Errorf("acquire bundle %s: another broker took it (%v); retry the lookup", b, gerr)
+	}
+	return s.connectTo(od), nil
+}
+
+func (s *Service) forget(b Bundle) bool {
+	s.mu.Lock()
+	_, had := s.mu.owned[b.String()]
+	delete(s.mu.owned, b.String())
+	s.mu.Unlock()
+	if had {
+		s.ownedChanged()
+	}
+	return had
+}
+
+// Unload stops serving b and releases it: its topics are closed (clients
+// reconnect and look the topic up again, landing on whichever broker the
+// leader picks), then the ownership node is deleted.
+func (s *Service) Unload(ctx context.Context, b Bundle) error {
+	s.mu.Lock()
+	_, mine := s.mu.owned[b.String()]
+	s.mu.Unlock()
+	if !mine {
+		return fmt.Errorf("bundle %s is not owned by this broker", b)
+	}
+	// Forget first: new loads of its topics are refused while the
+	// existing ones close.
+	s.forget(b)
+	s.cfg.CloseBundle(ctx, b)
+	s.deleteOwnerNode(ctx, b)
+	s.log.Info("bundle unloaded", "bundle", b.String())
+	return nil
+}
+
+func (s *Service) deleteOwnerNode(ctx context.Context, b Bundle) {
+	err := s.store.Delete(ctx, b.path(), metadata.AnyVersion)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		// The node goes with the session anyway; the next owner waits
+		// for that.
+		s.log.Warn("could not delete a bundle's ownership node", "bundle", b.String(), "err", err)
+	}
+}
+
+// Split splits an owned bundle in half in the namespace policies and
+// unloads it, so that its halves are assigned like any unowned bundle.
+func (s *Service) Split(ctx context.Context, b Bundle) error {
+	s.mu.Lock()
+	_, mine := s.mu.owned[b.String()]
+	s.mu.Unlock()
+	if !mine {
+		return fmt.Errorf("bundle %s is not owned by this broker", b)
+	}
+	if s.cfg.SplitBundle == nil {
+		return errors.New("bundle split is not available: no namespace policies store")
+	}
+	if err := s.cfg.SplitBundle(ctx, b); err != nil {
+		return fmt.Errorf("split bundle %s: %w", b, err)
+	}
+	s.log.Info("bundle split", "bundle", b.String())
+	return s.Unload(ctx, b)
+}
+
+// watchOwnership notices owned bundles whose node was deleted or taken by
+// someone else (an operator, a stale cleanup) and stops serving them.
+// The watch is made before Start returns, so no change after it is missed.
+func (s *Service) watchOwnership(w *metadata.Watcher) {
+	ctx := context.Background()
+	defer w.Close()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case ev, ok := <-w.Events():
+			if !ok {
+				return // interrupted: the session watcher handles loss
+			}
+			if ev.Type == metadata.EventDeleted || ev.Type == metadata.EventModified {
+				s.checkStillOwned(ctx, ev.Path)
+			}
+		}
+	}
+}
+
+func (s *Service) checkStillOwned(ctx context.Context, path string) {
+	key := strings.TrimPrefix(path, ownerRoot+"/")
+	s.mu.Lock()
+	b, mine := s.mu.owned[key]
+	s.mu.Unlock()
+	if !mine {
+		return
+	}
+	raw, _, err := s.store.Get(ctx, path)
+	if err == nil {
+		var od OwnerData
+		if json.Unmarshal(raw, &od) == nil && od.NativeURL == s.self.NativeURL {
+			return
+		}
+	} else if !errors.Is(err, metadata.ErrNotFound) {
+		return // cannot tell; the session watcher covers a lost session
+	}
+	if s.forget(b) {
+		s.log.Warn("bundle ownership lost: its node was removed or taken; its topics are closed", "bundle", b.String())
+		s.cfg.CloseBundle(ctx, b)
+	}
+}

@@ -1,0 +1,392 @@
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+	"pgregory.net/rapid"
+)
+
+func TestEvenBoundariesMatchPulsar(t *testing.T) {
+	got := EvenBoundaries(4)
+	want := []uint32{0, 0x40000000, 0x80000000, 0xc0000000, 0xffffffff}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("EvenBoundaries(4) = %x, want %x", got, want)
+	}
+	if r := (Range{0x40000000, 0x80000000}); r.Name() != "0x40000000_0x80000000" {
+		t.Fatalf("name %s", r.Name())
+	}
+}
+
+func TestFindRangeProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 64).Draw(t, "n")
+		bounds := EvenBoundaries(n)
+		// Split a few random bundles, as auto-split would.
+		for range rapid.IntRange(0, 8).Draw(t, "splits") {
+			i := rapid.IntRange(0, len(bounds)-2).Draw(t, "i")
+			next, err := SplitBoundaries(bounds, Range{bounds[i], bounds[i+1]})
+			if err == nil {
+				bounds = next
+			}
+		}
+		h := rapid.Uint32().Draw(t, "h")
+		r, err := FindRange(bounds, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Contains(h) {
+			t.Fatalf("range %s does not contain %#x", r.Name(), h)
+		}
+		found := false
+		for i := 0; i+1 < len(bounds); i++ {
+			if bounds[i] == r.Lower && bounds[i+1] == r.Upper {
+				found = true
+			} else if (Range{bounds[i], bounds[i+1]}).Contains(h) {
+				t.Fatalf("%#x also in %x-%x", h, bounds[i], bounds[i+1])
+			}
+		}
+		if !found {
+			t.Fatalf("range %s is not a bundle of %x", r.Name(), bounds)
+		}
+	})
+}
+
+func TestParseBundle(t *testing.T) {
+	b, err := ParseBundle("public/default/0x40000000_0x80000000")
+	if err != nil || b.Namespace != "public/default" || b.Lower != 0x40000000 || b.Upper != 0x80000000 {
+		t.Fatalf("%+v %v", b, err)
+	}
+	for _, bad := range []string{"public/default", "p/d/0x1", "p/d/0x2_0x1", "p/d/zz_0x1", "a/b/c/0x0_0x1"} {
+		if _, err := ParseBundle(bad); err == nil {
+			t.Errorf("ParseBundle(%q) accepted", bad)
+		}
+	}
+}
+
+// cluster is n ownership services sharing one in-memory metadata server.
+type cluster struct {
+	srv    *metadata.MemoryServer
+	svcs   []*Service
+	stores []metadata.Store
+
+	mu     sync.Mutex
+	closed map[string][]string // broker -> bundles closed by CloseBundle
+	lost   map[string]bool
+	bounds map[string][]uint32
+	loads  map[string]Load
+}
+
+func (c *cluster) setLoad(s *Service, l Load) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loads[s.cfg.BrokerID] = l
+}
+
+func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
+	t.Helper()
+	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, lost: map[string]bool{},
+		bounds: map[string][]uint32{}, loads: map[string]Load{}}
+	for i := range n {
+		c.add(t, i, lb)
+	}
+	t.Cleanup(func() {
+		for _, s := range c.svcs {
+			s.Close(context.Background())
+		}
+	})
+	return c
+}
+
+func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
+	t.Helper()
+	id := fmt.Sprintf("broker-%d:8080", i)
+	store := c.srv.NewSession()
+	svc, err := Start(context.Background(), Config{Store: store, BrokerID: id,
+		WebServiceURL: "http://" + id, PulsarServiceURL: fmt.Sprintf("pulsar://broker-%d:6650", i),
+		Boundaries: func(_ context.Context, ns string) ([]uint32, error) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if b, ok := c.bounds[ns]; ok {
+				return b, nil
+			}
+			return EvenBoundaries(DefaultBundles), nil
+		},
+		CloseBundle: func(_ context.Context, b Bundle) {
+			c.mu.Lock()
+			c.closed[id] = append(c.closed[id], b.String())
+			c.mu.Unlock()
+		},
+		SplitBundle: func(_ context.Context, b Bundle) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			cur, ok := c.bounds[b.Namespace]
+			if !ok {
+				cur = EvenBoundaries(DefaultBundles)
+			}
+			next, err := SplitBoundaries(cur, b.Range)
+			if err == nil {
+				c.bounds[b.Namespace] = next
+			}
+			return err
+		},
+		Load:           func() Load { c.mu.Lock(); defer c.mu.Unlock(); return c.loads[id] },
+		OnSessionLost:  func() { c.mu.Lock(); c.lost[id] = true; c.mu.Unlock() },
+		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.svcs = append(c.svcs, svc)
+	c.stores = append(c.stores, store)
+	return svc
+}
+
+func (c *cluster) byURL(url string) *Service {
+	for _, s := range c.svcs {
+		if s.cfg.PulsarServiceURL == url {
+			return s
+		}
+	}
+	return nil
+}
+
+func (c *cluster) leader(t *testing.T) *Service {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.svcs {
+			if s.IsLeader() {
+				return s
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no leader elected")
+	return nil
+}
+
+// resolve follows lookups as a client does, starting at broker first:
+// redirects (at most 20) until a Connect; it returns the serving broker.
+func (c *cluster) resolve(t *testing.T, first *Service, ns, topic string) *Service {
+	t.Helper()
+	at, auth := first, false
+	for range 20 {
+		res, err := at.Lookup(context.Background(), ns, topic, auth)
+		if err != nil {
+			t.Fatalf("lookup %s at %s: %v", topic, at.cfg.BrokerID, err)
+		}
+		next := c.byURL(res.BrokerURL)
+		if next == nil {
+			t.Fatalf("lookup %s: unknown broker %q", topic, res.BrokerURL)
+		}
+		if !res.Redirect {
+			if !next.OwnsTopic(ns, topic) {
+				t.Fatalf("lookup %s: sent to %s, which does not own it", topic, next.cfg.BrokerID)
+			}
+			return next
+		}
+		at, auth = next, res.Authoritative
+	}
+	t.Fatalf("lookup %s: too many redirects", topic)
+	return nil
+}
+
+func TestOneLeaderAndLookupsSpreadBundles(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	leader := c.leader(t)
+	leaders := 0
+	for _, s := range c.svcs {
+		if s.IsLeader() {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d leaders", leaders)
+	}
+	// Lookups through every broker, for topics over 4 namespaces (16
+	// bundles): every bundle gets exactly one owner, and each broker some.
+	served := map[*Service]int{}
+	for i := range 64 {
+		ns := fmt.Sprintf("t/ns%d", i%4)
+		topic := fmt.Sprintf("persistent://%s/topic-%d", ns, i)
+		s := c.resolve(t, c.svcs[i%3], ns, topic)
+		served[s]++
+		// Asking again anywhere lands on the same owner without a change.
+		if again := c.resolve(t, c.svcs[(i+1)%3], ns, topic); again != s {
+			t.Fatalf("%s moved from %s to %s", topic, s.cfg.BrokerID, again.cfg.BrokerID)
+		}
+	}
+	total := 0
+	for _, s := range c.svcs {
+		n := len(s.Owned())
+		total += n
+		if n < 3 {
+			t.Errorf("broker %s owns %d of 16 bundles: placement did not spread (leader %s)", s.cfg.BrokerID, n, leader.cfg.BrokerID)
+		}
+	}
+	if total != 16 {
+		t.Fatalf("%d bundles owned, want 16", total)
+	}
+}
+
+func TestConcurrentAcquireHasOneWinner(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	for i := range 20 {
+		topic := fmt.Sprintf("persistent://t/race/topic-%d", i)
+		var wg sync.WaitGroup
+		results := make([]LookupResult, 3)
+		for j, s := range c.svcs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := s.Lookup(context.Background(), "t/race", topic, true)
+				if err != nil {
+					t.Error(err)
+				}
+				results[j] = r
+			}()
+		}
+		wg.Wait()
+		owners := 0
+		for _, s := range c.svcs {
+			if s.OwnsTopic("t/race", topic) {
+				owners++
+			}
+		}
+		if owners != 1 {
+			t.Fatalf("%s owned by %d brokers", topic, owners)
+		}
+		for _, r := range results {
+			if r.Redirect || c.byURL(r.BrokerURL) == nil || !c.byURL(r.BrokerURL).OwnsTopic("t/race", topic) {
+				t.Fatalf("lookup answered %+v, not the owner", r)
+			}
+		}
+	}
+}
+
+func TestSessionLossStopsServingAndBundlesMove(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	c.leader(t)
+	victim := c.svcs[1]
+	topic := "persistent://t/ns/moving"
+	if _, err := victim.Lookup(context.Background(), "t/ns", topic, true); err != nil {
+		t.Fatal(err)
+	}
+	bundle, _ := victim.OwnedBundleOf("t/ns", topic)
+	c.srv.ExpireSession(c.stores[1])
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.lost[victim.cfg.BrokerID] })
+	if victim.OwnsTopic("t/ns", topic) {
+		t.Fatal("the broker that lost its session still owns the topic")
+	}
+	c.mu.Lock()
+	closed := fmt.Sprint(c.closed[victim.cfg.BrokerID])
+	c.mu.Unlock()
+	if closed != fmt.Sprint([]string{bundle.String()}) {
+		t.Fatalf("closed bundles %s, want [%s]", closed, bundle)
+	}
+	if _, err := victim.Lookup(context.Background(), "t/ns", topic, false); err == nil {
+		t.Fatal("lookup on a broker without a session succeeded")
+	}
+	// The others take the topic over (the leader may have been the victim).
+	waitFor(t, func() bool { return c.svcs[0].IsLeader() || c.svcs[2].IsLeader() })
+	s := c.resolve(t, c.svcs[0], "t/ns", topic)
+	if s == victim {
+		t.Fatal("topic still placed on the lost broker")
+	}
+}
+
+func TestUnloadReleasesAndReassigns(t *testing.T) {
+	c := newCluster(t, 2, LoadBalancerConfig{})
+	c.leader(t)
+	topic := "persistent://t/ns/unload-me"
+	owner := c.resolve(t, c.svcs[0], "t/ns", topic)
+	b, _ := owner.OwnedBundleOf("t/ns", topic)
+	if err := owner.Unload(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if owner.OwnsTopic("t/ns", topic) {
+		t.Fatal("still owned after unload")
+	}
+	if _, found, _ := owner.Owner(context.Background(), b); found {
+		waitFor(t, func() bool { _, f, _ := owner.Owner(context.Background(), b); return !f })
+	}
+	if err := owner.Unload(context.Background(), b); err == nil {
+		t.Fatal("unloading a bundle not owned succeeded")
+	}
+	c.resolve(t, c.svcs[1], "t/ns", topic)
+}
+
+func TestLeaderFailover(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	old := c.leader(t)
+	for i, s := range c.svcs {
+		if s == old {
+			c.srv.ExpireSession(c.stores[i])
+		}
+	}
+	waitFor(t, func() bool {
+		for _, s := range c.svcs {
+			if s != old && s.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestStaleOwnershipOfOurAddressIsReplaced(t *testing.T) {
+	c := newCluster(t, 1, LoadBalancerConfig{})
+	c.leader(t)
+	s := c.svcs[0]
+	topic := "persistent://t/ns/stale"
+	b, err := s.BundleOf(context.Background(), "t/ns", topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An earlier run of this broker left its node behind (another session).
+	old := c.srv.NewSession()
+	defer old.Close()
+	if _, _, err := old.Create(context.Background(), b.path(), []byte(`{"nativeUrl":"`+s.cfg.PulsarServiceURL+`"}`), metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.resolve(t, s, "t/ns", topic); got != s {
+		t.Fatal("not served here")
+	}
+}
+
+func TestOwnershipNodeDeletedClosesBundle(t *testing.T) {
+	c := newCluster(t, 1, LoadBalancerConfig{})
+	s := c.svcs[0]
+	topic := "persistent://t/ns/deleted"
+	c.resolve(t, s, "t/ns", topic)
+	b, _ := s.OwnedBundleOf("t/ns", topic)
+	other := c.srv.NewSession()
+	defer other.Close()
+	if err := other.Delete(context.Background(), b.path(), metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !s.OwnsTopic("t/ns", topic) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.closed[s.cfg.BrokerID]) != 1 {
+		t.Fatalf("closed %v", c.closed[s.cfg.BrokerID])
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

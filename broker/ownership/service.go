@@ -1,0 +1,322 @@
+package ownership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// Config configures a broker's ownership service. Durations and
+// thresholds carry Pulsar's key names.
+type Config struct {
+	Store metadata.Store
+	// BrokerID is advertisedAddress:webServicePort, the broker's name in
+	// the registry.
+	BrokerID         string
+	WebServiceURL    string // http://host:port
+	PulsarServiceURL string // pulsar://host:port
+	Version          string
+	// Boundaries returns a namespace's bundle boundaries (its policies);
+	// nil means DefaultBundles even bundles everywhere.
+	Boundaries func(ctx context.Context, namespace string) ([]uint32, error)
+	// Load reports the broker's current load; nil reports nothing but
+	// the owned bundles.
+	Load func() Load
+	// CloseBundle stops serving a bundle's topics (producers and consumers
+	// are closed and reconnect); called before ownership is released and
+	// when ownership was lost.
+	CloseBundle func(ctx context.Context, b Bundle)
+	// SplitBundle records a bundle's split in the namespace policies (the
+	// owner calls it; the bundle is then unloaded so its halves are
+	// assigned afresh).
+	SplitBundle func(ctx context.Context, b Bundle) error
+	// OnSessionLost is called once the metadata session is lost: every
+	// bundle is gone and the broker must stop (Pulsar's default
+	// zookeeperSessionExpiredPolicy=shutdown).
+	OnSessionLost func()
+	HTTPClient    *http.Client
+
+	// ReportInterval is loadBalancerReportUpdateMinIntervalMillis (5 s).
+	ReportInterval time.Duration
+	LoadBalancer   LoadBalancerConfig
+	Logger         *slog.Logger
+	Now            func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.ReportInterval <= 0 {
+		c.ReportInterval = 5 * time.Second
+	}
+	if c.Boundaries == nil {
+		c.Boundaries = func(context.Context, string) ([]uint32, error) { return EvenBoundaries(DefaultBundles), nil }
+	}
+	if c.Load == nil {
+		c.Load = func() Load { return Load{} }
+	}
+	if c.CloseBundle == nil {
+		c.CloseBundle = func(context.Context, Bundle) {}
+	}
+	if c.OnSessionLost == nil {
+		c.OnSessionLost = func() {}
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.LoadBalancer = c.LoadBalancer.withDefaults()
+	return c
+}
+
+// Errors callers map to protocol errors.
+var (
+	// ErrNotServing: the service is closed or its session is lost.
+	ErrNotServing = errors.New("ownership: this broker is not serving (shutting down or metadata session lost)")
+)
+
+// Service is one broker's view of bundle ownership. See the package doc.
+type Service struct {
+	cfg    Config
+	store  metadata.Store
+	log    *slog.Logger
+	owners *metadata.Cache[OwnerData]
+	loads  *metadata.Cache[BrokerData]
+	self   OwnerData
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	changed chan struct{} // owned set changed: report soon (capacity 1)
+
+	mu struct {
+		sync.Mutex
+		owned    map[string]Bundle // by Bundle.String()
+		leader   bool
+		closed   bool
+		regVer   int64                           // version of our registration node
+		pending  map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
+		unloaded map[string]time.Time            // leader: bundle -> shed at (grace period)
+	}
+}
+
+// Start registers the broker, joins the leader election and starts
+// reporting load.
+func Start(ctx context.Context, cfg Config) (*Service, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Store == nil || cfg.BrokerID == "" {
+		return nil, errors.New("ownership: a metadata store and a broker id are required")
+	}
+	owners, err := metadata.NewCache[OwnerData](ctx, cfg.Store, ownerRoot)
+	if err != nil {
+		return nil, fmt.Errorf("ownership: watch %s: %w", ownerRoot, err)
+	}
+	loads, err := metadata.NewCache[BrokerData](ctx, cfg.Store, brokersRoot)
+	if err != nil {
+		owners.Close()
+		return nil, fmt.Errorf("ownership: watch %s: %w", brokersRoot, err)
+	}
+	s := &Service{cfg: cfg, store: cfg.Store, log: cfg.Logger, owners: owners, loads: loads,
+		self: OwnerData{NativeURL: cfg.PulsarServiceURL, HTTPURL: cfg.WebServiceURL},
+		stop: make(chan struct{}), changed: make(chan struct{}, 1)}
+	s.mu.owned = map[string]Bundle{}
+	s.mu.pending = map[string]map[string]time.Time{}
+	s.mu.unloaded = map[string]time.Time{}
+	ownWatch, err := cfg.Store.Watch(ctx, ownerRoot)
+	if err == nil {
+		err = s.register(ctx)
+	}
+	if err != nil {
+		if ownWatch != nil {
+			ownWatch.Close()
+		}
+		owners.Close()
+		loads.Close()
+		return nil, err
+	}
+	session := cfg.Store.SessionEvents()
+	s.spawn(func() { s.watchSession(session) })
+	s.spawn(s.reportLoop)
+	s.spawn(s.electLoop)
+	s.spawn(func() { s.watchOwnership(ownWatch) })
+	return s, nil
+}
+
+func (s *Service) spawn(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// register creates the broker's ephemeral registration node. A node left
+// by an earlier incarnation of this broker (same address, session not yet
+// expired) is replaced: two live brokers cannot share an address.
+func (s *Service) register(ctx context.Context) error {
+	path := brokersRoot + "/" + s.cfg.BrokerID
+	value, _ := json.Marshal(s.report())
+	_, st, err := s.store.Create(ctx, path, value, metadata.CreateOptions{Ephemeral: true})
+	if errors.Is(err, metadata.ErrExists) {
+		s.log.Warn("replacing the registration left by an earlier run of this broker", "broker", s.cfg.BrokerID)
+		if err := s.store.Delete(ctx, path, metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+			return fmt.Errorf("ownership: remove stale registration %s: %w", path, err)
+		}
+		_, st, err = s.store.Create(ctx, path, value, metadata.CreateOptions{Ephemeral: true})
+	}
+	if err != nil {
+		return fmt.Errorf("ownership: register broker at %s: %w", path, err)
+	}
+	s.mu.Lock()
+	s.mu.regVer = st.Version
+	s.mu.Unlock()
+	return nil
+}
+
+// watchSession stops everything when the metadata session is lost.
+func (s *Service) watchSession(w *metadata.SessionWatcher) {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case st, ok := <-w.States():
+			if !ok {
+				return
+			}
+			if st == metadata.SessionLost {
+				s.sessionLost()
+				return
+			}
+		}
+	}
+}
+
+func (s *Service) sessionLost() {
+	s.mu.Lock()
+	owned := s.mu.owned
+	s.mu.owned = map[string]Bundle{}
+	s.mu.leader = false
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.log.Error("metadata session lost: this broker no longer owns any bundle and stops serving them", "bundles", len(owned))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, b := range owned {
+		s.cfg.CloseBundle(ctx, b)
+	}
+	s.cfg.OnSessionLost()
+}
+
+// IsLeader reports whether this broker is the load-manager leader.
+func (s *Service) IsLeader() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.leader
+}
+
+// Owned returns the bundles this broker owns, sorted.
+func (s *Service) Owned() []Bundle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Bundle, 0, len(s.mu.owned))
+	for _, b := range s.mu.owned {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// OwnsTopic reports whether this broker owns the bundle of a topic of
+// namespace ns. It looks at memory only: the hot path of every topic load.
+func (s *Service) OwnsTopic(ns, topic string) bool {
+	_, ok := s.OwnedBundleOf(ns, topic)
+	return ok
+}
+
+// OwnedBundleOf returns the owned bundle holding a topic, if any.
+func (s *Service) OwnedBundleOf(ns, topic string) (Bundle, bool) {
+	h := HashTopic(topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.mu.owned {
+		if b.Namespace == ns && b.Contains(h) {
+			return b, true
+		}
+	}
+	return Bundle{}, false
+}
+
+// BundleOf returns the bundle a topic of namespace ns belongs to now.
+func (s *Service) BundleOf(ctx context.Context, ns, topic string) (Bundle, error) {
+	bounds, err := s.cfg.Boundaries(ctx, ns)
+	if err != nil {
+		return Bundle{}, fmt.Errorf("bundles of namespace %s: %w", ns, err)
+	}
+	r, err := FindRange(bounds, HashTopic(topic))
+	if err != nil {
+		return Bundle{}, fmt.Errorf("bundles of namespace %s: %w", ns, err)
+	}
+	return Bundle{Namespace: ns, Range: r}, nil
+}
+
+// Owner returns a bundle's owner, if it has one.
+func (s *Service) Owner(ctx context.Context, b Bundle) (OwnerData, bool, error) {
+	od, _, found, err := s.owners.Get(ctx, b.path())
+	if err != nil {
+		return OwnerData{}, false, fmt.Errorf("owner of bundle %s: %w", b, err)
+	}
+	return od, found, nil
+}
+
+// Close releases every owned bundle (closing its topics first, so clients
+// move to other brokers at once), leaves the election and unregisters.
+func (s *Service) Close(ctx context.Context) {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		s.shutdownLoops()
+		return
+	}
+	s.mu.closed = true
+	owned := s.mu.owned
+	s.mu.owned = map[string]Bundle{}
+	leader := s.mu.leader
+	s.mu.leader = false
+	s.mu.Unlock()
+	s.shutdownLoops()
+	for _, b := range owned {
+		s.cfg.CloseBundle(ctx, b)
+		s.deleteOwnerNode(ctx, b)
+	}
+	if leader {
+		_ = s.store.Delete(ctx, leaderPath, metadata.AnyVersion)
+	}
+	_ = s.store.Delete(ctx, brokersRoot+"/"+s.cfg.BrokerID, metadata.AnyVersion)
+}
+
+func (s *Service) shutdownLoops() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	s.owners.Close()
+	s.loads.Close()
+}
+
+func (s *Service) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closed
+}
