@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
@@ -64,6 +65,9 @@ type Config struct {
 	// broker pings every connection this often and closes one that sent
 	// nothing (not even a PONG) for two intervals.
 	KeepAliveInterval time.Duration
+	// StatsUpdateFrequency is statsUpdateFrequencyInSecs (default 60 s):
+	// the interval over which topic rates (stats, load reports) are computed.
+	StatsUpdateFrequency time.Duration
 	// Version is reported to clients in CONNECTED.
 	Version string
 	// Metadata is the configuration store holding partitioned-topic
@@ -95,6 +99,9 @@ func (c Config) withDefaults() Config {
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
 	}
+	if c.StatsUpdateFrequency <= 0 {
+		c.StatsUpdateFrequency = time.Minute
+	}
 	if c.Version == "" {
 		c.Version = "magnetar"
 	}
@@ -117,6 +124,9 @@ type Broker struct {
 	// advertised is the host:port clients are sent to; set once the
 	// listener's port is known, read by connection goroutines.
 	advertised atomic.Pointer[string]
+	// own is the ownership service in cluster mode (nil: serve all).
+	own atomic.Pointer[ownership.Service]
+	cpu cpuSampler // used by the load reporter only
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -131,6 +141,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
 	go b.every(cfg.KeepAliveInterval, b.pingAll)
+	go b.every(cfg.StatsUpdateFrequency, b.updateRates)
 	if cfg.BacklogQuotaDefaultLimitBytes > 0 {
 		go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
 	}
@@ -158,6 +169,9 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		return t, nil
 	}
 	b.mu.Unlock()
+	if !b.servesTopic(name) {
+		return nil, fmt.Errorf("topic %s: %w", name, errNotOwner)
+	}
 	ml, err := b.ledgers.Open(ctx, name.ManagedLedgerName())
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
@@ -171,11 +185,19 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		}
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if existing, ok := b.topics[key]; ok { // loaded concurrently: keep the first
+	if existing, ok := b.topics[key]; ok { // loaded concurrently: keep the first (same ledger)
+		b.mu.Unlock()
 		return existing, nil
 	}
+	// Checked again under b.mu: a bundle unloaded while the ledger opened
+	// has already closed its topics, so this one must not stay.
+	if !b.servesTopic(name) || b.closed {
+		b.mu.Unlock()
+		_ = ml.Close(ctx)
+		return nil, fmt.Errorf("topic %s: %w", name, errNotOwner)
+	}
 	b.topics[key] = t
+	b.mu.Unlock()
 	return t, nil
 }
 

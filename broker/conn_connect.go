@@ -7,9 +7,10 @@ package broker
 //   - CONNECT must be the first frame; CONNECTED carries our version, the
 //     negotiated protocol version (the lower of the client's and ours) and
 //     maxMessageSize, which the client uses to size its batches.
-//   - LOOKUP always answers Connect to this broker (one broker serves every
-//     topic until ownership lands with the load-balancing issue), with
-//     authoritative set so the client does not redirect.
+//   - LOOKUP answers Connect to this broker when it serves every topic;
+//     in cluster mode (cluster.go) Connect to the bundle's owner, or
+//     Redirect to the leader or (authoritative) to the broker the leader
+//     chose; failures are ServiceNotReady, which clients retry.
 //   - PARTITIONED_METADATA answers the partition count from the
 //     configuration store (0: not partitioned; see partitioned.go).
 
@@ -44,15 +45,32 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 
 func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 	id := cmd.GetRequestId()
-	if _, err := ParseTopicName(cmd.GetTopic()); err != nil {
-		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
-			RequestId: &id, Response: pb.CommandLookupTopicResponse_Failed.Enum(),
-			Error: pb.ServerError_InvalidTopicName.Enum(), Message: ptr(err.Error())}})
+	name, err := ParseTopicName(cmd.GetTopic())
+	if err != nil {
+		return c.sendLookupFailed(id, pb.ServerError_InvalidTopicName, err)
 	}
-	url := "pulsar://" + c.b.advertisedAddress()
+	go func() { // may read and write the metadata store
+		res, err := c.b.lookup(context.Background(), name, cmd.GetAuthoritative())
+		if err != nil {
+			// Retriable: the client looks up again after a back-off.
+			_ = c.sendLookupFailed(id, pb.ServerError_ServiceNotReady, err)
+			return
+		}
+		resp := &pb.CommandLookupTopicResponse{RequestId: &id, BrokerServiceUrl: &res.BrokerURL,
+			Response: pb.CommandLookupTopicResponse_Connect.Enum(), Authoritative: ptr(true)}
+		if res.Redirect {
+			resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
+			resp.Authoritative = ptr(res.Authoritative)
+		}
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
+	}()
+	return nil
+}
+
+func (c *serverConn) sendLookupFailed(id uint64, code pb.ServerError, err error) error {
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: &pb.CommandLookupTopicResponse{
-		RequestId: &id, Response: pb.CommandLookupTopicResponse_Connect.Enum(), BrokerServiceUrl: &url,
-		Authoritative: ptr(true)}})
+		RequestId: &id, Response: pb.CommandLookupTopicResponse_Failed.Enum(),
+		Error: code.Enum(), Message: ptr(err.Error())}})
 }
 
 func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMetadata) error {

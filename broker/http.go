@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/magnetar-io/magnetar/metadata"
@@ -18,6 +19,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", b.httpLookup)
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpPartitions)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpCreatePartitioned)
+	b.registerClusterAdmin(mux)
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
 	return mux
 }
@@ -29,15 +31,34 @@ func topicFromPath(r *http.Request) (TopicName, error) {
 }
 
 func (b *Broker) httpLookup(w http.ResponseWriter, r *http.Request) {
-	if _, err := topicFromPath(r); err != nil {
+	t, err := topicFromPath(r)
+	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	host := b.advertisedAddress()
-	writeJSON(w, map[string]string{
-		"brokerUrl": "pulsar://" + host,
-		"httpUrl":   "http://" + webHost(r, host),
-	})
+	res, err := b.lookup(r.Context(), t, r.URL.Query().Get("authoritative") == "true")
+	if err != nil {
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if res.Redirect {
+		redirectTo(w, r, res.HTTPURL, res.Authoritative)
+		return
+	}
+	httpURL := res.HTTPURL
+	if res.Self || httpURL == "" {
+		httpURL = "http://" + webHost(r, b.advertisedAddress())
+	}
+	writeJSON(w, map[string]string{"brokerUrl": res.BrokerURL, "httpUrl": httpURL})
+}
+
+// redirectTo answers 307 with the same request on another broker, as
+// Pulsar does for lookups and admin calls on topics owned elsewhere.
+func redirectTo(w http.ResponseWriter, r *http.Request, baseURL string, authoritative bool) {
+	q := r.URL.Query()
+	q.Set("authoritative", strconv.FormatBool(authoritative))
+	w.Header().Set("Location", strings.TrimSuffix(baseURL, "/")+r.URL.Path+"?"+q.Encode())
+	w.WriteHeader(http.StatusTemporaryRedirect)
 }
 
 // webHost is the host:port the client reached us on for HTTP, falling

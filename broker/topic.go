@@ -20,7 +20,8 @@ type topic struct {
 	ml   managedledger.ManagedLedger
 
 	stats topicStats
-	dedup *dedup // nil unless deduplication is enabled
+	rates rateWindow // updated every StatsUpdateFrequency
+	dedup *dedup     // nil unless deduplication is enabled
 
 	mu        sync.Mutex
 	producers map[*producer]struct{}

@@ -341,13 +341,17 @@ func (s *Service) unloadAt(ctx context.Context, owner BrokerData, bundle, op str
 	if err != nil {
 		return err
 	}
-	if owner.WebServiceURL == s.cfg.WebServiceURL {
+	return s.opAt(ctx, owner.WebServiceURL, b, op)
+}
+
+func (s *Service) opAt(ctx context.Context, ownerHTTP string, b Bundle, op string) error {
+	if ownerHTTP == s.cfg.WebServiceURL {
 		if op == "split" {
 			return s.Split(ctx, b)
 		}
 		return s.Unload(ctx, b)
 	}
-	url := owner.WebServiceURL + "/admin/v2/namespaces/" + b.Namespace + "/" + b.Name() + "/" + op
+	url := ownerHTTP + "/admin/v2/namespaces/" + b.Namespace + "/" + b.Name() + "/" + op
 	if op == "split" {
 		url += "?unload=true"
 	}
@@ -365,3 +369,44 @@ func (s *Service) unloadAt(ctx context.Context, owner BrokerData, bundle, op str
 	}
 	return nil
 }
+
+// UnloadAnywhere unloads a bundle wherever it is owned (nothing to do
+// when it is not owned).
+func (s *Service) UnloadAnywhere(ctx context.Context, b Bundle) error {
+	return s.anywhere(ctx, b, "unload")
+}
+
+// SplitAnywhere splits a bundle on its owner.
+func (s *Service) SplitAnywhere(ctx context.Context, b Bundle) error {
+	return s.anywhere(ctx, b, "split")
+}
+
+func (s *Service) anywhere(ctx context.Context, b Bundle, op string) error {
+	od, found, err := s.Owner(ctx, b)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if op == "split" {
+			return fmt.Errorf("bundle %s is not owned by any broker: look a topic of it up first", b)
+		}
+		return nil
+	}
+	return s.opAt(ctx, od.HTTPURL, b, op)
+}
+
+// Bundles returns a namespace's bundles, in order.
+func (s *Service) Bundles(ctx context.Context, ns string) ([]Bundle, error) {
+	bounds, err := s.cfg.Boundaries(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Bundle, 0, len(bounds)-1)
+	for i := 0; i+1 < len(bounds); i++ {
+		out = append(out, Bundle{Namespace: ns, Range: Range{bounds[i], bounds[i+1]}})
+	}
+	return out, nil
+}
+
+// Report is this broker's load report now (broker-stats load-report).
+func (s *Service) Report() BrokerData { return s.report() }

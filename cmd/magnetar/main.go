@@ -22,6 +22,8 @@ func commands() []command {
 		{"version", "print the version", runVersion},
 		{"perf", "measure: perf disk (write+datasync, datasync latency, sequential read), perf journal (group commit)", runPerf},
 		{"standalone", "run broker, bookie and embedded metadata in one process", runStandalone},
+		{"broker", "run a broker of a cluster (ZooKeeper metadata, bookies, load-balanced bundles)", runBroker},
+		{"initialize-cluster-metadata", "record a cluster (and public/default) in the configuration store", runInitCluster},
 		{"bookie", "run a bookie (storage node); bookie format, bookie shell ledgers/read-entry/list-bookies", runBookie},
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -32,19 +32,7 @@ type standaloneFlags struct {
 	brokerPort int
 	webPort    int
 	cluster    string
-	// Settings only the configuration file sets (Pulsar key names).
-	maxMessageSize      int
-	maxPendingPublish   int
-	dispatcherBatch     int
-	keepAlive           time.Duration
-	maxEntriesPerLedger int
-	dedup               bool
-	ttl                 time.Duration
-	expiryCheck         time.Duration
-	quotaBytes          int64
-	quotaGB             float64
-	quotaPolicy         string
-	quotaCheck          time.Duration
+	brokerSettings
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -87,40 +75,16 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	if err != nil {
 		return err
 	}
-	if err := applyConf(conf, map[string]confSetter{
-		"clusterName":                            setString(&f.cluster),
-		"bindAddress":                            setString(&f.bindAddr),
-		"advertisedAddress":                      setString(&f.advertised),
-		"brokerServicePort":                      setInt(&f.brokerPort),
-		"webServicePort":                         setInt(&f.webPort),
-		"maxMessageSize":                         setInt(&f.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection": setInt(&f.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":             setInt(&f.dispatcherBatch),
-		"keepAliveIntervalSeconds":               setSeconds(&f.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":       setInt(&f.maxEntriesPerLedger),
-		"brokerDeduplicationEnabled":             setBool(&f.dedup),
-		"ttlDurationDefaultInSeconds":            setDuration(&f.ttl, time.Second),
-		"messageExpiryCheckIntervalInMinutes":    setDuration(&f.expiryCheck, time.Minute),
-		"backlogQuotaDefaultLimitBytes":          setInt64(&f.quotaBytes),
-		"backlogQuotaDefaultLimitGB":             setFloat(&f.quotaGB),
-		"backlogQuotaDefaultRetentionPolicy":     setString(&f.quotaPolicy),
-		"backlogQuotaCheckIntervalInSeconds":     setSeconds(&f.quotaCheck),
-	}, byFlag, log, path); err != nil {
+	setters := f.brokerSettings.setters()
+	setters["clusterName"] = setString(&f.cluster)
+	setters["bindAddress"] = setString(&f.bindAddr)
+	setters["advertisedAddress"] = setString(&f.advertised)
+	setters["brokerServicePort"] = setInt(&f.brokerPort)
+	setters["webServicePort"] = setInt(&f.webPort)
+	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
 	}
-	if f.quotaPolicy != "" && !broker.ValidBacklogPolicy(f.quotaPolicy) {
-		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, f.quotaPolicy)
-	}
-	return nil
-}
-
-// backlogQuotaBytes is the quota in bytes: backlogQuotaDefaultLimitBytes,
-// else the deprecated backlogQuotaDefaultLimitGB, else none.
-func (f *standaloneFlags) backlogQuotaBytes() int64 {
-	if f.quotaBytes > 0 {
-		return f.quotaBytes
-	}
-	return int64(f.quotaGB * (1 << 30))
+	return f.brokerSettings.validate(path)
 }
 
 // runStandalone runs metadata, storage and a broker in one process until
@@ -167,14 +131,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		return err
 	}
 	defer st.close(log)
-	b := broker.New(broker.Config{ClusterName: f.cluster, Version: "magnetar-" + version, Logger: log,
-		AdvertisedAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
-		MaxMessageSize:    f.maxMessageSize, MaxPendingPublishRequestsPerConnection: f.maxPendingPublish,
-		DispatcherMaxReadBatchSize: f.dispatcherBatch, KeepAliveInterval: f.keepAlive,
-		BrokerDeduplicationEnabled: f.dedup, Metadata: store,
-		MessageTTL: f.ttl, MessageExpiryCheckInterval: f.expiryCheck,
-		BacklogQuotaDefaultLimitBytes: f.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: f.quotaPolicy,
-		BacklogQuotaCheckInterval: f.quotaCheck},
+	b := broker.New(f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, log),
 		st.managedLedgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
@@ -185,6 +142,17 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		srv.Close(context.Background())
 		return err
 	}
+	// Standalone owns its bundles like any broker, so lookups, unloads
+	// and the brokers admin endpoints behave as in a cluster.
+	webAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort))
+	own, err := b.EnableOwnership(ctx, ownership.Config{Store: store, BrokerID: webAddr,
+		WebServiceURL: "http://" + webAddr, PulsarServiceURL: "pulsar://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
+		Version: "magnetar-" + version})
+	if err != nil {
+		srv.Close(context.Background())
+		return err
+	}
+	defer own.Close(context.Background())
 	fmt.Fprintf(stdout, "magnetar standalone ready: pulsar://%s http://%s\n",
 		net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)))
 	<-ctx.Done()
@@ -197,26 +165,9 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 // initStandaloneMetadata creates the cluster, tenant public and namespace
 // public/default on first start, as Pulsar standalone does.
 func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standaloneFlags) error {
-	cluster, _ := json.Marshal(map[string]string{
-		"serviceUrl":       "http://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)),
-		"brokerServiceUrl": "pulsar://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
-	})
-	tenant, _ := json.Marshal(map[string]any{"adminRoles": []string{}, "allowedClusters": []string{f.cluster}})
-	namespace, _ := json.Marshal(map[string]any{"replication_clusters": []string{f.cluster}})
-	for _, n := range []struct {
-		path  string
-		value []byte
-	}{
-		{"/admin/clusters/" + f.cluster, cluster},
-		{"/admin/policies/public", tenant},
-		{"/admin/policies/public/default", namespace},
-	} {
-		_, _, err := store.Create(ctx, n.path, n.value, metadata.CreateOptions{})
-		if err != nil && !errors.Is(err, metadata.ErrExists) {
-			return fmt.Errorf("initialise metadata: %w", err)
-		}
-	}
-	return nil
+	return initClusterMetadata(ctx, store, f.cluster,
+		"http://"+net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)),
+		"pulsar://"+net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)))
 }
 
 // serveWeb starts the HTTP server: lookup and partitions, /metrics,

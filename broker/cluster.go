@@ -1,0 +1,166 @@
+package broker
+
+// Cluster mode: topic ownership through broker/ownership.
+//
+// Behaviour:
+//   - Without ownership (EnableOwnership not called) this broker serves
+//     every topic, as a lone broker does in unit tests.
+//   - With it, a topic is loaded only while this broker owns its bundle;
+//     PRODUCER and SUBSCRIBE for another broker's topic fail with
+//     ServiceNotReady, and the client looks the topic up again.
+//   - Losing a bundle (unload, split, shedding, its node removed, session
+//     lost) closes its loaded topics: producers and consumers get
+//     CLOSE_PRODUCER / CLOSE_CONSUMER and reconnect through a lookup.
+//   - A load check after the managed ledger opened catches a bundle lost
+//     while the topic was loading.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/ownership"
+)
+
+// errNotOwner is the error of a topic load for a bundle this broker does
+// not own.
+var errNotOwner = errors.New("the topic's namespace bundle is not served by this broker")
+
+// EnableOwnership starts the ownership service: this broker registers,
+// joins the leader election and from now on serves only the bundles it
+// owns. The broker fills cfg's CloseBundle and Load. Call it before Serve.
+func (b *Broker) EnableOwnership(ctx context.Context, cfg ownership.Config) (*ownership.Service, error) {
+	cfg.CloseBundle = b.closeBundle
+	cfg.Load = b.loadReport
+	if cfg.Logger == nil {
+		cfg.Logger = b.log
+	}
+	svc, err := ownership.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.own.Store(svc)
+	return svc, nil
+}
+
+// Ownership returns the ownership service, nil when not in cluster mode.
+func (b *Broker) Ownership() *ownership.Service { return b.own.Load() }
+
+func namespaceOf(t TopicName) string { return t.Tenant + "/" + t.Namespace }
+
+// servesTopic reports whether this broker may load the topic now.
+func (b *Broker) servesTopic(name TopicName) bool {
+	svc := b.own.Load()
+	return svc == nil || svc.OwnsTopic(namespaceOf(name), name.String())
+}
+
+// closeBundle closes the loaded topics of a bundle this broker no longer
+// serves.
+func (b *Broker) closeBundle(ctx context.Context, bundle ownership.Bundle) {
+	n := b.unloadWhere(ctx, func(t *topic) bool {
+		return namespaceOf(t.name) == bundle.Namespace && bundle.Contains(ownership.HashTopic(t.name.String()))
+	})
+	if n > 0 {
+		b.log.Info("bundle's topics closed", "bundle", bundle.String(), "topics", n)
+	}
+}
+
+// loadReport is this broker's load for the leader: resource use, and
+// traffic per owned bundle from the topics' last stats interval.
+func (b *Broker) loadReport() ownership.Load {
+	svc := b.own.Load()
+	load := ownership.Load{LastStats: map[string]ownership.BundleStats{}}
+	for _, t := range b.loadedTopics() {
+		r := t.rates.current()
+		producers, consumers, _, _ := t.counts()
+		load.MsgRateIn += r.MsgRateIn
+		load.MsgRateOut += r.MsgRateOut
+		load.MsgThroughputIn += r.ThroughputIn
+		load.MsgThroughputOut += r.ThroughputOut
+		load.NumTopics++
+		load.NumProducers += producers
+		load.NumConsumers += consumers
+		if svc == nil {
+			continue
+		}
+		bundle, ok := svc.OwnedBundleOf(namespaceOf(t.name), t.name.String())
+		if !ok {
+			continue
+		}
+		st := load.LastStats[bundle.String()]
+		st.MsgRateIn += r.MsgRateIn
+		st.MsgRateOut += r.MsgRateOut
+		st.MsgThroughputIn += r.ThroughputIn
+		st.MsgThroughputOut += r.ThroughputOut
+		st.ProducerCount += producers
+		st.ConsumerCount += consumers
+		st.Topics++
+		load.LastStats[bundle.String()] = st
+	}
+	load.CPU = b.cpu.sample()
+	load.Memory = memoryUsage()
+	return load
+}
+
+// cpuSampler measures this process's CPU use between samples, in percent
+// of one core, against a limit of 100 per core (Pulsar's convention).
+type cpuSampler struct {
+	last     time.Time
+	lastBusy time.Duration
+}
+
+func (c *cpuSampler) sample() ownership.ResourceUsage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return ownership.ResourceUsage{}
+	}
+	busy := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	now := time.Now()
+	limit := float64(100 * runtime.NumCPU())
+	if c.last.IsZero() {
+		c.last, c.lastBusy = now, busy
+		return ownership.ResourceUsage{Limit: limit}
+	}
+	usage := 100 * float64(busy-c.lastBusy) / float64(now.Sub(c.last))
+	c.last, c.lastBusy = now, busy
+	return ownership.ResourceUsage{Usage: usage, Limit: limit}
+}
+
+// memoryUsage is the resident set against the host's memory, in MiB.
+func memoryUsage() ownership.ResourceUsage {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return ownership.ResourceUsage{}
+	}
+	fields := strings.Fields(string(statm))
+	if len(fields) < 2 {
+		return ownership.ResourceUsage{}
+	}
+	pages, _ := strconv.ParseFloat(fields[1], 64)
+	rssMiB := pages * float64(os.Getpagesize()) / (1 << 20)
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) != nil {
+		return ownership.ResourceUsage{Usage: rssMiB}
+	}
+	return ownership.ResourceUsage{Usage: rssMiB, Limit: float64(si.Totalram) * float64(si.Unit) / (1 << 20)}
+}
+
+// lookup answers where a topic is served: this broker when not in
+// cluster mode, else as the ownership service decides.
+func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool) (ownership.LookupResult, error) {
+	svc := b.own.Load()
+	if svc == nil {
+		return ownership.LookupResult{BrokerURL: "pulsar://" + b.advertisedAddress(), Self: true}, nil
+	}
+	res, err := svc.Lookup(ctx, namespaceOf(name), name.String(), authoritative)
+	if err != nil {
+		return res, fmt.Errorf("lookup %s: %w", name, err)
+	}
+	return res, nil
+}

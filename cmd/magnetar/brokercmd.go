@@ -1,0 +1,232 @@
+package main
+
+// magnetar broker: one stateless broker of a cluster. Metadata lives in
+// ZooKeeper (a cluster store and a configuration store, which may be the
+// same), data on the cluster's bookies; bundles of topics are assigned to
+// brokers by the leader's load manager (broker/ownership).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+type brokerFlags struct {
+	config        string
+	metadataURL   string
+	configURL     string
+	bindAddr      string
+	advertised    string
+	brokerPort    int
+	webPort       int
+	cluster       string
+	sessionTimout time.Duration
+	ensemble      int
+	writeQuorum   int
+	ackQuorum     int
+	cacheMB       int
+	reportEvery   time.Duration
+	lb            ownership.LoadBalancerConfig
+	brokerSettings
+}
+
+const defaultBrokerConf = "conf/broker.conf"
+
+func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
+	f := brokerFlags{lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
+		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
+	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultBrokerConf+" if present)")
+	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataStoreUrl: the cluster's metadata store (zk:host:2181,.../chroot)")
+	fs.StringVar(&f.configURL, "configuration-metadata-store", "", "configurationMetadataStoreUrl: tenants, namespaces, policies (default: the metadata store)")
+	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "bindAddress")
+	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients and other brokers use")
+	fs.IntVar(&f.brokerPort, "broker-port", 6650, "brokerServicePort: Pulsar binary protocol")
+	fs.IntVar(&f.webPort, "web-port", 8080, "webServicePort: HTTP lookup, admin, /metrics, /debug/pprof")
+	fs.StringVar(&f.cluster, "cluster", "", "clusterName (must have been initialised with magnetar initialize-cluster-metadata)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	byFlag := map[string]bool{}
+	flagKeys := map[string]string{"metadata-store": "metadataStoreUrl", "configuration-metadata-store": "configurationMetadataStoreUrl",
+		"bind-address": "bindAddress", "advertised-address": "advertisedAddress",
+		"broker-port": "brokerServicePort", "web-port": "webServicePort", "cluster": "clusterName"}
+	fs.Visit(func(fl *flag.Flag) { byFlag[flagKeys[fl.Name]] = true })
+	if err := f.loadConfig(byFlag, log); err != nil {
+		return f, err
+	}
+	return f, f.check()
+}
+
+func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error {
+	path := f.config
+	if path == "" {
+		if _, err := os.Stat(defaultBrokerConf); err != nil {
+			return nil
+		}
+		path = defaultBrokerConf
+	}
+	conf, err := readConf(path)
+	if err != nil {
+		return err
+	}
+	setters := f.brokerSettings.setters()
+	for k, v := range map[string]confSetter{
+		"metadataStoreUrl":                                setString(&f.metadataURL),
+		"configurationMetadataStoreUrl":                   setString(&f.configURL),
+		"clusterName":                                     setString(&f.cluster),
+		"bindAddress":                                     setString(&f.bindAddr),
+		"advertisedAddress":                               setString(&f.advertised),
+		"brokerServicePort":                               setInt(&f.brokerPort),
+		"webServicePort":                                  setInt(&f.webPort),
+		"metadataStoreSessionTimeoutMillis":               setDuration(&f.sessionTimout, time.Millisecond),
+		"managedLedgerDefaultEnsembleSize":                setInt(&f.ensemble),
+		"managedLedgerDefaultWriteQuorum":                 setInt(&f.writeQuorum),
+		"managedLedgerDefaultAckQuorum":                   setInt(&f.ackQuorum),
+		"managedLedgerCacheSizeMB":                        setInt(&f.cacheMB),
+		"loadBalancerReportUpdateMinIntervalMillis":       setDuration(&f.reportEvery, time.Millisecond),
+		"loadBalancerSheddingEnabled":                     setBool(&f.lb.SheddingEnabled),
+		"loadBalancerSheddingIntervalMinutes":             setDuration(&f.lb.SheddingInterval, time.Minute),
+		"loadBalancerSheddingGracePeriodMinutes":          setDuration(&f.lb.SheddingGracePeriod, time.Minute),
+		"loadBalancerMsgRateDifferenceShedderThreshold":   setFloat(&f.lb.MsgRateDifferenceThreshold),
+		"loadBalancerBrokerOverloadedThresholdPercentage": setFloat(&f.lb.BrokerOverloadedThreshold),
+		"loadBalancerAutoBundleSplitEnabled":              setBool(&f.lb.AutoBundleSplitEnabled),
+		"loadBalancerSplitIntervalMinutes":                setDuration(&f.lb.SplitInterval, time.Minute),
+		"loadBalancerNamespaceBundleMaxTopics":            setInt(&f.lb.NamespaceBundleMaxTopics),
+		"loadBalancerNamespaceBundleMaxSessions":          setInt(&f.lb.NamespaceBundleMaxSessions),
+		"loadBalancerNamespaceBundleMaxMsgRate":           setFloat(&f.lb.NamespaceBundleMaxMsgRate),
+		"loadBalancerNamespaceBundleMaxBandwidthMbytes":   setFloat(&f.lb.NamespaceBundleMaxBandwidthMiB),
+		"loadBalancerNamespaceMaximumBundles":             setInt(&f.lb.NamespaceMaximumBundles),
+	} {
+		setters[k] = v
+	}
+	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
+		return err
+	}
+	return f.brokerSettings.validate(path)
+}
+
+func (f *brokerFlags) check() error {
+	if f.metadataURL == "" {
+		return errors.New("--metadata-store (metadataStoreUrl) is required, e.g. zk:zk1:2181,zk2:2181/pulsar")
+	}
+	if f.cluster == "" {
+		return errors.New("--cluster (clusterName) is required")
+	}
+	if f.configURL == "" {
+		f.configURL = f.metadataURL
+	}
+	if !(f.ensemble >= f.writeQuorum && f.writeQuorum >= f.ackQuorum && f.ackQuorum >= 1) {
+		return fmt.Errorf("managedLedgerDefaultEnsembleSize %d, WriteQuorum %d, AckQuorum %d: want E >= Qw >= Qa >= 1",
+			f.ensemble, f.writeQuorum, f.ackQuorum)
+	}
+	return nil
+}
+
+func runBroker(args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	f, err := parseBrokerFlags(args, stderr, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "magnetar broker: %v\n", err)
+		return 2
+	}
+	return serveUntilSignal("magnetar broker", stderr, func(ctx context.Context) error {
+		return serveBroker(ctx, f, log, stdout)
+	})
+}
+
+// openStores opens the cluster store and, when it is another one, the
+// configuration store.
+func openStores(ctx context.Context, f brokerFlags, log *slog.Logger) (cluster, config metadata.Store, err error) {
+	octx, cancel := context.WithTimeout(ctx, f.sessionTimout+10*time.Second)
+	defer cancel()
+	opts := metadata.Options{Logger: log, SessionTimeout: f.sessionTimout}
+	if cluster, err = metadata.Open(octx, f.metadataURL, opts); err != nil {
+		return nil, nil, fmt.Errorf("metadata store %s: %w", f.metadataURL, err)
+	}
+	if f.configURL == f.metadataURL {
+		return cluster, cluster, nil
+	}
+	if config, err = metadata.Open(octx, f.configURL, opts); err != nil {
+		cluster.Close()
+		return nil, nil, fmt.Errorf("configuration metadata store %s: %w", f.configURL, err)
+	}
+	return cluster, config, nil
+}
+
+func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io.Writer) error {
+	store, configStore, err := openStores(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if configStore != store {
+		defer configStore.Close()
+	}
+	if ok, _, err := configStore.Exists(ctx, "/admin/clusters/"+f.cluster); err != nil || !ok {
+		return fmt.Errorf("cluster %q is not initialised in %s (run magnetar initialize-cluster-metadata first): %v", f.cluster, f.configURL, err)
+	}
+	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer ledgers.Close()
+	mls, err := managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: ledgers,
+		EnsembleSize: f.ensemble, WriteQuorum: f.writeQuorum, AckQuorum: f.ackQuorum,
+		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log})
+	if err != nil {
+		return err
+	}
+	brokerAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort))
+	webAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort))
+	b := broker.New(f.brokerConfig(f.cluster, brokerAddr, configStore, log), mls)
+	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
+	if err != nil {
+		return err
+	}
+	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log)
+	if err != nil {
+		srv.Close(context.Background())
+		return err
+	}
+	sessionLost := make(chan struct{})
+	own, err := b.EnableOwnership(ctx, ownership.Config{Store: store, BrokerID: webAddr,
+		WebServiceURL: "http://" + webAddr, PulsarServiceURL: "pulsar://" + brokerAddr,
+		Version: "magnetar-" + version, ReportInterval: f.reportEvery, LoadBalancer: f.lb,
+		OnSessionLost: func() { close(sessionLost) }})
+	if err != nil {
+		srv.Close(context.Background())
+		return err
+	}
+	fmt.Fprintf(stdout, "magnetar broker ready: pulsar://%s http://%s cluster %s\n", brokerAddr, webAddr, f.cluster)
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-sessionLost:
+		runErr = errors.New("metadata session lost: stopping so that a restart registers afresh (bundles were released)")
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Releasing the bundles first closes their topics, so clients move to
+	// the other brokers at once.
+	own.Close(sctx)
+	return errors.Join(runErr, web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+}

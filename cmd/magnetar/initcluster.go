@@ -1,0 +1,75 @@
+package main
+
+// magnetar initialize-cluster-metadata: records a cluster in the
+// configuration store, with the tenant and namespace Pulsar creates
+// (public, public/default), once before its first broker starts.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+func runInitCluster(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("magnetar initialize-cluster-metadata", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cluster := fs.String("cluster", "", "cluster name (required)")
+	metadataURL := fs.String("metadata-store", "", "the cluster's metadata store, e.g. zk:zk1:2181/pulsar (required)")
+	configURL := fs.String("configuration-metadata-store", "", "the configuration store (default: the metadata store)")
+	webURL := fs.String("web-service-url", "", "the cluster's HTTP service URL, e.g. http://broker1:8080 (required)")
+	brokerURL := fs.String("broker-service-url", "", "the cluster's binary service URL, e.g. pulsar://broker1:6650 (required)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *cluster == "" || *metadataURL == "" || *webURL == "" || *brokerURL == "" {
+		fmt.Fprintln(stderr, "magnetar initialize-cluster-metadata: --cluster, --metadata-store, --web-service-url and --broker-service-url are required")
+		return 2
+	}
+	if *configURL == "" {
+		*configURL = *metadataURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	store, err := metadata.Open(ctx, *configURL, metadata.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: configuration store %s: %v\n", *configURL, err)
+		return 1
+	}
+	defer store.Close()
+	if err := initClusterMetadata(ctx, store, *cluster, *webURL, *brokerURL); err != nil {
+		fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "cluster %s initialised in %s\n", *cluster, *configURL)
+	return 0
+}
+
+// initClusterMetadata creates the cluster, tenant public and namespace
+// public/default unless they exist: running it twice changes nothing.
+func initClusterMetadata(ctx context.Context, store metadata.Store, cluster, webURL, brokerURL string) error {
+	clusterData, _ := json.Marshal(map[string]string{"serviceUrl": webURL, "brokerServiceUrl": brokerURL})
+	tenant, _ := json.Marshal(map[string]any{"adminRoles": []string{}, "allowedClusters": []string{cluster}})
+	namespace, _ := json.Marshal(map[string]any{"replication_clusters": []string{cluster}})
+	for _, n := range []struct {
+		path  string
+		value []byte
+	}{
+		{"/admin/clusters/" + cluster, clusterData},
+		{"/admin/policies/public", tenant},
+		{"/admin/policies/public/default", namespace},
+	} {
+		_, _, err := store.Create(ctx, n.path, n.value, metadata.CreateOptions{})
+		if err != nil && !errors.Is(err, metadata.ErrExists) {
+			return fmt.Errorf("initialise metadata %s: %w", n.path, err)
+		}
+	}
+	return nil
+}
