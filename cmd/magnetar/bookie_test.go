@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MAGNETAR_TEST_RUN_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	if os.Getenv("MAGNETAR_TEST_CLIENT") == "1" {
+		os.Exit(runClientWorkload(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 
@@ -42,12 +45,19 @@ type bookieProcess struct {
 
 func startBookieProcess(t *testing.T, args ...string) *bookieProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"bookie"}, args...)...)
-	cmd.Env = append(os.Environ(), "MAGNETAR_TEST_RUN_MAIN=1")
+	return startMagnetarProcess(t, "bookie", nil, args...)
+}
+
+// startMagnetarProcess runs "magnetar <sub> args..." as a child process
+// with extra environment variables.
+func startMagnetarProcess(t *testing.T, sub string, env []string, args ...string) *bookieProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{sub}, args...)...)
+	cmd.Env = append(append(os.Environ(), "MAGNETAR_TEST_RUN_MAIN=1"), env...)
 	p := &bookieProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start bookie: %v", err)
+		t.Fatalf("start %s: %v", sub, err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(p.kill)
@@ -71,11 +81,11 @@ func (p *bookieProcess) waitReady(t *testing.T) {
 	for !strings.Contains(p.out.String(), "ready") {
 		select {
 		case <-p.exited:
-			t.Fatalf("bookie exited before ready: %v\n%s", p.err, p.out.String())
+			t.Fatalf("process exited before ready: %v\n%s", p.err, p.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bookie not ready:\n%s", p.out.String())
+			t.Fatalf("process not ready:\n%s", p.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

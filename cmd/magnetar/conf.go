@@ -72,13 +72,16 @@ func setBool(p *bool) confSetter {
 }
 
 // setDuration reads a non-negative count of unit (0 allowed: off).
+// setDuration reads a count of unit. Fractions are accepted (Pulsar takes
+// integers only): loadBalancerSheddingIntervalMinutes=0.05 is 3 s, handy
+// for tests and demonstrations.
 func setDuration(p *time.Duration, unit time.Duration) confSetter {
 	return func(v string) error {
-		n, err := strconv.Atoi(v)
+		n, err := strconv.ParseFloat(v, 64)
 		if err != nil || n < 0 {
-			return fmt.Errorf("want a non-negative integer, got %q", v)
+			return fmt.Errorf("want a non-negative number, got %q", v)
 		}
-		*p = time.Duration(n) * unit
+		*p = time.Duration(n * float64(unit))
 		return nil
 	}
 }

@@ -1,0 +1,224 @@
+package admin
+
+// Namespace policies: /admin/v2/namespaces/{tenant}/{namespace}/<policy>.
+//
+// Behavior, as Pulsar's Namespaces v2 resource:
+//   - GET answers the value, or 204 No Content when it is not set (Pulsar
+//     answers null; pulsaradmin then keeps its own "unset" value, e.g. -1).
+//   - POST (PUT for schemaCompatibilityStrategy) sets it from a JSON body:
+//     a number, a boolean, a string, a list or an object, as pulsaradmin
+//     sends them. DELETE unsets it. Both answer 204.
+//   - Every change is a compare-and-set read-modify-write of the whole
+//     policies, validated as a whole: 400 names the field at fault.
+//   - backlogQuota takes ?backlogQuotaType=destination_storage (default)
+//     or message_age; backlogQuotaMap answers all quotas.
+//   - permissions/{role} takes the role's list of actions; replication
+//     checks the clusters exist and the tenant allows them (403), and
+//     refuses an empty list or "global" (412).
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+func (a *api) registerPolicies(mux *http.ServeMux) {
+	const ns = "/admin/v2/namespaces/{tenant}/{namespace}/"
+	a.registerSimplePolicies(mux, ns)
+	mux.HandleFunc("GET "+ns+"backlogQuotaMap", a.getter(func(p *resources.Policies) any { return orEmptyMap(p.BacklogQuotaMap) }))
+	mux.HandleFunc("POST "+ns+"backlogQuota", a.setBacklogQuota)
+	mux.HandleFunc("DELETE "+ns+"backlogQuota", a.removeBacklogQuota)
+	mux.HandleFunc("GET "+ns+"replication", a.getter(func(p *resources.Policies) any { return orEmpty(p.ReplicationClusters) }))
+	mux.HandleFunc("POST "+ns+"replication", a.setReplication)
+	mux.HandleFunc("GET "+ns+"permissions", a.getter(func(p *resources.Policies) any { return orEmptyMap(p.AuthPolicies.NamespaceAuth) }))
+	mux.HandleFunc("POST "+ns+"permissions/{role}", a.grantPermission)
+	mux.HandleFunc("DELETE "+ns+"permissions/{role}", a.updater(func(r *http.Request, p *resources.Policies) error {
+		delete(p.AuthPolicies.NamespaceAuth, r.PathValue("role"))
+		return nil
+	}))
+	mux.HandleFunc("GET "+ns+"schemaCompatibilityStrategy", a.getter(func(p *resources.Policies) any {
+		return p.EffectiveSchemaCompatibilityStrategy()
+	}))
+	mux.HandleFunc("PUT "+ns+"schemaCompatibilityStrategy", setter(a, "schema_compatibility_strategy", func(p *resources.Policies, s string) {
+		p.SchemaCompatibilityStrategy = s
+	}))
+}
+
+// registerSimplePolicies wires the policies that are one optional value:
+// GET, set with POST, and (where Pulsar has it) unset with DELETE.
+func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
+	optInt := func(path, field string, ref func(*resources.Policies) **int) {
+		mux.HandleFunc("GET "+ns+path, a.getter(func(p *resources.Policies) any { return opt(*ref(p)) }))
+		mux.HandleFunc("POST "+ns+path, setter(a, field, func(p *resources.Policies, v int) { *ref(p) = &v }))
+		mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error { *ref(p) = nil; return nil }))
+	}
+	optInt("messageTTL", "message_ttl_in_seconds", func(p *resources.Policies) **int { return &p.MessageTTLInSeconds })
+	optInt("maxProducersPerTopic", "max_producers_per_topic", func(p *resources.Policies) **int { return &p.MaxProducersPerTopic })
+	optInt("maxConsumersPerTopic", "max_consumers_per_topic", func(p *resources.Policies) **int { return &p.MaxConsumersPerTopic })
+	optInt("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
+		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
+
+	mux.HandleFunc("GET "+ns+"deduplication", a.getter(func(p *resources.Policies) any { return opt(p.DeduplicationEnabled) }))
+	mux.HandleFunc("POST "+ns+"deduplication", setter(a, "deduplicationEnabled", func(p *resources.Policies, v bool) { p.DeduplicationEnabled = &v }))
+	mux.HandleFunc("DELETE "+ns+"deduplication", a.updater(func(_ *http.Request, p *resources.Policies) error { p.DeduplicationEnabled = nil; return nil }))
+
+	mux.HandleFunc("GET "+ns+"isAllowAutoUpdateSchema", a.getter(func(p *resources.Policies) any { return opt(p.IsAllowAutoUpdateSchema) }))
+	mux.HandleFunc("POST "+ns+"isAllowAutoUpdateSchema", setter(a, "is_allow_auto_update_schema",
+		func(p *resources.Policies, v bool) { p.IsAllowAutoUpdateSchema = &v }))
+
+	mux.HandleFunc("GET "+ns+"retention", a.getter(func(p *resources.Policies) any { return opt(p.RetentionPolicies) }))
+	mux.HandleFunc("POST "+ns+"retention", setter(a, "retention_policies",
+		func(p *resources.Policies, v resources.RetentionPolicies) { p.RetentionPolicies = &v }))
+	mux.HandleFunc("DELETE "+ns+"retention", a.updater(func(_ *http.Request, p *resources.Policies) error { p.RetentionPolicies = nil; return nil }))
+
+	mux.HandleFunc("GET "+ns+"autoTopicCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoTopicCreationOverride) }))
+	mux.HandleFunc("POST "+ns+"autoTopicCreation", setter(a, "autoTopicCreationOverride",
+		func(p *resources.Policies, v resources.AutoTopicCreationOverride) { p.AutoTopicCreationOverride = &v }))
+	mux.HandleFunc("DELETE "+ns+"autoTopicCreation", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.AutoTopicCreationOverride = nil
+		return nil
+	}))
+}
+
+// getter answers one value picked from the namespace's policies; a nil
+// pick is "not set": 204 with no body.
+func (a *api) getter(pick func(*resources.Policies) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.res.GetNamespace(r.Context(), r.PathValue("tenant"), r.PathValue("namespace"))
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		v := pick(&p)
+		if v == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		WriteJSON(w, v)
+	}
+}
+
+// setter decodes a T body (field names it in errors) and applies it.
+func setter[T any](a *api, field string, apply func(*resources.Policies, T)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var v T
+		if err := requireBody(w, r, field, &v); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error {
+			apply(p, v)
+			return nil
+		})
+	}
+}
+
+// updater changes the policies with mutate.
+func (a *api) updater(mutate func(*http.Request, *resources.Policies) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a.update(w, r, func(p *resources.Policies) error { return mutate(r, p) })
+	}
+}
+
+func (a *api) update(w http.ResponseWriter, r *http.Request, mutate func(*resources.Policies) error) {
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	if _, err := a.res.UpdateNamespace(r.Context(), tenant, ns, mutate); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("namespace policies changed", "namespace", tenant+"/"+ns, "method", r.Method, "path", r.URL.Path)
+	done(w)
+}
+
+// backlogQuotaType reads ?backlogQuotaType=, destination_storage if absent.
+func backlogQuotaType(r *http.Request) (resources.BacklogQuotaType, error) {
+	switch t := resources.BacklogQuotaType(r.URL.Query().Get("backlogQuotaType")); t {
+	case "", resources.DestinationStorage:
+		return resources.DestinationStorage, nil
+	case resources.MessageAge:
+		return t, nil
+	default:
+		return "", invalid("backlogQuotaType", fmt.Sprintf("unknown type %q, want %s or %s",
+			t, resources.DestinationStorage, resources.MessageAge))
+	}
+}
+
+func (a *api) setBacklogQuota(w http.ResponseWriter, r *http.Request) {
+	typ, err := backlogQuotaType(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var q resources.BacklogQuota
+	if err := requireBody(w, r, "backlog_quota_map."+string(typ), &q); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.update(w, r, func(p *resources.Policies) error {
+		if p.BacklogQuotaMap == nil {
+			p.BacklogQuotaMap = map[resources.BacklogQuotaType]resources.BacklogQuota{}
+		}
+		p.BacklogQuotaMap[typ] = q
+		return nil
+	})
+}
+
+func (a *api) removeBacklogQuota(w http.ResponseWriter, r *http.Request) {
+	typ, err := backlogQuotaType(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.update(w, r, func(p *resources.Policies) error {
+		delete(p.BacklogQuotaMap, typ)
+		return nil
+	})
+}
+
+func (a *api) setReplication(w http.ResponseWriter, r *http.Request) {
+	var clusters []string
+	if err := requireBody(w, r, "replication_clusters", &clusters); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+	if _, err := a.res.SetReplicationClusters(r.Context(), tenant, ns, clusters); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("namespace replication set", "namespace", tenant+"/"+ns, "clusters", clusters)
+	done(w)
+}
+
+func (a *api) grantPermission(w http.ResponseWriter, r *http.Request) {
+	role := r.PathValue("role")
+	var actions []resources.AuthAction
+	if err := requireBody(w, r, "auth_policies.namespace_auth."+role, &actions); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.update(w, r, func(p *resources.Policies) error {
+		if p.AuthPolicies.NamespaceAuth == nil {
+			p.AuthPolicies.NamespaceAuth = map[string][]resources.AuthAction{}
+		}
+		p.AuthPolicies.NamespaceAuth[role] = orEmpty(actions)
+		return nil
+	})
+}
+
+// opt turns a nil pointer into an untyped nil ("not set") and otherwise
+// yields the value, so that getters never answer a JSON null.
+func opt[T any](v *T) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
+}

@@ -1,0 +1,121 @@
+package resources
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// namePattern is Pulsar's NamedEntity pattern for tenant, namespace and
+// cluster names ([-=:.\w]*), made non-empty. Go's \w is ASCII, as Java's.
+var namePattern = regexp.MustCompile(`^[-=:.\w]+$`)
+
+// GlobalCluster is Pulsar's pseudo-cluster of v1 global namespaces: it
+// may appear in a tenant's allowed clusters but is never a real cluster.
+const GlobalCluster = "global"
+
+// ValidateName checks a tenant, namespace or cluster name as Pulsar does;
+// kind ("tenant", "namespace", "cluster") names the field in the error.
+func ValidateName(kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return invalidf(kind, "invalid name %q: want one or more of letters, digits, '_', '-', '=', ':' and '.'", name)
+	}
+	// The pattern allows them, but they are not node names in any store.
+	if name == "." || name == ".." {
+		return invalidf(kind, "invalid name %q", name)
+	}
+	return nil
+}
+
+func validateNamespaceName(tenant, namespace string) error {
+	if err := ValidateName("tenant", tenant); err != nil {
+		return err
+	}
+	return ValidateName("namespace", namespace)
+}
+
+// Topic domains.
+const (
+	DomainPersistent    = "persistent"
+	DomainNonPersistent = "non-persistent"
+)
+
+// TopicName identifies a topic: {Domain}://{Tenant}/{Namespace}/{Local}.
+type TopicName struct {
+	Domain, Tenant, Namespace, Local string
+}
+
+// String is the full name, e.g. persistent://public/default/orders.
+func (t TopicName) String() string {
+	return t.Domain + "://" + t.Tenant + "/" + t.Namespace + "/" + t.Local
+}
+
+func (t TopicName) validate() error {
+	if t.Domain != DomainPersistent && t.Domain != DomainNonPersistent {
+		return invalidf("topic", "domain of %s must be %s or %s", t, DomainPersistent, DomainNonPersistent)
+	}
+	if err := validateNamespaceName(t.Tenant, t.Namespace); err != nil {
+		return err
+	}
+	if t.Local == "" || strings.ContainsFunc(t.Local, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return invalidf("topic", "local name of %s is empty or has control characters", t)
+	}
+	return nil
+}
+
+// encodeLocalName is Java's URLEncoder.encode(s, UTF-8), which Pulsar's
+// Codec.encode uses for the last segment of a partitioned topic's path:
+// letters, digits and ".-*_" stay, space becomes '+', every other byte
+// becomes %XX. A '/' in a local name thus stays inside one path segment.
+func encodeLocalName(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte(".-*_", c) >= 0:
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
+}
+
+// decodeLocalName reverses encodeLocalName (Java's URLDecoder).
+func decodeLocalName(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '+':
+			b.WriteByte(' ')
+		case '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return "", fmt.Errorf("bad escape in encoded topic name %q", s)
+			}
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}

@@ -1,0 +1,270 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+func namespacePath(tenant, ns string) string { return policiesRoot + "/" + tenant + "/" + ns }
+
+func namespaceWhat(tenant, ns string) string { return "namespace " + tenant + "/" + ns }
+
+// ListNamespaces returns the names of a tenant's namespaces (without the
+// tenant), sorted. Magnetar has v2 namespaces only: every child of the
+// tenant's node is taken for one.
+func (r *Resources) ListNamespaces(ctx context.Context, tenant string) ([]string, error) {
+	ok, err := r.TenantExists(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound(tenantWhat(tenant))
+	}
+	return children(ctx, r.store, tenantPath(tenant))
+}
+
+// GetNamespace reads a namespace's policies from the store: it sees every
+// write that completed before it. Use it where a caller must read its own
+// writes (the admin API).
+func (r *Resources) GetNamespace(ctx context.Context, tenant, ns string) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	p, _, err := getJSON[Policies](ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns))
+	return p, err
+}
+
+// GetNamespaceCached reads a namespace's policies through the cache, for
+// hot paths (topic loads, periodic checks). A write shows up once the
+// store's watch delivers it, normally within milliseconds; the result is
+// the caller's own copy.
+func (r *Resources) GetNamespaceCached(ctx context.Context, tenant, ns string) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	p, _, found, err := r.policies.Get(ctx, namespacePath(tenant, ns))
+	if err != nil {
+		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
+	}
+	if !found {
+		return Policies{}, notFound(namespaceWhat(tenant, ns))
+	}
+	// The cache hands every reader the same maps: copy before returning.
+	return p.clone()
+}
+
+// Bundles returns a namespace's bundles. Policies written without them
+// (Pulsar always writes them) answer with the default even split.
+func (r *Resources) Bundles(ctx context.Context, tenant, ns string) (BundlesData, error) {
+	p, err := r.GetNamespace(ctx, tenant, ns)
+	if err != nil {
+		return BundlesData{}, err
+	}
+	if p.Bundles != nil {
+		return *p.Bundles, nil
+	}
+	return NewBundles(r.defaultBundles)
+}
+
+// NamespaceExists reports whether a namespace exists.
+func (r *Resources) NamespaceExists(ctx context.Context, tenant, ns string) (bool, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return false, err
+	}
+	ok, _, err := r.store.Exists(ctx, namespacePath(tenant, ns))
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
+	}
+	return ok, nil
+}
+
+// CreateNamespace records a namespace of an existing tenant with p, after
+// filling in bundles as Pulsar does (the default count, or even ones for
+// a bare numBundles) and validating the whole. Replication clusters, if
+// any, must exist and be allowed for the tenant. It returns what it wrote.
+func (r *Resources) CreateNamespace(ctx context.Context, tenant, ns string, p Policies) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	info, err := r.GetTenant(ctx, tenant)
+	if err != nil {
+		return Policies{}, err
+	}
+	if p.Bundles, err = completeBundles(p.Bundles, r.defaultBundles); err != nil {
+		return Policies{}, err
+	}
+	p.Deleted = false
+	p.canonicalize()
+	if err := p.Validate(); err != nil {
+		return Policies{}, err
+	}
+	if len(p.ReplicationClusters) > 0 {
+		if err := r.checkReplication(ctx, tenant, info, &p); err != nil {
+			return Policies{}, err
+		}
+	}
+	if err := createJSON(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns), p); err != nil {
+		return Policies{}, err
+	}
+	return p, r.undoIfTenantGone(ctx, tenant, ns)
+}
+
+// undoIfTenantGone closes a race: the store makes missing parents, so a
+// namespace created while its tenant was deleted would resurrect the
+// tenant as an empty node. Seeing the tenant gone (or empty), remove the
+// namespace again.
+func (r *Resources) undoIfTenantGone(ctx context.Context, tenant, ns string) error {
+	raw, _, err := r.store.Get(ctx, tenantPath(tenant))
+	if err == nil && len(raw) > 0 {
+		return nil
+	}
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("re-read %s: %w", tenantWhat(tenant), err)
+	}
+	if err := r.store.Delete(ctx, namespacePath(tenant, ns), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("undo %s after its tenant went: %w", namespaceWhat(tenant, ns), err)
+	}
+	r.deleteIfEmpty(ctx, tenantPath(tenant))
+	return notFound(tenantWhat(tenant))
+}
+
+// UpdateNamespace applies mutate to a namespace's policies and writes the
+// result only if all of it is valid; a change of replication clusters is
+// checked against the clusters and the tenant. It retries on concurrent
+// writes, calling mutate again on the fresh value.
+func (r *Resources) UpdateNamespace(ctx context.Context, tenant, ns string, mutate func(*Policies) error) (Policies, error) {
+	return r.updateNamespace(ctx, tenant, ns, false, mutate)
+}
+
+// SetReplicationClusters replaces a namespace's replication clusters, with
+// Pulsar's checks, made even when the set does not change: not empty and
+// not "global" (ErrPrecondition), each an existing cluster the tenant (or
+// the namespace's allowed_clusters) permits (ErrNotAllowed).
+func (r *Resources) SetReplicationClusters(ctx context.Context, tenant, ns string, clusters []string) (Policies, error) {
+	return r.updateNamespace(ctx, tenant, ns, true, func(p *Policies) error {
+		p.ReplicationClusters = clusters
+		return nil
+	})
+}
+
+func (r *Resources) updateNamespace(ctx context.Context, tenant, ns string, checkReplication bool,
+	mutate func(*Policies) error) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	return updateJSON(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns), func(p *Policies) error {
+		before := slices.Clone(p.ReplicationClusters)
+		if err := mutate(p); err != nil {
+			return err
+		}
+		p.canonicalize()
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if !checkReplication && slices.Equal(before, p.ReplicationClusters) {
+			return nil
+		}
+		return r.checkReplicationOf(ctx, tenant, p)
+	})
+}
+
+func (r *Resources) checkReplicationOf(ctx context.Context, tenant string, p *Policies) error {
+	if len(p.ReplicationClusters) == 0 {
+		return kindf(ErrPrecondition, "replication_clusters: must not be empty")
+	}
+	info, err := r.GetTenant(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	return r.checkReplication(ctx, tenant, info, p)
+}
+
+// checkReplication checks p's replication clusters exist and are allowed.
+func (r *Resources) checkReplication(ctx context.Context, tenant string, info TenantInfo, p *Policies) error {
+	known, err := r.ListClusters(ctx)
+	if err != nil {
+		return err
+	}
+	allowed, by := info.AllowedClusters, "tenant "+tenant
+	if len(p.AllowedClusters) > 0 {
+		allowed, by = p.AllowedClusters, "the namespace"
+	}
+	for _, c := range p.ReplicationClusters {
+		switch {
+		case c == GlobalCluster:
+			return kindf(ErrPrecondition, "replication_clusters: cannot specify global in the list of replication clusters")
+		case !slices.Contains(known, c):
+			return kindf(ErrNotAllowed, "replication_clusters: invalid cluster id: cluster %s does not exist", c)
+		case !slices.Contains(allowed, c):
+			return kindf(ErrNotAllowed, "replication_clusters: cluster %s is not in the list of allowed clusters of %s", c, by)
+		}
+	}
+	return nil
+}
+
+// DeleteNamespace removes a namespace. With partitioned topics it fails
+// with ErrNotEmpty unless force, which deletes their metadata first.
+// Non-partitioned topics are broker state: the caller checks for them.
+func (r *Resources) DeleteNamespace(ctx context.Context, tenant, ns string, force bool) error {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return err
+	}
+	for attempt := 0; attempt < maxCASAttempts; attempt++ {
+		err := r.deleteNamespaceOnce(ctx, tenant, ns, force)
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return err
+		}
+	}
+	return fmt.Errorf("delete %s: %w", namespaceWhat(tenant, ns), ErrConflict)
+}
+
+func (r *Resources) deleteNamespaceOnce(ctx context.Context, tenant, ns string, force bool) error {
+	what := namespaceWhat(tenant, ns)
+	ok, stat, err := r.store.Exists(ctx, namespacePath(tenant, ns))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	if !ok {
+		return notFound(what)
+	}
+	if err := r.clearPartitionedTopics(ctx, tenant, ns, force); err != nil {
+		return err
+	}
+	err = r.store.Delete(ctx, namespacePath(tenant, ns), stat.Version)
+	switch {
+	case errors.Is(err, metadata.ErrBadVersion):
+		return err // changed meanwhile: the caller tries again
+	case errors.Is(err, metadata.ErrNotFound):
+		return notFound(what)
+	case errors.Is(err, metadata.ErrNotEmpty):
+		return fmt.Errorf("%s %w: it has child nodes", what, ErrNotEmpty)
+	case err != nil:
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns+"/"+DomainPersistent)
+	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns+"/"+DomainNonPersistent)
+	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns)
+	return nil
+}
+
+// clearPartitionedTopics fails with ErrNotEmpty if the namespace has
+// partitioned topics, or deletes their metadata when forced.
+func (r *Resources) clearPartitionedTopics(ctx context.Context, tenant, ns string, force bool) error {
+	topics, err := r.partitionedTopicNames(ctx, tenant, ns)
+	if err != nil {
+		return err
+	}
+	if len(topics) > 0 && !force {
+		return fmt.Errorf("%s %w: it still has %d partitioned topics", namespaceWhat(tenant, ns), ErrNotEmpty, len(topics))
+	}
+	for _, t := range topics {
+		if err := r.DeletePartitionedTopic(ctx, t); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}

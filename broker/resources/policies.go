@@ -1,0 +1,278 @@
+package resources
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// AuthAction is what a role may do in a namespace.
+type AuthAction string
+
+// Pulsar's AuthAction values.
+const (
+	ActionProduce   AuthAction = "produce"
+	ActionConsume   AuthAction = "consume"
+	ActionFunctions AuthAction = "functions"
+	ActionSources   AuthAction = "sources"
+	ActionSinks     AuthAction = "sinks"
+	ActionPackages  AuthAction = "packages"
+)
+
+var authActions = []AuthAction{ActionProduce, ActionConsume, ActionFunctions, ActionSources, ActionSinks, ActionPackages}
+
+// AuthPolicies is Pulsar's AuthPolicies: the roles' permissions on the
+// namespace, on single topics, and on subscriptions.
+type AuthPolicies struct {
+	NamespaceAuth         map[string][]AuthAction            `json:"namespace_auth"`
+	DestinationAuth       map[string]map[string][]AuthAction `json:"destination_auth"`
+	SubscriptionAuthRoles map[string][]string                `json:"subscription_auth_roles"`
+}
+
+// MarshalJSON writes empty maps, never null: Java readers expect them.
+func (a AuthPolicies) MarshalJSON() ([]byte, error) {
+	type plain AuthPolicies
+	a.NamespaceAuth = orEmptyMap(a.NamespaceAuth)
+	a.DestinationAuth = orEmptyMap(a.DestinationAuth)
+	a.SubscriptionAuthRoles = orEmptyMap(a.SubscriptionAuthRoles)
+	return json.Marshal(plain(a))
+}
+
+// BacklogQuotaType is the key of a namespace's backlog quota map.
+type BacklogQuotaType string
+
+// Pulsar's backlog quota types.
+const (
+	DestinationStorage BacklogQuotaType = "destination_storage"
+	MessageAge         BacklogQuotaType = "message_age"
+)
+
+// RetentionPolicy is what the broker does when a backlog quota is hit.
+type RetentionPolicy string
+
+// Pulsar's backlog quota retention policies.
+const (
+	ProducerRequestHold     RetentionPolicy = "producer_request_hold"
+	ProducerException       RetentionPolicy = "producer_exception"
+	ConsumerBacklogEviction RetentionPolicy = "consumer_backlog_eviction"
+)
+
+// BacklogQuota is Pulsar's BacklogQuota. LimitSize is in bytes, LimitTime
+// in seconds; -1 means no limit.
+type BacklogQuota struct {
+	LimitSize int64           `json:"limitSize"`
+	LimitTime int             `json:"limitTime"`
+	Policy    RetentionPolicy `json:"policy"`
+}
+
+// backlogQuotaJSON adds "limit", the pre-2.9.1 name of limitSize, which
+// Pulsar still writes and reads when limitSize is absent.
+type backlogQuotaJSON struct {
+	Limit     *int64          `json:"limit,omitempty"`
+	LimitSize *int64          `json:"limitSize,omitempty"`
+	LimitTime int             `json:"limitTime"`
+	Policy    RetentionPolicy `json:"policy"`
+}
+
+// MarshalJSON writes limitSize and, for older readers, limit.
+func (q BacklogQuota) MarshalJSON() ([]byte, error) {
+	return json.Marshal(backlogQuotaJSON{Limit: &q.LimitSize, LimitSize: &q.LimitSize, LimitTime: q.LimitTime, Policy: q.Policy})
+}
+
+// UnmarshalJSON reads limitSize, falling back to limit.
+func (q *BacklogQuota) UnmarshalJSON(data []byte) error {
+	var v backlogQuotaJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*q = BacklogQuota{LimitTime: v.LimitTime, Policy: v.Policy}
+	switch {
+	case v.LimitSize != nil:
+		q.LimitSize = *v.LimitSize
+	case v.Limit != nil:
+		q.LimitSize = *v.Limit
+	}
+	return nil
+}
+
+// RetentionPolicies is Pulsar's RetentionPolicies: how long, and how much,
+// acknowledged data is kept. -1 means no limit; both 0 disables retention.
+type RetentionPolicies struct {
+	RetentionTimeInMinutes int   `json:"retentionTimeInMinutes"`
+	RetentionSizeInMB      int64 `json:"retentionSizeInMB"`
+}
+
+// Topic types of AutoTopicCreationOverride.
+const (
+	TopicTypePartitioned    = "partitioned"
+	TopicTypeNonPartitioned = "non-partitioned"
+)
+
+// AutoTopicCreationOverride is Pulsar's namespace override of the broker's
+// allowAutoTopicCreation settings.
+type AutoTopicCreationOverride struct {
+	AllowAutoTopicCreation bool   `json:"allowAutoTopicCreation"`
+	TopicType              string `json:"topicType,omitempty"`
+	DefaultNumPartitions   *int   `json:"defaultNumPartitions,omitempty"`
+}
+
+// Defaults of Pulsar's Policies for its enum-valued fields.
+const (
+	SubscriptionAuthModeNone           = "None"
+	SchemaAutoUpdateFull               = "Full"
+	SchemaCompatibilityUndefined       = "UNDEFINED"
+	defaultOffloadThreshold      int64 = -1
+)
+
+// Policies is Pulsar's namespace Policies, stored at
+// /admin/policies/<tenant>/<namespace>. Nil pointers are "not set: the
+// broker's default applies", as Java's nulls. Members not modelled here
+// are kept in Extra and written back unchanged.
+type Policies struct {
+	AuthPolicies        AuthPolicies                      `json:"auth_policies"`
+	ReplicationClusters []string                          `json:"replication_clusters"`
+	AllowedClusters     []string                          `json:"allowed_clusters,omitempty"`
+	Bundles             *BundlesData                      `json:"bundles,omitempty"`
+	BacklogQuotaMap     map[BacklogQuotaType]BacklogQuota `json:"backlog_quota_map"`
+
+	DeduplicationEnabled      *bool                      `json:"deduplicationEnabled,omitempty"`
+	AutoTopicCreationOverride *AutoTopicCreationOverride `json:"autoTopicCreationOverride,omitempty"`
+	MessageTTLInSeconds       *int                       `json:"message_ttl_in_seconds,omitempty"`
+	RetentionPolicies         *RetentionPolicies         `json:"retention_policies,omitempty"`
+	Deleted                   bool                       `json:"deleted"`
+	EncryptionRequired        bool                       `json:"encryption_required"`
+	SubscriptionAuthMode      string                     `json:"subscription_auth_mode"`
+
+	MaxProducersPerTopic          *int  `json:"max_producers_per_topic,omitempty"`
+	MaxConsumersPerTopic          *int  `json:"max_consumers_per_topic,omitempty"`
+	MaxUnackedMessagesPerConsumer *int  `json:"max_unacked_messages_per_consumer,omitempty"`
+	OffloadThreshold              int64 `json:"offload_threshold"`
+
+	SchemaAutoUpdateCompatibilityStrategy string `json:"schema_auto_update_compatibility_strategy"`
+	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`
+	IsAllowAutoUpdateSchema               *bool  `json:"is_allow_auto_update_schema,omitempty"`
+	SchemaValidationEnforced              bool   `json:"schema_validation_enforced"`
+
+	// Extra holds the members this type does not model, verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// NewPolicies returns the policies of Java's new Policies(): nothing set,
+// empty collections, Pulsar's enum defaults.
+func NewPolicies() Policies {
+	return Policies{
+		AuthPolicies: AuthPolicies{NamespaceAuth: map[string][]AuthAction{},
+			DestinationAuth: map[string]map[string][]AuthAction{}, SubscriptionAuthRoles: map[string][]string{}},
+		ReplicationClusters:                   []string{},
+		BacklogQuotaMap:                       map[BacklogQuotaType]BacklogQuota{},
+		SubscriptionAuthMode:                  SubscriptionAuthModeNone,
+		OffloadThreshold:                      defaultOffloadThreshold,
+		SchemaAutoUpdateCompatibilityStrategy: SchemaAutoUpdateFull,
+		SchemaCompatibilityStrategy:           SchemaCompatibilityUndefined,
+	}
+}
+
+type plainPolicies Policies
+
+// UnmarshalJSON starts from NewPolicies, so members left out take Java's
+// defaults, and keeps unknown members in Extra.
+func (p *Policies) UnmarshalJSON(data []byte) error {
+	v := plainPolicies(NewPolicies())
+	extra, err := decodeWithExtra(data, &v)
+	if err != nil {
+		return err
+	}
+	v.Extra = extra
+	*p = Policies(v)
+	p.defaultEnums()
+	return nil
+}
+
+// MarshalJSON writes Pulsar's JSON, empty collections as [] and {}, and
+// the Extra members.
+func (p Policies) MarshalJSON() ([]byte, error) {
+	p.ReplicationClusters = orEmptySlice(p.ReplicationClusters)
+	p.BacklogQuotaMap = orEmptyMap(p.BacklogQuotaMap)
+	return encodeWithExtra(plainPolicies(p), p.Extra)
+}
+
+// defaultEnums treats "" as the default: clients such as pulsaradmin send
+// zero values for fields they do not set.
+func (p *Policies) defaultEnums() {
+	if p.SubscriptionAuthMode == "" {
+		p.SubscriptionAuthMode = SubscriptionAuthModeNone
+	}
+	if p.SchemaAutoUpdateCompatibilityStrategy == "" {
+		p.SchemaAutoUpdateCompatibilityStrategy = SchemaAutoUpdateFull
+	}
+	if p.SchemaCompatibilityStrategy == "" {
+		p.SchemaCompatibilityStrategy = SchemaCompatibilityUndefined
+	}
+}
+
+// canonicalize puts the sets Pulsar stores (Java Sets) in one order
+// without duplicates, so equal policies encode equally.
+func (p *Policies) canonicalize() {
+	p.defaultEnums()
+	p.ReplicationClusters = sortedSet(p.ReplicationClusters)
+	p.AllowedClusters = sortedSet(p.AllowedClusters)
+	for role, actions := range p.AuthPolicies.NamespaceAuth {
+		p.AuthPolicies.NamespaceAuth[role] = sortedSet(actions)
+	}
+}
+
+// EffectiveSchemaCompatibilityStrategy is what Pulsar reports for the
+// namespace: the strategy if set, else the one the deprecated auto-update
+// strategy implies.
+func (p *Policies) EffectiveSchemaCompatibilityStrategy() string {
+	if p.SchemaCompatibilityStrategy != SchemaCompatibilityUndefined {
+		return p.SchemaCompatibilityStrategy
+	}
+	if s, ok := autoUpdateToCompatibility[p.SchemaAutoUpdateCompatibilityStrategy]; ok {
+		return s
+	}
+	return SchemaCompatibilityUndefined
+}
+
+var autoUpdateToCompatibility = map[string]string{
+	"AutoUpdateDisabled": "ALWAYS_INCOMPATIBLE", "Backward": "BACKWARD", "Forward": "FORWARD",
+	"Full": "FULL", "AlwaysCompatible": "ALWAYS_COMPATIBLE", "BackwardTransitive": "BACKWARD_TRANSITIVE",
+	"ForwardTransitive": "FORWARD_TRANSITIVE", "FullTransitive": "FULL_TRANSITIVE",
+}
+
+var schemaCompatibilityStrategies = []string{"UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE",
+	"BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"}
+
+// clone deep-copies p through its JSON, which covers every field and
+// Extra by construction.
+func (p *Policies) clone() (Policies, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return Policies{}, err
+	}
+	var c Policies
+	err = json.Unmarshal(raw, &c)
+	return c, err
+}
+
+func orEmptySlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
+}
+
+func sortedSet[T ~string](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,228 @@
+package resources
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+)
+
+// MaxPartitions bounds a partitioned topic, as the broker does
+// (broker/partitioned.go) and as Pulsar's maxNumPartitionsPerPartitionedTopic
+// would.
+const MaxPartitions = 10000
+
+// Validate checks every field of p against Pulsar's rules and returns the
+// first violation as a FieldError (ErrInvalid). It needs no other
+// metadata; that replication clusters exist and are allowed is checked
+// where policies are written.
+func (p *Policies) Validate() error {
+	checks := []func() error{
+		p.validateClusters, p.validateAuth, p.validateBundles, p.validateBacklogQuotas,
+		p.validateRetention, p.validateLimits, p.validateAutoTopicCreation, p.validateEnums,
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Policies) validateClusters() error {
+	for i, c := range p.ReplicationClusters {
+		if err := ValidateName(fmt.Sprintf("replication_clusters[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	for i, c := range p.AllowedClusters {
+		if err := ValidateName(fmt.Sprintf("allowed_clusters[%d]", i), c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Policies) validateAuth() error {
+	// Sorted, so that the error reported is always the same one.
+	for _, role := range slices.Sorted(maps.Keys(p.AuthPolicies.NamespaceAuth)) {
+		if err := validateGrant("auth_policies.namespace_auth", role, p.AuthPolicies.NamespaceAuth[role]); err != nil {
+			return err
+		}
+	}
+	for _, topic := range slices.Sorted(maps.Keys(p.AuthPolicies.DestinationAuth)) {
+		grants := p.AuthPolicies.DestinationAuth[topic]
+		for _, role := range slices.Sorted(maps.Keys(grants)) {
+			if err := validateGrant("auth_policies.destination_auth."+topic, role, grants[role]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// validateActions checks a role's actions; field names them in the error.
+func validateActions(field string, actions []AuthAction) error {
+	for i, a := range actions {
+		if !slices.Contains(authActions, a) {
+			return invalidf(fmt.Sprintf("%s[%d]", field, i), "unknown action %q, want one of %v", a, authActions)
+		}
+	}
+	return nil
+}
+
+func validateGrant(field, role string, actions []AuthAction) error {
+	if role == "" {
+		return invalidf(field, "empty role")
+	}
+	return validateActions(field+"."+role, actions)
+}
+
+func (p *Policies) validateBundles() error {
+	if p.Bundles == nil {
+		return nil // not set: the broker's default applies
+	}
+	return p.Bundles.validate()
+}
+
+func (p *Policies) validateBacklogQuotas() error {
+	for _, typ := range slices.Sorted(maps.Keys(p.BacklogQuotaMap)) {
+		q, field := p.BacklogQuotaMap[typ], "backlog_quota_map."+string(typ)
+		if typ != DestinationStorage && typ != MessageAge {
+			return invalidf("backlog_quota_map", "unknown backlog quota type %q, want %s or %s", typ, DestinationStorage, MessageAge)
+		}
+		if err := validateBacklogQuota(field, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateBacklogQuota checks one quota; field prefixes its members.
+func validateBacklogQuota(field string, q BacklogQuota) error {
+	if q.LimitSize < -1 {
+		return invalidf(field+".limitSize", "must be >= -1, got %d", q.LimitSize)
+	}
+	if err := int32Field(field+".limitTime", int64(q.LimitTime), -1); err != nil {
+		return err
+	}
+	switch q.Policy {
+	case ProducerRequestHold, ProducerException, ConsumerBacklogEviction:
+		return nil
+	}
+	return invalidf(field+".policy", "unknown policy %q, want %s, %s or %s",
+		q.Policy, ProducerRequestHold, ProducerException, ConsumerBacklogEviction)
+}
+
+func (p *Policies) validateRetention() error {
+	r := p.RetentionPolicies
+	if r == nil {
+		return nil
+	}
+	if err := int32Field("retention_policies.retentionTimeInMinutes", int64(r.RetentionTimeInMinutes), -1); err != nil {
+		return err
+	}
+	if r.RetentionSizeInMB < -1 {
+		return invalidf("retention_policies.retentionSizeInMB", "must be >= -1, got %d", r.RetentionSizeInMB)
+	}
+	if (r.RetentionTimeInMinutes == 0) != (r.RetentionSizeInMB == 0) {
+		return invalidf("retention_policies", "a single limit of 0 is invalid when the other is set; "+
+			"use -1 to ignore a limit, or set both to 0 to disable retention (got %d minutes, %d MB)",
+			r.RetentionTimeInMinutes, r.RetentionSizeInMB)
+	}
+	return p.validateRetentionAboveQuota()
+}
+
+// validateRetentionAboveQuota is Pulsar's rule that retained data must
+// outlast the backlog quota: otherwise the quota could never be reached
+// before retention dropped the data it counts.
+func (p *Policies) validateRetentionAboveQuota() error {
+	r := p.RetentionPolicies
+	if q, ok := p.BacklogQuotaMap[DestinationStorage]; ok && r.RetentionSizeInMB > 0 && q.LimitSize > 0 &&
+		r.RetentionSizeInMB <= math.MaxInt64>>20 && q.LimitSize >= r.RetentionSizeInMB<<20 {
+		return invalidf("retention_policies.retentionSizeInMB",
+			"must exceed the destination_storage backlog quota (%d bytes), got %d MB", q.LimitSize, r.RetentionSizeInMB)
+	}
+	if q, ok := p.BacklogQuotaMap[MessageAge]; ok && r.RetentionTimeInMinutes > 0 && q.LimitTime > 0 &&
+		int64(q.LimitTime) >= int64(r.RetentionTimeInMinutes)*60 {
+		return invalidf("retention_policies.retentionTimeInMinutes",
+			"must exceed the message_age backlog quota (%d s), got %d min", q.LimitTime, r.RetentionTimeInMinutes)
+	}
+	return nil
+}
+
+func (p *Policies) validateLimits() error {
+	limits := []struct {
+		field string
+		value *int
+	}{
+		{"message_ttl_in_seconds", p.MessageTTLInSeconds},
+		{"max_producers_per_topic", p.MaxProducersPerTopic},
+		{"max_consumers_per_topic", p.MaxConsumersPerTopic},
+		{"max_unacked_messages_per_consumer", p.MaxUnackedMessagesPerConsumer},
+	}
+	for _, l := range limits {
+		if l.value == nil {
+			continue
+		}
+		if err := int32Field(l.field, int64(*l.value), 0); err != nil {
+			return err
+		}
+	}
+	if p.OffloadThreshold < -1 {
+		return invalidf("offload_threshold", "must be >= -1, got %d", p.OffloadThreshold)
+	}
+	return nil
+}
+
+// int32Field checks a value Java holds in an int (Integer).
+func int32Field(field string, v, lowest int64) error {
+	if v < lowest {
+		return invalidf(field, "must be >= %d, got %d", lowest, v)
+	}
+	if v > math.MaxInt32 {
+		return invalidf(field, "must be <= %d, got %d", math.MaxInt32, v)
+	}
+	return nil
+}
+
+// validateAutoTopicCreation is Pulsar's AutoTopicCreationOverride.validateOverride.
+func (p *Policies) validateAutoTopicCreation() error {
+	o := p.AutoTopicCreationOverride
+	if o == nil || !o.AllowAutoTopicCreation {
+		return nil
+	}
+	const field = "autoTopicCreationOverride"
+	switch o.TopicType {
+	case TopicTypePartitioned:
+		if o.DefaultNumPartitions == nil {
+			return invalidf(field+".defaultNumPartitions", "required when topicType is partitioned")
+		}
+		if n := *o.DefaultNumPartitions; n < 1 || n > MaxPartitions {
+			return invalidf(field+".defaultNumPartitions", "must be between 1 and %d, got %d", MaxPartitions, n)
+		}
+	case TopicTypeNonPartitioned:
+		if o.DefaultNumPartitions != nil {
+			return invalidf(field+".defaultNumPartitions", "must not be set when topicType is non-partitioned")
+		}
+	default:
+		return invalidf(field+".topicType", "unknown topic type %q, want %s or %s",
+			o.TopicType, TopicTypePartitioned, TopicTypeNonPartitioned)
+	}
+	return nil
+}
+
+func (p *Policies) validateEnums() error {
+	if !slices.Contains(schemaCompatibilityStrategies, p.SchemaCompatibilityStrategy) {
+		return invalidf("schema_compatibility_strategy", "unknown strategy %q, want one of %v",
+			p.SchemaCompatibilityStrategy, schemaCompatibilityStrategies)
+	}
+	if _, ok := autoUpdateToCompatibility[p.SchemaAutoUpdateCompatibilityStrategy]; !ok {
+		return invalidf("schema_auto_update_compatibility_strategy", "unknown strategy %q",
+			p.SchemaAutoUpdateCompatibilityStrategy)
+	}
+	if p.SubscriptionAuthMode != SubscriptionAuthModeNone && p.SubscriptionAuthMode != "Prefix" {
+		return invalidf("subscription_auth_mode", "unknown mode %q, want None or Prefix", p.SubscriptionAuthMode)
+	}
+	return nil
+}
