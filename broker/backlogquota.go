@@ -1,6 +1,7 @@
 package broker
 
-// Backlog quotas (backlogQuotaDefaultLimitBytes,
+// Backlog quotas (backlogQuotaDefaultLimitBytes, or the namespace's
+// backlog_quota_map.destination_storage; policies.go;
 // backlogQuotaDefaultRetentionPolicy): a topic whose largest subscription
 // backlog passes the limit is over quota, checked every
 // backlogQuotaCheckIntervalInSeconds and when a producer connects. Then,
@@ -39,7 +40,7 @@ func ValidBacklogPolicy(p string) bool {
 // overQuota reports whether a durable subscription's backlog passes the
 // limit.
 func (t *topic) overQuota() bool {
-	limit := t.b.cfg.BacklogQuotaDefaultLimitBytes
+	limit, _ := t.backlogQuota(context.Background())
 	if limit <= 0 {
 		return false
 	}
@@ -54,7 +55,7 @@ func (t *topic) overQuota() bool {
 // evictBacklog skips the oldest unacknowledged entries of every
 // subscription over the limit until it is under it.
 func (t *topic) evictBacklog(ctx context.Context) {
-	limit := t.b.cfg.BacklogQuotaDefaultLimitBytes
+	limit, _ := t.backlogQuota(ctx)
 	for _, s := range t.durableSubs() {
 		size, n := s.cursor.BacklogSize(), s.cursor.Backlog()
 		if size <= limit || n == 0 {
@@ -78,14 +79,15 @@ func (t *topic) admitProducer(ctx context.Context) (pb.ServerError, error) {
 	if !t.overQuota() {
 		return 0, nil
 	}
-	switch t.b.cfg.BacklogQuotaDefaultRetentionPolicy {
+	limit, policy := t.backlogQuota(ctx)
+	switch policy {
 	case BacklogEvictConsumers:
 		t.evictBacklog(ctx)
 		return 0, nil
 	case BacklogFailProducers:
-		return pb.ServerError_ProducerBlockedQuotaExceededException, fmt.Errorf("topic %s is over its backlog quota of %d bytes", t.name, t.b.cfg.BacklogQuotaDefaultLimitBytes)
+		return pb.ServerError_ProducerBlockedQuotaExceededException, fmt.Errorf("topic %s is over its backlog quota of %d bytes", t.name, limit)
 	}
-	return pb.ServerError_ProducerBlockedQuotaExceededError, fmt.Errorf("topic %s is over its backlog quota of %d bytes: producers wait", t.name, t.b.cfg.BacklogQuotaDefaultLimitBytes)
+	return pb.ServerError_ProducerBlockedQuotaExceededError, fmt.Errorf("topic %s is over its backlog quota of %d bytes: producers wait", t.name, limit)
 }
 
 // enforceBacklogQuotas is the periodic check.
@@ -94,7 +96,8 @@ func (b *Broker) enforceBacklogQuotas(ctx context.Context) {
 		if !t.overQuota() {
 			continue
 		}
-		if b.cfg.BacklogQuotaDefaultRetentionPolicy == BacklogEvictConsumers {
+		_, policy := t.backlogQuota(ctx)
+		if policy == BacklogEvictConsumers {
 			t.evictBacklog(ctx)
 			continue
 		}
@@ -110,7 +113,7 @@ func (b *Broker) enforceBacklogQuotas(ctx context.Context) {
 		}
 		if len(producers) > 0 {
 			b.log.Warn("backlog quota exceeded: producers disconnected", "topic", t.name.String(),
-				"producers", len(producers), "policy", b.cfg.BacklogQuotaDefaultRetentionPolicy)
+				"producers", len(producers), "policy", policy)
 		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
@@ -74,7 +76,17 @@ type Config struct {
 	// metadata (/admin/partitioned-topics/...); nil means no topic is
 	// partitioned.
 	Metadata metadata.Store
-	Logger   *slog.Logger
+	// Resources reads and writes tenants, namespaces and their policies
+	// in the configuration store; nil leaves the admin API for them off
+	// and gives every namespace the default bundles.
+	Resources *resources.Resources
+	// Schemas is the schema registry (conn_schema.go): producers' and
+	// consumers' schemas are checked and stored there, GET_SCHEMA is served
+	// from it and its admin endpoints are mounted. Nil (the default): no
+	// schema is stored, producers' schemas are accepted unchecked and
+	// GET_SCHEMA answers an error.
+	Schemas *schema.Registry
+	Logger  *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -142,13 +154,12 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
 	go b.every(cfg.KeepAliveInterval, b.pingAll)
 	go b.every(cfg.StatsUpdateFrequency, b.updateRates)
-	if cfg.BacklogQuotaDefaultLimitBytes > 0 {
+	// With namespace policies any namespace may set a quota or a TTL.
+	if cfg.BacklogQuotaDefaultLimitBytes > 0 || cfg.Resources != nil {
 		go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
 	}
-	if cfg.MessageTTL > 0 {
-		go b.every(cfg.MessageExpiryCheckInterval, func() {
-			b.expireMessages(context.Background(), time.Now().Add(-cfg.MessageTTL))
-		})
+	if cfg.MessageTTL > 0 || cfg.Resources != nil {
+		go b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(context.Background(), time.Now()) })
 	}
 	return b
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
 // errNotOwner is the error of a topic load for a bundle this broker does
@@ -38,6 +39,14 @@ var errNotOwner = errors.New("the topic's namespace bundle is not served by this
 func (b *Broker) EnableOwnership(ctx context.Context, cfg ownership.Config) (*ownership.Service, error) {
 	cfg.CloseBundle = b.closeBundle
 	cfg.Load = b.loadReport
+	if res := b.cfg.Resources; res != nil {
+		if cfg.Boundaries == nil {
+			cfg.Boundaries = policyBoundaries(res)
+		}
+		if cfg.SplitBundle == nil {
+			cfg.SplitBundle = splitInPolicies(res)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = b.log
 	}
@@ -163,4 +172,70 @@ func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool)
 		return res, fmt.Errorf("lookup %s: %w", name, err)
 	}
 	return res, nil
+}
+
+// policyBoundaries reads a namespace's bundle boundaries from its
+// policies (cached; a namespace that does not exist has none, so its
+// topics cannot be looked up).
+func policyBoundaries(res *resources.Resources) func(context.Context, string) ([]uint32, error) {
+	return func(ctx context.Context, ns string) ([]uint32, error) {
+		tenant, name, _ := strings.Cut(ns, "/")
+		p, err := res.GetNamespaceCached(ctx, tenant, name)
+		if err != nil {
+			return nil, err
+		}
+		if p.Bundles == nil {
+			return ownership.EvenBoundaries(ownership.DefaultBundles), nil
+		}
+		return parseBoundaries(p.Bundles.Boundaries)
+	}
+}
+
+func parseBoundaries(hex []string) ([]uint32, error) {
+	canonical, err := resources.ValidateBoundaries(hex)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, len(canonical))
+	for i, s := range canonical {
+		v, err := strconv.ParseUint(s[2:], 16, 32)
+		if err != nil {
+			return nil, fmt.Errorf("bundle boundary %q: %w", s, err)
+		}
+		out[i] = uint32(v)
+	}
+	return out, nil
+}
+
+// splitInPolicies records a bundle's split in the namespace policies (by
+// compare-and-set: a concurrent policy change is kept).
+func splitInPolicies(res *resources.Resources) func(context.Context, ownership.Bundle) error {
+	return func(ctx context.Context, b ownership.Bundle) error {
+		tenant, name, _ := strings.Cut(b.Namespace, "/")
+		_, err := res.UpdateNamespace(ctx, tenant, name, func(p *resources.Policies) error {
+			bounds := ownership.EvenBoundaries(ownership.DefaultBundles)
+			if p.Bundles != nil {
+				var err error
+				if bounds, err = parseBoundaries(p.Bundles.Boundaries); err != nil {
+					return err
+				}
+			}
+			next, err := ownership.SplitBoundaries(bounds, b.Range)
+			if err != nil {
+				return err
+			}
+			hex := make([]string, len(next))
+			for i, v := range next {
+				hex[i] = fmt.Sprintf("0x%08x", v)
+			}
+			p.Bundles = &resources.BundlesData{Boundaries: hex, NumBundles: len(next) - 1}
+			return nil
+		})
+		return err
+	}
+}
+
+// ListTopics lists a namespace's persistent topics (admin.NamespaceTopics).
+func (b *Broker) ListTopics(ctx context.Context, tenant, namespace string) ([]string, error) {
+	return b.persistentTopics(ctx, tenant, namespace)
 }

@@ -1,6 +1,7 @@
 package broker
 
-// Message TTL (ttlDurationDefaultInSeconds): messages older than the TTL
+// Message TTL (ttlDurationDefaultInSeconds, or the namespace's
+// message_ttl_in_seconds; policies.go): messages older than the TTL
 // count as acknowledged on every durable subscription, as Pulsar's expiry
 // monitor does: each check moves a subscription's mark-delete position to
 // the last entry published before now - TTL (never backwards), and the
@@ -18,13 +19,19 @@ import (
 // loaded topic, the entries published before cutoff.
 func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
 	for _, t := range b.loadedTopics() {
-		last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
-		if !ok {
-			continue
-		}
-		for _, s := range t.durableSubs() {
-			s.expireUpTo(ctx, last)
-		}
+		t.expireBefore(ctx, cutoff)
+	}
+}
+
+// expireBefore acknowledges, on every durable subscription, the entries
+// published before cutoff.
+func (t *topic) expireBefore(ctx context.Context, cutoff time.Time) {
+	last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
+	if !ok {
+		return
+	}
+	for _, s := range t.durableSubs() {
+		s.expireUpTo(ctx, last)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -196,7 +197,12 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	brokerAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort))
 	webAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort))
-	b := broker.New(f.brokerConfig(f.cluster, brokerAddr, configStore, log), mls)
+	res, err := resources.New(ctx, configStore, resources.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	b := broker.New(f.brokerConfig(f.cluster, brokerAddr, configStore, res, log), mls)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err

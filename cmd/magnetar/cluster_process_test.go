@@ -418,4 +418,3 @@ func (w *workload) drained(timeout time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -53,22 +53,34 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 }
 
 // initClusterMetadata creates the cluster, tenant public and namespace
-// public/default unless they exist: running it twice changes nothing.
+// public/default (with its bundles) unless they exist: running it twice
+// changes nothing.
 func initClusterMetadata(ctx context.Context, store metadata.Store, cluster, webURL, brokerURL string) error {
-	clusterData, _ := json.Marshal(map[string]string{"serviceUrl": webURL, "brokerServiceUrl": brokerURL})
-	tenant, _ := json.Marshal(map[string]any{"adminRoles": []string{}, "allowedClusters": []string{cluster}})
-	namespace, _ := json.Marshal(map[string]any{"replication_clusters": []string{cluster}})
-	for _, n := range []struct {
-		path  string
-		value []byte
+	res, err := resources.New(ctx, store, resources.Options{})
+	if err != nil {
+		return fmt.Errorf("initialise metadata: %w", err)
+	}
+	defer res.Close()
+	steps := []struct {
+		what string
+		do   func() error
 	}{
-		{"/admin/clusters/" + cluster, clusterData},
-		{"/admin/policies/public", tenant},
-		{"/admin/policies/public/default", namespace},
-	} {
-		_, _, err := store.Create(ctx, n.path, n.value, metadata.CreateOptions{})
-		if err != nil && !errors.Is(err, metadata.ErrExists) {
-			return fmt.Errorf("initialise metadata %s: %w", n.path, err)
+		{"cluster " + cluster, func() error {
+			return res.CreateCluster(ctx, cluster, resources.ClusterData{ServiceURL: webURL, BrokerServiceURL: brokerURL})
+		}},
+		{"tenant public", func() error {
+			return res.CreateTenant(ctx, "public", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
+		}},
+		{"namespace public/default", func() error {
+			p := resources.NewPolicies()
+			p.ReplicationClusters = []string{cluster}
+			_, err := res.CreateNamespace(ctx, "public", "default", p)
+			return err
+		}},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil && !errors.Is(err, resources.ErrExists) {
+			return fmt.Errorf("initialise metadata: %s: %w", s.what, err)
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -131,7 +132,12 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		return err
 	}
 	defer st.close(log)
-	b := broker.New(f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, log),
+	res, err := resources.New(ctx, store, resources.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	b := broker.New(f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, res, log),
 		st.managedLedgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {

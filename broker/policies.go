@@ -1,0 +1,57 @@
+package broker
+
+// Namespace policies that change how topics behave: message TTL
+// (message_ttl_in_seconds) and the storage backlog quota
+// (backlog_quota_map.destination_storage). A namespace setting wins over the
+// broker default (ttlDurationDefaultInSeconds, backlogQuotaDefault*);
+// policies are read through the resources cache, so the periodic checks
+// cost no metadata round trip.
+
+import (
+	"context"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+// policies returns the topic's namespace policies, if they can be read.
+func (t *topic) policies(ctx context.Context) (resources.Policies, bool) {
+	res := t.b.cfg.Resources
+	if res == nil {
+		return resources.Policies{}, false
+	}
+	p, err := res.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+	return p, err == nil
+}
+
+// messageTTL is the topic's TTL (0: messages never expire).
+func (t *topic) messageTTL(ctx context.Context) time.Duration {
+	if p, ok := t.policies(ctx); ok && p.MessageTTLInSeconds != nil {
+		return time.Duration(*p.MessageTTLInSeconds) * time.Second
+	}
+	return t.b.cfg.MessageTTL
+}
+
+// backlogQuota is the topic's storage quota: the limit in bytes (<= 0:
+// none) and the retention policy.
+func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
+	if p, ok := t.policies(ctx); ok {
+		if q, set := p.BacklogQuotaMap[resources.DestinationStorage]; set {
+			policy := string(q.Policy)
+			if policy == "" {
+				policy = BacklogHoldProducers
+			}
+			return q.LimitSize, policy
+		}
+	}
+	return t.b.cfg.BacklogQuotaDefaultLimitBytes, t.b.cfg.BacklogQuotaDefaultRetentionPolicy
+}
+
+// expireByPolicy applies each loaded topic's TTL.
+func (b *Broker) expireByPolicy(ctx context.Context, now time.Time) {
+	for _, t := range b.loadedTopics() {
+		if ttl := t.messageTTL(ctx); ttl > 0 {
+			t.expireBefore(ctx, now.Add(-ttl))
+		}
+	}
+}

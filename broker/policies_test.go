@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// startPolicyBroker is a broker with namespace policies in a memory
+// store, tenant "t" and namespace "t/ns" created.
+func startPolicyBroker(t *testing.T, mutate func(*resources.Policies)) (*Broker, string) {
+	t.Helper()
+	store := metadata.NewMemoryServer().NewSession()
+	res, err := resources.New(context.Background(), store, resources.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(res.Close)
+	ctx := context.Background()
+	if err := res.CreateCluster(ctx, "test", resources.ClusterData{ServiceURL: "http://localhost:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CreateTenant(ctx, "t", resources.TenantInfo{AllowedClusters: []string{"test"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := resources.NewPolicies()
+	mutate(&p)
+	if _, err := res.CreateNamespace(ctx, "t", "ns", p); err != nil {
+		t.Fatal(err)
+	}
+	b := New(Config{ClusterName: "test", Metadata: store, Resources: res,
+		BacklogQuotaCheckInterval: 50 * time.Millisecond,
+		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil))}, testLedgers(t, 0))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Close(ctx)
+		b.Close(ctx)
+	})
+	return b, "pulsar://" + srv.Addr().String()
+}
+
+// A namespace's message_ttl_in_seconds expires its topics' messages; a
+// topic of another namespace (no TTL anywhere) keeps them.
+func TestNamespaceMessageTTL(t *testing.T) {
+	ttl := 1
+	b, url := startPolicyBroker(t, func(p *resources.Policies) { p.MessageTTLInSeconds = &ttl })
+	c := newClient(t, url)
+	for _, topic := range []string{"t/ns/ttl", "public/default/no-ttl"} {
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Close()
+		produce(t, c, topic, 5, false)
+	}
+	b.expireByPolicy(context.Background(), time.Now().Add(2*time.Second))
+	for topic, want := range map[string]int64{"persistent://t/ns/ttl": 0, "persistent://public/default/no-ttl": 5} {
+		tp, err := b.getTopic(context.Background(), mustTopic(t, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tp.durableSubs()[0].cursor.Backlog(); got != want {
+			t.Errorf("%s: backlog %d after expiry, want %d", topic, got, want)
+		}
+	}
+}
+
+// A namespace's destination_storage backlog quota applies with its own
+// policy although the broker has no default quota.
+func TestNamespaceBacklogQuota(t *testing.T) {
+	_, url := startPolicyBroker(t, func(p *resources.Policies) {
+		p.BacklogQuotaMap[resources.DestinationStorage] = resources.BacklogQuota{LimitSize: 4 << 10,
+			Policy: resources.ProducerException}
+	})
+	client := newClient(t, url)
+	fillBacklog(t, client, "t/ns/quota")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "t/ns/quota"})
+		if err != nil && strings.Contains(err.Error(), "ProducerBlockedQuotaExceededException") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("producer on a namespace over its quota: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
