@@ -53,3 +53,32 @@ func TestStandaloneConfigErrors(t *testing.T) {
 		t.Error("missing config file accepted")
 	}
 }
+
+// The shipped conf/broker.conf parses, every key in it is one we use, and
+// flags win over it.
+func TestBrokerConfigFileShipped(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	f, err := parseBrokerFlags([]string{"--config", "../../conf/broker.conf", "--metadata-store", "zk:127.0.0.1:2181/x",
+		"--cluster", "c1", "--web-port", "9080"}, io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.cluster != "c1" || f.webPort != 9080 || f.configURL != "zk:127.0.0.1:2181/x" || f.ensemble != 2 ||
+		f.lb.SheddingInterval != time.Minute || f.lb.SheddingGracePeriod != 30*time.Minute || f.sessionTimout != 30*time.Second {
+		t.Fatalf("conf/broker.conf applied wrongly: %+v", f)
+	}
+	if strings.Contains(logs.String(), "unknown") || strings.Contains(logs.String(), "not used") {
+		t.Fatalf("conf/broker.conf has keys we do not use: %s", logs.String())
+	}
+	// Without a metadata store the broker refuses to start, naming the key.
+	if _, err := parseBrokerFlags([]string{"--config", "../../conf/broker.conf", "--cluster", "c1"}, io.Discard, log); err == nil ||
+		!strings.Contains(err.Error(), "metadataStoreUrl") {
+		t.Fatalf("missing metadata store: %v", err)
+	}
+	// A bad quorum is refused.
+	p := writeConf(t, "managedLedgerDefaultEnsembleSize=2\nmanagedLedgerDefaultWriteQuorum=3\n")
+	if _, err := parseBrokerFlags([]string{"--config", p, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err == nil {
+		t.Fatal("E=2 Qw=3 accepted")
+	}
+}
