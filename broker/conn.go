@@ -114,6 +114,10 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleGetTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
 	case pb.BaseCommand_SEEK:
 		return c.handleSeek(cmd.GetSeek())
+	case pb.BaseCommand_GET_SCHEMA:
+		return c.handleGetSchema(cmd.GetGetSchema())
+	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
+		return c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
 	}
 	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
 	return c.sendError(requestIDOf(cmd), pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
@@ -123,7 +127,7 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetConsumerStats(), cmd.GetGetSchema(), cmd.GetGetOrCreateSchema()} {
+	for _, m := range []any{cmd.GetConsumerStats()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id

@@ -7,7 +7,8 @@ package broker
 //   - SUBSCRIBE opens the topic and the subscription's cursor on its own
 //     goroutine; Exclusive refuses a second consumer with ConsumerBusy.
 //     Readers (durable=false) get a private, non-durable cursor starting
-//     after start_message_id.
+//     after start_message_id. A consumer's schema is checked first
+//     (conn_schema.go).
 //   - ACK individual or cumulative; acks carrying an ack_set (a part of a
 //     batch) are not applied until the whole entry is acknowledged.
 //   - With request_id set, ACK is answered with ACK_RESPONSE.
@@ -55,6 +56,10 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	t, err := c.b.getTopic(ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		return
+	}
+	if err := c.b.checkConsumerSchema(ctx, t, cmd.GetSchema()); err != nil {
+		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return
 	}
 	sub, err := t.subscription(ctx, cmd)

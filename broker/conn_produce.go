@@ -20,6 +20,9 @@ package broker
 //     calls back in append order).
 //   - Back-pressure: while maxPendingPublishRequestsPerConnection SENDs
 //     await storage, the connection is not read.
+//   - A terminated topic refuses producers (TopicTerminatedError); a
+//     producer's schema is registered first (conn_schema.go) and its
+//     version returned in PRODUCER_SUCCESS.
 
 import (
 	"bytes"
@@ -53,18 +56,27 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 	if producerName == "" {
 		producerName = fmt.Sprintf("%s-%d", c.b.cfg.ClusterName, c.b.names.n.Add(1))
 	}
-	go c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode())
+	go c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode(), cmd.GetSchema())
 	return nil
 }
 
-func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode) {
+func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode, sch *pb.Schema) {
 	t, err := c.b.getTopic(context.Background(), name)
 	if err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
+	if t.terminated.Load() {
+		_ = c.sendError(reqID, pb.ServerError_TopicTerminatedError, fmt.Sprintf("topic %s is terminated", name))
+		return
+	}
 	if code, err := t.admitProducer(context.Background()); err != nil {
 		_ = c.sendError(reqID, code, err.Error())
+		return
+	}
+	schemaVersion, err := c.b.registerSchema(context.Background(), name, sch)
+	if err != nil {
+		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return
 	}
 	p := &producer{id: id, name: producerName, topic: t, conn: c}
@@ -82,7 +94,7 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	success := func(epoch uint64, ready bool) {
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
 			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last,
-			TopicEpoch: &epoch, ProducerReady: &ready}})
+			TopicEpoch: &epoch, ProducerReady: &ready, SchemaVersion: schemaVersion}})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
 	if err == nil && !c.registerProducer(p) {

@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpPartitions)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpCreatePartitioned)
 	b.registerClusterAdmin(mux)
+	b.registerAdmin(mux)
 	if b.cfg.Resources != nil {
 		admin.Register(mux, admin.Config{Resources: b.cfg.Resources, Namespaces: b,
 			ClusterName: b.cfg.ClusterName, Logger: b.log})
@@ -97,9 +97,9 @@ func (b *Broker) httpCreatePartitioned(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var n int
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64)).Decode(&n); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be the number of partitions: "+err.Error())
+	n, err := decodePartitionCount(r.Body)
+	if err != nil {
+		adminError(w, err)
 		return
 	}
 	if err := b.CreatePartitionedTopic(r.Context(), t, n); err != nil {

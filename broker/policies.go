@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/broker/schema"
 )
 
 // policies returns the topic's namespace policies, if they can be read.
@@ -53,5 +54,23 @@ func (b *Broker) expireByPolicy(ctx context.Context, now time.Time) {
 		if ttl := t.messageTTL(ctx); ttl > 0 {
 			t.expireBefore(ctx, now.Add(-ttl))
 		}
+	}
+}
+
+// SchemaPolicies adapts namespace policies to the schema registry:
+// schema_compatibility_strategy (UNDEFINED: the broker default) and
+// is_allow_auto_update_schema (default true).
+func SchemaPolicies(res *resources.Resources) func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
+	return func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
+		p, err := res.GetNamespaceCached(ctx, tenant, ns)
+		if err != nil {
+			return schema.Undefined, true, err
+		}
+		strategy, err := schema.ParseStrategy(p.SchemaCompatibilityStrategy)
+		if err != nil {
+			strategy = schema.Undefined
+		}
+		allow := p.IsAllowAutoUpdateSchema == nil || *p.IsAllowAutoUpdateSchema
+		return strategy, allow, nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -22,6 +23,10 @@ type topic struct {
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
 	dedup *dedup     // nil unless deduplication is enabled
+	// terminated is set by the admin terminate (admin_topics.go): new
+	// producers are refused. The managed ledger refuses adds by itself;
+	// this flag is not rebuilt when the topic loads again.
+	terminated atomic.Bool
 
 	mu        sync.Mutex
 	producers map[*producer]struct{}

@@ -202,7 +202,11 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	defer res.Close()
-	b := broker.New(f.brokerConfig(f.cluster, brokerAddr, configStore, res, log), mls)
+	bcfg, err := f.brokerConfig(f.cluster, brokerAddr, configStore, res, log)
+	if err != nil {
+		return err
+	}
+	b := broker.New(bcfg, mls)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err

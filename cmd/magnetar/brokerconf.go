@@ -7,6 +7,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -64,13 +65,17 @@ func (s *brokerSettings) backlogQuotaBytes() int64 {
 
 // brokerConfig is the broker's configuration; configStore holds
 // partitioned-topic metadata and namespace policies.
-func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore metadata.Store, res *resources.Resources, log *slog.Logger) broker.Config {
-	return broker.Config{ClusterName: cluster, Version: "magnetar-" + version, Logger: log,
+func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore metadata.Store, res *resources.Resources, log *slog.Logger) (broker.Config, error) {
+	schemas, err := schema.New(schema.Config{Store: configStore, NamespaceStrategy: broker.SchemaPolicies(res), Logger: log})
+	if err != nil {
+		return broker.Config{}, err
+	}
+	return broker.Config{Schemas: schemas, ClusterName: cluster, Version: "magnetar-" + version, Logger: log,
 		AdvertisedAddress: advertised,
 		MaxMessageSize:    s.maxMessageSize, MaxPendingPublishRequestsPerConnection: s.maxPendingPublish,
 		DispatcherMaxReadBatchSize: s.dispatcherBatch, KeepAliveInterval: s.keepAlive,
 		BrokerDeduplicationEnabled: s.dedup, Metadata: configStore, Resources: res,
 		MessageTTL: s.ttl, MessageExpiryCheckInterval: s.expiryCheck,
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
-		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate}
+		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate}, nil
 }

@@ -137,8 +137,11 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		return err
 	}
 	defer res.Close()
-	b := broker.New(f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, res, log),
-		st.managedLedgers)
+	bcfg, err := f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, res, log)
+	if err != nil {
+		return err
+	}
+	b := broker.New(bcfg, st.managedLedgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err
