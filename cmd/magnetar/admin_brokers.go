@@ -1,0 +1,91 @@
+package main
+
+// magnetar admin brokers (list, leader-broker, healthcheck, namespaces)
+// and broker-stats (load-report), as pulsar-admin's.
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+)
+
+func brokerCmds() []adminCmd {
+	return []adminCmd{
+		{"list", []string{"CLUSTER"}, "list a cluster's active brokers", noFlags(func(env *adminEnv, args []string) (adminReply, error) {
+			brokers, err := env.api.Brokers().GetActiveBrokers(args[0])
+			return replyLines(brokers), err
+		})},
+		{"leader-broker", nil, "show the leader broker (it runs the load manager)", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			info, err := env.api.Brokers().GetLeaderBroker()
+			return replyObject(info), err
+		})},
+		{"healthcheck", nil, "check that the broker serves; prints ok", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			if err := env.api.Brokers().HealthCheck(); err != nil {
+				return replyNone(), err
+			}
+			return replyText("ok", func(w io.Writer) { fmt.Fprintln(w, "ok") }), nil
+		})},
+		{"namespaces", []string{"CLUSTER"}, "list the bundles a broker owns", func(fs *flag.FlagSet) adminAction {
+			broker := fs.String("url", "", "the broker, as brokers list names it (host:port) (required)")
+			return func(env *adminEnv, args []string) (adminReply, error) {
+				if *broker == "" {
+					return replyNone(), usageErrorf("--url is required")
+				}
+				owned, err := env.api.Brokers().GetOwnedNamespaces(args[0], *broker)
+				if owned == nil {
+					owned = map[string]utils.NamespaceOwnershipStatus{}
+				}
+				return replyText(owned, func(w io.Writer) {
+					rows := make([][]string, 0, len(owned))
+					for b, s := range owned {
+						rows = append(rows, []string{b, string(s.BrokerAssignment), fmt.Sprint(s.IsControlled), fmt.Sprint(s.IsActive)})
+					}
+					writeTable(w, []string{"BUNDLE", "ASSIGNMENT", "CONTROLLED", "ACTIVE"}, sortedRows(rows))
+				}), err
+			}
+		}},
+	}
+}
+
+func brokerStatsCmds() []adminCmd {
+	return []adminCmd{
+		{"load-report", nil, "show the broker's load report (usage, rates, bundles)", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			r, err := getLoadReport(env)
+			return replyText(r, func(w io.Writer) { writeLoadReport(w, r) }), err
+		})},
+	}
+}
+
+// writeLoadReport prints the broker, its resource usage as usage/limit,
+// its totals and a table of its bundles.
+func writeLoadReport(w io.Writer, r utils.LocalBrokerData) {
+	fmt.Fprintf(w, "webServiceUrl: %s\npulsarServiceUrl: %s\nversion: %s\n", r.WebServiceURL, r.PulsarServiceURL, r.BrokerVersionString)
+	if r.LastUpdate > 0 {
+		fmt.Fprintf(w, "lastUpdate: %s\n", time.UnixMilli(r.LastUpdate).UTC().Format(time.RFC3339))
+	}
+	for _, u := range []struct {
+		name string
+		u    utils.ResourceUsage
+	}{{"cpu", r.CPU}, {"memory", r.Memory}, {"directMemory", r.DirectMemory}, {"bandwidthIn", r.BandwidthIn}, {"bandwidthOut", r.BandwidthOut}} {
+		fmt.Fprintf(w, "%s: %.2f/%.2f\n", u.name, u.u.Usage, u.u.Limit)
+	}
+	fmt.Fprintf(w, "msgRateIn: %.2f\nmsgRateOut: %.2f\nmsgThroughputIn: %.2f\nmsgThroughputOut: %.2f\n",
+		r.MsgRateIn, r.MsgRateOut, r.MsgThroughputIn, r.MsgThroughputOut)
+	fmt.Fprintf(w, "numTopics: %d\nnumBundles: %d\nnumProducers: %d\nnumConsumers: %d\n", r.NumTopics, r.NumBundles, r.NumProducers, r.NumConsumers)
+	if len(r.LastStats) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	rows := make([][]string, 0, len(r.LastStats))
+	for b, s := range r.LastStats {
+		if s == nil {
+			continue
+		}
+		rows = append(rows, []string{b, fmt.Sprint(s.TopicsNum), fmt.Sprint(s.ProducerCount), fmt.Sprint(s.ConsumerCount),
+			fmt.Sprintf("%.2f", s.MsgRateIn), fmt.Sprintf("%.2f", s.MsgRateOut)})
+	}
+	writeTable(w, []string{"BUNDLE", "TOPICS", "PRODUCERS", "CONSUMERS", "RATE-IN", "RATE-OUT"}, sortedRows(rows))
+}
