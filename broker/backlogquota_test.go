@@ -62,10 +62,17 @@ func TestBacklogQuotaProducerException(t *testing.T) {
 	_, url := startQuotaBroker(t, BacklogFailProducers)
 	client := newClient(t, url)
 	fillBacklog(t, client, "quota-exc")
+	waitProducerRefused(t, client, "quota-exc", "ProducerBlockedQuotaExceeded")
+}
+
+// waitProducerRefused waits until creating a producer on topic fails with
+// an error mentioning reason.
+func waitProducerRefused(t *testing.T, client pulsar.Client, topic, reason string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "quota-exc"})
-		if err != nil && strings.Contains(err.Error(), "ProducerBlockedQuotaExceeded") {
+		_, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+		if err != nil && strings.Contains(err.Error(), reason) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -108,20 +108,7 @@ func TestClusterSpreadsTopicsAndUnloadMovesThem(t *testing.T) {
 	for i := range 12 {
 		topics = append(topics, fmt.Sprintf("persistent://public/default/spread-%d", i))
 	}
-	var producers []pulsar.Producer
-	var consumers []pulsar.Consumer
-	for _, topic := range topics {
-		cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		consumers = append(consumers, cons)
-		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		producers = append(producers, p)
-	}
+	producers, consumers := attachAll(t, client, topics)
 	if n := c.servingBrokers(topics); n < 2 {
 		t.Fatalf("12 topics in 4 bundles served by %d of 3 brokers", n)
 	}
@@ -180,6 +167,26 @@ func (c *testCluster) attached(name string) bool {
 	return false
 }
 
+// attachAll subscribes to and opens a producer on every topic.
+func attachAll(t *testing.T, client pulsar.Client, topics []string) ([]pulsar.Producer, []pulsar.Consumer) {
+	t.Helper()
+	var producers []pulsar.Producer
+	var consumers []pulsar.Consumer
+	for _, topic := range topics {
+		cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers = append(consumers, cons)
+		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		producers = append(producers, p)
+	}
+	return producers, consumers
+}
+
 func receiveRounds(t *testing.T, consumers []pulsar.Consumer, rounds int) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -214,20 +221,7 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 	for i := range 8 {
 		topics = append(topics, fmt.Sprintf("persistent://public/default/loss-%d", i))
 	}
-	var producers []pulsar.Producer
-	var consumers []pulsar.Consumer
-	for _, topic := range topics {
-		cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		consumers = append(consumers, cons)
-		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		producers = append(producers, p)
-	}
+	producers, consumers := attachAll(t, client, topics)
 	// The victim is a broker serving some topic, but not the one the
 	// client bootstraps through.
 	var victim *clusterBroker
@@ -237,7 +231,7 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 		}
 	}
 	if victim == nil {
-		t.Skip("placement put every topic on the bootstrap broker") // cannot happen with 4 bundles over 3 brokers by count
+		t.Fatal("placement put every topic on the bootstrap broker: 4 bundles over 3 brokers must spread")
 	}
 	for i, p := range producers {
 		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%d-0", i))}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,15 +86,5 @@ func TestNamespaceBacklogQuota(t *testing.T) {
 	})
 	client := newClient(t, url)
 	fillBacklog(t, client, "t/ns/quota")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "t/ns/quota"})
-		if err != nil && strings.Contains(err.Error(), "ProducerBlockedQuotaExceededException") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("producer on a namespace over its quota: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitProducerRefused(t, client, "t/ns/quota", "ProducerBlockedQuotaExceededException")
 }
