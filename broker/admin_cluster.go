@@ -6,9 +6,9 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
-	"strings"
 
 	"github.com/magnetar-io/magnetar/broker/ownership"
 )
@@ -104,7 +104,7 @@ func (b *Broker) httpOwnedNamespaces(w http.ResponseWriter, r *http.Request) {
 	if svc == nil {
 		return
 	}
-	if id := r.PathValue("broker"); id != svc.Report().WebServiceURL[len("http://"):] {
+	if id := r.PathValue("broker"); id != svc.ID() {
 		brokers, err := svc.Brokers(r.Context())
 		if d, ok := brokers[id]; err == nil && ok {
 			redirectTo(w, r, d.WebServiceURL, false)
@@ -169,7 +169,7 @@ func (b *Broker) httpBundleOp(op string) http.HandlerFunc {
 		}
 		if err != nil {
 			code := http.StatusInternalServerError
-			if strings.Contains(err.Error(), "not owned") || strings.Contains(err.Error(), "not a bundle") {
+			if errors.Is(err, ownership.ErrNotOwned) || errors.Is(err, ownership.ErrUnknownBundle) {
 				code = http.StatusPreconditionFailed
 			}
 			httpError(w, code, err.Error())

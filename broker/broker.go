@@ -138,7 +138,7 @@ type Broker struct {
 	advertised atomic.Pointer[string]
 	// own is the ownership service in cluster mode (nil: serve all).
 	own atomic.Pointer[ownership.Service]
-	cpu cpuSampler // used by the load reporter only
+	cpu cpuSampler // sampled by load reports
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -227,13 +227,7 @@ func (b *Broker) loadedTopics() []*topic {
 // (CLOSE_PRODUCER / CLOSE_CONSUMER) and reconnect, which loads the topic
 // again from storage. Admin unload and ownership transfer use this path.
 func (b *Broker) UnloadAll(ctx context.Context) {
-	b.mu.Lock()
-	topics := b.topics
-	b.topics = map[string]*topic{}
-	b.mu.Unlock()
-	for _, t := range topics {
-		t.close(ctx)
-	}
+	b.unloadWhere(ctx, func(*topic) bool { return true })
 }
 
 // Close closes every topic.

@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -119,7 +120,10 @@ func (b *Broker) loadReport() ownership.Load {
 
 // cpuSampler measures this process's CPU use between samples, in percent
 // of one core, against a limit of 100 per core (Pulsar's convention).
+// The reporter and the load-report endpoint sample concurrently: mu
+// guards the previous sample.
 type cpuSampler struct {
+	mu       sync.Mutex
 	last     time.Time
 	lastBusy time.Duration
 }
@@ -132,6 +136,8 @@ func (c *cpuSampler) sample() ownership.ResourceUsage {
 	busy := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	now := time.Now()
 	limit := float64(100 * runtime.NumCPU())
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.last.IsZero() {
 		c.last, c.lastBusy = now, busy
 		return ownership.ResourceUsage{Limit: limit}

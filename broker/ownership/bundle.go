@@ -122,5 +122,5 @@ func SplitBoundaries(boundaries []uint32, r Range) ([]uint32, error) {
 			return append(out, boundaries[i+1:]...), nil
 		}
 	}
-	return nil, fmt.Errorf("bundle %s is not a bundle of the namespace (it may have been split already)", r.Name())
+	return nil, fmt.Errorf("bundle %s: %w (it may have been split already)", r.Name(), ErrUnknownBundle)
 }

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -122,7 +123,7 @@ func (s *Service) prunePendingLocked(brokers map[string]BrokerData) {
 			continue
 		}
 		for name, at := range bundles {
-			if at.Before(horizon) || containsString(data.Bundles, name) {
+			if at.Before(horizon) || slices.Contains(data.Bundles, name) {
 				delete(bundles, name)
 			}
 		}
@@ -161,15 +162,6 @@ func pickLeastLoaded(brokers map[string]BrokerData, pending map[string]map[strin
 		}
 	}
 	return ids[0]
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // negligibleRate is the message rate under which shedding balances bundle
@@ -388,7 +380,7 @@ func (s *Service) anywhere(ctx context.Context, b Bundle, op string) error {
 	}
 	if !found {
 		if op == "split" {
-			return fmt.Errorf("bundle %s is not owned by any broker: look a topic of it up first", b)
+			return fmt.Errorf("bundle %s: %w by any broker: look a topic of it up first", b, ErrNotOwned)
 		}
 		return nil
 	}

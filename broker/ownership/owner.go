@@ -156,7 +156,7 @@ func (s *Service) Unload(ctx context.Context, b Bundle) error {
 	_, mine := s.mu.owned[b.String()]
 	s.mu.Unlock()
 	if !mine {
-		return fmt.Errorf("bundle %s is not owned by this broker", b)
+		return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
 	}
 	// Forget first: new loads of its topics are refused while the
 	// existing ones close.
@@ -183,7 +183,7 @@ func (s *Service) Split(ctx context.Context, b Bundle) error {
 	_, mine := s.mu.owned[b.String()]
 	s.mu.Unlock()
 	if !mine {
-		return fmt.Errorf("bundle %s is not owned by this broker", b)
+		return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
 	}
 	if s.cfg.SplitBundle == nil {
 		return errors.New("bundle split is not available: no namespace policies store")

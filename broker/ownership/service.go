@@ -84,6 +84,10 @@ func (c Config) withDefaults() Config {
 var (
 	// ErrNotServing: the service is closed or its session is lost.
 	ErrNotServing = errors.New("ownership: this broker is not serving (shutting down or metadata session lost)")
+	// ErrNotOwned: an unload or split of a bundle its caller does not own.
+	ErrNotOwned = errors.New("bundle not owned")
+	// ErrUnknownBundle: a range that is not one of the namespace's bundles.
+	ErrUnknownBundle = errors.New("not a bundle of the namespace")
 )
 
 // Service is one broker's view of bundle ownership. See the package doc.
@@ -216,6 +220,9 @@ func (s *Service) sessionLost() {
 	}
 	s.cfg.OnSessionLost()
 }
+
+// ID is this broker's name in the registry (advertisedAddress:webServicePort).
+func (s *Service) ID() string { return s.cfg.BrokerID }
 
 // IsLeader reports whether this broker is the load-manager leader.
 func (s *Service) IsLeader() bool {
