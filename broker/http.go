@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -113,14 +112,7 @@ func (b *Broker) httpCreatePartitioned(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, v any) { admin.WriteJSON(w, v) }
 
 // httpError answers in Pulsar's error shape, {"reason": "..."}.
-func httpError(w http.ResponseWriter, code int, reason string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"reason": reason})
-}
+func httpError(w http.ResponseWriter, code int, reason string) { admin.WriteError(w, code, reason) }
