@@ -217,8 +217,8 @@ func TestAdminUsage(t *testing.T) {
 // TestAdminAgainstStandalone runs every group's commands against a
 // standalone server, in text and JSON.
 func TestAdminAgainstStandalone(t *testing.T) {
-	f := standaloneFlags{dataDir: t.TempDir(), bindAddr: "127.0.0.1", advertised: "127.0.0.1",
-		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}
+	f := standaloneFlags{dataDir: t.TempDir(), listenFlags: listenFlags{bindAddr: "127.0.0.1", advertised: "127.0.0.1",
+		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}}
 	stop := runStandaloneFor(t, f)
 	defer stop()
 	web := fmt.Sprintf("http://127.0.0.1:%d", f.webPort)

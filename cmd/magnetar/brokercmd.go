@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -26,14 +25,10 @@ import (
 )
 
 type brokerFlags struct {
-	config        string
-	metadataURL   string
-	configURL     string
-	bindAddr      string
-	advertised    string
-	brokerPort    int
-	webPort       int
-	cluster       string
+	config      string
+	metadataURL string
+	configURL   string
+	listenFlags
 	sessionTimout time.Duration
 	ensemble      int
 	writeQuorum   int
@@ -54,22 +49,15 @@ func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (broker
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultBrokerConf+" if present)")
 	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataStoreUrl: the cluster's metadata store (zk:host:2181,.../chroot)")
 	fs.StringVar(&f.configURL, "configuration-metadata-store", "", "configurationMetadataStoreUrl: tenants, namespaces, policies (default: the metadata store)")
-	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "bindAddress")
-	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients and other brokers use")
-	fs.IntVar(&f.brokerPort, "broker-port", 6650, "brokerServicePort: Pulsar binary protocol")
-	fs.IntVar(&f.webPort, "web-port", 8080, "webServicePort: HTTP lookup, admin, /metrics, /debug/pprof")
-	fs.StringVar(&f.cluster, "cluster", "", "clusterName (must have been initialised with magnetar initialize-cluster-metadata)")
+	f.listenFlags.register(fs, "", "clusterName (must have been initialised with magnetar initialize-cluster-metadata)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	byFlag := map[string]bool{}
-	flagKeys := map[string]string{"metadata-store": "metadataStoreUrl", "configuration-metadata-store": "configurationMetadataStoreUrl",
-		"bind-address": "bindAddress", "advertised-address": "advertisedAddress",
-		"broker-port": "brokerServicePort", "web-port": "webServicePort", "cluster": "clusterName"}
-	fs.Visit(func(fl *flag.Flag) { byFlag[flagKeys[fl.Name]] = true })
+	byFlag := setByFlag(fs, map[string]string{"metadata-store": "metadataStoreUrl",
+		"configuration-metadata-store": "configurationMetadataStoreUrl"})
 	if err := f.loadConfig(byFlag, log); err != nil {
 		return f, err
 	}
@@ -77,26 +65,19 @@ func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (broker
 }
 
 func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error {
-	path := f.config
+	path := confFile(f.config, defaultBrokerConf)
 	if path == "" {
-		if _, err := os.Stat(defaultBrokerConf); err != nil {
-			return nil
-		}
-		path = defaultBrokerConf
+		return nil
 	}
 	conf, err := readConf(path)
 	if err != nil {
 		return err
 	}
 	setters := f.brokerSettings.setters()
+	f.listenFlags.addSetters(setters)
 	for k, v := range map[string]confSetter{
 		"metadataStoreUrl":                                setString(&f.metadataURL),
 		"configurationMetadataStoreUrl":                   setString(&f.configURL),
-		"clusterName":                                     setString(&f.cluster),
-		"bindAddress":                                     setString(&f.bindAddr),
-		"advertisedAddress":                               setString(&f.advertised),
-		"brokerServicePort":                               setInt(&f.brokerPort),
-		"webServicePort":                                  setInt(&f.webPort),
 		"metadataStoreSessionTimeoutMillis":               setDuration(&f.sessionTimout, time.Millisecond),
 		"managedLedgerDefaultEnsembleSize":                setInt(&f.ensemble),
 		"managedLedgerDefaultWriteQuorum":                 setInt(&f.writeQuorum),
@@ -195,8 +176,8 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	brokerAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort))
-	webAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort))
+	brokerAddr := f.brokerAddr()
+	webAddr := f.webAddr()
 	res, err := resources.New(ctx, configStore, resources.Options{Logger: log})
 	if err != nil {
 		return err
@@ -217,10 +198,10 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	sessionLost := make(chan struct{})
-	own, err := b.EnableOwnership(ctx, ownership.Config{Store: store, BrokerID: webAddr,
-		WebServiceURL: "http://" + webAddr, PulsarServiceURL: "pulsar://" + brokerAddr,
-		Version: "magnetar-" + version, ReportInterval: f.reportEvery, LoadBalancer: f.lb,
-		OnSessionLost: func() { close(sessionLost) }})
+	ocfg := f.ownershipConfig(store)
+	ocfg.ReportInterval, ocfg.LoadBalancer = f.reportEvery, f.lb
+	ocfg.OnSessionLost = func() { close(sessionLost) }
+	own, err := b.EnableOwnership(ctx, ocfg)
 	if err != nil {
 		srv.Close(context.Background())
 		return err

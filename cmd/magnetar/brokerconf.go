@@ -1,11 +1,16 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -78,4 +83,71 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MessageTTL: s.ttl, MessageExpiryCheckInterval: s.expiryCheck,
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
 		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate}, nil
+}
+
+// listenFlags are the addresses and cluster name standalone and broker
+// share, as flags and under Pulsar's configuration keys.
+type listenFlags struct {
+	bindAddr   string
+	advertised string
+	brokerPort int
+	webPort    int
+	cluster    string
+}
+
+func (l *listenFlags) register(fs *flag.FlagSet, defaultCluster, clusterHelp string) {
+	fs.StringVar(&l.bindAddr, "bind-address", "0.0.0.0", "bindAddress: the address to listen on")
+	fs.StringVar(&l.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients (and other brokers) are told to use")
+	fs.IntVar(&l.brokerPort, "broker-port", 6650, "brokerServicePort: Pulsar binary protocol")
+	fs.IntVar(&l.webPort, "web-port", 8080, "webServicePort: HTTP lookup, admin, /metrics, /debug/pprof")
+	fs.StringVar(&l.cluster, "cluster", defaultCluster, clusterHelp)
+}
+
+// addSetters adds the configuration keys of these flags to setters.
+func (l *listenFlags) addSetters(setters map[string]confSetter) {
+	setters["clusterName"] = setString(&l.cluster)
+	setters["bindAddress"] = setString(&l.bindAddr)
+	setters["advertisedAddress"] = setString(&l.advertised)
+	setters["brokerServicePort"] = setInt(&l.brokerPort)
+	setters["webServicePort"] = setInt(&l.webPort)
+}
+
+// setByFlag returns the configuration keys given as flags (flags win
+// over the file); extra maps further flag names to keys.
+func setByFlag(fs *flag.FlagSet, extra map[string]string) map[string]bool {
+	keys := map[string]string{"bind-address": "bindAddress", "advertised-address": "advertisedAddress",
+		"broker-port": "brokerServicePort", "web-port": "webServicePort", "cluster": "clusterName"}
+	for k, v := range extra {
+		keys[k] = v
+	}
+	byFlag := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { byFlag[keys[fl.Name]] = true })
+	return byFlag
+}
+
+// brokerAddr and webAddr are the advertised host:ports.
+func (l *listenFlags) brokerAddr() string {
+	return net.JoinHostPort(l.advertised, strconv.Itoa(l.brokerPort))
+}
+
+func (l *listenFlags) webAddr() string {
+	return net.JoinHostPort(l.advertised, strconv.Itoa(l.webPort))
+}
+
+// ownershipConfig names this broker in the cluster's registry.
+func (l *listenFlags) ownershipConfig(store metadata.Store) ownership.Config {
+	return ownership.Config{Store: store, BrokerID: l.webAddr(), WebServiceURL: "http://" + l.webAddr(),
+		PulsarServiceURL: "pulsar://" + l.brokerAddr(), Version: "magnetar-" + version}
+}
+
+// confFile is the configuration file to read: the one given, else def if
+// it exists ("" when there is none).
+func confFile(given, def string) string {
+	if given != "" {
+		return given
+	}
+	if _, err := os.Stat(def); err == nil {
+		return def
+	}
+	return ""
 }

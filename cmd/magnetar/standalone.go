@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -20,19 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 type standaloneFlags struct {
-	config     string
-	dataDir    string
-	bindAddr   string
-	advertised string
-	brokerPort int
-	webPort    int
-	cluster    string
+	config  string
+	dataDir string
+	listenFlags
 	brokerSettings
 }
 
@@ -45,43 +39,28 @@ func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (st
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
 	fs.StringVar(&f.dataDir, "data-dir", "data", "directory for metadata and data")
-	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "bindAddress: the address to listen on")
-	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients are told to use")
-	fs.IntVar(&f.brokerPort, "broker-port", 6650, "brokerServicePort: Pulsar binary protocol")
-	fs.IntVar(&f.webPort, "web-port", 8080, "webServicePort: HTTP lookup, admin, /metrics, /debug/pprof")
-	fs.StringVar(&f.cluster, "cluster", "standalone", "clusterName")
+	f.listenFlags.register(fs, "standalone", "clusterName")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	byFlag := map[string]bool{}
-	flagKeys := map[string]string{"bind-address": "bindAddress", "advertised-address": "advertisedAddress",
-		"broker-port": "brokerServicePort", "web-port": "webServicePort", "cluster": "clusterName"}
-	fs.Visit(func(fl *flag.Flag) { byFlag[flagKeys[fl.Name]] = true })
-	return f, f.loadConfig(byFlag, log)
+	return f, f.loadConfig(setByFlag(fs, nil), log)
 }
 
 // loadConfig applies the configuration file; flags win over it.
 func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error {
-	path := f.config
+	path := confFile(f.config, defaultStandaloneConf)
 	if path == "" {
-		if _, err := os.Stat(defaultStandaloneConf); err != nil {
-			return nil
-		}
-		path = defaultStandaloneConf
+		return nil
 	}
 	conf, err := readConf(path)
 	if err != nil {
 		return err
 	}
 	setters := f.brokerSettings.setters()
-	setters["clusterName"] = setString(&f.cluster)
-	setters["bindAddress"] = setString(&f.bindAddr)
-	setters["advertisedAddress"] = setString(&f.advertised)
-	setters["brokerServicePort"] = setInt(&f.brokerPort)
-	setters["webServicePort"] = setInt(&f.webPort)
+	f.listenFlags.addSetters(setters)
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
 	}
@@ -137,7 +116,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 		return err
 	}
 	defer res.Close()
-	bcfg, err := f.brokerConfig(f.cluster, net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), store, res, log)
+	bcfg, err := f.brokerConfig(f.cluster, f.brokerAddr(), store, res, log)
 	if err != nil {
 		return err
 	}
@@ -153,17 +132,14 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	}
 	// Standalone owns its bundles like any broker, so lookups, unloads
 	// and the brokers admin endpoints behave as in a cluster.
-	webAddr := net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort))
-	own, err := b.EnableOwnership(ctx, ownership.Config{Store: store, BrokerID: webAddr,
-		WebServiceURL: "http://" + webAddr, PulsarServiceURL: "pulsar://" + net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)),
-		Version: "magnetar-" + version})
+	own, err := b.EnableOwnership(ctx, f.ownershipConfig(store))
 	if err != nil {
 		srv.Close(context.Background())
 		return err
 	}
 	defer own.Close(context.Background())
 	fmt.Fprintf(stdout, "magnetar standalone ready: pulsar://%s http://%s\n",
-		net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)), net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)))
+		f.brokerAddr(), f.webAddr())
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -175,8 +151,8 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 // public/default on first start, as Pulsar standalone does.
 func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standaloneFlags) error {
 	return initClusterMetadata(ctx, store, f.cluster,
-		"http://"+net.JoinHostPort(f.advertised, strconv.Itoa(f.webPort)),
-		"pulsar://"+net.JoinHostPort(f.advertised, strconv.Itoa(f.brokerPort)))
+		"http://"+f.webAddr(),
+		"pulsar://"+f.brokerAddr())
 }
 
 // serveWeb starts the HTTP server: lookup and partitions, /metrics,

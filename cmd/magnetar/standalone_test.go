@@ -49,8 +49,8 @@ func (s *syncBuffer) String() string {
 // the HTTP endpoints and a produce/consume round trip with the official
 // client, then shuts it down cleanly.
 func TestStandaloneServesClients(t *testing.T) {
-	f := standaloneFlags{dataDir: t.TempDir(), bindAddr: "127.0.0.1", advertised: "127.0.0.1",
-		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}
+	f := standaloneFlags{dataDir: t.TempDir(), listenFlags: listenFlags{bindAddr: "127.0.0.1", advertised: "127.0.0.1",
+		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	done := make(chan error, 1)
@@ -133,8 +133,8 @@ func runStandaloneFor(t *testing.T, f standaloneFlags) func() {
 // TestStandaloneRestartKeepsMessages: messages and acknowledgements
 // survive a restart (the official Go client on both sides).
 func TestStandaloneRestartKeepsMessages(t *testing.T) {
-	f := standaloneFlags{dataDir: t.TempDir(), bindAddr: "127.0.0.1", advertised: "127.0.0.1",
-		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}
+	f := standaloneFlags{dataDir: t.TempDir(), listenFlags: listenFlags{bindAddr: "127.0.0.1", advertised: "127.0.0.1",
+		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}}
 	url := fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort)
 	stop := runStandaloneFor(t, f)
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: plog.DefaultNopLogger()})
