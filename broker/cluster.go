@@ -190,10 +190,11 @@ func policyBoundaries(res *resources.Resources) func(context.Context, string) ([
 		if err != nil {
 			return nil, err
 		}
-		if p.Bundles == nil {
-			return ownership.EvenBoundaries(ownership.DefaultBundles), nil
+		bundles, err := res.BundlesOf(p)
+		if err != nil {
+			return nil, err
 		}
-		return parseBoundaries(p.Bundles.Boundaries)
+		return parseBoundaries(bundles.Boundaries)
 	}
 }
 
@@ -219,12 +220,13 @@ func splitInPolicies(res *resources.Resources) func(context.Context, ownership.B
 	return func(ctx context.Context, b ownership.Bundle) error {
 		tenant, name, _ := strings.Cut(b.Namespace, "/")
 		_, err := res.UpdateNamespace(ctx, tenant, name, func(p *resources.Policies) error {
-			bounds := ownership.EvenBoundaries(ownership.DefaultBundles)
-			if p.Bundles != nil {
-				var err error
-				if bounds, err = parseBoundaries(p.Bundles.Boundaries); err != nil {
-					return err
-				}
+			bundles, err := res.BundlesOf(*p)
+			if err != nil {
+				return err
+			}
+			bounds, err := parseBoundaries(bundles.Boundaries)
+			if err != nil {
+				return err
 			}
 			next, err := ownership.SplitBoundaries(bounds, b.Range)
 			if err != nil {

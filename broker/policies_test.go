@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -87,4 +88,46 @@ func TestNamespaceBacklogQuota(t *testing.T) {
 	client := newClient(t, url)
 	fillBacklog(t, client, "t/ns/quota")
 	waitProducerRefused(t, client, "t/ns/quota", "ProducerBlockedQuotaExceededException")
+}
+
+// Splitting an owned bundle records the halves in the namespace policies
+// and unloads it; lookups then use the new boundaries.
+func TestBundleSplitRecordedInPolicies(t *testing.T) {
+	b, _ := startPolicyBroker(t, func(*resources.Policies) {})
+	svc, err := b.EnableOwnership(context.Background(), ownership.Config{Store: b.cfg.Metadata,
+		BrokerID: "127.0.0.1:1", WebServiceURL: "http://127.0.0.1:1", PulsarServiceURL: "pulsar://127.0.0.1:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close(context.Background()) })
+	ctx := context.Background()
+	name := mustTopic(t, "t/ns/split-me")
+	if _, err := b.lookup(ctx, name, false); err != nil {
+		t.Fatal(err)
+	}
+	before, ok := svc.OwnedBundleOf("t/ns", name.String())
+	if !ok {
+		t.Fatal("lookup did not take the bundle")
+	}
+	if err := svc.Split(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	bundles, err := b.cfg.Resources.Bundles(ctx, "t", "ns")
+	if err != nil || bundles.NumBundles != 5 || len(bundles.Boundaries) != 6 {
+		t.Fatalf("policies after the split: %+v %v", bundles, err)
+	}
+	if svc.OwnsTopic("t/ns", name.String()) {
+		t.Fatal("the split bundle is still owned")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, err := svc.BundleOf(ctx, "t/ns", name.String())
+		if err == nil && after.Upper-after.Lower < before.Upper-before.Lower {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lookups still use the old bundle %s: %s %v", before, after, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -121,11 +121,7 @@ func (r *Resources) ClusterExists(ctx context.Context, name string) (bool, error
 	if err := ValidateName("cluster", name); err != nil {
 		return false, err
 	}
-	ok, _, err := r.store.Exists(ctx, clusterPath(name))
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", clusterWhat(name), err)
-	}
-	return ok, nil
+	return nodeExists(ctx, r.store, clusterPath(name), clusterWhat(name))
 }
 
 // CreateCluster records a new cluster (ErrExists if there is one).

@@ -64,6 +64,12 @@ func (r *Resources) Bundles(ctx context.Context, tenant, ns string) (BundlesData
 	if err != nil {
 		return BundlesData{}, err
 	}
+	return r.BundlesOf(p)
+}
+
+// BundlesOf returns the bundles of policies p (the default split when p
+// has none); for callers that already read the policies, e.g. cached.
+func (r *Resources) BundlesOf(p Policies) (BundlesData, error) {
 	if p.Bundles != nil {
 		return *p.Bundles, nil
 	}
@@ -75,11 +81,7 @@ func (r *Resources) NamespaceExists(ctx context.Context, tenant, ns string) (boo
 	if err := validateNamespaceName(tenant, ns); err != nil {
 		return false, err
 	}
-	ok, _, err := r.store.Exists(ctx, namespacePath(tenant, ns))
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
-	}
-	return ok, nil
+	return nodeExists(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns))
 }
 
 // CreateNamespace records a namespace of an existing tenant with p, after

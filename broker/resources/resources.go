@@ -128,6 +128,15 @@ func updateJSON[T any](ctx context.Context, s metadata.Store, path, what string,
 }
 
 // children lists a node's children; a missing node has none.
+// nodeExists reports whether the node of what exists.
+func nodeExists(ctx context.Context, s metadata.Store, path, what string) (bool, error) {
+	ok, _, err := s.Exists(ctx, path)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", what, err)
+	}
+	return ok, nil
+}
+
 func children(ctx context.Context, s metadata.Store, path string) ([]string, error) {
 	names, err := s.Children(ctx, path)
 	if errors.Is(err, metadata.ErrNotFound) {

@@ -65,11 +65,7 @@ func (r *Resources) TenantExists(ctx context.Context, name string) (bool, error)
 	if err := ValidateName("tenant", name); err != nil {
 		return false, err
 	}
-	ok, _, err := r.store.Exists(ctx, tenantPath(name))
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", tenantWhat(name), err)
-	}
-	return ok, nil
+	return nodeExists(ctx, r.store, tenantPath(name), tenantWhat(name))
 }
 
 // CreateTenant records a new tenant. Its allowed clusters must be set and
