@@ -12,8 +12,7 @@ package broker
 //   - DELETE .../partitions first checks every partition (412 while one has
 //     producers or consumers, unless force=true), then deletes the stored
 //     partitions, then the partition count and the schema. A partition that
-//     cannot be deleted (storage without deletion: 501) stops it before the
-//     partition count goes.
+//     cannot be deleted stops it before the partition count goes.
 
 import (
 	"context"

@@ -18,13 +18,14 @@ package broker
 //   - Errors are {"reason": ...}: 400 bad input, 404 no such topic or
 //     subscription, 409 exists, 412 precondition (clients connected, no
 //     metadata store), 501 what the storage or broker cannot do (deleting
-//     a managed ledger when the factory cannot, non-persistent topics),
+//     a managed ledger when the factory is no managedledger.Deleter,
+//     non-persistent topics),
 //     503 topic moved while the call ran, 500 others. Checks run before
 //     changes, so a refused call changes nothing.
-//   - Deleting a topic needs a factory that can delete managed ledgers
-//     (ledgerDeleter); managedledger has none yet, so DELETE answers 501
-//     for stored topics. Connected clients make it 412 unless force=true,
-//     which disconnects them first.
+//   - Deleting a topic deletes its managed ledger (managedledger.Deleter:
+//     metadata, then ledgers and cursor ledgers). Connected clients make
+//     it 412 unless force=true, which disconnects them first; a client
+//     that reconnects afterwards finds a new, empty topic (auto creation).
 //   - Terminate stops the stream (ManagedLedger.Terminate): sends fail with
 //     TopicTerminatedError and new producers are refused. It answers the
 //     last message id. Consumers are not told END_OF_TOPIC: the broker has
@@ -46,12 +47,6 @@ import (
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
-
-// ledgerDeleter is a managed-ledger factory that can delete a managed
-// ledger and its cursors for good (topic deletion).
-type ledgerDeleter interface {
-	Delete(ctx context.Context, name string) error
-}
 
 // maxPartitions bounds a partitioned topic's partition count (as
 // CreatePartitionedTopic does).
@@ -369,7 +364,7 @@ func (b *Broker) deleteTopic(ctx context.Context, name TopicName, force bool) er
 	} else if !ok {
 		return fmt.Errorf("topic %s: %w", name, errTopicNotFound)
 	}
-	d, ok := b.ledgers.(ledgerDeleter)
+	d, ok := b.ledgers.(managedledger.Deleter)
 	if !ok {
 		return fmt.Errorf("topic %s: %w: the topic storage cannot delete managed ledgers", name, errNotSupported)
 	}
@@ -381,7 +376,11 @@ func (b *Broker) deleteTopic(ctx context.Context, name TopicName, force bool) er
 	key := name.String()
 	this := func(t *topic) bool { return t.name.String() == key }
 	b.unloadWhere(ctx, this)
-	if err := d.Delete(ctx, name.ManagedLedgerName()); err != nil {
+	err := d.Delete(ctx, name.ManagedLedgerName())
+	if errors.Is(err, managedledger.ErrNotFound) { // loaded, never stored (or deleted meanwhile)
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("topic %s: delete managed ledger: %w", name, err)
 	}
 	// A client that reconnected in between loaded the deleted ledger:

@@ -213,6 +213,9 @@ func (ml *bkLedger) writeMetadata(ctx context.Context, md *mlMetadata, version i
 	if errors.Is(err, metadata.ErrBadVersion) {
 		return 0, ml.lostOwnership(fmt.Errorf("managedledger %s: metadata changed under this owner: %w", ml.name, ledger.ErrFenced))
 	}
+	if errors.Is(err, metadata.ErrNotFound) { // the topic was deleted (Delete) by whoever owns it now
+		return 0, ml.lostOwnership(fmt.Errorf("managedledger %s: metadata deleted under this owner: %w", ml.name, ledger.ErrFenced))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("managedledger %s: write metadata: %w", ml.name, err)
 	}

@@ -305,8 +305,8 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 	if err != nil {
 		_ = w.Close(ctx)
 		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
-		if errors.Is(err, metadata.ErrBadVersion) {
-			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed under this owner: %w", ml.name, c.name, ledger.ErrFenced))
+		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed or deleted under this owner: %w", ml.name, c.name, ledger.ErrFenced))
 		}
 		return fmt.Errorf("%s: cursor %s: point at ledger %d: %w", ml.name, c.name, w.ID(), err)
 	}

@@ -189,3 +189,96 @@ func TestStandaloneRestartKeepsMessages(t *testing.T) {
 		cons.Ack(m)
 	}
 }
+
+// TestStandaloneDeleteTopicStaysDeleted: a topic deleted through the admin
+// API on real storage is gone after a restart, and using the name again
+// starts an empty topic (nothing of the old one comes back).
+func TestStandaloneDeleteTopicStaysDeleted(t *testing.T) {
+	f := standaloneFlags{dataDir: t.TempDir(), listenFlags: listenFlags{bindAddr: "127.0.0.1", advertised: "127.0.0.1",
+		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}}
+	url := fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort)
+	web := fmt.Sprintf("http://127.0.0.1:%d", f.webPort)
+	const topic = "persistent://public/default/deleted"
+	stop := runStandaloneFor(t, f)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("old%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.Close()
+	prod.Close()
+	client.Close()
+	deleteTopic(t, web, topic)
+	if listed := listTopics(t, web); strings.Contains(listed, "deleted") {
+		t.Fatalf("listed after delete: %s", listed)
+	}
+	stop()
+
+	stop = runStandaloneFor(t, f)
+	defer stop()
+	if listed := listTopics(t, web); strings.Contains(listed, "deleted") {
+		t.Fatalf("listed after delete and restart: %s", listed)
+	}
+	client, err = pulsar.NewClient(pulsar.ClientOptions{URL: url, Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cons, err = client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s2",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err = client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err != nil || string(m.Payload()) != "new" {
+		t.Fatalf("first message of the recreated topic: %v %v (want \"new\", nothing of the deleted one)", m, err)
+	}
+}
+
+func deleteTopic(t *testing.T, web, topic string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, web+"/admin/v2/"+strings.Replace(topic, "://", "/", 1), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete %s: %s %s", topic, resp.Status, body)
+	}
+}
+
+func listTopics(t *testing.T, web string) string {
+	t.Helper()
+	resp, err := http.Get(web + "/admin/v2/persistent/public/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("list topics: %s %s", resp.Status, body)
+	}
+	return string(body)
+}
