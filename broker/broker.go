@@ -52,6 +52,14 @@ type Config struct {
 	// MessageExpiryCheckInterval is messageExpiryCheckIntervalInMinutes
 	// (default 5 minutes).
 	MessageExpiryCheckInterval time.Duration
+	// DefaultRetention is defaultRetentionTimeInMinutes and
+	// defaultRetentionSizeInMB (RetentionOf): a topic's retention unless
+	// its namespace sets retention_policies.
+	DefaultRetention managedledger.Retention
+	// RetentionCheckInterval is retentionCheckIntervalInSeconds (default
+	// 120 s): how often loaded topics are trimmed by their retention, so
+	// that time-based retention applies on topics nobody acknowledges on.
+	RetentionCheckInterval time.Duration
 	// BacklogQuotaDefaultLimitBytes is backlogQuotaDefaultLimitBytes: the
 	// largest subscription backlog a topic may have (0 or negative: no
 	// limit; backlogquota.go).
@@ -108,6 +116,9 @@ func (c Config) withDefaults() Config {
 	if c.MessageExpiryCheckInterval <= 0 {
 		c.MessageExpiryCheckInterval = 5 * time.Minute
 	}
+	if c.RetentionCheckInterval <= 0 {
+		c.RetentionCheckInterval = 2 * time.Minute
+	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
 	}
@@ -158,6 +169,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	if cfg.BacklogQuotaDefaultLimitBytes > 0 || cfg.Resources != nil {
 		go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
 	}
+	go b.every(cfg.RetentionCheckInterval, func() { b.applyRetention(context.Background()) })
 	if cfg.MessageTTL > 0 || cfg.Resources != nil {
 		go b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(context.Background(), time.Now()) })
 	}
@@ -188,6 +200,7 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
 	}
 	t := newTopic(b, name, ml)
+	ml.SetRetention(t.retention(ctx))
 	if b.cfg.BrokerDeduplicationEnabled {
 		// Outside b.mu: replaying a large topic must not stall the broker.
 		t.dedup = newDedup()

@@ -1,9 +1,10 @@
 package broker
 
 // Namespace policies that change how topics behave: message TTL
-// (message_ttl_in_seconds) and the storage backlog quota
-// (backlog_quota_map.destination_storage). A namespace setting wins over the
-// broker default (ttlDurationDefaultInSeconds, backlogQuotaDefault*);
+// (message_ttl_in_seconds), the storage backlog quota
+// (backlog_quota_map.destination_storage) and retention
+// (retention_policies). A namespace setting wins over the broker default
+// (ttlDurationDefaultInSeconds, backlogQuotaDefault*, defaultRetention*);
 // policies are read through the resources cache, so the periodic checks
 // cost no metadata round trip.
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // policies returns the topic's namespace policies, if they can be read.
@@ -46,6 +48,35 @@ func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
 		}
 	}
 	return t.b.cfg.BacklogQuotaDefaultLimitBytes, t.b.cfg.BacklogQuotaDefaultRetentionPolicy
+}
+
+// RetentionOf turns Pulsar's retention settings (minutes and MiB, -1 for
+// no limit) into the managed ledger's.
+func RetentionOf(minutes int, megabytes int64) managedledger.Retention {
+	r := managedledger.Retention{Time: -1, Size: -1}
+	if minutes >= 0 {
+		r.Time = time.Duration(minutes) * time.Minute
+	}
+	if megabytes >= 0 {
+		r.Size = megabytes << 20
+	}
+	return r
+}
+
+// retention is the topic's retention: its namespace's, else the broker's.
+func (t *topic) retention(ctx context.Context) managedledger.Retention {
+	if p, ok := t.policies(ctx); ok && p.RetentionPolicies != nil {
+		return RetentionOf(p.RetentionPolicies.RetentionTimeInMinutes, p.RetentionPolicies.RetentionSizeInMB)
+	}
+	return t.b.cfg.DefaultRetention
+}
+
+// applyRetention gives every loaded topic its current retention, which
+// also trims what it lets go (policies change without a topic reload).
+func (b *Broker) applyRetention(ctx context.Context) {
+	for _, t := range b.loadedTopics() {
+		t.ml.SetRetention(t.retention(ctx))
+	}
 }
 
 // expireByPolicy applies each loaded topic's TTL.

@@ -18,6 +18,12 @@ import (
 // store, tenant "t" and namespace "t/ns" created.
 func startPolicyBroker(t *testing.T, mutate func(*resources.Policies)) (*Broker, string) {
 	t.Helper()
+	return startPolicyBrokerWith(t, mutate, 0)
+}
+
+// startPolicyBrokerWith is startPolicyBroker with ledgers of maxPerLedger entries.
+func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPerLedger int64) (*Broker, string) {
+	t.Helper()
 	store := metadata.NewMemoryServer().NewSession()
 	res, err := resources.New(context.Background(), store, resources.Options{})
 	if err != nil {
@@ -38,7 +44,7 @@ func startPolicyBroker(t *testing.T, mutate func(*resources.Policies)) (*Broker,
 	}
 	b := New(Config{ClusterName: "test", Metadata: store, Resources: res,
 		BacklogQuotaCheckInterval: 50 * time.Millisecond,
-		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil))}, testLedgers(t, 0))
+		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil))}, testLedgers(t, maxPerLedger))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -130,4 +136,63 @@ func TestBundleSplitRecordedInPolicies(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A namespace's retention_policies keep consumed ledgers that the broker
+// default (zero: delete once consumed) lets go, and a changed policy
+// applies to a loaded topic without a reload.
+func TestNamespaceRetention(t *testing.T) {
+	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {
+		p.RetentionPolicies = &resources.RetentionPolicies{RetentionTimeInMinutes: -1, RetentionSizeInMB: -1}
+	}, 5)
+	c := newClient(t, url)
+	ctx := context.Background()
+	stored := func(topic string) int64 {
+		tp, err := b.getTopic(ctx, mustTopic(t, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp.ml.Entries()
+	}
+	waitStored := func(topic string, ok func(int64) bool, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			b.applyRetention(ctx)
+			if ok(stored(topic)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d entries stored, want %s", topic, stored(topic), want)
+			}
+		}
+	}
+	for _, topic := range []string{"t/ns/kept", "public/default/trimmed"} {
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		produce(t, c, topic, 30, false)
+		consumeAll(t, []pulsar.Consumer{cons}, 30, func(_ int, m pulsar.Message) { _ = cons.Ack(m) })
+		tp, _ := b.getTopic(ctx, mustTopic(t, topic))
+		for deadline := time.Now().Add(10 * time.Second); tp.durableSubs()[0].cursor.Backlog() > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: acknowledgements never arrived", topic)
+			}
+		}
+	}
+	// Ledgers roll over in the background, so the current one may hold
+	// more than 5 entries: "trimmed" is fewer than were written.
+	waitStored("public/default/trimmed", func(n int64) bool { return n < 30 }, "consumed ledgers trimmed")
+	time.Sleep(200 * time.Millisecond)
+	b.applyRetention(ctx)
+	if n := stored("t/ns/kept"); n != 30 {
+		t.Fatalf("t/ns/kept: %d entries stored under unlimited retention, want 30", n)
+	}
+	if _, err := b.cfg.Resources.UpdateNamespace(ctx, "t", "ns", func(p *resources.Policies) error {
+		p.RetentionPolicies = &resources.RetentionPolicies{RetentionTimeInMinutes: 0, RetentionSizeInMB: 0}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitStored("t/ns/kept", func(n int64) bool { return n < 30 }, "consumed ledgers trimmed once retention is off")
 }

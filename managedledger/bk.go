@@ -45,11 +45,10 @@ type Config struct {
 	// MarkDeleteRate persists each cursor's position at most this many
 	// times a second (managedLedgerDefaultMarkDeleteRateLimit; default 1).
 	MarkDeleteRate float64
-	// RetentionTime and RetentionSize keep consumed ledgers this long / up
-	// to this many bytes (defaultRetentionTimeInMinutes,
-	// defaultRetentionSizeInMB; default 0: delete once consumed).
-	RetentionTime time.Duration
-	RetentionSize int64
+	// Retention is every managed ledger's retention until SetRetention
+	// (defaultRetentionTimeInMinutes, defaultRetentionSizeInMB; default
+	// zero: delete ledgers once consumed).
+	Retention Retention
 	// Password of every ledger (managedLedgerPassword; default empty).
 	Password []byte
 	// Logger (default slog.Default()).

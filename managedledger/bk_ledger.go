@@ -41,6 +41,7 @@ type bkLedger struct {
 		sync.Mutex
 		version      int64
 		props        map[string]string
+		retention    Retention
 		ledgers      []*ledgerInfo // the last one is being written
 		lastTrim     Position      // the position before the first stored entry, once ledgers were trimmed
 		writer       *ledger.WriteHandle
@@ -82,6 +83,7 @@ func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, er
 	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1)}
 	ml.mu.cursors = map[string]*bkCursor{}
 	ml.mu.nonDurable = map[*bkCursor]struct{}{}
+	ml.mu.retention = f.cfg.Retention
 	md, version, err := ml.readOrCreate(ctx)
 	if err != nil {
 		return nil, err

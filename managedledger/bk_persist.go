@@ -416,6 +416,14 @@ func (ml *bkLedger) persistAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// SetRetention implements ManagedLedger.
+func (ml *bkLedger) SetRetention(r Retention) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.mu.retention = r
+	ml.schedulePersistLocked() // persists (nothing, when clean), then trims
+}
+
 // trim deletes ledgers every durable cursor has consumed, beyond
 // retention. The current ledger is never trimmed; with no durable cursor
 // nothing is (the stream is kept for readers to come).
@@ -452,9 +460,7 @@ func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
 	for cut < len(ml.mu.ledgers)-1 {
 		l := ml.mu.ledgers[cut]
 		consumed := l.first+l.meta.Entries <= slowest
-		keepForTime := ml.cfg.RetentionTime > 0 && now.Sub(time.UnixMilli(l.meta.Timestamp)) < ml.cfg.RetentionTime
-		keepForSize := ml.cfg.RetentionSize > 0 && retained-l.meta.Size < ml.cfg.RetentionSize
-		if !consumed || keepForTime || keepForSize {
+		if !consumed || !ml.mu.retention.expired(now, l.meta.Timestamp, retained) {
 			break
 		}
 		retained -= l.meta.Size

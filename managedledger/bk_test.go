@@ -295,7 +295,7 @@ func TestBKCursorModel(t *testing.T) {
 	n := 0
 	per := int64(0)
 	cfg := func() Config {
-		return Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond, RetentionTime: time.Hour}
+		return Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond, Retention: Retention{Time: time.Hour, Size: -1}}
 	}
 	runCursorModel(t, func(rt *rapid.T) ManagedLedger {
 		per = int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))

@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Position is an entry's place in the stream.
@@ -86,6 +87,25 @@ type CursorOptions struct {
 	Initial InitialPosition
 }
 
+// Retention keeps ledgers every durable cursor has consumed (Pulsar's
+// RetentionPolicies). A consumed ledger is deleted once it is older than
+// Time or the stored size is above Size, whichever comes first; a
+// negative value sets no limit in that dimension, so both negative keep
+// everything; both zero (the default) delete a ledger as soon as it is
+// consumed. The ledger being written is never deleted.
+type Retention struct {
+	Time time.Duration
+	Size int64
+}
+
+// expired reports whether a consumed ledger closed at closed (unix ms)
+// may go, with retained bytes stored before deleting it.
+func (r Retention) expired(now time.Time, closedMS, retained int64) bool {
+	old := r.Time >= 0 && now.Sub(time.UnixMilli(closedMS)) >= r.Time
+	big := r.Size >= 0 && retained > r.Size
+	return old || big
+}
+
 // Errors; test with errors.Is.
 var (
 	ErrClosed          = errors.New("managedledger: closed")
@@ -120,6 +140,9 @@ type ManagedLedger interface {
 	// Entries and Size count what is stored (not yet trimmed).
 	Entries() int64
 	Size() int64
+	// SetRetention replaces the retention (namespace policies) and trims
+	// by it soon, also when no acknowledgement would trigger a trim.
+	SetRetention(r Retention)
 	// Terminate stops the stream: later adds fail with ErrTerminated.
 	Terminate(ctx context.Context) (Position, error)
 	// Close releases the ledger; pending reads fail with ErrClosed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Factory opens managed ledgers by name.
@@ -46,7 +47,7 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 	ml, ok := f.ledgers[name]
 	if !ok {
 		ml = &memoryLedger{name: name, maxPerLedger: f.opts.MaxEntriesPerLedger, ledgerID: 1,
-			cursors: map[string]*memoryCursor{}}
+			cursors: map[string]*memoryCursor{}, closedAt: map[int64]int64{}}
 		f.ledgers[name] = ml
 	}
 	ml.mu.Lock()
@@ -75,6 +76,8 @@ type memoryLedger struct {
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
 	terminated bool
+	retention  Retention
+	closedAt   map[int64]int64 // unix ms when each ledger id rolled over
 }
 
 func (ml *memoryLedger) Name() string { return ml.name }
@@ -96,6 +99,7 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	ml.size += int64(len(data))
 	ml.entryID++
 	if ml.entryID >= ml.maxPerLedger {
+		ml.closedAt[ml.ledgerID] = time.Now().UnixMilli()
 		ml.ledgerID, ml.entryID = ml.ledgerID+1, 0
 	}
 	woken := ml.takeWaitersLocked()
@@ -299,7 +303,7 @@ func (ml *memoryLedger) trimLocked() {
 	}
 	// Only whole ledgers go, as with real ledgers.
 	firstKept := ml.entries[keep-ml.base].Position.LedgerID
-	cut := sort.Search(len(ml.entries), func(i int) bool { return ml.entries[i].Position.LedgerID >= firstKept })
+	cut := ml.retainedCutLocked(firstKept, time.Now())
 	if cut == 0 {
 		return
 	}
@@ -313,6 +317,31 @@ func (ml *memoryLedger) trimLocked() {
 		c.read = max(c.read, ml.base)
 		c.markDelete = max(c.markDelete, ml.base-1)
 	}
+}
+
+// retainedCutLocked is how many leading entries may go: those of whole
+// ledgers before firstKept that retention lets go, in order.
+func (ml *memoryLedger) retainedCutLocked(firstKept int64, now time.Time) int {
+	cut, retained := 0, ml.size
+	for cut < len(ml.entries) && ml.entries[cut].Position.LedgerID < firstKept {
+		id := ml.entries[cut].Position.LedgerID
+		if !ml.retention.expired(now, ml.closedAt[id], retained) {
+			break
+		}
+		for cut < len(ml.entries) && ml.entries[cut].Position.LedgerID == id {
+			retained -= int64(len(ml.entries[cut].Data))
+			cut++
+		}
+	}
+	return cut
+}
+
+// SetRetention implements ManagedLedger; it trims by r at once.
+func (ml *memoryLedger) SetRetention(r Retention) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.retention = r
+	ml.trimLocked()
 }
 
 // Lister lists managed ledgers by name prefix; factories that can

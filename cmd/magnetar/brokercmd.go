@@ -172,7 +172,8 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	defer ledgers.Close()
 	mls, err := managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: ledgers,
 		EnsembleSize: f.ensemble, WriteQuorum: f.writeQuorum, AckQuorum: f.ackQuorum,
-		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log})
+		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log,
+		Retention: f.retention()})
 	if err != nil {
 		return err
 	}

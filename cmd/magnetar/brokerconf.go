@@ -13,6 +13,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -32,6 +33,9 @@ type brokerSettings struct {
 	quotaPolicy         string
 	quotaCheck          time.Duration
 	statsUpdate         time.Duration
+	retentionMinutes    int
+	retentionMB         int
+	retentionCheck      time.Duration
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -49,14 +53,26 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"backlogQuotaDefaultRetentionPolicy":     setString(&s.quotaPolicy),
 		"backlogQuotaCheckIntervalInSeconds":     setSeconds(&s.quotaCheck),
 		"statsUpdateFrequencyInSecs":             setSeconds(&s.statsUpdate),
+		"defaultRetentionTimeInMinutes":          setInt(&s.retentionMinutes),
+		"defaultRetentionSizeInMB":               setInt(&s.retentionMB),
+		"retentionCheckIntervalInSeconds":        setSeconds(&s.retentionCheck),
 	}
 }
 
 func (s *brokerSettings) validate(path string) error {
+	if s.retentionMinutes < -1 || s.retentionMB < -1 {
+		return fmt.Errorf("config %s: defaultRetentionTimeInMinutes %d, defaultRetentionSizeInMB %d: each must be -1 (no limit) or more",
+			path, s.retentionMinutes, s.retentionMB)
+	}
 	if s.quotaPolicy != "" && !broker.ValidBacklogPolicy(s.quotaPolicy) {
 		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, s.quotaPolicy)
 	}
 	return nil
+}
+
+// retention is the broker's default retention of consumed ledgers.
+func (s *brokerSettings) retention() managedledger.Retention {
+	return broker.RetentionOf(s.retentionMinutes, int64(s.retentionMB))
 }
 
 // backlogQuotaBytes is the quota in bytes: backlogQuotaDefaultLimitBytes,
@@ -82,7 +98,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		BrokerDeduplicationEnabled: s.dedup, Metadata: configStore, Resources: res,
 		MessageTTL: s.ttl, MessageExpiryCheckInterval: s.expiryCheck,
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
-		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate}, nil
+		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
+		DefaultRetention: s.retention(), RetentionCheckInterval: s.retentionCheck}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

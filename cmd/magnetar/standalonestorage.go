@@ -77,7 +77,7 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 		return err
 	}
 	s.managedLedgers, err = managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: s.ledgers,
-		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), Logger: log})
+		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), Logger: log, Retention: f.retention()})
 	if err != nil {
 		return err
 	}
