@@ -24,8 +24,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		return runPerfLedger(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "managedledger":
 		return runPerfManagedLedger(args[1:], stdout, stderr)
+	case len(args) > 0 && (args[0] == "produce" || args[0] == "consume" || args[0] == "e2e"):
+		return runPerfClient(args[0], args[1:], stdout, stderr)
 	}
-	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger|managedledger [flags]")
+	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger|managedledger|produce|consume|e2e [flags]")
 	return 2
 }
 

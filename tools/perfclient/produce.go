@@ -1,0 +1,166 @@
+package perfclient
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// maxLag is how far a paced producer may fall behind its schedule (say,
+// blocked on a full pending queue) and still catch up by sending what is
+// due at once; beyond it the missed sends are dropped from the schedule,
+// so a long stall ends in a burst of at most this long's worth.
+const maxLag = time.Second
+
+// pacer spaces one producer's sends at a fixed rate. It sleeps only when
+// ahead of its schedule and lets every send that is due go without
+// sleeping, so rates far above the timer's resolution are reached in
+// small bursts rather than lost to one sleep per message.
+type pacer struct {
+	every time.Duration // 0: unthrottled
+	next  time.Time
+	timer *time.Timer
+}
+
+func newPacer(rate float64) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.every = time.Duration(float64(time.Second) / rate)
+	}
+	return p
+}
+
+// wait returns when the next send is due: true, or false if stop closed
+// first.
+func (p *pacer) wait(stop <-chan struct{}) bool {
+	if p.every <= 0 {
+		return true
+	}
+	now := time.Now()
+	if p.next.IsZero() || now.Sub(p.next) > maxLag {
+		p.next = now
+	}
+	if d := p.next.Sub(now); d > 0 && !p.sleep(d, stop) {
+		return false
+	}
+	p.next = p.next.Add(p.every)
+	return true
+}
+
+func (p *pacer) sleep(d time.Duration, stop <-chan struct{}) bool {
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d) // since Go 1.23 Reset needs no drain
+	}
+	select {
+	case <-p.timer.C:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// newTemplate is the payload every message starts from: random but the
+// same in every run, so that compression sees the same bytes each time.
+func newTemplate(size int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// createProducers opens cfg.Producers producers on each topic.
+func (r *runner) createProducers(client pulsar.Client) ([]pulsar.Producer, error) {
+	var out []pulsar.Producer
+	for _, topic := range r.cfg.Topics {
+		for range r.cfg.Producers {
+			p, err := client.CreateProducer(r.producerOptions(topic))
+			if err != nil {
+				closeProducers(out)
+				return nil, fmt.Errorf("create producer on %s: %w", topic, err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) producerOptions(topic string) pulsar.ProducerOptions {
+	c := r.cfg
+	return pulsar.ProducerOptions{Topic: topic, DisableBatching: !c.Batching,
+		BatchingMaxMessages: c.BatchMaxMessages, BatchingMaxSize: c.BatchMaxBytes,
+		BatchingMaxPublishDelay: c.BatchDelay, MaxPendingMessages: c.MaxPending,
+		CompressionType: c.Compression}
+}
+
+func closeProducers(ps []pulsar.Producer) {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+// produce runs every producer until the window closes or stop does, then
+// waits for every message in flight to be acknowledged or to fail.
+func (r *runner) produce(producers []pulsar.Producer, stop <-chan struct{}) {
+	rate := r.cfg.Rate / float64(len(producers))
+	var wg sync.WaitGroup
+	for i, p := range producers {
+		wg.Go(func() { r.produceLoop(p, i, newPacer(rate), stop) })
+	}
+	wg.Wait()
+	r.draining.Store(true)
+	for _, p := range producers {
+		// Flush so that a long batch delay does not hold the last batch.
+		if err := p.FlushWithCtx(context.Background()); err != nil {
+			r.warnOnce("flush", err)
+		}
+	}
+	r.inflight.Wait()
+}
+
+func (r *runner) produceLoop(p pulsar.Producer, client int, pace *pacer, stop <-chan struct{}) {
+	for pace.wait(stop) && !closed(stop) && r.send(p, client) {
+	}
+}
+
+// send sends one message unless the window has closed. A message belongs
+// to the window if it was sent at or after its start; the consumers judge
+// by the same send time, carried in the payload.
+func (r *runner) send(p pulsar.Producer, client int) bool {
+	now := time.Now()
+	sentAt := now.UnixNano()
+	inWindow := sentAt >= r.windowStartNanos
+	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
+		return false
+	}
+	payload := make([]byte, len(r.template)) // the client may hold it until the callback
+	copy(payload, r.template)
+	binary.BigEndian.PutUint64(payload, uint64(sentAt))
+	r.inflight.Add(1)
+	// The context only bounds the SendAsync call; a canceled run still
+	// lets messages already handed over finish, so it is not passed.
+	p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload},
+		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			defer r.inflight.Done()
+			r.acked(client, now, len(payload), inWindow, err)
+		})
+	return true
+}
+
+func (r *runner) acked(client int, sent time.Time, bytes int, inWindow bool, err error) {
+	done := time.Now()
+	r.n.acked(bytes, inWindow, err, done.Sub(r.start))
+	if err != nil {
+		r.warnOnce("publish", err)
+		return
+	}
+	r.pub.record(client, done.Sub(sent), inWindow)
+}

@@ -1,0 +1,60 @@
+package perfclient
+
+import "github.com/magnetar-io/magnetar/tools/perfkit"
+
+// Report is what one run of a client benchmark measured, printed with
+// --json. benchmarks/ reads it, for Magnetar (magnetar perf produce,
+// consume, e2e) and for NATS JetStream (benchmarks/natsperf) alike, so
+// the two systems' numbers land in one table and one chart.
+type Report struct {
+	System      string  `json:"system"`      // "magnetar", "nats-jetstream"
+	Variant     string  `json:"variant"`     // free text: "sync_interval=always", "batching=on"
+	Mode        string  `json:"mode"`        // produce, consume, e2e
+	Topics      int     `json:"topics"`      // topics (NATS: subjects of one stream)
+	Producers   int     `json:"producers"`   // per topic
+	Consumers   int     `json:"consumers"`   // per topic
+	MessageSize int     `json:"messageSize"` // payload bytes
+	TargetRate  float64 `json:"targetRate"`  // msg/s over all producers, 0 = unthrottled
+	Seconds     float64 `json:"seconds"`     // measured window (warm-up excluded)
+
+	Published  int64   `json:"published"` // messages acknowledged by the server in the window
+	PublishErr int64   `json:"publishErrors"`
+	PublishPS  float64 `json:"publishPerSec"`
+	PublishMiB float64 `json:"publishMiBPerSec"`
+	Consumed   int64   `json:"consumed"`
+	ConsumePS  float64 `json:"consumePerSec"`
+	ConsumeMiB float64 `json:"consumeMiBPerSec"`
+
+	// Latencies in microseconds. Publish: send call to the server's
+	// acknowledgement. End to end: the producer's send time (carried in the
+	// message) to the consumer's receipt, both clocks on one machine.
+	PublishLatency *perfkit.Latency `json:"publishLatencyUs,omitempty"`
+	E2ELatency     *perfkit.Latency `json:"e2eLatencyUs,omitempty"`
+
+	// Curves for charts: latency at percentiles 0..99.999 and rates per
+	// interval over the whole run.
+	PublishCurve []CurvePoint `json:"publishCurve,omitempty"`
+	E2ECurve     []CurvePoint `json:"e2eCurve,omitempty"`
+	Timeline     []Interval   `json:"timeline,omitempty"`
+
+	// Partitions per topic, when the run made them partitioned.
+	Partitions int `json:"partitions,omitempty"`
+}
+
+// CurvePoint is the latency (µs) at one percentile.
+type CurvePoint struct {
+	Percentile float64 `json:"p"`
+	Micros     int64   `json:"us"`
+}
+
+// Interval is one progress interval: seconds since the start and the rates in it.
+type Interval struct {
+	At        float64 `json:"t"`
+	PublishPS float64 `json:"publishPerSec"`
+	ConsumePS float64 `json:"consumePerSec"`
+}
+
+// CurvePercentiles are the points a latency curve is drawn through.
+func CurvePercentiles() []float64 {
+	return []float64{0, 10, 25, 50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99, 99.999, 100}
+}
