@@ -71,7 +71,13 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
 		cs.hashRanges = meta.GetHashRanges()
 	}
+	// Taken on the connection first, for the reason openProducer gives.
+	if !c.registerConsumer(cs) {
+		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", cs.id))
+		return
+	}
 	if err := sub.addConsumer(cs); err != nil {
+		c.dropConsumer(cs)
 		code := pb.ServerError_ServiceNotReady
 		if errors.Is(err, errConsumerBusy) {
 			code = pb.ServerError_ConsumerBusy
@@ -79,15 +85,11 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
-	c.mu.Lock()
-	if _, dup := c.consumers[cs.id]; dup || c.closed {
-		c.mu.Unlock()
+	if !c.hasConsumer(cs) { // closed meanwhile (connection or topic)
 		sub.removeConsumer(cs)
-		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", cs.id))
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("topic %s closed while the consumer was created", name))
 		return
 	}
-	c.consumers[cs.id] = cs
-	c.mu.Unlock()
 	_ = c.sendSuccess(reqID)
 }
 
@@ -146,6 +148,33 @@ func (c *serverConn) handleRedeliver(cmd *pb.CommandRedeliverUnacknowledgedMessa
 	}
 	cs.sub.redeliver(cs, positions)
 	return nil
+}
+
+// registerConsumer adds cs to the connection unless it closed or the id
+// is taken.
+func (c *serverConn) registerConsumer(cs *consumer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.consumers[cs.id]; dup || c.closed {
+		return false
+	}
+	c.consumers[cs.id] = cs
+	return true
+}
+
+// dropConsumer removes cs from the connection if its id still names cs.
+func (c *serverConn) dropConsumer(cs *consumer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consumers[cs.id] == cs {
+		delete(c.consumers, cs.id)
+	}
+}
+
+func (c *serverConn) hasConsumer(cs *consumer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumers[cs.id] == cs
 }
 
 func (c *serverConn) removeConsumer(id uint64) *consumer {

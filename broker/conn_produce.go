@@ -80,10 +80,12 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		return
 	}
 	p := &producer{id: id, name: producerName, topic: t, conn: c}
-	c.mu.Lock()
-	_, dup := c.producers[id]
-	c.mu.Unlock()
-	if dup {
+	// The id is taken on the connection before the topic admits the
+	// producer. A topic closing in between then fences a producer the
+	// connection knows and drops it there; the other order left the
+	// connection holding a producer of a closed topic, and its client was
+	// refused with ProducerBusy on every reconnect.
+	if !c.registerProducer(p) {
 		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, fmt.Sprintf("producer id %d is in use on this connection", id))
 		return
 	}
@@ -97,16 +99,18 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 			TopicEpoch: &epoch, ProducerReady: &ready, SchemaVersion: schemaVersion}})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
-	if err == nil && !c.registerProducer(p) {
-		t.removeProducer(p) // the connection closed meanwhile: do not outlive it
-		return
-	}
 	if err != nil {
+		c.dropProducer(p)
 		code := pb.ServerError_ServiceNotReady
 		if errors.Is(err, errProducerBusy) {
 			code = pb.ServerError_ProducerBusy
 		}
 		_ = c.sendError(reqID, code, err.Error())
+		return
+	}
+	if !c.hasProducer(p) { // closed meanwhile (connection or topic): do not outlive it
+		t.removeProducer(p)
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("topic %s closed while the producer was created", name))
 		return
 	}
 	for _, q := range fenced {
@@ -115,9 +119,10 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	success(epoch, ready)
 }
 
-// fence closes a producer that an ExclusiveWithFencing producer replaced.
+// fence closes a producer that an ExclusiveWithFencing producer replaced,
+// or whose topic closes.
 func (p *producer) fence() {
-	p.conn.removeProducer(p.id)
+	p.conn.dropProducer(p)
 	id := p.id
 	_ = p.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
 		CloseProducer: &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}})
@@ -133,6 +138,22 @@ func (c *serverConn) registerProducer(p *producer) bool {
 	}
 	c.producers[p.id] = p
 	return true
+}
+
+// dropProducer removes p from the connection if its id still names p
+// (the client may have reused the id for a new producer since).
+func (c *serverConn) dropProducer(p *producer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.producers[p.id] == p {
+		delete(c.producers, p.id)
+	}
+}
+
+func (c *serverConn) hasProducer(p *producer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.producers[p.id] == p
 }
 
 func (c *serverConn) removeProducer(id uint64) *producer {

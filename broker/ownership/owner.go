@@ -35,6 +35,13 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 	}
 	if od, found, err := s.Owner(ctx, b); err != nil {
 		return LookupResult{}, err
+	} else if found && !s.maybeStale(b, od) {
+		return s.connectTo(od), nil
+	}
+	unlock := s.lockBundle(b.String())
+	defer unlock()
+	if od, found, err := s.Owner(ctx, b); err != nil {
+		return LookupResult{}, err
 	} else if found && !s.staleSelf(ctx, b, od) {
 		return s.connectTo(od), nil
 	}
@@ -80,10 +87,23 @@ func (s *Service) connectTo(od OwnerData) LookupResult {
 	return LookupResult{BrokerURL: od.NativeURL, HTTPURL: od.HTTPURL, Self: od.NativeURL == s.self.NativeURL}
 }
 
+// maybeStale reports whether od names this broker for a bundle it does
+// not hold: the lookup then continues under the bundle's lock.
+func (s *Service) maybeStale(b Bundle, od OwnerData) bool {
+	if od.NativeURL != s.self.NativeURL {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, mine := s.mu.owned[b.String()]
+	return !mine
+}
+
 // staleSelf handles an ownership node naming this broker's address that
 // this process does not hold: it was left by an earlier run whose session
 // has not expired yet. No other live broker can have our address, so the
-// node is deleted and the bundle assigned afresh.
+// node is deleted and the bundle assigned afresh. The bundle's lock is
+// held (lockBundle): no acquire or unload of it is under way here.
 func (s *Service) staleSelf(ctx context.Context, b Bundle, od OwnerData) bool {
 	if od.NativeURL != s.self.NativeURL {
 		return false
@@ -158,6 +178,8 @@ func (s *Service) Unload(ctx context.Context, b Bundle) error {
 	if !mine {
 		return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
 	}
+	unlock := s.lockBundle(b.String())
+	defer unlock()
 	// Forget first: new loads of its topics are refused while the
 	// existing ones close.
 	s.forget(b)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,7 @@ type cluster struct {
 	lost   map[string]bool
 	bounds map[string][]uint32
 	loads  map[string]Load
+	wrap   func(metadata.Store) metadata.Store // set before add: the brokers' stores
 }
 
 func (c *cluster) setLoad(s *Service, l Load) {
@@ -107,7 +109,10 @@ func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
 func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 	t.Helper()
 	id := fmt.Sprintf("broker-%d:8080", i)
-	store := c.srv.NewSession()
+	var store metadata.Store = c.srv.NewSession()
+	if c.wrap != nil {
+		store = c.wrap(store)
+	}
 	svc, err := Start(context.Background(), Config{Store: store, BrokerID: id,
 		WebServiceURL: "http://" + id, PulsarServiceURL: fmt.Sprintf("pulsar://broker-%d:6650", i),
 		Boundaries: func(_ context.Context, ns string) ([]uint32, error) {
@@ -389,4 +394,66 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestConcurrentLookupsInOneBrokerKeepItsOwnership: lookups racing for an
+// unowned bundle in one broker take it once. Before lookups were
+// serialised per bundle, one of them took the node another had just
+// created for a leftover of an earlier run and deleted it, which closed
+// the bundle's topics as they loaded.
+func TestConcurrentLookupsInOneBrokerKeepItsOwnership(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	creates := &createCount{n: map[string]int{}}
+	c.wrap = func(st metadata.Store) metadata.Store { return slowCreates{st, creates} }
+	c.add(t, 0, LoadBalancerConfig{})
+	s := c.leader(t)
+	for i := range 20 {
+		ns, topic := fmt.Sprintf("t/race-%d", i), fmt.Sprintf("persistent://t/race-%d/topic", i)
+		var wg sync.WaitGroup
+		for j := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(j) * 5 * time.Millisecond) // some look while the first create returns
+				if r, err := s.Lookup(context.Background(), ns, topic, false); err != nil || !r.Self {
+					t.Errorf("lookup: %+v %v", r, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if !s.OwnsTopic(ns, topic) {
+			t.Fatalf("%s: not owned after the lookups", topic)
+		}
+	}
+	creates.mu.Lock()
+	defer creates.mu.Unlock()
+	for path, n := range creates.n {
+		if strings.HasPrefix(path, ownerRoot) && n != 1 {
+			t.Errorf("%s created %d times: lookups deleted each other's ownership", path, n)
+		}
+	}
+}
+
+// slowCreates returns from a Create 20 ms after it took effect (the
+// window in which the node exists but its creator has not recorded it)
+// and counts the creates that succeeded, by path.
+type slowCreates struct {
+	metadata.Store
+	count *createCount
+}
+
+type createCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s slowCreates) Create(ctx context.Context, path string, value []byte, opts metadata.CreateOptions) (string, metadata.Stat, error) {
+	p, st, err := s.Store.Create(ctx, path, value, opts)
+	if err == nil {
+		s.count.mu.Lock()
+		s.count.n[p]++
+		s.count.mu.Unlock()
+	}
+	time.Sleep(20 * time.Millisecond)
+	return p, st, err
 }

@@ -111,6 +111,41 @@ type Service struct {
 		regVer   int64                           // version of our registration node
 		pending  map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
 		unloaded map[string]time.Time            // leader: bundle -> shed at (grace period)
+		// changing serialises, per bundle, what takes, releases or cleans
+		// up its ownership node in this broker (bundleLock).
+		changing map[string]*bundleLock
+	}
+}
+
+// bundleLock is one bundle's lock in Service.mu.changing, dropped when
+// nobody holds or waits for it.
+type bundleLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockBundle serialises the slow lookup path, Unload and ownership
+// cleanups of bundle key in this broker. Without it one lookup could
+// take another's fresh ownership node for one left by an earlier run
+// (the node exists before the bundle is recorded as owned) and delete
+// it, or re-take a bundle an unload is still releasing.
+func (s *Service) lockBundle(key string) (unlock func()) {
+	s.mu.Lock()
+	l := s.mu.changing[key]
+	if l == nil {
+		l = &bundleLock{}
+		s.mu.changing[key] = l
+	}
+	l.refs++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.mu.changing, key)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -136,6 +171,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.mu.owned = map[string]Bundle{}
 	s.mu.pending = map[string]map[string]time.Time{}
 	s.mu.unloaded = map[string]time.Time{}
+	s.mu.changing = map[string]*bundleLock{}
 	ownWatch, err := cfg.Store.Watch(ctx, ownerRoot)
 	if err == nil {
 		err = s.register(ctx)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,12 +88,20 @@ func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
 	for range 3 {
 		brokers = append(brokers, startBrokerNode(t, brConf))
 	}
+	keepLogsOnFailure(t, func() map[string]string {
+		logs := map[string]string{}
+		for _, b := range brokers {
+			logs["broker-"+b.id] = b.proc.out.String()
+		}
+		return logs
+	})
 	for _, b := range brokers {
 		b.proc.waitReady(t)
 	}
 	status := filepath.Join(dir, "client-status.json")
 	results := filepath.Join(dir, "client-results.json")
 	client := startClientWorkload(t, dir, fmt.Sprintf("pulsar://127.0.0.1:%d", brokers[0].bin), status, results, 12)
+	keepLogsOnFailure(t, func() map[string]string { return map[string]string{"client": client.out.String()} })
 	waitProgress(t, status, client, 5)
 	spread := 0
 	for _, b := range brokers {
@@ -115,6 +124,7 @@ func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
 	t.Logf("every topic made progress again %.1f s after the kill -9 (session timeout 4 s)", time.Since(killed).Seconds())
 	// A new broker receives bundles through load shedding.
 	joined := startBrokerNode(t, brConf)
+	brokers = append(brokers, joined)
 	joined.proc.waitReady(t)
 	deadline := time.Now().Add(60 * time.Second)
 	for joined.ownedBundles(t) <= 0 {
@@ -130,11 +140,30 @@ func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
 	}
 	checkWorkloadResults(t, results)
 	checkClientRaces(t, dir)
-	for _, b := range append(brokers, joined) {
+	for _, b := range brokers {
 		if strings.Contains(b.proc.out.String(), "DATA RACE") {
 			t.Fatalf("broker %s reported a data race:\n%s", b.id, b.proc.out.String())
 		}
 	}
+}
+
+// keepLogsOnFailure writes the processes' logs to a directory that
+// outlives the test when it fails, and names it.
+func keepLogsOnFailure(t *testing.T, logs func() map[string]string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dir, err := os.MkdirTemp("", "magnetar-"+t.Name()+"-")
+		if err != nil {
+			t.Logf("keeping logs: %v", err)
+			return
+		}
+		for name, text := range logs() {
+			_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, ":", "_")+".log"), []byte(text), 0o644)
+		}
+		t.Logf("process logs kept in %s", dir)
+	})
 }
 
 func writeFile(t *testing.T, path, text string) {
@@ -186,7 +215,8 @@ func waitProgress(t *testing.T, status string, client *bookieProcess, n int) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d topics made no progress in 90 s: %v -> %v\n%s", behind, start, cur, client.out.String())
+			out := client.out.String()
+			t.Fatalf("%d topics made no progress in 90 s: %v -> %v\nclient log (end):\n%s", behind, start, cur, out[max(0, len(out)-4000):])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -266,8 +296,10 @@ func runClientWorkload(args []string) int {
 		return 2
 	}
 	n, _ := strconv.Atoi(args[3])
+	// Warnings go to stderr, which the test prints when the workload stalls.
+	logger := plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: args[0], OperationTimeout: 60 * time.Second,
-		ConnectionTimeout: 3 * time.Second, Logger: plog.DefaultNopLogger()})
+		ConnectionTimeout: 3 * time.Second, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
