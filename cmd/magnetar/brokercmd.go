@@ -33,7 +33,6 @@ type brokerFlags struct {
 	ensemble      int
 	writeQuorum   int
 	ackQuorum     int
-	cacheMB       int
 	reportEvery   time.Duration
 	lb            ownership.LoadBalancerConfig
 	brokerSettings
@@ -82,7 +81,6 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 		"managedLedgerDefaultEnsembleSize":                setInt(&f.ensemble),
 		"managedLedgerDefaultWriteQuorum":                 setInt(&f.writeQuorum),
 		"managedLedgerDefaultAckQuorum":                   setInt(&f.ackQuorum),
-		"managedLedgerCacheSizeMB":                        setInt(&f.cacheMB),
 		"loadBalancerReportUpdateMinIntervalMillis":       setDuration(&f.reportEvery, time.Millisecond),
 		"loadBalancerSheddingEnabled":                     setBool(&f.lb.SheddingEnabled),
 		"loadBalancerSheddingIntervalMinutes":             setDuration(&f.lb.SheddingInterval, time.Minute),

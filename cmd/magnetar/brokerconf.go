@@ -36,6 +36,7 @@ type brokerSettings struct {
 	retentionMinutes    int
 	retentionMB         int
 	retentionCheck      time.Duration
+	cacheMB             int
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -56,6 +57,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"defaultRetentionTimeInMinutes":          setInt(&s.retentionMinutes),
 		"defaultRetentionSizeInMB":               setInt(&s.retentionMB),
 		"retentionCheckIntervalInSeconds":        setSeconds(&s.retentionCheck),
+		"managedLedgerCacheSizeMB":               setInt(&s.cacheMB),
 	}
 }
 

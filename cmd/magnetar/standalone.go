@@ -28,6 +28,8 @@ type standaloneFlags struct {
 	dataDir string
 	listenFlags
 	brokerSettings
+	// storage is the in-process bookie's ledger storage (dbStorage_* keys).
+	storage storageSettings
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -61,6 +63,9 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	}
 	setters := f.brokerSettings.setters()
 	f.listenFlags.addSetters(setters)
+	for k, v := range f.storage.confKeys() {
+		setters[k] = v
+	}
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
 	}

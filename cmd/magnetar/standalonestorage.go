@@ -47,7 +47,7 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	}
 	s := &standaloneStorage{}
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		return openLedgerStorage(fs, []string{ledgerDir}, defaultStorageSettings(), cp, log, nil)
+		return openLedgerStorage(fs, []string{ledgerDir}, f.storage, cp, log, nil)
 	}
 	s.core, err = bookie.OpenCore(fs, []string{journalDir}, journal.Options{Logger: log}, open,
 		bookie.Options{LedgerDirs: []string{ledgerDir}, Logger: log})
@@ -77,7 +77,8 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 		return err
 	}
 	s.managedLedgers, err = managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: s.ledgers,
-		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), Logger: log, Retention: f.retention()})
+		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log,
+		Retention: f.retention()})
 	if err != nil {
 		return err
 	}
