@@ -7,11 +7,21 @@ import (
 	"github.com/magnetar-io/magnetar/wire"
 )
 
+// clientInFlightBytes is what a well-behaved Pulsar client may have sent
+// and not yet had acknowledged: the Java and Go clients bound it with
+// their memory limit, 64 MiB by default. gnet cannot stop reading a
+// socket, so a connection paused for back-pressure
+// (maxPendingPublishRequestsPerConnection) still receives that much; only
+// beyond it is the client ignoring back-pressure. A smaller bound
+// disconnected ordinary producers of large messages.
+const clientInFlightBytes = 64 << 20
+
 // Serve listens for Pulsar binary-protocol clients on addr (host:port;
 // port 0 picks one, see the returned server's Addr).
 func (b *Broker) Serve(addr string) (*netio.Server, error) {
+	frame := b.cfg.MaxMessageSize + wire.FramePadding
 	srv, err := netio.Listen(netHandler{b}, netio.Options{Addr: addr, Multicore: true,
-		MaxFrameSize: b.cfg.MaxMessageSize + wire.FramePadding, Logger: b.log,
+		MaxFrameSize: frame, MaxInboundBuffered: clientInFlightBytes + 2*frame, Logger: b.log,
 		IdleTimeout: 2 * b.cfg.KeepAliveInterval})
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", addr, err)
