@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger zookeeper generate clean
+.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper generate clean
 
 all: build
 
@@ -101,6 +101,21 @@ perf-ledger: build
 perf-managedledger: build
 	mkdir -p $(PERF_DIR)
 	$(BIN) perf managedledger --dir $(PERF_DIR)
+
+## bench-report: the benchmark suite, side by side with the machine's limits
+## and NATS JetStream, in one run: writes benchmarks/report/REPORT.md, its
+## charts and results.json (about 20 minutes on 2 cores; data under ./.perf;
+## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS='--duration 60s')
+bench-report: build
+	bash scripts/zookeeper.sh install
+	bash scripts/install-nats.sh >/dev/null
+	$(GO) build -o bin/natsperf ./benchmarks/natsperf
+	$(GO) run ./benchmarks/benchreport --magnetar $(BIN) --natsperf bin/natsperf --nats-server bin/nats-server \
+		--work $(PERF_DIR)/bench $(BENCH_FLAGS)
+
+## bench-report-quick: the same scenarios with 3 s windows, into .perf/report-quick
+bench-report-quick:
+	$(MAKE) bench-report BENCH_FLAGS="--quick --out $(PERF_DIR)/report-quick $(BENCH_FLAGS)"
 
 clean:
 	rm -rf bin .perf

@@ -48,7 +48,6 @@ type bookieFlags struct {
 	maxFrameSize                    int
 	diskThreshold, diskLwm          float64
 	diskCheck, flushInterval        time.Duration
-	journalMaxGroupWait             time.Duration
 	journal                         journalSettings
 	zkTimeout                       time.Duration
 	autoRecovery                    bool
@@ -80,7 +79,7 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	f.storage = defaultStorageSettings()
 	f.zkTimeout = 10 * time.Second
 	f.autoRecovery = true
-	f.journal = journalSettings{syncData: true, reuseFiles: true}
+	f.journal = defaultJournalSettings()
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -128,19 +127,14 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 		"nettyMaxFrameSizeBytes": setInt(&f.maxFrameSize),
 		"diskUsageThreshold":     setFloat(&f.diskThreshold), "diskUsageLwmThreshold": setFloat(&f.diskLwm),
 		"diskCheckInterval": setDuration(&f.diskCheck, time.Millisecond), "flushInterval": setDuration(&f.flushInterval, time.Millisecond),
-		"journalMaxGroupWaitMSec":            setDuration(&f.journalMaxGroupWait, time.Millisecond),
-		"journalBufferedWritesThreshold":     setInt(&f.journal.bufferedWrites),
-		"journalBufferedEntriesThreshold":    setInt(&f.journal.bufferedEntries),
-		"journalMaxSizeMB":                   setInt64(&f.journal.maxSizeMB),
-		"journalPreAllocSizeMB":              setInt64(&f.journal.preallocMB),
-		"journalQueueSize":                   setInt(&f.journal.queueSize),
-		"journalSyncData":                    setBool(&f.journal.syncData),
-		"journalReuseFiles":                  setBool(&f.journal.reuseFiles),
 		"zkTimeout":                          setDuration(&f.zkTimeout, time.Millisecond),
 		"autoRecoveryDaemonEnabled":          setBool(&f.autoRecovery),
 		"lostBookieRecoveryDelay":            setDuration(&f.lostBookieDelay, time.Second),
 		"auditorPeriodicCheckInterval":       setDuration(&f.auditorCheck, time.Second),
 		"openLedgerRereplicationGracePeriod": setDuration(&f.openLedgerGrace, time.Millisecond),
+	}
+	for k, v := range f.journal.confKeys() {
+		keys[k] = v
 	}
 	for k, v := range f.storage.confKeys() {
 		keys[k] = v
@@ -194,6 +188,7 @@ func runBookie(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "magnetar bookie: %v\n", err)
 		return 2
 	}
+	setMemoryLimit(f.storage.cacheMB(), log)
 	return serveUntilSignal("magnetar bookie", stderr, func(ctx context.Context) error {
 		return serveBookie(ctx, f, log, stdout)
 	})
@@ -292,7 +287,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(fs, c.LedgerDirs, f.storage, cp, log, reg)
 	}
-	core, err := bookie.OpenCore(fs, c.JournalDirs, f.journal.options(f.journalMaxGroupWait, log), open,
+	core, err := bookie.OpenCore(fs, c.JournalDirs, f.journal.options(log), open,
 		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
 			DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck, Logger: log, Metrics: metrics})
 	if err != nil {
@@ -415,18 +410,37 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// journalSettings are the journal keys of bk_server.conf.
+// journalSettings are the journal keys of bk_server.conf, shared by the
+// bookie and standalone's in-process bookie.
 type journalSettings struct {
+	maxGroupWait                               time.Duration
 	bufferedWrites, bufferedEntries, queueSize int
 	maxSizeMB, preallocMB                      int64
 	syncData, reuseFiles                       bool
 }
 
-func (j journalSettings) options(maxGroupWait time.Duration, log *slog.Logger) journal.Options {
+func defaultJournalSettings() journalSettings {
+	return journalSettings{syncData: true, reuseFiles: true}
+}
+
+func (j *journalSettings) confKeys() map[string]confSetter {
+	return map[string]confSetter{
+		"journalMaxGroupWaitMSec":         setDuration(&j.maxGroupWait, time.Millisecond),
+		"journalBufferedWritesThreshold":  setInt(&j.bufferedWrites),
+		"journalBufferedEntriesThreshold": setInt(&j.bufferedEntries),
+		"journalMaxSizeMB":                setInt64(&j.maxSizeMB),
+		"journalPreAllocSizeMB":           setInt64(&j.preallocMB),
+		"journalQueueSize":                setInt(&j.queueSize),
+		"journalSyncData":                 setBool(&j.syncData),
+		"journalReuseFiles":               setBool(&j.reuseFiles),
+	}
+}
+
+func (j journalSettings) options(log *slog.Logger) journal.Options {
 	if !j.syncData {
 		log.Warn("journalSyncData=false: adds are acknowledged before they are durable; a power failure or kernel crash loses acknowledged entries")
 	}
-	return journal.Options{MaxGroupWait: maxGroupWait, BufferedWritesThreshold: j.bufferedWrites,
+	return journal.Options{MaxGroupWait: j.maxGroupWait, BufferedWritesThreshold: j.bufferedWrites,
 		BufferedEntriesThreshold: j.bufferedEntries, MaxFileSize: j.maxSizeMB << 20, PreallocSize: j.preallocMB << 20,
 		QueueSize: j.queueSize, SkipSync: !j.syncData, NoFileReuse: !j.reuseFiles, Logger: log}
 }

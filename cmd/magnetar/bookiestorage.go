@@ -30,6 +30,11 @@ type storageSettings struct {
 
 func defaultStorageSettings() storageSettings { return storageSettings{} }
 
+// cacheMB is the write and read-ahead caches together, in MiB.
+func (s storageSettings) cacheMB() int {
+	return orDefault(s.writeCacheMB, defaultWriteCacheMB) + orDefault(s.readCacheMB, defaultReadCacheMB)
+}
+
 func (s *storageSettings) confKeys() map[string]confSetter {
 	return map[string]confSetter{
 		"logSizeLimit":                           setInt64(&s.logSizeLimit),

@@ -127,6 +127,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "magnetar broker: %v\n", err)
 		return 2
 	}
+	setMemoryLimit(orDefault(f.cacheMB, defaultEntryCacheMB), log)
 	return serveUntilSignal("magnetar broker", stderr, func(ctx context.Context) error {
 		return serveBroker(ctx, f, log, stdout)
 	})

@@ -20,15 +20,19 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
 type standaloneFlags struct {
-	config  string
-	dataDir string
+	config      string
+	dataDir     string
+	storageKind string
 	listenFlags
 	brokerSettings
-	// storage is the in-process bookie's ledger storage (dbStorage_* keys).
+	// journal and storage are the in-process bookie's journal (journal*
+	// keys) and ledger storage (dbStorage_* keys).
+	journal journalSettings
 	storage storageSettings
 }
 
@@ -36,17 +40,21 @@ type standaloneFlags struct {
 const defaultStandaloneConf = "conf/standalone.conf"
 
 func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
-	var f standaloneFlags
+	f := standaloneFlags{journal: defaultJournalSettings()}
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
 	fs.StringVar(&f.dataDir, "data-dir", "data", "directory for metadata and data")
+	fs.StringVar(&f.storageKind, "storage", "bookie", "bookie (durable: the in-process bookie) or memory (not durable: measures the broker without storage)")
 	f.listenFlags.register(fs, "standalone", "clusterName")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	if f.storageKind != "bookie" && f.storageKind != "memory" {
+		return f, fmt.Errorf("--storage %q: want bookie or memory", f.storageKind)
 	}
 	return f, f.loadConfig(setByFlag(fs, nil), log)
 }
@@ -66,6 +74,9 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	for k, v := range f.storage.confKeys() {
 		setters[k] = v
 	}
+	for k, v := range f.journal.confKeys() {
+		setters[k] = v
+	}
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
 	}
@@ -80,6 +91,9 @@ func runStandalone(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "magnetar standalone: %v\n", err)
 		return 2
+	}
+	if f.storageKind == "bookie" { // in-memory storage holds every message: no limit fits it
+		setMemoryLimit(orDefault(f.cacheMB, defaultEntryCacheMB)+f.storage.cacheMB(), log)
 	}
 	return serveUntilSignal("magnetar standalone", stderr, func(ctx context.Context) error {
 		return serveStandalone(ctx, f, log, stdout)
@@ -111,11 +125,11 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err := initStandaloneMetadata(ctx, store, f); err != nil {
 		return err
 	}
-	st, err := startStandaloneStorage(ctx, store, filepath.Join(dir, "bookie"), f, log)
+	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), log)
 	if err != nil {
 		return err
 	}
-	defer st.close(log)
+	defer closeStorage()
 	res, err := resources.New(ctx, store, resources.Options{Logger: log})
 	if err != nil {
 		return err
@@ -125,12 +139,12 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err != nil {
 		return err
 	}
-	b := broker.New(bcfg, st.managedLedgers)
+	b := broker.New(bcfg, ledgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
 		return err
 	}
-	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log, st.collector())
+	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log, collectors...)
 	if err != nil {
 		srv.Close(context.Background())
 		return err
@@ -150,6 +164,23 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+}
+
+// openStorage starts the topics' storage: the in-process bookie, or with
+// --storage memory managed ledgers in memory, which measure the broker
+// and its clients without the storage path (nothing survives a restart).
+func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, log *slog.Logger) (
+	managedledger.Factory, []prometheus.Collector, func(), error) {
+	if f.storageKind == "memory" {
+		log.Warn("standalone on in-memory storage (--storage memory): messages are not durable and do not survive a restart")
+		return managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}),
+			nil, func() {}, nil
+	}
+	st, err := startStandaloneStorage(ctx, store, dir, f, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st.managedLedgers, []prometheus.Collector{st.collector()}, func() { st.close(log) }, nil
 }
 
 // initStandaloneMetadata creates the cluster, tenant public and namespace

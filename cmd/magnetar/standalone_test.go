@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -281,4 +283,44 @@ func listTopics(t *testing.T, web string) string {
 		t.Fatalf("list topics: %s %s", resp.Status, body)
 	}
 	return string(body)
+}
+
+// TestStandaloneMemoryStorage: --storage memory serves clients without a
+// bookie (nothing under the data directory's bookie path), and a bad
+// --storage value is refused naming the flag.
+func TestStandaloneMemoryStorage(t *testing.T) {
+	var errOut bytes.Buffer
+	if _, err := parseStandaloneFlags([]string{"--storage", "tape", "--config", "/dev/null"}, &errOut,
+		slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "--storage") {
+		t.Fatalf("--storage tape: %v", err)
+	}
+	dir := t.TempDir()
+	f := standaloneFlags{dataDir: dir, storageKind: "memory", listenFlags: listenFlags{bindAddr: "127.0.0.1",
+		advertised: "127.0.0.1", brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"}}
+	stop := runStandaloneFor(t, f)
+	defer stop()
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort), Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: "mem", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: "mem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := cons.Receive(ctx); err != nil || string(m.Payload()) != "m" {
+		t.Fatalf("receive: %v %v", m, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bookie")); !os.IsNotExist(err) {
+		t.Fatalf("memory storage made a bookie directory: %v", err)
+	}
 }

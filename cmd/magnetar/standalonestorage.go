@@ -13,7 +13,6 @@ import (
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
-	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -49,7 +48,7 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(fs, []string{ledgerDir}, f.storage, cp, log, nil)
 	}
-	s.core, err = bookie.OpenCore(fs, []string{journalDir}, journal.Options{Logger: log}, open,
+	s.core, err = bookie.OpenCore(fs, []string{journalDir}, f.journal.options(log), open,
 		bookie.Options{LedgerDirs: []string{ledgerDir}, Logger: log})
 	if err != nil {
 		return nil, err

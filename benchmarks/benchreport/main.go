@@ -1,0 +1,123 @@
+// Command benchreport runs Magnetar's benchmark scenarios side by side, in
+// one run on one machine, with the machine's own limits and with NATS
+// JetStream, and writes REPORT.md with SVG charts (make bench-report).
+//
+// What it runs, in order:
+//
+//   - the machine: `magnetar perf disk` (write+datasync bandwidth at the
+//     journal's group size, one datasync's latency, cold sequential read)
+//     and loopback TCP bandwidth measured here;
+//   - a standalone (one process: broker, bookie, metadata) on a fresh data
+//     directory: maximum durable publish throughput for 100 B, 1 KiB and
+//     64 KiB; publish and end-to-end latency at 10%, 50% and 80% of the
+//     1 KiB maximum; 1,000 and 10,000 topics with a producer each; a
+//     catch-up read of a backlog after a restart with the page cache
+//     dropped; the process's peak RSS against its configured caches;
+//   - a cluster on this machine: ZooKeeper, 3 bookie processes and a broker
+//     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
+//   - NATS JetStream with file storage, its default sync and with
+//     sync_interval: always: maximum 1 KiB async publish, and latency at the
+//     same rate as Magnetar's 50% point.
+//
+// Every client run is `magnetar perf produce|e2e --json` (the official Go
+// client) or benchmarks/natsperf, so both systems are measured by the same
+// histograms and report shape (tools/perfclient.Report). The broker's CPU
+// profile during the 1 KiB maximum run is kept and its top lines go into
+// the report, so a missed target comes with what the broker spent its time
+// on.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// options are the command's flags.
+type options struct {
+	magnetar   string // magnetar binary
+	natsperf   string // benchmarks/natsperf binary ("" skips NATS)
+	natsServer string // nats-server with sync_interval support ("" skips the always variant)
+	out        string // where REPORT.md, results.json and charts go
+	work       string // data directories (removed after)
+	config     string // standalone configuration file
+	duration   time.Duration
+	warmup     time.Duration
+	backlogMB  int
+	topics     []int
+	cluster    bool
+	quick      bool
+}
+
+func main() {
+	o, err := parseOptions(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "benchreport: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
+	fs.StringVar(&o.magnetar, "magnetar", "bin/magnetar", "magnetar binary")
+	fs.StringVar(&o.natsperf, "natsperf", "bin/natsperf", "natsperf binary (empty: no NATS runs)")
+	fs.StringVar(&o.natsServer, "nats-server", "bin/nats-server", "nats-server >= 2.10 for sync_interval: always (empty or missing: default variant only, on nats-server from PATH)")
+	fs.StringVar(&o.out, "out", "benchmarks/report", "output directory")
+	fs.StringVar(&o.work, "work", ".perf/bench", "data directories for the servers (on the disk to measure; removed after)")
+	fs.StringVar(&o.config, "config", "conf/standalone.conf", "standalone configuration file")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured window of each run")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each window (not measured)")
+	fs.IntVar(&o.backlogMB, "backlog-mb", 1024, "catch-up backlog in MiB")
+	topics := fs.String("topics", "1000,10000", "topic counts of the many-topics runs (one producer each)")
+	fs.BoolVar(&o.cluster, "cluster", true, "also run the 3-bookie cluster (needs ZooKeeper: scripts/zookeeper.sh install)")
+	fs.BoolVar(&o.quick, "quick", false, "smoke run: 3 s windows, 64 MiB backlog, 100 and 500 topics")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	var err error
+	if o.topics, err = parseInts(*topics); err != nil {
+		return o, fmt.Errorf("--topics: %w", err)
+	}
+	if o.quick {
+		o.duration, o.warmup, o.backlogMB, o.topics = 3*time.Second, time.Second, 64, []int{100, 500}
+	}
+	if o.duration <= 0 || o.warmup < 0 || o.backlogMB <= 0 {
+		return o, fmt.Errorf("--duration and --backlog-mb must be positive, --warmup not negative")
+	}
+	for _, p := range []*string{&o.magnetar, &o.out, &o.work, &o.config} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return o, err
+		}
+	}
+	if _, err := os.Stat(o.magnetar); err != nil {
+		return o, fmt.Errorf("--magnetar: %w (build it with make build)", err)
+	}
+	return o, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitComma(s) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

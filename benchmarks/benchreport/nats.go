@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// runNATS measures NATS JetStream with the same message size: the
+// maximum async publish rate with its default sync and with every write
+// fsynced, and latency at Magnetar's 50% rate. Both variants run on the
+// same server binary so the comparison is of the setting alone.
+func (r *runner) runNATS(ctx context.Context) error {
+	n := &r.res.NATS
+	server, err := r.natsServerBin()
+	if err != nil {
+		return err
+	}
+	n.Server = server
+	dir := filepath.Join(r.o.work, "nats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := []string{"--server-bin", server, "--dir", dir, "--size", "1024", "--json", "--progress", "5s",
+		"--duration", r.o.duration.String(), "--warmup", r.o.warmup.String()}
+	natsRun := func(label string, args ...string) (*Run, error) {
+		rep, err := r.client(ctx, label, r.o.natsperf, append(append([]string{}, base...), args...)...)
+		if err != nil {
+			return nil, err
+		}
+		return &Run{Label: label, Report: rep}, nil
+	}
+	window := "--max-pending=" + itoa(maxWindow)
+	if n.Default, err = natsRun("nats default max", "--sync", "default", "--mode", "produce", "--rate", "0", window); err != nil {
+		return err
+	}
+	if half := r.res.Standalone.fixedAt(50); half != nil {
+		rate := half.Report.TargetRate
+		if n.DefaultFixed, err = natsRun("nats default e2e at magnetar's 50%", "--sync", "default", "--mode", "e2e",
+			"--rate", ftoa(rate)); err != nil {
+			return err
+		}
+	}
+	n.Always, err = natsRun("nats always max", "--sync", "always", "--mode", "produce", "--rate", "0", window)
+	if err != nil {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("NATS with sync_interval: always did not run: %v", err))
+	}
+	return nil
+}
+
+// natsServerBin is the server both variants run on: the newer build if
+// there is one (it supports sync_interval: always), else nats-server on
+// PATH.
+func (r *runner) natsServerBin() (string, error) {
+	if r.o.natsServer != "" {
+		if abs, err := filepath.Abs(r.o.natsServer); err == nil {
+			if _, err := os.Stat(abs); err == nil {
+				return abs, nil
+			}
+		}
+	}
+	p, err := exec.LookPath("nats-server")
+	if err != nil {
+		return "", fmt.Errorf("no nats-server (scripts/install-nats.sh installs one): %w", err)
+	}
+	return p, nil
+}
+
+// natsVersion is what the server says it is.
+func natsVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		return "unknown version"
+	}
+	return strings.TrimSpace(string(out))
+}

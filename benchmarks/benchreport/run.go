@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// run measures everything and writes the report. A failed cluster or
+// NATS part is noted in the report rather than ending the run: the rest
+// is still worth having. The standalone part is required.
+func run(ctx context.Context, o options) error {
+	r := &runner{o: o, res: &Results{Started: time.Now().UTC(), Machine: describeMachine(),
+		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v", o.duration, o.warmup, o.backlogMB, o.topics)}}
+	r.logDir = filepath.Join(o.work, "logs")
+	for _, d := range []string{o.out, r.logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, d := range dataDirs {
+		if err := os.RemoveAll(filepath.Join(o.work, d)); err != nil {
+			return err
+		}
+	}
+	defer r.cleanup()
+	if err := r.measureMachine(ctx); err != nil {
+		return err
+	}
+	if err := r.runStandalone(ctx); err != nil {
+		return fmt.Errorf("standalone: %w", err)
+	}
+	if o.cluster {
+		if err := r.runCluster(ctx); err != nil {
+			r.res.Cluster.Skipped = err.Error()
+		}
+	} else {
+		r.res.Cluster.Skipped = "not run (--cluster=false)"
+	}
+	if o.natsperf == "" {
+		r.res.NATS.Skipped = "not run (--natsperf empty)"
+	} else if err := r.runNATS(ctx); err != nil {
+		r.res.NATS.Skipped = err.Error()
+	}
+	if r.res.NATS.Server != "" {
+		r.res.NATS.Server += " (" + natsVersion(r.res.NATS.Server) + ")"
+	}
+	r.res.Seconds = time.Since(r.res.Started).Seconds()
+	return r.write()
+}
+
+func (r *runner) measureMachine(ctx context.Context) error {
+	dir := filepath.Join(r.o.work, "disk")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	disk, err := r.measureDisk(ctx, dir)
+	if err != nil {
+		return err
+	}
+	r.res.Disk = disk
+	r.res.Loopback, err = measureLoopback()
+	return err
+}
+
+// cleanup removes the servers' data (the logs stay).
+func (r *runner) cleanup() {
+	for _, d := range dataDirs {
+		_ = os.RemoveAll(filepath.Join(r.o.work, d))
+	}
+}
+
+// write puts results.json, the charts and REPORT.md into the output
+// directory.
+func (r *runner) write() error {
+	b, err := json.MarshalIndent(r.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.o.out, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	charts, err := writeCharts(r.o.out, r.res)
+	if err != nil {
+		return err
+	}
+	var md strings.Builder
+	writeReport(&md, r.res, charts)
+	if err := os.WriteFile(filepath.Join(r.o.out, "REPORT.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "== report: %s (logs in %s)\n", filepath.Join(r.o.out, "REPORT.md"), r.logDir)
+	return nil
+}
+
+func errorsJoin(errs ...error) error { return errors.Join(errs...) }
+
+// dataDirs are the servers' directories under the work directory.
+var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk"}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/magnetar-io/magnetar/tools/perfclient"
+)
+
+// runner runs one report: the options, the results so far and where the
+// logs go.
+type runner struct {
+	o       options
+	res     *Results
+	logDir  string
+	seq     int // numbers client logs in run order
+	natsBin string
+}
+
+// target is a running Magnetar deployment the clients talk to.
+type target struct {
+	name    string
+	service string // pulsar://...
+	admin   string // http://...
+	servers []*server
+}
+
+// clientArgs are the flags every client run shares.
+func (r *runner) clientArgs(t target) []string {
+	return []string{"--service-url", t.service, "--admin-url", t.admin, "--json",
+		"--duration", r.o.duration.String(), "--warmup", r.o.warmup.String(), "--progress", "5s",
+		"--system-label", "magnetar", "--variant", t.name}
+}
+
+// perf runs `magnetar perf <mode>` against t and decodes its report. The
+// servers' CPU use over the run is recorded with it.
+func (r *runner) perf(ctx context.Context, t target, label, mode string, args ...string) (Run, error) {
+	full := append([]string{"perf", mode}, r.clientArgs(t)...)
+	full = append(full, args...)
+	m := meterCPU(t.servers...)
+	rep, err := r.client(ctx, label, r.o.magnetar, full...)
+	if err != nil {
+		return Run{}, err
+	}
+	return Run{Label: label, Report: rep, ServerCores: m.cores()}, nil
+}
+
+// client runs a client command, echoing its progress lines (stderr) to
+// ours and into a log, and decodes the JSON report it prints on stdout.
+func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, error) {
+	r.seq++
+	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.seq, sanitize(label)))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return perfclient.Report{}, err
+	}
+	defer logFile.Close()
+	fmt.Fprintf(os.Stderr, "== %s: %s %s\n", label, filepath.Base(bin), strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = io.MultiWriter(logFile, prefixWriter{w: os.Stderr, prefix: "   "})
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		return perfclient.Report{}, fmt.Errorf("%s: %w (log: %s)", label, err, logPath)
+	}
+	var rep perfclient.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		return perfclient.Report{}, fmt.Errorf("%s: report: %w: %q", label, err, truncate(stdout.String(), 200))
+	}
+	return rep, nil
+}
+
+// magnetarCmd runs a magnetar subcommand to completion (setup steps).
+func (r *runner) magnetarCmd(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, r.o.magnetar, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("magnetar %s: %w: %s", strings.Join(args, " "), err, truncate(string(out), 500))
+	}
+	return nil
+}
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line != "" {
+			fmt.Fprint(p.w, p.prefix+line)
+		}
+	}
+	return len(b), nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(s))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }

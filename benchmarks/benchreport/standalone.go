@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSizes are the message sizes of the maximum-throughput runs.
+var maxSizes = [...]int{100, 1024, 64 << 10}
+
+// maxWindow is the producer's window (messages in flight) in every
+// unthrottled run, Magnetar's and NATS's alike: the default 1000 leaves
+// the client waiting on round trips rather than the server at its limit.
+const maxWindow = 10000
+
+// fixedPercents are the fixed rates, in percent of the 1 KiB maximum.
+var fixedPercents = [...]int{10, 50, 80}
+
+// startStandalone starts magnetar standalone on dataDir, with extra flags.
+func (r *runner) startStandalone(dataDir string, extra ...string) (target, error) {
+	bin, err1 := freePort()
+	web, err2 := freePort()
+	if err1 != nil || err2 != nil {
+		return target{}, fmt.Errorf("free ports: %v %v", err1, err2)
+	}
+	r.seq++
+	args := append([]string{"standalone", "--config", r.o.config, "--data-dir", dataDir, "--bind-address", "127.0.0.1",
+		"--advertised-address", "127.0.0.1", "--broker-port", itoa(bin), "--web-port", itoa(web)}, extra...)
+	s, err := startServer("standalone", r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.seq)), args...)
+	if err != nil {
+		return target{}, err
+	}
+	if err := s.waitReady(time.Minute); err != nil {
+		_ = s.stop()
+		return target{}, err
+	}
+	return target{name: "standalone", service: fmt.Sprintf("pulsar://127.0.0.1:%d", bin),
+		admin: fmt.Sprintf("http://127.0.0.1:%d", web), servers: []*server{s}}, nil
+}
+
+// runStandalone runs the standalone scenarios.
+func (r *runner) runStandalone(ctx context.Context) error {
+	d := &r.res.Standalone
+	dataDir := filepath.Join(r.o.work, "standalone")
+	t, err := r.startStandalone(dataDir)
+	if err != nil {
+		return err
+	}
+	d.Ran, d.Setup = true, "one process: broker, bookie (journal and entry logs on the work directory) and metadata; E=Qw=Qa=1"
+	d.CacheMiB = standaloneCacheMiB(r.o.config)
+	err = r.throughputAndLatency(ctx, t, d, true)
+	if err == nil {
+		err = r.manyTopics(ctx, t, d)
+	}
+	if err == nil {
+		err = r.fillBacklog(ctx, t, d)
+	}
+	d.PeakRSSMiB = peakRSS(t)
+	if serr := t.servers[0].stop(); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.catchUp(ctx, dataDir, d); err != nil {
+		return err
+	}
+	return r.runMemory(ctx)
+}
+
+// runMemory runs the 1 KiB maximum and the 50% point on a standalone with
+// in-memory storage, at the durable standalone's 50% rate: what the
+// broker and the clients cost without the storage path.
+func (r *runner) runMemory(ctx context.Context) error {
+	d := &r.res.Memory
+	t, err := r.startStandalone(filepath.Join(r.o.work, "memory"), "--storage", "memory")
+	if err != nil {
+		return err
+	}
+	t.name = "memory"
+	d.Ran, d.Setup = true, "the standalone with --storage memory (not durable): broker, network and clients without the storage path"
+	defer t.servers[0].stop()
+	run, err := r.perf(ctx, t, "in-memory storage max 1024 B", "produce", "--size", "1024",
+		"--topic", "persistent://public/default/mem-max", "--rate", "0", "--max-pending", itoa(maxWindow))
+	if err != nil {
+		return err
+	}
+	d.Max = append(d.Max, run)
+	half := r.res.Standalone.fixedAt(50)
+	if half == nil {
+		return nil
+	}
+	run, err = r.perf(ctx, t, "in-memory storage e2e at the standalone's 50%", "e2e", "--size", "1024",
+		"--topic", "persistent://public/default/mem-fixed", "--rate", ftoa(half.Report.TargetRate))
+	if err != nil {
+		return err
+	}
+	run.Percent = 50
+	d.Fixed = append(d.Fixed, run)
+	return nil
+}
+
+// throughputAndLatency runs the maximum publish rate per size, then e2e
+// latency at fixed fractions of the 1 KiB maximum. With profile, the
+// broker's CPU profile during the 1 KiB maximum is kept.
+func (r *runner) throughputAndLatency(ctx context.Context, t target, d *Deployment, profile bool) error {
+	sizes := maxSizes[:]
+	if !profile {
+		sizes = []int{1024} // the cluster: 1 KiB only
+	}
+	for _, size := range sizes {
+		var prof *cpuProfile
+		if profile && size == 1024 {
+			prof = r.startProfile(t, r.o.warmup, r.o.duration)
+		}
+		run, err := r.perf(ctx, t, fmt.Sprintf("%s max %d B", t.name, size), "produce", "--size", itoa(size),
+			"--topic", fmt.Sprintf("persistent://public/default/max-%d", size), "--rate", "0", "--max-pending", itoa(maxWindow))
+		if err != nil {
+			return err
+		}
+		d.Max = append(d.Max, run)
+		if prof != nil {
+			d.Profile = prof.top()
+		}
+	}
+	max := d.maxOf(1024)
+	for _, pct := range fixedPercents {
+		if !profile && pct != 50 {
+			continue
+		}
+		rate := max.Report.PublishPS * float64(pct) / 100
+		run, err := r.perf(ctx, t, fmt.Sprintf("%s e2e %d%%", t.name, pct), "e2e", "--size", "1024",
+			"--topic", fmt.Sprintf("persistent://public/default/fixed-%d", pct), "--rate", ftoa(rate))
+		if err != nil {
+			return err
+		}
+		run.Percent = pct
+		d.Fixed = append(d.Fixed, run)
+	}
+	return nil
+}
+
+// manyTopics publishes to N topics with one producer each, at a total
+// rate every count can carry (one message per topic per second, at most
+// half the 1 KiB maximum).
+func (r *runner) manyTopics(ctx context.Context, t target, d *Deployment) error {
+	for _, n := range r.o.topics {
+		rate := min(float64(n), d.maxOf(1024).Report.PublishPS/2)
+		run, err := r.perf(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", "--size", "1024",
+			"--topic", fmt.Sprintf("persistent://public/default/many-%d", n), "--topics", itoa(n),
+			"--rate", ftoa(rate), "--batching=false")
+		if err != nil {
+			return err
+		}
+		d.Topics = append(d.Topics, run)
+	}
+	return nil
+}
+
+const backlogTopic = "persistent://public/default/backlog"
+
+// fillBacklog writes BacklogMB of 1 KiB messages behind a subscription
+// nobody reads yet.
+func (r *runner) fillBacklog(ctx context.Context, t target, d *Deployment) error {
+	for _, path := range []string{"/admin/v2/persistent/public/default/backlog",
+		"/admin/v2/persistent/public/default/backlog/subscription/catchup"} {
+		if err := httpPut(ctx, t.admin+path); err != nil {
+			return fmt.Errorf("backlog topic: %w", err)
+		}
+	}
+	n := r.o.backlogMB << 10
+	run, err := r.perf(ctx, t, "standalone backlog fill", "produce", "--size", "1024", "--topic", backlogTopic,
+		"--rate", "0", "--num-messages", itoa(n), "--warmup", "0s")
+	if err != nil {
+		return err
+	}
+	d.BacklogMiB = float64(run.Report.Published) / 1024
+	return nil
+}
+
+// catchUp restarts the standalone with its files out of the page cache
+// and reads the backlog from the start: every entry comes from disk.
+func (r *runner) catchUp(ctx context.Context, dataDir string, d *Deployment) error {
+	if err := dropPageCache(dataDir); err != nil {
+		return err
+	}
+	t, err := r.startStandalone(dataDir)
+	if err != nil {
+		return err
+	}
+	n := int64(d.BacklogMiB * 1024)
+	run, err := r.perf(ctx, t, "standalone catch-up read", "consume", "--topic", backlogTopic,
+		"--subscription", "catchup", "--num-messages", fmt.Sprint(n), "--warmup", "0s", "--duration", "30m")
+	d.PeakRSSMiB = max(d.PeakRSSMiB, peakRSS(t))
+	if serr := t.servers[0].stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	d.CatchUp = &run
+	return nil
+}
+
+func peakRSS(t target) float64 {
+	var sum float64
+	for _, s := range t.servers {
+		if v, err := s.peakRSSMiB(); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func httpPut(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusConflict {
+		return fmt.Errorf("PUT %s: %s %s", url, resp.Status, body)
+	}
+	return nil
+}
+
+// dropPageCache evicts every file under dir from the page cache (after
+// writing back what is dirty), so the next reads come from the disk.
+func dropPageCache(dir string) error {
+	return filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("drop page cache: %s: %w", path, err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			return fmt.Errorf("drop page cache: %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// standaloneCacheMiB sums the caches the configuration sets (entry cache,
+// the bookie's write and read-ahead caches), with the defaults for keys
+// it leaves out.
+func standaloneCacheMiB(config string) float64 {
+	keys := map[string]float64{"managedLedgerCacheSizeMB": 256, "dbStorage_writeCacheMaxSizeMb": 64,
+		"dbStorage_readAheadCacheMaxSizeMb": 64}
+	if b, err := os.ReadFile(config); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if _, known := keys[k]; ok && known {
+				var mb float64
+				if _, err := fmt.Sscan(v, &mb); err == nil {
+					keys[k] = mb
+				}
+			}
+		}
+	}
+	var sum float64
+	for _, v := range keys {
+		sum += v
+	}
+	return sum
+}
+
+// cpuProfile is a CPU profile of a server being fetched over HTTP.
+type cpuProfile struct {
+	path, bin string
+	done      chan error
+}
+
+// startProfile fetches a CPU profile of t's first server from after the
+// warm-up to the end of the window.
+func (r *runner) startProfile(t target, after, window time.Duration) *cpuProfile {
+	p := &cpuProfile{path: filepath.Join(r.o.out, "profiles", "standalone-max-1k.cpu.pprof"), bin: r.o.magnetar,
+		done: make(chan error, 1)}
+	go func() {
+		time.Sleep(after + 2*time.Second) // the client connects, then warms up
+		secs := max(1, int(window.Seconds())-3)
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", t.admin, secs))
+		if err != nil {
+			p.done <- err
+			return
+		}
+		defer resp.Body.Close()
+		if err := os.MkdirAll(filepath.Dir(p.path), 0o755); err != nil {
+			p.done <- err
+			return
+		}
+		f, err := os.Create(p.path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errorsJoin(err, f.Close())
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// top is the profile's hottest functions (go tool pprof -top), or why
+// there is none.
+func (p *cpuProfile) top() string {
+	if err := <-p.done; err != nil {
+		return "no profile: " + err.Error()
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=25", p.bin, p.path).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("profile in %s (go tool pprof failed: %v)", p.path, err)
+	}
+	return string(out)
+}
