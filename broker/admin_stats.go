@@ -192,10 +192,20 @@ type internalStatsJSON struct {
 	PendingAddEntriesCount int                        `json:"pendingAddEntriesCount"`
 	LastConfirmedEntry     string                     `json:"lastConfirmedEntry"`
 	State                  string                     `json:"state"`
-	Ledgers                []struct{}                 `json:"ledgers"`
+	Ledgers                []ledgerInfoJSON           `json:"ledgers"`
 	Cursors                map[string]cursorStatsJSON `json:"cursors"`
 	SchemaLedgers          []struct{}                 `json:"schemaLedgers"`
 	CompactedLedger        compactedLedgerJSON        `json:"compactedLedger"`
+}
+
+type ledgerInfoJSON struct {
+	LedgerID        int64  `json:"ledgerId"`
+	Entries         int64  `json:"entries"`
+	Size            int64  `json:"size"`
+	Timestamp       int64  `json:"timestamp"`
+	Offloaded       bool   `json:"offloaded"`
+	MetaData        string `json:"metadata,omitempty"`
+	UnderReplicated bool   `json:"underReplicated"`
 }
 
 type compactedLedgerJSON struct {
@@ -237,8 +247,16 @@ func internalStatsOf(ctx context.Context, t *topic) (internalStatsJSON, error) {
 	last := t.ml.LastConfirmed()
 	st := internalStatsJSON{NumberOfEntries: t.ml.Entries(), TotalSize: t.ml.Size(),
 		CurrentLedgerEntries: max(last.EntryID+1, 0), LastConfirmedEntry: last.String(), State: "LedgerOpened",
-		Ledgers: []struct{}{}, Cursors: map[string]cursorStatsJSON{}, SchemaLedgers: []struct{}{},
+		Ledgers: []ledgerInfoJSON{}, Cursors: map[string]cursorStatsJSON{}, SchemaLedgers: []struct{}{},
 		CompactedLedger: compactedLedgerJSON{LedgerID: -1, Entries: -1, Size: -1}}
+	if ll, ok := t.ml.(managedledger.LedgerLister); ok {
+		for _, l := range ll.Ledgers() {
+			st.Ledgers = append(st.Ledgers, ledgerInfoJSON{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp})
+		}
+		if n := len(st.Ledgers); n > 0 {
+			st.CurrentLedgerSize = st.Ledgers[n-1].Size
+		}
+	}
 	if t.terminated.Load() {
 		st.State = "Terminated"
 	}

@@ -483,6 +483,15 @@ func TestAdminInternalStatsAndMessages(t *testing.T) {
 		cur.IndividuallyDeletedMessages != "[("+pos(1)+".."+pos(3)+"]]" || cur.TotalNonContiguousDeletedMessagesRange != 1 {
 		t.Fatalf("internal stats %+v, cursor %+v", st, cur)
 	}
+	// The ledger list covers every stored entry, and the last ledger is
+	// the one the last entry is in.
+	var inLedgers int64
+	for _, l := range st.Ledgers {
+		inLedgers += l.Entries
+	}
+	if n := len(st.Ledgers); n == 0 || inLedgers != st.NumberOfEntries || st.Ledgers[n-1].LedgerID != ids[5].LedgerID() {
+		t.Fatalf("ledgers %+v for %d entries ending at %s", st.Ledgers, st.NumberOfEntries, pos(5))
+	}
 	// The subscription's peek skips what was acknowledged.
 	if msgs, err := subs.PeekMessages(tn, "sub", 2); err != nil || string(msgs[0].Payload) != "m-00001" ||
 		string(msgs[1].Payload) != "m-00004" {
