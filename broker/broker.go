@@ -52,10 +52,15 @@ type Config struct {
 	// MessageExpiryCheckInterval is messageExpiryCheckIntervalInMinutes
 	// (default 5 minutes).
 	MessageExpiryCheckInterval time.Duration
-	// DefaultRetention is defaultRetentionTimeInMinutes and
-	// defaultRetentionSizeInMB (RetentionOf): a topic's retention unless
-	// its namespace sets retention_policies.
-	DefaultRetention managedledger.Retention
+	// DefaultRetentionMinutes and DefaultRetentionMB are
+	// defaultRetentionTimeInMinutes and defaultRetentionSizeInMB (-1: no
+	// limit; RetentionOf): a topic's retention unless its namespace sets
+	// retention_policies.
+	DefaultRetentionMinutes int
+	DefaultRetentionMB      int64
+	// MetadataStoreURL and ConfigurationStoreURL name the stores, for the
+	// internal-configuration endpoint.
+	MetadataStoreURL, ConfigurationStoreURL string
 	// RetentionCheckInterval is retentionCheckIntervalInSeconds (default
 	// 120 s): how often loaded topics are trimmed by their retention, so
 	// that time-based retention applies on topics nobody acknowledges on.
@@ -150,6 +155,8 @@ type Broker struct {
 	// own is the ownership service in cluster mode (nil: serve all).
 	own atomic.Pointer[ownership.Service]
 	cpu cpuSampler // sampled by load reports
+	// dyn holds the settings dynamic configuration may change (dynconfig.go).
+	dyn atomic.Pointer[dynamicSettings]
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -163,16 +170,17 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
+	b.dyn.Store(startedSettings(cfg))
+	if cfg.Metadata != nil {
+		go b.watchDynamicConfig()
+	}
 	go b.every(cfg.KeepAliveInterval, b.pingAll)
 	go b.every(cfg.StatsUpdateFrequency, b.updateRates)
-	// With namespace policies any namespace may set a quota or a TTL.
-	if cfg.BacklogQuotaDefaultLimitBytes > 0 || cfg.Resources != nil {
-		go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
-	}
+	// Namespace policies and dynamic configuration may set a quota or a
+	// TTL at any time, so both checks always run (cheap with none set).
+	go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
 	go b.every(cfg.RetentionCheckInterval, func() { b.applyRetention(context.Background()) })
-	if cfg.MessageTTL > 0 || cfg.Resources != nil {
-		go b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(context.Background(), time.Now()) })
-	}
+	go b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(context.Background(), time.Now()) })
 	return b
 }
 

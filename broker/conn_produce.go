@@ -222,7 +222,7 @@ func (c *serverConn) beginSend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendingSends++
-	if c.pendingSends >= c.b.cfg.MaxPendingPublishRequestsPerConnection && !c.paused {
+	if c.pendingSends >= c.b.settings().maxPendingPublish && !c.paused {
 		c.paused = true
 		c.t.PauseReading()
 	}
@@ -232,7 +232,7 @@ func (c *serverConn) endSend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendingSends--
-	if c.paused && c.pendingSends <= c.b.cfg.MaxPendingPublishRequestsPerConnection/2 {
+	if c.paused && c.pendingSends <= c.b.settings().maxPendingPublish/2 {
 		c.paused = false
 		c.t.ResumeReading()
 	}

@@ -32,7 +32,7 @@ func (t *topic) messageTTL(ctx context.Context) time.Duration {
 	if p, ok := t.policies(ctx); ok && p.MessageTTLInSeconds != nil {
 		return time.Duration(*p.MessageTTLInSeconds) * time.Second
 	}
-	return t.b.cfg.MessageTTL
+	return t.b.settings().messageTTL
 }
 
 // backlogQuota is the topic's storage quota: the limit in bytes (<= 0:
@@ -47,7 +47,8 @@ func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
 			return q.LimitSize, policy
 		}
 	}
-	return t.b.cfg.BacklogQuotaDefaultLimitBytes, t.b.cfg.BacklogQuotaDefaultRetentionPolicy
+	s := t.b.settings()
+	return s.quotaBytes, s.quotaPolicy
 }
 
 // RetentionOf turns Pulsar's retention settings (minutes and MiB, -1 for
@@ -68,7 +69,7 @@ func (t *topic) retention(ctx context.Context) managedledger.Retention {
 	if p, ok := t.policies(ctx); ok && p.RetentionPolicies != nil {
 		return RetentionOf(p.RetentionPolicies.RetentionTimeInMinutes, p.RetentionPolicies.RetentionSizeInMB)
 	}
-	return t.b.cfg.DefaultRetention
+	return t.b.settings().retention()
 }
 
 // applyRetention gives every loaded topic its current retention, which

@@ -219,7 +219,7 @@ func (s *subscription) startReadLocked() func() {
 	if s.closed || s.reading || permits <= 0 {
 		return nil
 	}
-	n := int(min(permits, int64(s.topic.b.cfg.DispatcherMaxReadBatchSize)))
+	n := int(min(permits, int64(s.topic.b.settings().dispatcherBatch)))
 	gen := s.gen
 	if positions := s.deliverableReplayLocked(n); len(positions) > 0 {
 		s.reading = true

@@ -1,7 +1,8 @@
 package main
 
-// magnetar admin brokers (list, leader-broker, healthcheck, namespaces)
-// and broker-stats (load-report), as pulsar-admin's.
+// magnetar admin brokers (list, leader-broker, healthcheck, namespaces,
+// the dynamic-configuration commands) and broker-stats (load-report), as
+// pulsar-admin's.
 
 import (
 	"flag"
@@ -13,7 +14,7 @@ import (
 )
 
 func brokerCmds() []adminCmd {
-	return []adminCmd{
+	cmds := []adminCmd{
 		{"list", []string{"CLUSTER"}, "list a cluster's active brokers", noFlags(func(env *adminEnv, args []string) (adminReply, error) {
 			brokers, err := env.api.Brokers().GetActiveBrokers(args[0])
 			return replyLines(brokers), err
@@ -48,6 +49,65 @@ func brokerCmds() []adminCmd {
 			}
 		}},
 	}
+	return append(cmds, dynamicConfigCmds()...)
+}
+
+// dynamicConfigCmds are pulsar-admin's brokers *-dynamic-config and
+// get-runtime-config / get-internal-config.
+func dynamicConfigCmds() []adminCmd {
+	return []adminCmd{
+		{"list-dynamic-config", nil, "list the settings update-dynamic-config accepts", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			names, err := env.api.Brokers().GetDynamicConfigurationNames()
+			return replyLines(names), err
+		})},
+		{"get-all-dynamic-config", nil, "show the dynamic-configuration overrides stored for every broker", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			values, err := env.api.Brokers().GetAllDynamicConfigurations()
+			return replyKeyValues(values), err
+		})},
+		{"update-dynamic-config", nil, "set a dynamic setting on every broker (kept in the configuration store)", func(fs *flag.FlagSet) adminAction {
+			name := fs.String("config", "", "the setting, e.g. dispatcherMaxReadBatchSize (required)")
+			value := fs.String("value", "", "its new value (required)")
+			return func(env *adminEnv, _ []string) (adminReply, error) {
+				if *name == "" || *value == "" {
+					return replyNone(), usageErrorf("--config and --value are required")
+				}
+				return replyNone(), env.api.Brokers().UpdateDynamicConfiguration(*name, *value)
+			}
+		}},
+		{"delete-dynamic-config", nil, "remove an override: brokers go back to their configuration file's value", func(fs *flag.FlagSet) adminAction {
+			name := fs.String("config", "", "the setting (required)")
+			return func(env *adminEnv, _ []string) (adminReply, error) {
+				if *name == "" {
+					return replyNone(), usageErrorf("--config is required")
+				}
+				return replyNone(), env.api.Brokers().DeleteDynamicConfiguration(*name)
+			}
+		}},
+		{"get-runtime-config", nil, "show the settings in effect on the broker", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			values, err := env.api.Brokers().GetRuntimeConfigurations()
+			return replyKeyValues(values), err
+		})},
+		{"get-internal-config", nil, "show the metadata stores the broker uses", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			data, err := env.api.Brokers().GetInternalConfigurationData()
+			return replyObject(data), err
+		})},
+	}
+}
+
+// replyKeyValues prints a settings map as sorted "key=value" lines.
+func replyKeyValues(values map[string]string) adminReply {
+	if values == nil {
+		values = map[string]string{}
+	}
+	return replyText(values, func(w io.Writer) {
+		rows := make([][]string, 0, len(values))
+		for k, v := range values {
+			rows = append(rows, []string{k, v})
+		}
+		for _, r := range sortedRows(rows) {
+			fmt.Fprintf(w, "%s=%s\n", r[0], r[1])
+		}
+	})
 }
 
 func brokerStatsCmds() []adminCmd {

@@ -532,6 +532,24 @@ func adminBrokers(a adminCLI, brokerID string) {
 		t.Fatalf("load report: %+v", report)
 	}
 	wantContains(t, "load-report text", a.ok("broker-stats", "load-report"), "webServiceUrl: "+a.url+"\n", "BUNDLE", "public/default/0x")
+
+	wantContains(t, "dynamic keys", a.ok("brokers", "list-dynamic-config"), "dispatcherMaxReadBatchSize\n")
+	a.ok("brokers", "update-dynamic-config", "--config", "dispatcherMaxReadBatchSize", "--value", "42")
+	if out := a.ok("brokers", "get-all-dynamic-config"); out != "dispatcherMaxReadBatchSize=42\n" {
+		t.Fatalf("get-all-dynamic-config: %q", out)
+	}
+	// The broker applies the stored override when its watch fires.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(a.ok("brokers", "get-runtime-config"), "dispatcherMaxReadBatchSize=42\n"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("runtime config never showed the override: %s", a.ok("brokers", "get-runtime-config"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantContains(t, "runtime config", a.ok("brokers", "get-runtime-config"), "clusterName=standalone\n")
+	wantContains(t, "not dynamic", a.fails(1, "brokers", "update-dynamic-config", "--config", "clusterName", "--value", "x"),
+		"HTTP 412", "not a dynamic configuration")
+	a.ok("brokers", "delete-dynamic-config", "--config", "dispatcherMaxReadBatchSize")
+	wantContains(t, "internal config", a.ok("brokers", "get-internal-config"), "local:")
 }
 
 // adminBundles splits and unloads a bundle the standalone owns.

@@ -187,6 +187,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	b := broker.New(bcfg, mls)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {

@@ -101,7 +101,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MessageTTL: s.ttl, MessageExpiryCheckInterval: s.expiryCheck,
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
 		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
-		DefaultRetention: s.retention(), RetentionCheckInterval: s.retentionCheck}, nil
+		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
+		RetentionCheckInterval: s.retentionCheck}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

@@ -139,6 +139,8 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err != nil {
 		return err
 	}
+	bcfg.MetadataStoreURL = "local:" + filepath.Join(dir, "metadata")
+	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	b := broker.New(bcfg, ledgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {

@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// dynBroker is one broker of a test cluster sharing a metadata server.
+type dynBroker struct {
+	b     *Broker
+	url   string
+	admin pulsaradmin.Client
+}
+
+func startDynBroker(t *testing.T, srv *metadata.MemoryServer) dynBroker {
+	t.Helper()
+	b := New(Config{ClusterName: "test", Metadata: srv.NewSession(), DispatcherMaxReadBatchSize: 100,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	pl, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(b.HTTPHandler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		web.Close()
+		pl.Close(ctx)
+		b.Close(ctx)
+	})
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynBroker{b: b, url: "pulsar://" + pl.Addr().String(), admin: admin}
+}
+
+// TestDynamicConfiguration: an override set through one broker reaches
+// every broker sharing the metadata store and takes effect there; bad
+// keys and values are refused; deleting it restores the started value.
+func TestDynamicConfiguration(t *testing.T) {
+	srv := metadata.NewMemoryServer()
+	a, other := startDynBroker(t, srv), startDynBroker(t, srv)
+	brokers := a.admin.Brokers()
+	names, err := brokers.GetDynamicConfigurationNames()
+	if err != nil || !slices.Contains(names, "dispatcherMaxReadBatchSize") || !slices.Contains(names, "ttlDurationDefaultInSeconds") {
+		t.Fatalf("dynamic keys %v, %v", names, err)
+	}
+	expectStatus(t, "not dynamic", brokers.UpdateDynamicConfiguration("clusterName", "x"), http.StatusPreconditionFailed)
+	expectStatus(t, "invalid value", brokers.UpdateDynamicConfiguration("dispatcherMaxReadBatchSize", "0"), http.StatusPreconditionFailed)
+	expectStatus(t, "invalid policy", brokers.UpdateDynamicConfiguration("backlogQuotaDefaultRetentionPolicy", "drop"), http.StatusPreconditionFailed)
+
+	if err := brokers.UpdateDynamicConfiguration("dispatcherMaxReadBatchSize", "7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := brokers.UpdateDynamicConfiguration("ttlDurationDefaultInSeconds", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if values, err := brokers.GetAllDynamicConfigurations(); err != nil || values["dispatcherMaxReadBatchSize"] != "7" || len(values) != 2 {
+		t.Fatalf("overrides %v, %v", values, err)
+	}
+	eventually(t, "the other broker applies the override", func() error {
+		rt, err := other.admin.Brokers().GetRuntimeConfigurations()
+		if err != nil {
+			return err
+		}
+		if rt["dispatcherMaxReadBatchSize"] != "7" || rt["ttlDurationDefaultInSeconds"] != "1" || rt["clusterName"] != "test" {
+			return fmt.Errorf("runtime configuration %v", rt)
+		}
+		return nil
+	})
+
+	// The TTL override expires messages on the other broker, which was
+	// started without one.
+	c := newClient(t, other.url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "dyn-ttl", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+	produce(t, c, "dyn-ttl", 5, false)
+	other.b.expireByPolicy(context.Background(), time.Now().Add(2*time.Second))
+	tp, err := other.b.getTopic(context.Background(), mustTopic(t, "dyn-ttl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backlog := tp.durableSubs()[0].cursor.Backlog(); backlog != 0 {
+		t.Fatalf("backlog %d after expiry with the dynamic TTL", backlog)
+	}
+
+	if err := brokers.DeleteDynamicConfiguration("dispatcherMaxReadBatchSize"); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, "delete again", brokers.DeleteDynamicConfiguration("dispatcherMaxReadBatchSize"), http.StatusNotFound)
+	eventually(t, "the started value comes back", func() error {
+		if got := other.b.settings().dispatcherBatch; got != 100 {
+			return fmt.Errorf("dispatcherMaxReadBatchSize %d", got)
+		}
+		return nil
+	})
+	if _, err := brokers.GetInternalConfigurationData(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDynamicConfigurationNeedsMetadata: without a metadata store the
+// overrides cannot be kept, which the endpoints say (412).
+func TestDynamicConfigurationNeedsMetadata(t *testing.T) {
+	b := New(Config{ClusterName: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	t.Cleanup(func() { b.Close(context.Background()) })
+	web := httptest.NewServer(b.HTTPHandler())
+	t.Cleanup(web.Close)
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, "update without a store", admin.Brokers().UpdateDynamicConfiguration("dispatcherMaxReadBatchSize", "5"),
+		http.StatusPreconditionFailed)
+}
