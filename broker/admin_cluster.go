@@ -19,6 +19,7 @@ func (b *Broker) registerClusterAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/v2/brokers/health", b.httpHealth)
 	mux.HandleFunc("GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces", b.httpOwnedNamespaces)
 	mux.HandleFunc("GET /admin/v2/broker-stats/load-report", b.httpLoadReport)
+	b.registerBrokerStatsAdmin(mux)
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/unload", b.httpUnloadNamespace)
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", b.httpBundleOp("unload"))
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split", b.httpBundleOp("split"))

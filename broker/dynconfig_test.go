@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -131,4 +132,34 @@ func TestDynamicConfigurationNeedsMetadata(t *testing.T) {
 	}
 	expectStatus(t, "update without a store", admin.Brokers().UpdateDynamicConfiguration("dispatcherMaxReadBatchSize", "5"),
 		http.StatusPreconditionFailed)
+}
+
+// TestBrokerStatsTopicsAndMetrics: broker-stats topics nests a loaded
+// topic under its namespace and bundle, and metrics sums it into its
+// namespace and the broker's totals.
+func TestBrokerStatsTopicsAndMetrics(t *testing.T) {
+	env := startAdminBroker(t, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}), false)
+	c := newClient(t, env.url)
+	produce(t, c, "persistent://public/default/bstats", 3, false)
+	raw, err := env.admin.BrokerStats().GetTopics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics map[string]map[string]map[string]map[string]struct {
+		MsgInCounter int64 `json:"msgInCounter"`
+	}
+	if err := json.Unmarshal([]byte(raw), &topics); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if st, ok := topics["public/default"]["0x00000000_0xffffffff"]["persistent"]["persistent://public/default/bstats"]; !ok || st.MsgInCounter != 3 {
+		t.Fatalf("broker-stats topics: %s", raw)
+	}
+	metrics, err := env.admin.BrokerStats().GetMetrics()
+	if err != nil || len(metrics) != 2 || metrics[1].Dimensions["namespace"] != "public/default" ||
+		metrics[1].Metrics["brk_no_of_topics"] != float64(1) || metrics[0].Metrics["brk_no_of_producers"] == nil {
+		t.Fatalf("broker-stats metrics %+v, %v", metrics, err)
+	}
+	if beans, err := env.admin.BrokerStats().GetMBeans(); err != nil || len(beans) != 0 {
+		t.Fatalf("mbeans %v, %v", beans, err)
+	}
 }

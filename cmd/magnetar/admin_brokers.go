@@ -5,6 +5,7 @@ package main
 // pulsar-admin's.
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -115,6 +116,22 @@ func brokerStatsCmds() []adminCmd {
 		{"load-report", nil, "show the broker's load report (usage, rates, bundles)", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
 			r, err := getLoadReport(env)
 			return replyText(r, func(w io.Writer) { writeLoadReport(w, r) }), err
+		})},
+		{"topics", nil, "show every loaded topic's stats, by namespace and bundle (JSON)", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			raw, err := env.api.BrokerStats().GetTopics()
+			var v any
+			if err == nil {
+				err = json.Unmarshal([]byte(raw), &v)
+			}
+			return replyObject(v), err
+		})},
+		{"monitoring-metrics", nil, "show the broker's and each namespace's rates and counts", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			m, err := env.api.BrokerStats().GetMetrics()
+			return replyObject(m), err
+		})},
+		{"mbeans", nil, "JVM MBeans in Pulsar; Magnetar has none (an empty list)", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
+			m, err := env.api.BrokerStats().GetMBeans()
+			return replyObject(m), err
 		})},
 	}
 }

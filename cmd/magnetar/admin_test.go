@@ -533,6 +533,8 @@ func adminBrokers(a adminCLI, brokerID string) {
 	}
 	wantContains(t, "load-report text", a.ok("broker-stats", "load-report"), "webServiceUrl: "+a.url+"\n", "BUNDLE", "public/default/0x")
 
+	wantContains(t, "broker-stats topics", a.ok("broker-stats", "topics"), "persistent://public/default/for-load-report")
+	wantContains(t, "monitoring metrics", a.ok("broker-stats", "monitoring-metrics"), "brk_no_of_topics")
 	wantContains(t, "dynamic keys", a.ok("brokers", "list-dynamic-config"), "dispatcherMaxReadBatchSize\n")
 	a.ok("brokers", "update-dynamic-config", "--config", "dispatcherMaxReadBatchSize", "--value", "42")
 	if out := a.ok("brokers", "get-all-dynamic-config"); out != "dispatcherMaxReadBatchSize=42\n" {
