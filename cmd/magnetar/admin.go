@@ -186,6 +186,7 @@ func runAdminCmd(grp adminGroup, c adminCmd, g adminGlobals, args []string, stdo
 	fs.SetOutput(io.Discard)
 	action := c.setup(fs)
 	g.define(fs)
+	addShortFlags(fs)
 	usage := func(w io.Writer) { cmdUsage(w, name, c, fs) }
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -426,5 +427,28 @@ func flatten(prefix string, x any, out *[][2]string) {
 		*out = append(*out, [2]string{prefix, strings.Join(plain, ", ")})
 	default:
 		*out = append(*out, [2]string{prefix, fmt.Sprint(v)})
+	}
+}
+
+// shortFlags are pulsar-admin's one-letter forms of flags our commands
+// define under the long name, in order of precedence.
+func shortFlags() []struct{ long, short string } {
+	return []struct{ long, short string }{
+		{"partitions", "p"}, {"subscription", "s"}, {"force", "f"}, {"time", "t"}, {"size", "s"},
+		{"count", "n"}, {"messageId", "m"}, {"bundle", "b"}, {"clusters", "c"}, {"role", "r"},
+		{"type", "t"}, {"limit-size", "l"}, {"policy", "p"}, {"filename", "f"}, {"config", "c"}, {"value", "v"},
+	}
+}
+
+// addShortFlags lets a command's flags be given as pulsar-admin's
+// one-letter forms, where the command defines the long one and nothing
+// else took the letter.
+func addShortFlags(fs *flag.FlagSet) {
+	for _, sf := range shortFlags() {
+		long := fs.Lookup(sf.long)
+		if long == nil || fs.Lookup(sf.short) != nil {
+			continue
+		}
+		fs.Var(long.Value, sf.short, "short for --"+sf.long)
 	}
 }

@@ -300,7 +300,7 @@ func adminNamespaces(a adminCLI) {
 	}
 	wantContains(t, "policies", a.ok("namespaces", "policies", "acme/ns"), "bundles.numBundles: 4\n", "replication_clusters: standalone\n")
 
-	a.ok("namespaces", "set-retention", "acme/ns", "--time", "3h", "--size", "10G")
+	a.ok("namespaces", "set-retention", "acme/ns", "-t", "3h", "-s", "10G")
 	var rp utils.RetentionPolicies
 	a.json(&rp, "namespaces", "get-retention", "acme/ns")
 	if rp.RetentionTimeInMinutes != 180 || rp.RetentionSizeInMB != 10240 {
@@ -393,7 +393,7 @@ func adminNamespaces(a adminCLI) {
 
 func adminTopics(a adminCLI, brokerURL string) {
 	t := a.t
-	a.ok("topics", "create-partitioned-topic", "pt", "--partitions", "3")
+	a.ok("topics", "create-partitioned-topic", "pt", "-p", "3")
 	a.ok("topics", "update-partitioned-topic", "pt", "--partitions", "4")
 	var meta utils.PartitionedTopicMetadata
 	a.json(&meta, "topics", "get-partitioned-topic-metadata", "public/default/pt")
