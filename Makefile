@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper generate clean
+.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats generate clean
 
 all: build
 
@@ -21,13 +21,13 @@ build:
 ## broker's protocol tests once more over managed ledgers on an in-process
 ## bookie; the ZooKeeper tests start their own servers, installing ZooKeeper
 ## if missing
-test: zookeeper
+test: zookeeper nats
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
 
 ## testrace: the tests three times in shuffled order, to shake out flakes
-testrace: zookeeper
+testrace: zookeeper nats
 	$(GO) test -race -count=3 -shuffle=on -timeout 40m ./...
 
 ## test-long: the seeded crash and fault suites with many more seeds
@@ -59,6 +59,11 @@ lint:
 ## zookeeper: install Debian's zookeeper package if it is missing
 zookeeper:
 	bash scripts/zookeeper.sh install
+
+## nats: Debian's nats-server and a 2.10+ one in bin/ (sync_interval:
+## always) for the NATS JetStream benchmark and its tests
+nats:
+	bash scripts/install-nats.sh >/dev/null
 
 ## generate: regenerate wire/pb from wire/proto. protoc itself comes from
 ## Debian's protobuf-compiler package (apt-get install protobuf-compiler,
@@ -106,9 +111,7 @@ perf-managedledger: build
 ## and NATS JetStream, in one run: writes benchmarks/report/REPORT.md, its
 ## charts and results.json (about 20 minutes on 2 cores; data under ./.perf;
 ## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS='--duration 60s')
-bench-report: build
-	bash scripts/zookeeper.sh install
-	bash scripts/install-nats.sh >/dev/null
+bench-report: build zookeeper nats
 	$(GO) build -o bin/natsperf ./benchmarks/natsperf
 	$(GO) run ./benchmarks/benchreport --magnetar $(BIN) --natsperf bin/natsperf --nats-server bin/nats-server \
 		--work $(PERF_DIR)/bench $(BENCH_FLAGS)
