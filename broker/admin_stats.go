@@ -161,6 +161,18 @@ func (s *subscription) stats() subscriptionStatsJSON {
 	return st
 }
 
+// consumerCounts are one consumer's permits and unacknowledged messages.
+func (s *subscription) consumerCounts(c *consumer) (permits, unacked int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.inflight {
+		if in.c == c {
+			unacked++
+		}
+	}
+	return c.permits, unacked
+}
+
 func (s *subscription) consumerStats() subscriptionStatsJSON {
 	s.mu.Lock()
 	defer s.mu.Unlock()

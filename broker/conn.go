@@ -110,6 +110,8 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleUnsubscribe(cmd.GetUnsubscribe())
 	case pb.BaseCommand_GET_LAST_MESSAGE_ID:
 		return c.handleGetLastMessageID(cmd.GetGetLastMessageId())
+	case pb.BaseCommand_CONSUMER_STATS:
+		return c.handleConsumerStats(cmd.GetConsumerStats())
 	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
 		return c.handleGetTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
 	case pb.BaseCommand_SEEK:
@@ -127,7 +129,7 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetConsumerStats()} {
+	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetEndTxn(), cmd.GetTcClientConnectRequest()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id

@@ -231,3 +231,19 @@ func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) err
 func lastMessageID(p managedledger.Position) *pb.MessageIdData {
 	return &pb.MessageIdData{LedgerId: ptr(uint64(p.LedgerID)), EntryId: ptr(uint64(p.EntryID))}
 }
+
+// handleConsumerStats answers CONSUMER_STATS (the Java client's
+// Consumer.getStats on the broker side) from the consumer's subscription.
+func (c *serverConn) handleConsumerStats(cmd *pb.CommandConsumerStats) error {
+	reqID := cmd.GetRequestId()
+	resp := &pb.CommandConsumerStatsResponse{RequestId: &reqID}
+	if cs := c.consumer(cmd.GetConsumerId()); cs == nil {
+		resp.ErrorCode, resp.ErrorMessage = pb.ServerError_ConsumerNotFound.Enum(), ptr("no such consumer")
+	} else {
+		permits, unacked := cs.sub.consumerCounts(cs)
+		resp.ConsumerName, resp.AvailablePermits, resp.UnackedMessages = &cs.name, ptr(uint64(max(permits, 0))), ptr(uint64(unacked))
+		resp.Address, resp.Type = ptr(c.t.RemoteAddr().String()), ptr(cs.sub.subType.String())
+		resp.MsgBacklog = ptr(uint64(max(cs.sub.cursor.Backlog(), 0)))
+	}
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})
+}

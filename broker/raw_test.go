@@ -150,11 +150,45 @@ func TestUnsupportedCommandGetsAnError(t *testing.T) {
 	_, url := startBroker(t)
 	r := dialRaw(t, url)
 	r.connect()
-	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS.Enum(), ConsumerStats: &pb.CommandConsumerStats{
-		RequestId: ptr(uint64(42)), ConsumerId: ptr(uint64(7))}})
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: ptr(uint64(42))}})
 	cmd, err := r.read()
 	if err != nil || cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetRequestId() != 42 {
 		t.Fatalf("unsupported command answered %v %v", cmd, err)
+	}
+}
+
+// CONSUMER_STATS answers a consumer's permits, unacknowledged messages
+// and backlog, and ConsumerNotFound for an unknown consumer id.
+func TestConsumerStats(t *testing.T) {
+	_, url := startBroker(t)
+	produce(t, newClient(t, url), "cstats", 5, false)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+		Topic: ptr("cstats"), Subscription: ptr("s"), SubType: pb.CommandSubscribe_Shared.Enum(), ConsumerName: ptr("c1"),
+		ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1)), InitialPosition: pb.CommandSubscribe_Earliest.Enum()}})
+	if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+		t.Fatalf("subscribe: %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(10))}})
+	for i := range 5 {
+		if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_MESSAGE {
+			t.Fatalf("message %d: %v %v", i, cmd.GetType(), err)
+		}
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS.Enum(), ConsumerStats: &pb.CommandConsumerStats{
+		RequestId: ptr(uint64(42)), ConsumerId: ptr(uint64(1))}})
+	cmd, err := r.read()
+	st := cmd.GetConsumerStatsResponse()
+	if err != nil || cmd.GetType() != pb.BaseCommand_CONSUMER_STATS_RESPONSE || st.GetRequestId() != 42 || st.ErrorCode != nil ||
+		st.GetConsumerName() != "c1" || st.GetAvailablePermits() != 5 || st.GetUnackedMessages() != 5 || st.GetMsgBacklog() != 5 ||
+		st.GetType() != "Shared" {
+		t.Fatalf("consumer stats %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS.Enum(), ConsumerStats: &pb.CommandConsumerStats{
+		RequestId: ptr(uint64(43)), ConsumerId: ptr(uint64(9))}})
+	if cmd, err := r.read(); err != nil || cmd.GetConsumerStatsResponse().GetErrorCode() != pb.ServerError_ConsumerNotFound {
+		t.Fatalf("stats of an unknown consumer: %v %v", cmd, err)
 	}
 }
 
