@@ -41,6 +41,10 @@ type Config struct {
 	MaxPendingPublishRequestsPerConnection int
 	// DispatcherMaxReadBatchSize is dispatcherMaxReadBatchSize (100).
 	DispatcherMaxReadBatchSize int
+	// MaxProducersPerTopic, MaxConsumersPerTopic and
+	// MaxConsumersPerSubscription are Pulsar's keys of the same names
+	// (0: no limit); namespace policies override them (limits.go).
+	MaxProducersPerTopic, MaxConsumersPerTopic, MaxConsumersPerSubscription int
 	// AllowAutoTopicCreation is allowAutoTopicCreation (default true).
 	AllowAutoTopicCreation bool
 	// BrokerDeduplicationEnabled is brokerDeduplicationEnabled: drop

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -28,7 +29,8 @@ type consumer struct {
 	name    string
 	conn    *serverConn
 	sub     *subscription
-	permits int64 // guarded by sub.mu
+	created atomic.Bool // SUCCESS was sent: a repeated SUBSCRIBE gets it again
+	permits int64       // guarded by sub.mu
 	// hashRanges are a Key_Shared STICKY consumer's declared key slots.
 	hashRanges []*pb.IntRange
 	// joinedAfter (Key_Shared, guarded by sub.mu): the last entry read
@@ -67,13 +69,17 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		_ = c.sendError(reqID, pb.ServerError_SubscriptionNotFound, err.Error())
 		return
 	}
+	if err := t.admitConsumerCount(ctx, sub); err != nil {
+		_ = c.sendError(reqID, limitError(false), err.Error())
+		return
+	}
 	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub}
 	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
 		cs.hashRanges = meta.GetHashRanges()
 	}
 	// Taken on the connection first, for the reason openProducer gives.
-	if !c.registerConsumer(cs) {
-		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", cs.id))
+	if existing, ok := c.registerConsumer(cs); !ok {
+		c.answerExistingConsumer(existing, sub, reqID)
 		return
 	}
 	if err := sub.addConsumer(cs); err != nil {
@@ -90,6 +96,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("topic %s closed while the consumer was created", name))
 		return
 	}
+	cs.created.Store(true)
 	_ = c.sendSuccess(reqID)
 }
 
@@ -151,15 +158,30 @@ func (c *serverConn) handleRedeliver(cmd *pb.CommandRedeliverUnacknowledgedMessa
 }
 
 // registerConsumer adds cs to the connection unless it closed or the id
-// is taken.
-func (c *serverConn) registerConsumer(cs *consumer) bool {
+// is taken (then existing is the consumer holding it, if any).
+func (c *serverConn) registerConsumer(cs *consumer) (existing *consumer, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, dup := c.consumers[cs.id]; dup || c.closed {
-		return false
+	if q, dup := c.consumers[cs.id]; dup || c.closed {
+		return q, false
 	}
 	c.consumers[cs.id] = cs
-	return true
+	return nil, true
+}
+
+// answerExistingConsumer answers a SUBSCRIBE whose id is taken on this
+// connection, as answerExistingProducer does for producers.
+func (c *serverConn) answerExistingConsumer(existing *consumer, sub *subscription, reqID uint64) {
+	switch {
+	case existing == nil:
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, "connection is closing")
+	case existing.sub != sub:
+		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", existing.id))
+	case !existing.created.Load():
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("consumer id %d is still being created", existing.id))
+	default:
+		_ = c.sendSuccess(reqID)
+	}
 }
 
 // dropConsumer removes cs from the connection if its id still names cs.

@@ -41,6 +41,9 @@ type producer struct {
 	name  string
 	topic *topic
 	conn  *serverConn
+	// created is the PRODUCER_SUCCESS sent once the producer was created
+	// (nil before): a repeated PRODUCER for it is answered with it again.
+	created atomic.Pointer[pb.CommandProducerSuccess]
 }
 
 // producerNames numbers generated producer names within this process.
@@ -74,6 +77,10 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
+	if err := t.admitProducerCount(context.Background()); err != nil {
+		_ = c.sendError(reqID, limitError(true), err.Error())
+		return
+	}
 	schemaVersion, err := c.b.registerSchema(context.Background(), name, sch)
 	if err != nil {
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
@@ -85,8 +92,8 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	// connection knows and drops it there; the other order left the
 	// connection holding a producer of a closed topic, and its client was
 	// refused with ProducerBusy on every reconnect.
-	if !c.registerProducer(p) {
-		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, fmt.Sprintf("producer id %d is in use on this connection", id))
+	if existing, ok := c.registerProducer(p); !ok {
+		c.answerExistingProducer(existing, name, reqID)
 		return
 	}
 	last := int64(-1)
@@ -94,9 +101,12 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		last = t.dedup.lastPersisted(producerName)
 	}
 	success := func(epoch uint64, ready bool) {
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
-			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last,
-			TopicEpoch: &epoch, ProducerReady: &ready, SchemaVersion: schemaVersion}})
+		ps := &pb.CommandProducerSuccess{RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last,
+			TopicEpoch: &epoch, ProducerReady: &ready, SchemaVersion: schemaVersion}
+		if ready {
+			p.created.Store(ps)
+		}
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: ps})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
 	if err != nil {
@@ -129,15 +139,36 @@ func (p *producer) fence() {
 }
 
 // registerProducer adds p to the connection unless it closed or the id
-// is taken.
-func (c *serverConn) registerProducer(p *producer) bool {
+// is taken (then existing is the producer holding it, if any).
+func (c *serverConn) registerProducer(p *producer) (existing *producer, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, dup := c.producers[p.id]; dup || c.closed {
-		return false
+	if q, dup := c.producers[p.id]; dup || c.closed {
+		return q, false
 	}
 	c.producers[p.id] = p
-	return true
+	return nil, true
+}
+
+// answerExistingProducer answers a PRODUCER whose id is taken on this
+// connection. A client whose earlier request for the same producer got
+// no answer it saw (it reconnected the producer meanwhile) asks again
+// with the same id: as Pulsar, that is answered with the producer
+// created, or ServiceNotReady (retriable) while it is being created.
+// Answering ProducerBusy instead left such a client retrying for good.
+func (c *serverConn) answerExistingProducer(existing *producer, name TopicName, reqID uint64) {
+	switch {
+	case existing == nil: // the connection is closing
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, "connection is closing")
+	case existing.topic.name != name:
+		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, fmt.Sprintf("producer id %d is in use on this connection for %s", existing.id, existing.topic.name))
+	case existing.created.Load() == nil:
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("producer id %d is still being created", existing.id))
+	default:
+		ps := *existing.created.Load()
+		ps.RequestId = &reqID
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &ps})
+	}
 }
 
 // dropProducer removes p from the connection if its id still names p

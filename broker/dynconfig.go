@@ -312,11 +312,11 @@ var errNotSet = errors.New("not set")
 // started with.
 func (b *Broker) httpRuntimeConfig(w http.ResponseWriter, _ *http.Request) {
 	out := map[string]string{
-		"clusterName":                b.cfg.ClusterName,
-		"maxMessageSize":             strconv.Itoa(b.cfg.MaxMessageSize),
-		"brokerDeduplicationEnabled": strconv.FormatBool(b.cfg.BrokerDeduplicationEnabled),
-		"keepAliveIntervalSeconds":   strconv.Itoa(int(b.cfg.KeepAliveInterval / time.Second)),
-		"statsUpdateFrequencyInSecs": strconv.Itoa(int(b.cfg.StatsUpdateFrequency / time.Second)),
+		"clusterName":                         b.cfg.ClusterName,
+		"maxMessageSize":                      strconv.Itoa(b.cfg.MaxMessageSize),
+		"brokerDeduplicationEnabled":          strconv.FormatBool(b.cfg.BrokerDeduplicationEnabled),
+		"keepAliveIntervalSeconds":            strconv.Itoa(int(b.cfg.KeepAliveInterval / time.Second)),
+		"statsUpdateFrequencyInSecs":          strconv.Itoa(int(b.cfg.StatsUpdateFrequency / time.Second)),
 		"messageExpiryCheckIntervalInMinutes": strconv.FormatFloat(b.cfg.MessageExpiryCheckInterval.Minutes(), 'f', -1, 64),
 		"backlogQuotaCheckIntervalInSeconds":  strconv.Itoa(int(b.cfg.BacklogQuotaCheckInterval / time.Second)),
 		"retentionCheckIntervalInSeconds":     strconv.Itoa(int(b.cfg.RetentionCheckInterval / time.Second)),

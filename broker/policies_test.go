@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,4 +196,39 @@ func TestNamespaceRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStored("t/ns/kept", func(n int64) bool { return n < 30 }, "consumed ledgers trimmed once retention is off")
+}
+
+// Namespace limits: a second producer on a topic limited to one is
+// refused (ProducerBusy), and so is a consumer past the subscription's
+// limit (ConsumerBusy); a topic of another namespace has neither limit.
+func TestNamespaceClientLimits(t *testing.T) {
+	one := 1
+	_, url := startPolicyBroker(t, func(p *resources.Policies) {
+		p.MaxProducersPerTopic, p.MaxConsumersPerSubscription = &one, &one
+	})
+	c := newClient(t, url)
+	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "t/ns/limited"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "t/ns/limited"}); err == nil || !strings.Contains(err.Error(), "maxProducersPerTopic") {
+		t.Fatalf("second producer: %v %v", p, err)
+	}
+	sub := func(topic string) error {
+		_, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+		return err
+	}
+	if err := sub("t/ns/limited"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub("t/ns/limited"); err == nil || !strings.Contains(err.Error(), "maxConsumersPerSubscription") {
+		t.Fatalf("second consumer: %v", err)
+	}
+	for range 2 {
+		if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "public/default/unlimited"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sub("public/default/unlimited"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -264,3 +264,41 @@ func TestProducerAccessModes(t *testing.T) {
 		t.Fatalf("fenced producer was not closed: %v %v", cmd, err)
 	}
 }
+
+// A PRODUCER or SUBSCRIBE repeated with the id of one already created on
+// the connection, for the same topic or subscription, is answered with
+// success again (a client that missed the first answer retries with the
+// same id); for another topic or subscription the id is busy.
+func TestRepeatedCreateIsIdempotent(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	for i, want := range []pb.BaseCommand_Type{pb.BaseCommand_PRODUCER_SUCCESS, pb.BaseCommand_PRODUCER_SUCCESS} {
+		if cmd := r.openProducer("again", 1, uint64(10+i), pb.ProducerAccessMode_Shared); cmd.GetType() != want ||
+			cmd.GetProducerSuccess().GetRequestId() != uint64(10+i) {
+			t.Fatalf("PRODUCER %d: %v", i, cmd)
+		}
+	}
+	if cmd := r.openProducer("other", 1, 12, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_ERROR ||
+		cmd.GetError().GetError() != pb.ServerError_ProducerBusy {
+		t.Fatalf("PRODUCER of another topic with a taken id: %v", cmd)
+	}
+	subscribe := func(sub string, req uint64) *pb.BaseCommand {
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: ptr("again"), Subscription: ptr(sub), SubType: pb.CommandSubscribe_Shared.Enum(),
+			ConsumerId: ptr(uint64(5)), RequestId: ptr(req)}})
+		cmd, err := r.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	for i := range 2 {
+		if cmd := subscribe("s", uint64(20+i)); cmd.GetType() != pb.BaseCommand_SUCCESS || cmd.GetSuccess().GetRequestId() != uint64(20+i) {
+			t.Fatalf("SUBSCRIBE %d: %v", i, cmd)
+		}
+	}
+	if cmd := subscribe("other", 22); cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetError() != pb.ServerError_ConsumerBusy {
+		t.Fatalf("SUBSCRIBE of another subscription with a taken id: %v", cmd)
+	}
+}

@@ -56,6 +56,8 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 	optInt("messageTTL", "message_ttl_in_seconds", func(p *resources.Policies) **int { return &p.MessageTTLInSeconds })
 	optInt("maxProducersPerTopic", "max_producers_per_topic", func(p *resources.Policies) **int { return &p.MaxProducersPerTopic })
 	optInt("maxConsumersPerTopic", "max_consumers_per_topic", func(p *resources.Policies) **int { return &p.MaxConsumersPerTopic })
+	optInt("maxConsumersPerSubscription", "max_consumers_per_subscription",
+		func(p *resources.Policies) **int { return &p.MaxConsumersPerSubscription })
 	optInt("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
 

@@ -144,6 +144,7 @@ type Policies struct {
 
 	MaxProducersPerTopic          *int  `json:"max_producers_per_topic,omitempty"`
 	MaxConsumersPerTopic          *int  `json:"max_consumers_per_topic,omitempty"`
+	MaxConsumersPerSubscription   *int  `json:"max_consumers_per_subscription,omitempty"`
 	MaxUnackedMessagesPerConsumer *int  `json:"max_unacked_messages_per_consumer,omitempty"`
 	OffloadThreshold              int64 `json:"offload_threshold"`
 

@@ -40,10 +40,11 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"autoTopicCreationOverride", p.AutoTopicCreationOverride.TopicType == TopicTypePartitioned && *p.AutoTopicCreationOverride.DefaultNumPartitions == 3},
 		{"max_producers_per_topic", *p.MaxProducersPerTopic == 10},
 		{"max_consumers_per_topic", *p.MaxConsumersPerTopic == 20},
+		{"max_consumers_per_subscription", *p.MaxConsumersPerSubscription == 5},
 		{"max_unacked_messages_per_consumer", *p.MaxUnackedMessagesPerConsumer == 50000},
 		{"schema_compatibility_strategy", p.SchemaCompatibilityStrategy == "BACKWARD"},
 		{"is_allow_auto_update_schema", p.IsAllowAutoUpdateSchema != nil && !*p.IsAllowAutoUpdateSchema},
-		{"extra", len(p.Extra) == 11 && string(p.Extra["properties"]) != ""},
+		{"extra", len(p.Extra) == 10 && string(p.Extra["properties"]) != ""},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -159,6 +159,7 @@ func (p *Policies) validateLimits() error {
 		{"message_ttl_in_seconds", p.MessageTTLInSeconds},
 		{"max_producers_per_topic", p.MaxProducersPerTopic},
 		{"max_consumers_per_topic", p.MaxConsumersPerTopic},
+		{"max_consumers_per_subscription", p.MaxConsumersPerSubscription},
 		{"max_unacked_messages_per_consumer", p.MaxUnackedMessagesPerConsumer},
 	}
 	for _, l := range limits {

@@ -37,6 +37,9 @@ type brokerSettings struct {
 	retentionMB         int
 	retentionCheck      time.Duration
 	cacheMB             int
+	maxProducers        int
+	maxConsumers        int
+	maxConsumersPerSub  int
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -58,6 +61,9 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"defaultRetentionSizeInMB":               setInt(&s.retentionMB),
 		"retentionCheckIntervalInSeconds":        setSeconds(&s.retentionCheck),
 		"managedLedgerCacheSizeMB":               setInt(&s.cacheMB),
+		"maxProducersPerTopic":                   setInt(&s.maxProducers),
+		"maxConsumersPerTopic":                   setInt(&s.maxConsumers),
+		"maxConsumersPerSubscription":            setInt(&s.maxConsumersPerSub),
 	}
 }
 
@@ -102,7 +108,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
 		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
 		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
-		RetentionCheckInterval: s.retentionCheck}, nil
+		RetentionCheckInterval: s.retentionCheck, MaxProducersPerTopic: s.maxProducers,
+		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker
