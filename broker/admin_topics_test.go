@@ -341,6 +341,17 @@ func TestAdminTerminate(t *testing.T) {
 	if st, err := topics.GetInternalStats(tn); err != nil || st.State != "Terminated" {
 		t.Fatalf("internal stats state = %q, %v", st.State, err)
 	}
+	// After an unload the topic loads again from its managed ledger, and
+	// it is still terminated.
+	if err := topics.Unload(tn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateProducer(pulsar.ProducerOptions{Topic: name}); err == nil {
+		t.Fatal("a producer on a terminated topic was accepted after a reload")
+	}
+	if st, err := topics.GetInternalStats(tn); err != nil || st.State != "Terminated" {
+		t.Fatalf("internal stats state after a reload = %q, %v", st.State, err)
+	}
 	expectStatus(t, "terminate a missing topic", func() error { _, err := topics.Terminate(topicName(t, "none")); return err }(),
 		http.StatusNotFound)
 }

@@ -51,8 +51,12 @@ var (
 )
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
-	return &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{},
+	t := &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{},
 		readers: map[*subscription]struct{}{}}
+	// A topic terminated before this load (here or on another broker)
+	// stays terminated: the managed ledger stores it.
+	t.terminated.Store(ml.Terminated())
+	return t
 }
 
 // addProducer admits p under its access mode (Pulsar's

@@ -46,3 +46,17 @@ func (ml *memoryLedger) Ledgers() []LedgerInfo {
 	}
 	return out
 }
+
+// Terminated implements ManagedLedger.
+func (ml *bkLedger) Terminated() bool {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.mu.terminated != nil
+}
+
+// Terminated implements ManagedLedger.
+func (ml *memoryLedger) Terminated() bool {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.terminated
+}

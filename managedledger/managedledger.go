@@ -143,6 +143,9 @@ type ManagedLedger interface {
 	// SetRetention replaces the retention (namespace policies) and trims
 	// by it soon, also when no acknowledgement would trigger a trim.
 	SetRetention(r Retention)
+	// Terminated reports whether the stream was terminated (also by an
+	// earlier owner: the state is stored with the managed ledger).
+	Terminated() bool
 	// Terminate stops the stream: later adds fail with ErrTerminated.
 	Terminate(ctx context.Context) (Position, error)
 	// Close releases the ledger; pending reads fail with ErrClosed.

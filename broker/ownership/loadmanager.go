@@ -115,7 +115,10 @@ func (s *Service) leastLoaded(ctx context.Context, b Bundle) (string, BrokerData
 // prunePendingLocked drops pending assignments a broker has reported (or
 // that are too old to matter: the broker never took them).
 func (s *Service) prunePendingLocked(brokers map[string]BrokerData) {
-	horizon := s.cfg.Now().Add(-3 * s.cfg.ReportInterval)
+	// At least a second: with short report intervals (and a loaded host)
+	// an assignment would otherwise be forgotten before the broker that
+	// took it reported it, and placement would pile bundles on one broker.
+	horizon := s.cfg.Now().Add(-max(3*s.cfg.ReportInterval, time.Second))
 	for id, bundles := range s.mu.pending {
 		data, ok := brokers[id]
 		if !ok {
