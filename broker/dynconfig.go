@@ -178,8 +178,8 @@ func (b *Broker) reloadOverrides(ctx context.Context) {
 	b.applyOverrides(overrides)
 }
 
-// readOverrides reads the stored overrides and the node's version
-// (metadata.NotExists... -1 when there is none).
+// readOverrides reads the stored overrides and the node's version (-1
+// when there is no node yet).
 func readOverrides(ctx context.Context, store metadata.Store) (map[string]string, int64, error) {
 	raw, st, err := store.Get(ctx, DynamicConfigPath)
 	if errors.Is(err, metadata.ErrNotFound) {
