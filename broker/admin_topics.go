@@ -27,9 +27,9 @@ package broker
 //     it 412 unless force=true, which disconnects them first; a client
 //     that reconnects afterwards finds a new, empty topic (auto creation).
 //   - Terminate stops the stream (ManagedLedger.Terminate): sends fail with
-//     TopicTerminatedError and new producers are refused. It answers the
-//     last message id. Consumers are not told END_OF_TOPIC: the broker has
-//     no such logic yet (and the Go client would close the connection).
+//     TopicTerminatedError and new producers are refused, also after a
+//     reload. It answers the last message id. Consumers at the end are told
+//     REACHED_END_OF_TOPIC where their client handles it (subscription.go).
 //   - Topic properties sent with a create are not stored (no place yet).
 
 import (
@@ -483,6 +483,9 @@ func (b *Broker) httpTerminate(w http.ResponseWriter, r *http.Request, name Topi
 		return
 	}
 	t.terminated.Store(true)
+	for _, s := range t.allSubs() {
+		s.wakeAtEnd()
+	}
 	b.log.Info("topic terminated", "topic", name.String(), "last", pos.String())
 	writeJSON(w, messageIDOf(name, pos, -1))
 }

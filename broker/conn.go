@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -46,6 +47,8 @@ type serverConn struct {
 	pendingSends int
 	paused       bool
 	closed       bool
+	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
+	endOfTopic atomic.Bool
 }
 
 func (b *Broker) newConn(t transport) *serverConn {

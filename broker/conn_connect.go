@@ -17,6 +17,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -35,12 +36,21 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 	c.mu.Unlock()
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
 	c.log.Debug("client connected", "client", cmd.GetClientVersion(), "protocol", version)
+	c.endOfTopic.Store(handlesEndOfTopic(cmd.GetClientVersion(), version))
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),
 		MaxMessageSize:  ptr(int32(c.b.cfg.MaxMessageSize)),
 		FeatureFlags:    &pb.FeatureFlags{},
 	}})
+}
+
+// handlesEndOfTopic reports whether a client may be sent
+// REACHED_END_OF_TOPIC: the command came with protocol version 9, but the
+// Go client (v0.19 and before) closes its connection on it as an unknown
+// command, so it is not told.
+func handlesEndOfTopic(clientVersion string, protocol int32) bool {
+	return protocol >= 9 && !strings.HasPrefix(clientVersion, "Pulsar-Go-")
 }
 
 func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {

@@ -302,3 +302,58 @@ func TestRepeatedCreateIsIdempotent(t *testing.T) {
 		t.Fatalf("SUBSCRIBE of another subscription with a taken id: %v", cmd)
 	}
 }
+
+// A consumer that has read a terminated topic to its end is told
+// REACHED_END_OF_TOPIC once, also when the topic is terminated while it
+// waits for more; a Go client (which closes its connection on the
+// command) is not told.
+func TestReachedEndOfTopic(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const topic = "persistent://public/default/ends"
+	produce(t, newClient(t, env.url), topic, 3, false)
+	subscribe := func(r *rawClient, sub string) {
+		t.Helper()
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: ptr(topic), Subscription: ptr(sub), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1)), InitialPosition: pb.CommandSubscribe_Earliest.Enum()}})
+		if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+			t.Fatalf("subscribe: %v %v", cmd, err)
+		}
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(10))}})
+		for i := range 3 {
+			if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_MESSAGE {
+				t.Fatalf("message %d: %v %v", i, cmd.GetType(), err)
+			}
+		}
+	}
+	waiting := dialRaw(t, env.url)
+	waiting.connect()
+	subscribe(waiting, "before")
+	goClient := dialRaw(t, env.url)
+	goClient.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: ptr("Pulsar-Go-0.19.0"), ProtocolVersion: ptr(int32(20))}})
+	if cmd, err := goClient.read(); err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT: %v %v", cmd, err)
+	}
+	subscribe(goClient, "go")
+
+	if _, err := env.admin.Topics().Terminate(topicName(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := waiting.read(); err != nil || cmd.GetType() != pb.BaseCommand_REACHED_END_OF_TOPIC ||
+		cmd.GetReachedEndOfTopic().GetConsumerId() != 1 {
+		t.Fatalf("a consumer waiting at the end got %v %v", cmd, err)
+	}
+	late := dialRaw(t, env.url)
+	late.connect()
+	subscribe(late, "after")
+	if cmd, err := late.read(); err != nil || cmd.GetType() != pb.BaseCommand_REACHED_END_OF_TOPIC {
+		t.Fatalf("a consumer reading a terminated topic to its end got %v %v", cmd, err)
+	}
+	// The Go client's connection gets nothing: the next frame is the
+	// answer to its ping.
+	goClient.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	if cmd, err := goClient.read(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("the Go client got %v %v", cmd, err)
+	}
+}

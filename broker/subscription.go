@@ -228,6 +228,9 @@ func (s *subscription) startReadLocked() func() {
 	if len(s.replay) >= maxReplay {
 		return nil
 	}
+	if len(s.replay) == 0 && s.topic.terminated.Load() && s.cursor.ReadPosition().Compare(s.topic.ml.LastConfirmed()) > 0 {
+		return s.endOfTopicLocked() // nothing more will come: no read waits for it
+	}
 	s.reading = true
 	return func() {
 		s.cursor.ReadEntriesOrWait(n, int64(s.topic.b.cfg.MaxMessageSize), func(e []managedledger.Entry, err error) {
@@ -653,4 +656,38 @@ func (s *subscription) close() {
 	}
 	s.mu.Unlock()
 	s.cursor.CancelPendingRead()
+}
+
+// endOfTopicLocked tells each consumer, once, that it has read the whole
+// of a terminated topic (REACHED_END_OF_TOPIC), if its client handles the
+// command; the returned func sends it without the lock.
+func (s *subscription) endOfTopicLocked() func() {
+	var told []*consumer
+	for _, c := range s.consumers {
+		if !c.toldEndOfTopic && c.conn.endOfTopic.Load() {
+			c.toldEndOfTopic = true
+			told = append(told, c)
+		}
+	}
+	if len(told) == 0 {
+		return nil
+	}
+	return func() {
+		for _, c := range told {
+			id := c.id
+			_ = c.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_REACHED_END_OF_TOPIC.Enum(),
+				ReachedEndOfTopic: &pb.CommandReachedEndOfTopic{ConsumerId: &id}})
+		}
+	}
+}
+
+// wakeAtEnd ends a read waiting for entries that will never come (the
+// topic was terminated), so the next round tells the consumers.
+func (s *subscription) wakeAtEnd() {
+	s.mu.Lock()
+	if s.reading && s.cursor.CancelPendingRead() {
+		s.reading = false
+	}
+	s.mu.Unlock()
+	s.dispatch()
 }

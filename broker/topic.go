@@ -206,6 +206,17 @@ func (t *topic) durableSubs() []*subscription {
 	return subs
 }
 
+// allSubs is a snapshot of the durable subscriptions and the readers.
+func (t *topic) allSubs() []*subscription {
+	subs := t.durableSubs()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.readers {
+		subs = append(subs, s)
+	}
+	return subs
+}
+
 func (t *topic) removeReader(s *subscription) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
