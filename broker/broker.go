@@ -45,8 +45,13 @@ type Config struct {
 	// MaxConsumersPerSubscription are Pulsar's keys of the same names
 	// (0: no limit); namespace policies override them (limits.go).
 	MaxProducersPerTopic, MaxConsumersPerTopic, MaxConsumersPerSubscription int
-	// AllowAutoTopicCreation is allowAutoTopicCreation (default true).
-	AllowAutoTopicCreation bool
+	// AutoTopicCreationDisabled is allowAutoTopicCreation=false;
+	// AutoTopicCreationType is allowAutoTopicCreationType
+	// ("non-partitioned", the default, or "partitioned") and
+	// DefaultNumPartitions defaultNumPartitions (1) (autocreate.go).
+	AutoTopicCreationDisabled bool
+	AutoTopicCreationType     string
+	DefaultNumPartitions      int
 	// BrokerDeduplicationEnabled is brokerDeduplicationEnabled: drop
 	// resent messages by producer name and sequence id (dedup.go).
 	BrokerDeduplicationEnabled bool

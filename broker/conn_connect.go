@@ -90,7 +90,11 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
 	}
 	go func() { // reads the configuration store
-		n, err := c.b.partitions(context.Background(), name)
+		ctx := context.Background()
+		n, err := c.b.partitions(ctx, name)
+		if err == nil && n == 0 {
+			n, err = c.b.autoCreatePartitioned(ctx, name)
+		}
 		_ = c.sendPartitions(id, n, pb.ServerError_MetadataError, err)
 	}()
 	return nil

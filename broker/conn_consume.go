@@ -57,9 +57,9 @@ func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
 func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	reqID := cmd.GetRequestId()
 	ctx := context.Background()
-	t, err := c.b.getTopic(ctx, name)
+	t, err := c.b.clientTopic(ctx, name)
 	if err != nil {
-		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
 		return
 	}
 	if err := c.b.checkConsumerSchema(ctx, t, cmd.GetSchema()); err != nil {

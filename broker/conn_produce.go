@@ -64,9 +64,9 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 }
 
 func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode, sch *pb.Schema) {
-	t, err := c.b.getTopic(context.Background(), name)
+	t, err := c.b.clientTopic(context.Background(), name)
 	if err != nil {
-		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
+		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
 		return
 	}
 	if t.terminated.Load() {

@@ -320,7 +320,7 @@ func (b *Broker) httpRuntimeConfig(w http.ResponseWriter, _ *http.Request) {
 		"messageExpiryCheckIntervalInMinutes": strconv.FormatFloat(b.cfg.MessageExpiryCheckInterval.Minutes(), 'f', -1, 64),
 		"backlogQuotaCheckIntervalInSeconds":  strconv.Itoa(int(b.cfg.BacklogQuotaCheckInterval / time.Second)),
 		"retentionCheckIntervalInSeconds":     strconv.Itoa(int(b.cfg.RetentionCheckInterval / time.Second)),
-		"allowAutoTopicCreation":              strconv.FormatBool(b.cfg.AllowAutoTopicCreation),
+		"allowAutoTopicCreation":              strconv.FormatBool(!b.cfg.AutoTopicCreationDisabled),
 	}
 	s := b.settings()
 	for k, key := range dynamicKeys() {

@@ -40,6 +40,9 @@ type brokerSettings struct {
 	maxProducers        int
 	maxConsumers        int
 	maxConsumersPerSub  int
+	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
+	autoCreateType      string
+	defaultPartitions   int
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -64,6 +67,9 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"maxProducersPerTopic":                   setInt(&s.maxProducers),
 		"maxConsumersPerTopic":                   setInt(&s.maxConsumers),
 		"maxConsumersPerSubscription":            setInt(&s.maxConsumersPerSub),
+		"allowAutoTopicCreation":                 setNegatedBool(&s.noAutoCreate),
+		"allowAutoTopicCreationType":             setString(&s.autoCreateType),
+		"defaultNumPartitions":                   setInt(&s.defaultPartitions),
 	}
 }
 
@@ -71,6 +77,9 @@ func (s *brokerSettings) validate(path string) error {
 	if s.retentionMinutes < -1 || s.retentionMB < -1 {
 		return fmt.Errorf("config %s: defaultRetentionTimeInMinutes %d, defaultRetentionSizeInMB %d: each must be -1 (no limit) or more",
 			path, s.retentionMinutes, s.retentionMB)
+	}
+	if t := s.autoCreateType; t != "" && t != resources.TopicTypePartitioned && t != resources.TopicTypeNonPartitioned {
+		return fmt.Errorf("config %s: allowAutoTopicCreationType %q: want non-partitioned or partitioned", path, t)
 	}
 	if s.quotaPolicy != "" && !broker.ValidBacklogPolicy(s.quotaPolicy) {
 		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, s.quotaPolicy)
@@ -109,7 +118,9 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
 		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
 		RetentionCheckInterval: s.retentionCheck, MaxProducersPerTopic: s.maxProducers,
-		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub}, nil
+		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
+		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		DefaultNumPartitions: s.defaultPartitions}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

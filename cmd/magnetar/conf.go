@@ -60,6 +60,19 @@ func setInt(p *int) confSetter {
 	}
 }
 
+// setNegatedBool stores the opposite of a boolean key, for settings whose
+// Go zero value must mean the key's default of true.
+func setNegatedBool(p *bool) confSetter {
+	return func(v string) error {
+		var b bool
+		if err := setBool(&b)(v); err != nil {
+			return err
+		}
+		*p = !b
+		return nil
+	}
+}
+
 func setBool(p *bool) confSetter {
 	return func(v string) error {
 		b, err := strconv.ParseBool(v)
