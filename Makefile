@@ -109,7 +109,7 @@ perf-managedledger: build
 
 ## bench-report: the benchmark suite, side by side with the machine's limits
 ## and NATS JetStream, in one run: writes benchmarks/report/REPORT.md, its
-## charts and results.json (about 20 minutes on 2 cores; data under ./.perf;
+## charts and results.json (about 10 minutes on 2 cores; data under ./.perf;
 ## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS='--duration 60s')
 bench-report: build zookeeper nats
 	$(GO) build -o bin/natsperf ./benchmarks/natsperf
