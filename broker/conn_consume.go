@@ -32,7 +32,7 @@ type consumer struct {
 	created atomic.Bool // SUCCESS was sent: a repeated SUBSCRIBE gets it again
 	// toldEndOfTopic (guarded by sub.mu): REACHED_END_OF_TOPIC was sent.
 	toldEndOfTopic bool
-	permits int64       // guarded by sub.mu
+	permits        int64 // guarded by sub.mu
 	// hashRanges are a Key_Shared STICKY consumer's declared key slots.
 	hashRanges []*pb.IntRange
 	// joinedAfter (Key_Shared, guarded by sub.mu): the last entry read
