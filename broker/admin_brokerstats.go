@@ -66,46 +66,54 @@ type metricsJSON struct {
 // metric names Pulsar's broker-stats uses (brk_in_rate, ...), plus the
 // broker's totals.
 func (b *Broker) httpBrokerMetrics(w http.ResponseWriter, _ *http.Request) {
-	byNS := map[string]map[string]any{}
-	total := newNamespaceMetrics()
+	byNS := map[string]*brokerMetrics{}
+	var total brokerMetrics
 	for _, t := range b.loadedTopics() {
 		ns := namespaceOf(t.name)
 		if byNS[ns] == nil {
-			byNS[ns] = newNamespaceMetrics()
+			byNS[ns] = &brokerMetrics{}
 		}
-		for _, m := range []map[string]any{byNS[ns], total} {
-			addTopicMetrics(m, t)
-		}
+		byNS[ns].add(t)
+		total.add(t)
 	}
 	names := make([]string, 0, len(byNS))
 	for ns := range byNS {
 		names = append(names, ns)
 	}
 	sort.Strings(names)
-	out := []metricsJSON{{Metrics: total, Dimensions: map[string]string{"broker": b.cfg.AdvertisedAddress, "cluster": b.cfg.ClusterName}}}
+	out := []metricsJSON{{Metrics: total.values(), Dimensions: map[string]string{"broker": b.cfg.AdvertisedAddress, "cluster": b.cfg.ClusterName}}}
 	for _, ns := range names {
-		out = append(out, metricsJSON{Metrics: byNS[ns], Dimensions: map[string]string{"namespace": ns, "cluster": b.cfg.ClusterName}})
+		out = append(out, metricsJSON{Metrics: byNS[ns].values(), Dimensions: map[string]string{"namespace": ns, "cluster": b.cfg.ClusterName}})
 	}
 	writeJSON(w, out)
 }
 
-func newNamespaceMetrics() map[string]any {
-	return map[string]any{"brk_in_rate": 0.0, "brk_out_rate": 0.0, "brk_in_tp_rate": 0.0, "brk_out_tp_rate": 0.0,
-		"brk_storage_size": int64(0), "brk_msg_backlog": int64(0), "brk_no_of_producers": 0, "brk_no_of_consumers": 0,
-		"brk_no_of_subscriptions": 0, "brk_no_of_topics": 0}
+// brokerMetrics sums topics' rates and counts.
+type brokerMetrics struct {
+	inRate, outRate, inTp, outTp                float64
+	storage, backlog                            int64
+	producers, consumers, subscriptions, topics int
 }
 
-func addTopicMetrics(m map[string]any, t *topic) {
+func (m *brokerMetrics) add(t *topic) {
 	r := t.rates.current()
 	producers, consumers, subs, backlog := t.counts()
-	m["brk_in_rate"] = m["brk_in_rate"].(float64) + r.MsgRateIn
-	m["brk_out_rate"] = m["brk_out_rate"].(float64) + r.MsgRateOut
-	m["brk_in_tp_rate"] = m["brk_in_tp_rate"].(float64) + r.ThroughputIn
-	m["brk_out_tp_rate"] = m["brk_out_tp_rate"].(float64) + r.ThroughputOut
-	m["brk_storage_size"] = m["brk_storage_size"].(int64) + t.ml.Size()
-	m["brk_msg_backlog"] = m["brk_msg_backlog"].(int64) + backlog
-	m["brk_no_of_producers"] = m["brk_no_of_producers"].(int) + producers
-	m["brk_no_of_consumers"] = m["brk_no_of_consumers"].(int) + consumers
-	m["brk_no_of_subscriptions"] = m["brk_no_of_subscriptions"].(int) + subs
-	m["brk_no_of_topics"] = m["brk_no_of_topics"].(int) + 1
+	m.inRate += r.MsgRateIn
+	m.outRate += r.MsgRateOut
+	m.inTp += r.ThroughputIn
+	m.outTp += r.ThroughputOut
+	m.storage += t.ml.Size()
+	m.backlog += backlog
+	m.producers += producers
+	m.consumers += consumers
+	m.subscriptions += subs
+	m.topics++
+}
+
+// values are the sums under Pulsar's metric names.
+func (m *brokerMetrics) values() map[string]any {
+	return map[string]any{"brk_in_rate": m.inRate, "brk_out_rate": m.outRate, "brk_in_tp_rate": m.inTp,
+		"brk_out_tp_rate": m.outTp, "brk_storage_size": m.storage, "brk_msg_backlog": m.backlog,
+		"brk_no_of_producers": m.producers, "brk_no_of_consumers": m.consumers,
+		"brk_no_of_subscriptions": m.subscriptions, "brk_no_of_topics": m.topics}
 }

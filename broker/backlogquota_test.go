@@ -16,17 +16,7 @@ func startQuotaBroker(t *testing.T, policy string) (*Broker, string) {
 	b := New(Config{ClusterName: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BacklogQuotaDefaultLimitBytes: 4 << 10, BacklogQuotaDefaultRetentionPolicy: policy,
 		BacklogQuotaCheckInterval: 50 * time.Millisecond}, testLedgers(t, 0))
-	srv, err := b.Serve("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Close(ctx)
-		b.Close(ctx)
-	})
-	return b, "pulsar://" + srv.Addr().String()
+	return b, serveTestBroker(t, b)
 }
 
 // fillBacklog subscribes without consuming and produces 32 KiB.

@@ -25,17 +25,7 @@ func TestLargeMessagesUnderBackPressureKeepTheConnection(t *testing.T) {
 	var logs lockedBuffer
 	b := New(Config{ClusterName: "test", MaxPendingPublishRequestsPerConnection: 4,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, slowAdds{managedledger.NewMemoryFactory(managedledger.MemoryOptions{})})
-	srv, err := b.Serve("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Close(ctx)
-		b.Close(ctx)
-	})
-	c := newClient(t, "pulsar://"+srv.Addr().String())
+	c := newClient(t, serveTestBroker(t, b))
 	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "large", DisableBatching: true, MaxPendingMessages: 200})
 	if err != nil {
 		t.Fatal(err)

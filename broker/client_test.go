@@ -26,6 +26,13 @@ func startBroker(t *testing.T) (*Broker, string) {
 	t.Helper()
 	b := New(Config{ClusterName: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		testLedgers(t, 50))
+	return b, serveTestBroker(t, b)
+}
+
+// serveTestBroker serves b's binary protocol on a loopback port until the
+// test ends (then closes both) and returns its service URL.
+func serveTestBroker(t *testing.T, b *Broker) string {
+	t.Helper()
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +43,7 @@ func startBroker(t *testing.T) (*Broker, string) {
 		srv.Close(ctx)
 		b.Close(ctx)
 	})
-	return b, "pulsar://" + srv.Addr().String()
+	return "pulsar://" + srv.Addr().String()
 }
 
 func newClient(t *testing.T, url string) pulsar.Client {

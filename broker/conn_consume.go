@@ -72,7 +72,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		return
 	}
 	if err := t.admitConsumerCount(ctx, sub); err != nil {
-		_ = c.sendError(reqID, limitError(false), err.Error())
+		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, err.Error()) // as Pulsar answers a limit
 		return
 	}
 	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub}

@@ -78,7 +78,7 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		return
 	}
 	if err := t.admitProducerCount(context.Background()); err != nil {
-		_ = c.sendError(reqID, limitError(true), err.Error())
+		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, err.Error()) // as Pulsar answers a limit
 		return
 	}
 	schemaVersion, err := c.b.registerSchema(context.Background(), name, sch)

@@ -31,23 +31,14 @@ func startDynBroker(t *testing.T, srv *metadata.MemoryServer) dynBroker {
 	t.Helper()
 	b := New(Config{ClusterName: "test", Metadata: srv.NewSession(), DispatcherMaxReadBatchSize: 100,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
-	pl, err := b.Serve("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := serveTestBroker(t, b)
 	web := httptest.NewServer(b.HTTPHandler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		web.Close()
-		pl.Close(ctx)
-		b.Close(ctx)
-	})
+	t.Cleanup(web.Close)
 	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dynBroker{b: b, url: "pulsar://" + pl.Addr().String(), admin: admin}
+	return dynBroker{b: b, url: url, admin: admin}
 }
 
 // TestDynamicConfiguration: an override set through one broker reaches

@@ -10,8 +10,6 @@ package broker
 import (
 	"context"
 	"fmt"
-
-	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
 // clientLimits are the limits in effect for a topic (0: none).
@@ -66,13 +64,4 @@ func (t *topic) admitConsumerCount(ctx context.Context, s *subscription) error {
 		}
 	}
 	return nil
-}
-
-// limitError is the code clients get for a limit: the producer or
-// consumer is busy, as Pulsar answers.
-func limitError(producer bool) pb.ServerError {
-	if producer {
-		return pb.ServerError_ProducerBusy
-	}
-	return pb.ServerError_ConsumerBusy
 }

@@ -19,11 +19,12 @@ import (
 // store, tenant "t" and namespace "t/ns" created.
 func startPolicyBroker(t *testing.T, mutate func(*resources.Policies)) (*Broker, string) {
 	t.Helper()
-	return startPolicyBrokerWith(t, mutate, 0)
+	return startPolicyBrokerWith(t, mutate, 0, Config{})
 }
 
-// startPolicyBrokerWith is startPolicyBroker with ledgers of maxPerLedger entries.
-func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPerLedger int64) (*Broker, string) {
+// startPolicyBrokerWith is startPolicyBroker with ledgers of maxPerLedger
+// entries and the broker settings of cfg.
+func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPerLedger int64, cfg Config) (*Broker, string) {
 	t.Helper()
 	store := metadata.NewMemoryServer().NewSession()
 	res, err := resources.New(context.Background(), store, resources.Options{})
@@ -43,20 +44,11 @@ func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPe
 	if _, err := res.CreateNamespace(ctx, "t", "ns", p); err != nil {
 		t.Fatal(err)
 	}
-	b := New(Config{ClusterName: "test", Metadata: store, Resources: res,
-		BacklogQuotaCheckInterval: 50 * time.Millisecond,
-		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil))}, testLedgers(t, maxPerLedger))
-	srv, err := b.Serve("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Close(ctx)
-		b.Close(ctx)
-	})
-	return b, "pulsar://" + srv.Addr().String()
+	cfg.ClusterName, cfg.Metadata, cfg.Resources = "test", store, res
+	cfg.BacklogQuotaCheckInterval = 50 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := New(cfg, testLedgers(t, maxPerLedger))
+	return b, serveTestBroker(t, b)
 }
 
 // A namespace's message_ttl_in_seconds expires its topics' messages; a
@@ -145,7 +137,7 @@ func TestBundleSplitRecordedInPolicies(t *testing.T) {
 func TestNamespaceRetention(t *testing.T) {
 	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {
 		p.RetentionPolicies = &resources.RetentionPolicies{RetentionTimeInMinutes: -1, RetentionSizeInMB: -1}
-	}, 5)
+	}, 5, Config{})
 	c := newClient(t, url)
 	ctx := context.Background()
 	stored := func(topic string) int64 {

@@ -10,6 +10,13 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 )
 
+// Default cache sizes (dbStorage_writeCacheMaxSizeMb and
+// dbStorage_readAheadCacheMaxSizeMb).
+const (
+	DefaultWriteCacheMaxSize = 64 << 20
+	DefaultReadCacheMaxSize  = 64 << 20
+)
+
 // Options configure a DB. Zero values take the defaults BookKeeper's
 // DbLedgerStorage uses, under the configuration keys named. Sizes are for
 // the whole DB; each ledger directory gets an equal share, as in
@@ -81,8 +88,8 @@ type Options struct {
 
 func (o Options) withDefaults(fs engine.FS) Options {
 	setDefault(&o.LogSizeLimit, 1<<30)
-	setDefault(&o.WriteCacheMaxSize, 64<<20)
-	setDefault(&o.ReadCacheMaxSize, 64<<20)
+	setDefault(&o.WriteCacheMaxSize, DefaultWriteCacheMaxSize)
+	setDefault(&o.ReadCacheMaxSize, DefaultReadCacheMaxSize)
 	setDefault(&o.ReadAheadBatchSize, 100)
 	setDefault(&o.ReadAheadMaxBytes, 1<<20)
 	setDefault(&o.FlushInterval, time.Second)

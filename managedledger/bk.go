@@ -78,7 +78,7 @@ func (c Config) withDefaults() Config {
 		c.MinLedgerRolloverTime = 10 * time.Minute
 	}
 	if c.CacheSize <= 0 {
-		c.CacheSize = 256 << 20
+		c.CacheSize = DefaultCacheSize
 	}
 	if c.CacheEvictionTime <= 0 {
 		c.CacheEvictionTime = time.Second
@@ -91,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// DefaultCacheSize is managedLedgerCacheSizeMB's default (256 MiB).
+const DefaultCacheSize = 256 << 20
 
 // ManagedLedgersPath is the root of managed-ledger metadata: one node per
 // managed ledger (named by the topic) with a child per durable cursor.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata/zktest"
 )
 
@@ -37,7 +39,7 @@ func (r *runner) runCluster(ctx context.Context) error {
 	}
 	d.Ran = true
 	d.Setup = "ZooKeeper, 3 bookie processes (journal and entry logs on the work directory) and 1 broker process on this machine; E=3, Qw=2, Qa=2"
-	d.CacheMiB = 256 + clusterBookies*(64+64)
+	d.CacheMiB = managedledger.DefaultCacheSize>>20 + clusterBookies*(entrylog.DefaultWriteCacheMaxSize+entrylog.DefaultReadCacheMaxSize)>>20
 	err = r.throughputAndLatency(ctx, t, d, false)
 	d.PeakRSSMiB = peakRSS(t)
 	return err

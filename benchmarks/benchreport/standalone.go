@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // maxSizes are the message sizes of the maximum-throughput runs.
@@ -264,8 +267,9 @@ func dropPageCache(dir string) error {
 // the bookie's write and read-ahead caches), with the defaults for keys
 // it leaves out.
 func standaloneCacheMiB(config string) float64 {
-	keys := map[string]float64{"managedLedgerCacheSizeMB": 256, "dbStorage_writeCacheMaxSizeMb": 64,
-		"dbStorage_readAheadCacheMaxSizeMb": 64}
+	keys := map[string]float64{"managedLedgerCacheSizeMB": managedledger.DefaultCacheSize >> 20,
+		"dbStorage_writeCacheMaxSizeMb":     entrylog.DefaultWriteCacheMaxSize >> 20,
+		"dbStorage_readAheadCacheMaxSizeMb": entrylog.DefaultReadCacheMaxSize >> 20}
 	if b, err := os.ReadFile(config); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+
+	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // memoryHeadroom is what a server may use beyond its configured caches
@@ -13,11 +16,11 @@ import (
 const memoryHeadroom = 256 << 20
 
 // Cache defaults the memory limit counts when the configuration leaves a
-// size at zero (managedledger and entrylog use the same).
+// size at zero: the ones managedledger and entrylog apply.
 const (
-	defaultEntryCacheMB = 256
-	defaultWriteCacheMB = 64
-	defaultReadCacheMB  = 64
+	defaultEntryCacheMB = managedledger.DefaultCacheSize >> 20
+	defaultWriteCacheMB = entrylog.DefaultWriteCacheMaxSize >> 20
+	defaultReadCacheMB  = entrylog.DefaultReadCacheMaxSize >> 20
 )
 
 // setMemoryLimit gives the Go runtime a soft memory limit of the
