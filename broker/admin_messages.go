@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -138,7 +140,7 @@ func nthUnacknowledged(ctx context.Context, ml managedledger.ManagedLedger, c ma
 
 // writeMessage answers one entry as Pulsar's message endpoints do.
 func writeMessage(w http.ResponseWriter, e managedledger.Entry) {
-	parsed, err := wire.ParseEntry(e.Data)
+	bem, parsed, err := wire.ParseStoredEntry(e.Data)
 	var md pb.MessageMetadata
 	if err == nil {
 		err = parsed.DecodeMetadata(&md)
@@ -152,8 +154,27 @@ func writeMessage(w http.ResponseWriter, e managedledger.Entry) {
 		return
 	}
 	messageHeaders(w.Header(), e.Position, &md)
+	brokerEntryHeaders(w.Header(), bem)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	_, _ = w.Write(payload)
+}
+
+// brokerEntryHeaders adds what Pulsar's admin API returns of the broker
+// entry metadata.
+func brokerEntryHeaders(h http.Header, bem []byte) {
+	if bem == nil {
+		return
+	}
+	var m pb.BrokerEntryMetadata
+	if proto.Unmarshal(bem, &m) != nil {
+		return
+	}
+	if m.BrokerTimestamp != nil {
+		h.Set("X-Pulsar-Broker-Entry-METADATA-timestamp", strconv.FormatUint(m.GetBrokerTimestamp(), 10))
+	}
+	if m.Index != nil {
+		h.Set("X-Pulsar-Broker-Entry-METADATA-index", strconv.FormatUint(m.GetIndex(), 10))
+	}
 }
 
 func messageHeaders(h http.Header, pos managedledger.Position, md *pb.MessageMetadata) {

@@ -57,24 +57,28 @@ type publisherStatsJSON struct {
 }
 
 type subscriptionStatsJSON struct {
-	Type                string              `json:"type"`
-	IsDurable           bool                `json:"isDurable"`
-	MsgBacklog          int64               `json:"msgBacklog"`
-	MsgBacklogNoDelayed int64               `json:"msgBacklogNoDelayed"`
-	BacklogSize         int64               `json:"backlogSize"`
-	MsgDelayed          int64               `json:"msgDelayed"`
-	UnackedMessages     int64               `json:"unackedMessages"`
-	ActiveConsumerName  string              `json:"activeConsumerName,omitempty"`
-	MsgRateOut          float64             `json:"msgRateOut"`
-	Consumers           []consumerStatsJSON `json:"consumers"`
+	Type                string `json:"type"`
+	IsDurable           bool   `json:"isDurable"`
+	MsgBacklog          int64  `json:"msgBacklog"`
+	MsgBacklogNoDelayed int64  `json:"msgBacklogNoDelayed"`
+	BacklogSize         int64  `json:"backlogSize"`
+	MsgDelayed          int64  `json:"msgDelayed"`
+	UnackedMessages     int64  `json:"unackedMessages"`
+	// BlockedOnUnackedMsgs is Pulsar's
+	// blockedSubscriptionOnUnackedMsgs.
+	BlockedOnUnackedMsgs bool                `json:"blockedSubscriptionOnUnackedMsgs"`
+	ActiveConsumerName   string              `json:"activeConsumerName,omitempty"`
+	MsgRateOut           float64             `json:"msgRateOut"`
+	Consumers            []consumerStatsJSON `json:"consumers"`
 }
 
 type consumerStatsJSON struct {
-	ConsumerName     string  `json:"consumerName"`
-	AvailablePermits int64   `json:"availablePermits"`
-	UnackedMessages  int64   `json:"unackedMessages"`
-	Address          string  `json:"address"`
-	MsgRateOut       float64 `json:"msgRateOut"`
+	ConsumerName         string  `json:"consumerName"`
+	AvailablePermits     int64   `json:"availablePermits"`
+	UnackedMessages      int64   `json:"unackedMessages"`
+	BlockedOnUnackedMsgs bool    `json:"blockedConsumerOnUnackedMsgs"`
+	Address              string  `json:"address"`
+	MsgRateOut           float64 `json:"msgRateOut"`
 }
 
 func (b *Broker) httpTopicStats(w http.ResponseWriter, r *http.Request, name TopicName) {
@@ -165,27 +169,18 @@ func (s *subscription) stats() subscriptionStatsJSON {
 func (s *subscription) consumerCounts(c *consumer) (permits, unacked int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, in := range s.inflight {
-		if in.c == c {
-			unacked++
-		}
-	}
-	return c.permits, unacked
+	return c.permits, c.unacked
 }
 
 func (s *subscription) consumerStats() subscriptionStatsJSON {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	unacked := map[*consumer]int64{}
-	for _, in := range s.inflight {
-		unacked[in.c]++
-	}
 	st := subscriptionStatsJSON{Type: s.subType.String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
+		UnackedMessages: s.unacked, BlockedOnUnackedMsgs: s.blockedOnUnacked,
 		Consumers: make([]consumerStatsJSON, 0, len(s.consumers))}
 	for _, c := range s.consumers {
 		st.Consumers = append(st.Consumers, consumerStatsJSON{ConsumerName: c.name, AvailablePermits: c.permits,
-			UnackedMessages: unacked[c], Address: c.conn.t.RemoteAddr().String()})
-		st.UnackedMessages += unacked[c]
+			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String()})
 	}
 	exclusive := s.subType == pb.CommandSubscribe_Exclusive || s.subType == pb.CommandSubscribe_Failover
 	if active := s.activeLocked(); exclusive && len(active) > 0 {

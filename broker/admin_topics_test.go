@@ -593,7 +593,7 @@ func TestAdminMessageBatchesAndCompression(t *testing.T) {
 func TestAdminRedirectsToOwner(t *testing.T) {
 	c := startCluster(t, 2)
 	const name = "persistent://public/default/adm-owned"
-	client := newClient(t, c.brokers[0].url())
+	client := c.newClient(t)
 	sendN(t, newProducer(t, client, name, pulsar.ProducerOptions{}), 3)
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	redirects := 0

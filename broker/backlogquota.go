@@ -122,10 +122,10 @@ func (b *Broker) enforceBacklogQuotas(ctx context.Context) {
 // acknowledged on the cursor by expiry or eviction).
 func (s *subscription) dropUpTo(pos managedledger.Position) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	wake := false
 	for p := range s.inflight {
 		if p.Compare(pos) <= 0 {
-			delete(s.inflight, p)
+			wake = s.removeInflightLocked(p) || wake
 			delete(s.redelivered, p)
 		}
 	}
@@ -133,5 +133,9 @@ func (s *subscription) dropUpTo(pos managedledger.Position) {
 		if p.Compare(pos) <= 0 {
 			delete(s.replay, p)
 		}
+	}
+	s.mu.Unlock()
+	if wake {
+		s.dispatch()
 	}
 }

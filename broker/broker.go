@@ -45,6 +45,19 @@ type Config struct {
 	// MaxConsumersPerSubscription are Pulsar's keys of the same names
 	// (0: no limit); namespace policies override them (limits.go).
 	MaxProducersPerTopic, MaxConsumersPerTopic, MaxConsumersPerSubscription int
+	// MaxUnackedMessagesPerConsumer and MaxUnackedMessagesPerSubscription
+	// are Pulsar's keys of the same names (Pulsar's defaults are 50000 and
+	// 200000; 0: no limit): on Shared and Key_Shared subscriptions a
+	// consumer, or the whole subscription, gets nothing more while that
+	// many delivered messages are unacknowledged, until half are.
+	MaxUnackedMessagesPerConsumer, MaxUnackedMessagesPerSubscription int
+	// BrokerEntryTimestamp and BrokerEntryIndex are the two
+	// brokerEntryMetadataInterceptors (ParseEntryMetadataInterceptors):
+	// entries are stored with broker entry metadata (entrymetadata.go).
+	// ExposeBrokerEntryMetadata is
+	// exposingBrokerEntryMetadataToClientEnabled: consumers whose client
+	// supports it receive that metadata.
+	BrokerEntryTimestamp, BrokerEntryIndex, ExposeBrokerEntryMetadata bool
 	// AutoTopicCreationDisabled is allowAutoTopicCreation=false;
 	// AutoTopicCreationType is allowAutoTopicCreationType
 	// ("non-partitioned", the default, or "partitioned") and
@@ -217,6 +230,10 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
 	}
 	t := newTopic(b, name, ml)
+	if t.stamper, err = newEntryStamper(ctx, b.cfg, ml); err != nil {
+		_ = ml.Close(ctx)
+		return nil, fmt.Errorf("topic %s: %w", name, err)
+	}
 	ml.SetRetention(t.retention(ctx))
 	if b.cfg.BrokerDeduplicationEnabled {
 		// Outside b.mu: replaying a large topic must not stall the broker.

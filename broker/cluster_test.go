@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +24,7 @@ import (
 type testCluster struct {
 	meta    *metadata.MemoryServer
 	brokers []*clusterBroker
+	logs    *failureLog
 }
 
 type clusterBroker struct {
@@ -39,19 +39,20 @@ func (cb *clusterBroker) url() string { return "pulsar://" + cb.srv.Addr().Strin
 
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{meta: metadata.NewMemoryServer()}
+	c := &testCluster{meta: metadata.NewMemoryServer(), logs: newFailureLog(t)}
 	ledgers := testLedgers(t, 50)
-	for range n {
-		c.brokers = append(c.brokers, startClusterBroker(t, c.meta, ledgers))
+	for i := range n {
+		logger := c.logs.logger().With("broker", i)
+		c.brokers = append(c.brokers, startClusterBroker(t, c.meta, ledgers, logger))
 	}
 	return c
 }
 
-func startClusterBroker(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory) *clusterBroker {
+func startClusterBroker(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory, logger *slog.Logger) *clusterBroker {
 	t.Helper()
 	store := meta.NewSession()
 	b := New(Config{ClusterName: "test", Metadata: store, StatsUpdateFrequency: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ledgers)
+		Logger: logger}, ledgers)
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,15 +65,18 @@ func startClusterBroker(t *testing.T, meta *metadata.MemoryServer, ledgers manag
 		t.Fatal(err)
 	}
 	cb := &clusterBroker{b: b, srv: srv, web: web, store: store, own: own}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		own.Close(ctx)
-		web.Close()
-		srv.Close(ctx)
-		b.Close(ctx)
-	})
+	t.Cleanup(cb.close)
 	return cb
+}
+
+// close stops the broker as its process exiting would (again is a no-op).
+func (cb *clusterBroker) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cb.own.Close(ctx)
+	cb.web.Close()
+	cb.srv.Close(ctx)
+	cb.b.Close(ctx)
 }
 
 // servingBrokers counts the brokers that have one of the topics loaded.
@@ -103,7 +107,7 @@ func containsTopic(list []string, s string) bool {
 // producers and consumers keep going, and nothing is lost.
 func TestClusterSpreadsTopicsAndUnloadMovesThem(t *testing.T) {
 	c := startCluster(t, 3)
-	client := newClient(t, c.brokers[0].url())
+	client := c.newClient(t)
 	var topics []string
 	for i := range 12 {
 		topics = append(topics, fmt.Sprintf("persistent://public/default/spread-%d", i))
@@ -143,11 +147,14 @@ func TestClusterSpreadsTopicsAndUnloadMovesThem(t *testing.T) {
 // the producer's encryptor unlocked): a client bug, not what we test.
 func (c *testCluster) waitReconnected(t *testing.T, topics []string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// Longer than the clients' longest reconnect backoff would need if
+	// their first attempts failed while the bundles were unowned.
+	const patience = 45 * time.Second
+	deadline := time.Now().Add(patience)
 	for _, name := range topics {
 		for !c.attached(name) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: producer and consumer not back after 30 s", name)
+				t.Fatalf("%s: producer and consumer not back after %v", name, patience)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -216,7 +223,7 @@ func receiveRounds(t *testing.T, consumers []pulsar.Consumer, rounds int) {
 // on without losing acknowledged messages.
 func TestClusterBrokerLossMovesTopics(t *testing.T) {
 	c := startCluster(t, 3)
-	client := newClient(t, c.brokers[0].url())
+	client := c.newClient(t)
 	var topics []string
 	for i := range 8 {
 		topics = append(topics, fmt.Sprintf("persistent://public/default/loss-%d", i))
@@ -246,7 +253,8 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	victim.srv.Close(context.Background()) // as a process that exits
+	// Pulsar's zookeeperSessionExpiredPolicy=shutdown: the process exits.
+	victim.close()
 	c.waitReconnected(t, topics)
 	for i, p := range producers {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -49,6 +49,10 @@ type serverConn struct {
 	closed       bool
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
+	// brokerEntryMetadata: MESSAGE frames carry the stored broker entry
+	// metadata (exposed by the broker, supported by the client; set at
+	// CONNECT); otherwise it is cut off.
+	brokerEntryMetadata atomic.Bool
 }
 
 func (b *Broker) newConn(t transport) *serverConn {
@@ -165,12 +169,16 @@ func (c *serverConn) sendSuccess(requestID uint64) error {
 func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32) {
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
 		ConsumerId: &consumerID, MessageId: messageID(e.Position), RedeliveryCount: &redeliveries}}
-	hdr, err := wire.AppendPayloadFrameHeader(nil, cmd, nil, len(e.Data))
+	data := e.Data
+	if !c.brokerEntryMetadata.Load() {
+		data = wire.StripBrokerEntryMetadata(data)
+	}
+	hdr, err := wire.AppendPayloadFrameHeader(nil, cmd, nil, len(data))
 	if err != nil {
 		c.log.Error("cannot encode MESSAGE", "err", err)
 		return
 	}
-	if err := c.t.Write(hdr, e.Data); err != nil {
+	if err := c.t.Write(hdr, data); err != nil {
 		c.log.Debug("write MESSAGE failed", "err", err)
 	}
 }

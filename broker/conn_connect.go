@@ -37,6 +37,7 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
 	c.log.Debug("client connected", "client", cmd.GetClientVersion(), "protocol", version)
 	c.endOfTopic.Store(handlesEndOfTopic(cmd.GetClientVersion(), version))
+	c.brokerEntryMetadata.Store(c.b.cfg.ExposeBrokerEntryMetadata && cmd.GetFeatureFlags().GetSupportsBrokerEntryMetadata())
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),

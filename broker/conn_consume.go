@@ -43,6 +43,13 @@ type consumer struct {
 	// drainWait (guarded by sub.mu) is set while a goroutine waits for the
 	// consumer's congested connection to drain.
 	drainWait bool
+	// unacked (guarded by sub.mu) counts the messages in flight to this
+	// consumer; on Shared and Key_Shared subscriptions it is blocked
+	// (blockedOnUnacked) once it reaches maxUnacked (0: no limit), until
+	// half of them are acknowledged or redelivered.
+	unacked          int64
+	maxUnacked       int64
+	blockedOnUnacked bool
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
@@ -71,11 +78,13 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		_ = c.sendError(reqID, pb.ServerError_SubscriptionNotFound, err.Error())
 		return
 	}
-	if err := t.admitConsumerCount(ctx, sub); err != nil {
+	limits := t.clientLimits(ctx)
+	if err := t.admitConsumerCount(limits, sub); err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, err.Error()) // as Pulsar answers a limit
 		return
 	}
-	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub}
+	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub,
+		maxUnacked: int64(limits.unackedPerConsumer)}
 	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
 		cs.hashRanges = meta.GetHashRanges()
 	}
@@ -84,7 +93,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		c.answerExistingConsumer(existing, sub, reqID)
 		return
 	}
-	if err := sub.addConsumer(cs); err != nil {
+	if err := sub.addConsumer(cs, int64(limits.unackedPerSub)); err != nil {
 		c.dropConsumer(cs)
 		code := pb.ServerError_ServiceNotReady
 		if errors.Is(err, errConsumerBusy) {

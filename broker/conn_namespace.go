@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -145,10 +147,19 @@ func scanEntries(ctx context.Context, ml managedledger.ManagedLedger, fn func(ma
 	}
 }
 
+// publishTime is an entry's time for seeks and expiry: the broker's
+// timestamp when it stored one (brokerEntryMetadataInterceptors), as
+// Pulsar prefers it, else the producer's publish time.
 func publishTime(data []byte) uint64 {
-	e, err := wire.ParseEntry(data)
+	bem, e, err := wire.ParseStoredEntry(data)
 	if err != nil {
 		return 0
+	}
+	if bem != nil {
+		var m pb.BrokerEntryMetadata
+		if proto.Unmarshal(bem, &m) == nil && m.BrokerTimestamp != nil {
+			return m.GetBrokerTimestamp()
+		}
 	}
 	var md pb.MessageMetadata
 	if e.DecodeMetadata(&md) != nil {

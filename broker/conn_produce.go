@@ -25,7 +25,6 @@ package broker
 //     version returned in PRODUCER_SUCCESS.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -217,9 +216,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			ProducerId: &id, SequenceId: &seq, HighestSequenceId: &highest,
 			MessageId: &pb.MessageIdData{LedgerId: ptr(^uint64(0)), EntryId: ptr(^uint64(0))}}})
 	}
-	data := bytes.Clone(f.Entry.Bytes()) // the frame aliases the read buffer
 	c.beginSend()
-	p.topic.ml.AddEntry(data, func(pos managedledger.Position, err error) {
+	size := int64(f.Entry.Len())
+	p.topic.addEntry(f.Entry.Bytes(), msgs, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
 			if d := p.topic.dedup; d != nil {
@@ -236,7 +235,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			d.stored(p.name, int64(seq), int64(highest))
 		}
 		p.topic.stats.msgsIn.Add(msgs)
-		p.topic.stats.bytesIn.Add(int64(len(data)))
+		p.topic.stats.bytesIn.Add(size)
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
 			ProducerId: &id, SequenceId: &seq, MessageId: messageID(pos), HighestSequenceId: &highest}})
 	})

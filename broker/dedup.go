@@ -84,7 +84,7 @@ func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) err
 }
 
 func (d *dedup) replay(data []byte) {
-	e, err := wire.ParseEntry(data)
+	_, e, err := wire.ParseStoredEntry(data)
 	if err != nil {
 		return
 	}

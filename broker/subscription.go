@@ -36,6 +36,13 @@ import (
 //   - A seek bumps the read generation: a read that was already running
 //     when the cursor was reset is dropped (and the cursor moved back over
 //     it), never delivered.
+//   - Unacknowledged-message limits (Shared and Key_Shared, as Pulsar): a
+//     consumer with maxUnacked messages in flight, or a subscription with
+//     maxUnacked in flight over all its consumers, is blocked; it is
+//     unblocked once acknowledgements or redeliveries bring the count to
+//     half the limit. Counts are messages (a batch of N counts N), kept
+//     by addInflightLocked and removeInflightLocked, the only places the
+//     in-flight map changes.
 //
 // Lock rules: mu guards every field below it. Cursor reads and connection
 // writes happen after mu is released.
@@ -60,11 +67,17 @@ type subscription struct {
 	delayed     delayedQueue            // entries held until their deliver_at_time
 	delayTimer  *time.Timer
 	closed      bool
+	// unacked counts the messages in flight over all consumers;
+	// blockedOnUnacked is set at maxUnacked (0: no limit) until half.
+	unacked          int64
+	maxUnacked       int64
+	blockedOnUnacked bool
 }
 
 type inflightEntry struct {
-	c    *consumer
-	slot int32
+	c        *consumer
+	slot     int32
+	messages int32 // messages in the entry, for the unacked counts
 }
 
 // maxReplay bounds the entries held back for busy consumers; past it no
@@ -81,13 +94,15 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 		redelivered: map[managedledger.Position]uint32{}}
 }
 
-// addConsumer attaches c, enforcing the subscription type.
-func (s *subscription) addConsumer(c *consumer) error {
+// addConsumer attaches c, enforcing the subscription type, and takes
+// maxUnacked (the limit in effect when c subscribed) for the subscription.
+func (s *subscription) addConsumer(c *consumer, maxUnacked int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("subscription %s is closed", s.name)
 	}
+	s.maxUnacked = maxUnacked
 	if s.subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return errConsumerBusy
 	}
@@ -171,6 +186,9 @@ func (s *subscription) activeLocked() []*consumer {
 }
 
 func (s *subscription) permitsLocked() int64 {
+	if s.blockedOnUnacked {
+		return 0
+	}
 	var n int64
 	for _, c := range s.activeLocked() {
 		if s.canTakeLocked(c) {
@@ -376,7 +394,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			continue
 		}
 		c.permits -= int64(info.messages)
-		s.inflight[e.Position] = inflightEntry{c: c, slot: slot}
+		s.addInflightLocked(e.Position, inflightEntry{c: c, slot: slot, messages: int32(info.messages)})
 		s.topic.stats.msgsOut.Add(int64(info.messages))
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
@@ -439,7 +457,7 @@ func (s *subscription) pickLocked(pos managedledger.Position, info entryInfo, sl
 // skipped (its socket is not keeping up: queueing more would only grow the
 // broker's memory) and dispatch resumes when its connection drains.
 func (s *subscription) canTakeLocked(c *consumer) bool {
-	if c.permits <= 0 {
+	if c.permits <= 0 || c.blockedOnUnacked || s.blockedOnUnacked {
 		return false
 	}
 	if !c.conn.t.Congested() {
@@ -512,7 +530,7 @@ type entryInfo struct {
 // message without a key and is delivered as it is.
 func entryInfoOf(data []byte) entryInfo {
 	info := entryInfo{messages: 1}
-	e, err := wire.ParseEntry(data)
+	_, e, err := wire.ParseStoredEntry(data)
 	if err != nil {
 		return info
 	}
@@ -555,27 +573,78 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 		return err
 	}
 	s.mu.Lock()
-	waiting := len(s.replay) > 0
-	defer func() {
-		s.mu.Unlock()
-		if waiting { // acks can release entries held back (Key_Shared joins)
-			s.dispatch()
-		}
-	}()
+	// Acks can release entries held back (Key_Shared joins) and unblock
+	// consumers held at their unacknowledged-message limit.
+	wake := len(s.replay) > 0
 	for _, p := range valid {
 		if cumulative {
 			for q, in := range s.inflight {
 				if in.c == c && q.Compare(p) <= 0 {
-					delete(s.inflight, q)
+					wake = s.removeInflightLocked(q) || wake
 					delete(s.redelivered, q)
 				}
 			}
 			continue
 		}
-		delete(s.inflight, p)
+		wake = s.removeInflightLocked(p) || wake
 		delete(s.redelivered, p)
 	}
+	s.mu.Unlock()
+	if wake {
+		s.dispatch()
+	}
 	return nil
+}
+
+// addInflightLocked records an entry sent to in.c and counts its
+// messages against the unacknowledged-message limits.
+func (s *subscription) addInflightLocked(p managedledger.Position, in inflightEntry) {
+	s.inflight[p] = in
+	s.countUnackedLocked(in.c, int64(in.messages))
+}
+
+// removeInflightLocked forgets an in-flight entry (acknowledged, or going
+// back for redelivery); it reports whether that unblocked a consumer or
+// the subscription, which then needs a dispatch round.
+func (s *subscription) removeInflightLocked(p managedledger.Position) (unblocked bool) {
+	in, ok := s.inflight[p]
+	if !ok {
+		return false
+	}
+	delete(s.inflight, p)
+	return s.countUnackedLocked(in.c, -int64(in.messages))
+}
+
+// countUnackedLocked adds delta to c's and the subscription's unacked
+// counts and applies the limits: blocked at the limit, unblocked at half
+// (so a consumer near its limit is not woken for every single ack).
+func (s *subscription) countUnackedLocked(c *consumer, delta int64) (unblocked bool) {
+	c.unacked += delta
+	s.unacked += delta
+	if s.subType != pb.CommandSubscribe_Shared && s.subType != pb.CommandSubscribe_Key_Shared {
+		return false // Exclusive and Failover consumers ack cumulatively: no limit, as in Pulsar
+	}
+	unblocked = applyUnackedLimit(&c.blockedOnUnacked, c.unacked, c.maxUnacked)
+	if applyUnackedLimit(&s.blockedOnUnacked, s.unacked, s.maxUnacked) {
+		unblocked = true
+	}
+	return unblocked
+}
+
+// applyUnackedLimit sets or clears *blocked for count against limit and
+// reports whether it was cleared.
+func applyUnackedLimit(blocked *bool, count, limit int64) (unblocked bool) {
+	switch {
+	case limit <= 0:
+		unblocked = *blocked
+		*blocked = false
+	case !*blocked && count >= limit:
+		*blocked = true
+	case *blocked && count <= limit/2:
+		*blocked = false
+		unblocked = true
+	}
+	return unblocked
 }
 
 // redeliver sends c's unacknowledged entries (or just positions) again.
@@ -590,7 +659,7 @@ func (s *subscription) redeliver(c *consumer, positions []managedledger.Position
 // the replay set with their redelivery count raised.
 func (s *subscription) redeliverLocked(c *consumer, positions []managedledger.Position) {
 	take := func(p managedledger.Position, in inflightEntry) {
-		delete(s.inflight, p)
+		s.removeInflightLocked(p) // the caller dispatches anyway
 		s.redelivered[p]++
 		s.replay[p] = in.slot
 	}
@@ -623,8 +692,10 @@ func (s *subscription) seek(ctx context.Context, pos managedledger.Position) err
 	s.replay = map[managedledger.Position]int32{}
 	s.redelivered = map[managedledger.Position]uint32{}
 	s.delayed = nil
+	s.unacked, s.blockedOnUnacked = 0, false
 	for _, c := range s.consumers {
 		c.permits = 0
+		c.unacked, c.blockedOnUnacked = 0, false
 	}
 	return s.cursor.Reset(ctx, pos)
 }

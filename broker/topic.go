@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ type topic struct {
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
 	dedup *dedup     // nil unless deduplication is enabled
+	// stamper adds broker entry metadata; nil without interceptors.
+	stamper *entryStamper
 	// terminated is set by the admin terminate (admin_topics.go): new
 	// producers are refused. The managed ledger refuses adds by itself;
 	// this flag is not rebuilt when the topic loads again.
@@ -57,6 +60,16 @@ func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic 
 	// stays terminated: the managed ledger stores it.
 	t.terminated.Store(ml.Terminated())
 	return t
+}
+
+// addEntry stores a producer's entry (which the caller may reuse once
+// this returns: it aliases the connection's read buffer).
+func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
+	if t.stamper != nil {
+		t.stamper.add(t.ml, entry, messages, cb)
+		return
+	}
+	t.ml.AddEntry(bytes.Clone(entry), cb)
 }
 
 // addProducer admits p under its access mode (Pulsar's

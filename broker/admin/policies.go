@@ -60,6 +60,8 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies) **int { return &p.MaxConsumersPerSubscription })
 	optInt("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
+	optInt("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
+		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerSubscription })
 
 	mux.HandleFunc("GET "+ns+"deduplication", a.getter(func(p *resources.Policies) any { return opt(p.DeduplicationEnabled) }))
 	mux.HandleFunc("POST "+ns+"deduplication", setter(a, "deduplicationEnabled", func(p *resources.Policies, v bool) { p.DeduplicationEnabled = &v }))

@@ -142,11 +142,12 @@ type Policies struct {
 	EncryptionRequired        bool                       `json:"encryption_required"`
 	SubscriptionAuthMode      string                     `json:"subscription_auth_mode"`
 
-	MaxProducersPerTopic          *int  `json:"max_producers_per_topic,omitempty"`
-	MaxConsumersPerTopic          *int  `json:"max_consumers_per_topic,omitempty"`
-	MaxConsumersPerSubscription   *int  `json:"max_consumers_per_subscription,omitempty"`
-	MaxUnackedMessagesPerConsumer *int  `json:"max_unacked_messages_per_consumer,omitempty"`
-	OffloadThreshold              int64 `json:"offload_threshold"`
+	MaxProducersPerTopic              *int  `json:"max_producers_per_topic,omitempty"`
+	MaxConsumersPerTopic              *int  `json:"max_consumers_per_topic,omitempty"`
+	MaxConsumersPerSubscription       *int  `json:"max_consumers_per_subscription,omitempty"`
+	MaxUnackedMessagesPerConsumer     *int  `json:"max_unacked_messages_per_consumer,omitempty"`
+	MaxUnackedMessagesPerSubscription *int  `json:"max_unacked_messages_per_subscription,omitempty"`
+	OffloadThreshold                  int64 `json:"offload_threshold"`
 
 	SchemaAutoUpdateCompatibilityStrategy string `json:"schema_auto_update_compatibility_strategy"`
 	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`

@@ -41,7 +41,7 @@ type brokerFlags struct {
 const defaultBrokerConf = "conf/broker.conf"
 
 func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
-	f := brokerFlags{lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
+	f := brokerFlags{brokerSettings: defaultBrokerSettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
 		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
 	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)

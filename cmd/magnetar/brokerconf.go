@@ -40,36 +40,50 @@ type brokerSettings struct {
 	maxProducers        int
 	maxConsumers        int
 	maxConsumersPerSub  int
+	maxUnackedPerCons   int
+	maxUnackedPerSub    int
+	entryInterceptors   string // brokerEntryMetadataInterceptors
+	exposeEntryMetadata bool
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
 }
 
+// defaultBrokerSettings are Pulsar's defaults where the zero value would
+// mean something else (for the limits below, no limit).
+func defaultBrokerSettings() brokerSettings {
+	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000}
+}
+
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
-		"maxMessageSize":                         setInt(&s.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection": setInt(&s.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":             setInt(&s.dispatcherBatch),
-		"keepAliveIntervalSeconds":               setSeconds(&s.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":       setInt(&s.maxEntriesPerLedger),
-		"brokerDeduplicationEnabled":             setBool(&s.dedup),
-		"ttlDurationDefaultInSeconds":            setDuration(&s.ttl, time.Second),
-		"messageExpiryCheckIntervalInMinutes":    setDuration(&s.expiryCheck, time.Minute),
-		"backlogQuotaDefaultLimitBytes":          setInt64(&s.quotaBytes),
-		"backlogQuotaDefaultLimitGB":             setFloat(&s.quotaGB),
-		"backlogQuotaDefaultRetentionPolicy":     setString(&s.quotaPolicy),
-		"backlogQuotaCheckIntervalInSeconds":     setSeconds(&s.quotaCheck),
-		"statsUpdateFrequencyInSecs":             setSeconds(&s.statsUpdate),
-		"defaultRetentionTimeInMinutes":          setInt(&s.retentionMinutes),
-		"defaultRetentionSizeInMB":               setInt(&s.retentionMB),
-		"retentionCheckIntervalInSeconds":        setSeconds(&s.retentionCheck),
-		"managedLedgerCacheSizeMB":               setInt(&s.cacheMB),
-		"maxProducersPerTopic":                   setInt(&s.maxProducers),
-		"maxConsumersPerTopic":                   setInt(&s.maxConsumers),
-		"maxConsumersPerSubscription":            setInt(&s.maxConsumersPerSub),
-		"allowAutoTopicCreation":                 setNegatedBool(&s.noAutoCreate),
-		"allowAutoTopicCreationType":             setString(&s.autoCreateType),
-		"defaultNumPartitions":                   setInt(&s.defaultPartitions),
+		"maxMessageSize":                             setInt(&s.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection":     setInt(&s.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":                 setInt(&s.dispatcherBatch),
+		"keepAliveIntervalSeconds":                   setSeconds(&s.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":           setInt(&s.maxEntriesPerLedger),
+		"brokerDeduplicationEnabled":                 setBool(&s.dedup),
+		"ttlDurationDefaultInSeconds":                setDuration(&s.ttl, time.Second),
+		"messageExpiryCheckIntervalInMinutes":        setDuration(&s.expiryCheck, time.Minute),
+		"backlogQuotaDefaultLimitBytes":              setInt64(&s.quotaBytes),
+		"backlogQuotaDefaultLimitGB":                 setFloat(&s.quotaGB),
+		"backlogQuotaDefaultRetentionPolicy":         setString(&s.quotaPolicy),
+		"backlogQuotaCheckIntervalInSeconds":         setSeconds(&s.quotaCheck),
+		"statsUpdateFrequencyInSecs":                 setSeconds(&s.statsUpdate),
+		"defaultRetentionTimeInMinutes":              setInt(&s.retentionMinutes),
+		"defaultRetentionSizeInMB":                   setInt(&s.retentionMB),
+		"retentionCheckIntervalInSeconds":            setSeconds(&s.retentionCheck),
+		"managedLedgerCacheSizeMB":                   setInt(&s.cacheMB),
+		"maxProducersPerTopic":                       setInt(&s.maxProducers),
+		"maxConsumersPerTopic":                       setInt(&s.maxConsumers),
+		"maxConsumersPerSubscription":                setInt(&s.maxConsumersPerSub),
+		"maxUnackedMessagesPerConsumer":              setInt(&s.maxUnackedPerCons),
+		"maxUnackedMessagesPerSubscription":          setInt(&s.maxUnackedPerSub),
+		"brokerEntryMetadataInterceptors":            setString(&s.entryInterceptors),
+		"exposingBrokerEntryMetadataToClientEnabled": setBool(&s.exposeEntryMetadata),
+		"allowAutoTopicCreation":                     setNegatedBool(&s.noAutoCreate),
+		"allowAutoTopicCreationType":                 setString(&s.autoCreateType),
+		"defaultNumPartitions":                       setInt(&s.defaultPartitions),
 	}
 }
 
@@ -80,6 +94,13 @@ func (s *brokerSettings) validate(path string) error {
 	}
 	if t := s.autoCreateType; t != "" && t != resources.TopicTypePartitioned && t != resources.TopicTypeNonPartitioned {
 		return fmt.Errorf("config %s: allowAutoTopicCreationType %q: want non-partitioned or partitioned", path, t)
+	}
+	if s.maxUnackedPerCons < 0 || s.maxUnackedPerSub < 0 {
+		return fmt.Errorf("config %s: maxUnackedMessagesPerConsumer %d, maxUnackedMessagesPerSubscription %d: each must be 0 (no limit) or more",
+			path, s.maxUnackedPerCons, s.maxUnackedPerSub)
+	}
+	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	if s.quotaPolicy != "" && !broker.ValidBacklogPolicy(s.quotaPolicy) {
 		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, s.quotaPolicy)
@@ -108,6 +129,10 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 	if err != nil {
 		return broker.Config{}, err
 	}
+	stampTime, stampIndex, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors)
+	if err != nil {
+		return broker.Config{}, err
+	}
 	return broker.Config{Schemas: schemas, ClusterName: cluster, Version: "magnetar-" + version, Logger: log,
 		AdvertisedAddress: advertised,
 		MaxMessageSize:    s.maxMessageSize, MaxPendingPublishRequestsPerConnection: s.maxPendingPublish,
@@ -119,6 +144,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
 		RetentionCheckInterval: s.retentionCheck, MaxProducersPerTopic: s.maxProducers,
 		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
+		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
+		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions}, nil
 }

@@ -40,7 +40,7 @@ type standaloneFlags struct {
 const defaultStandaloneConf = "conf/standalone.conf"
 
 func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
-	f := standaloneFlags{journal: defaultJournalSettings()}
+	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings()}
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
