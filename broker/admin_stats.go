@@ -36,6 +36,7 @@ type topicStatsJSON struct {
 	MsgThroughputIn     float64                          `json:"msgThroughputIn"`
 	MsgThroughputOut    float64                          `json:"msgThroughputOut"`
 	AverageMsgSize      float64                          `json:"averageMsgSize"`
+	MsgDropRate         float64                          `json:"msgDropRate"` // non-persistent topics
 	MsgInCounter        int64                            `json:"msgInCounter"`
 	MsgOutCounter       int64                            `json:"msgOutCounter"`
 	BytesInCounter      int64                            `json:"bytesInCounter"`
@@ -94,7 +95,7 @@ func (b *Broker) httpTopicStats(w http.ResponseWriter, r *http.Request, name Top
 func (b *Broker) statsOf(t *topic) topicStatsJSON {
 	rates := t.rates.current()
 	st := topicStatsJSON{MsgRateIn: rates.MsgRateIn, MsgRateOut: rates.MsgRateOut,
-		MsgThroughputIn: rates.ThroughputIn, MsgThroughputOut: rates.ThroughputOut,
+		MsgThroughputIn: rates.ThroughputIn, MsgThroughputOut: rates.ThroughputOut, MsgDropRate: rates.MsgDropRate,
 		MsgInCounter: t.stats.msgsIn.Load(), MsgOutCounter: t.stats.msgsOut.Load(),
 		BytesInCounter: t.stats.bytesIn.Load(), BytesOutCounter: t.stats.bytesOut.Load(),
 		StorageSize: t.ml.Size(), Publishers: t.publisherStats(), Subscriptions: t.subscriptionStats(),

@@ -235,7 +235,11 @@ func partitionName(base TopicName, i int) TopicName {
 // when it does not exist (the call must not create it).
 func (b *Broker) existingTopic(ctx context.Context, name TopicName) (*topic, error) {
 	if !name.Persistent() {
-		return nil, fmt.Errorf("topic %s: %w: non-persistent topics", name, errNotSupported)
+		// It exists while it is loaded: nothing of it is stored.
+		if t := b.loadedTopic(name); t != nil {
+			return t, nil
+		}
+		return nil, fmt.Errorf("topic %s: %w", name, errTopicNotFound)
 	}
 	ok, err := b.topicExists(ctx, name)
 	if err != nil {
@@ -276,6 +280,8 @@ func (b *Broker) httpListTopics(domain string) http.HandlerFunc {
 				adminError(w, err)
 				return
 			}
+		} else if np := b.loadedNonPersistentTopics(r.PathValue("tenant"), r.PathValue("namespace")); len(np) > 0 {
+			topics = np // this broker's; each broker lists what it serves
 		}
 		writeJSON(w, topics)
 	}
@@ -357,7 +363,7 @@ func (b *Broker) httpDeleteTopic(w http.ResponseWriter, r *http.Request, name To
 // connected unless force, which disconnects them.
 func (b *Broker) deleteTopic(ctx context.Context, name TopicName, force bool) error {
 	if !name.Persistent() {
-		return fmt.Errorf("topic %s: %w: non-persistent topics", name, errNotSupported)
+		return b.deleteNonPersistent(ctx, name, force)
 	}
 	if ok, err := b.topicExists(ctx, name); err != nil {
 		return err
@@ -386,6 +392,22 @@ func (b *Broker) deleteTopic(ctx context.Context, name TopicName, force bool) er
 	// A client that reconnected in between loaded the deleted ledger:
 	// unload it again, so that it comes back on a new, empty one.
 	b.unloadWhere(ctx, this)
+	b.log.Info("topic deleted", "topic", key, "force", force)
+	return nil
+}
+
+// deleteNonPersistent unloads a non-persistent topic: that is all there is
+// to delete.
+func (b *Broker) deleteNonPersistent(ctx context.Context, name TopicName, force bool) error {
+	t := b.loadedTopic(name)
+	if t == nil {
+		return fmt.Errorf("topic %s: %w", name, errTopicNotFound)
+	}
+	if p, c := t.clients(); p+c > 0 && !force {
+		return fmt.Errorf("topic %s %w: %d producers, %d consumers", name, errInUse, p, c)
+	}
+	key := name.String()
+	b.unloadWhere(ctx, func(t *topic) bool { return t.name.String() == key })
 	b.log.Info("topic deleted", "topic", key, "force", force)
 	return nil
 }

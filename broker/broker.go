@@ -208,9 +208,6 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 
 // getTopic returns the loaded topic, loading (and creating) it if needed.
 func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
-	if !name.Persistent() {
-		return nil, fmt.Errorf("topic %s: non-persistent topics are not supported yet", name)
-	}
 	key := name.String()
 	b.mu.Lock()
 	if b.closed {
@@ -224,6 +221,9 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 	b.mu.Unlock()
 	if !b.servesTopic(name) {
 		return nil, fmt.Errorf("topic %s: %w", name, errNotOwner)
+	}
+	if !name.Persistent() {
+		return b.addTopic(ctx, newTopic(b, name, newStreamOfNothing(name.String())))
 	}
 	ml, err := b.ledgers.Open(ctx, name.ManagedLedgerName())
 	if err != nil {
@@ -242,6 +242,13 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 			return nil, fmt.Errorf("topic %s: rebuild deduplication state: %w", name, err)
 		}
 	}
+	return b.addTopic(ctx, t)
+}
+
+// addTopic makes a topic just loaded visible, unless another load of it
+// won (that one is returned) or the bundle was unloaded meanwhile.
+func (b *Broker) addTopic(ctx context.Context, t *topic) (*topic, error) {
+	name, ml, key := t.name, t.ml, t.name.String()
 	b.mu.Lock()
 	if existing, ok := b.topics[key]; ok { // loaded concurrently: keep the first (same ledger)
 		b.mu.Unlock()

@@ -38,9 +38,25 @@ func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamesp
 			return c.sendError(reqID, pb.ServerError_MetadataError, err.Error())
 		}
 	}
+	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_PERSISTENT {
+		topics = append(topics, c.b.loadedNonPersistentTopics(tenant, ns)...)
+	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
 		GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
 			RequestId: &reqID, Topics: topics, Filtered: ptr(false), Changed: ptr(true)}})
+}
+
+// loadedNonPersistentTopics lists tenant/ns's non-persistent topics loaded
+// here (they exist only while loaded).
+func (b *Broker) loadedNonPersistentTopics(tenant, ns string) []string {
+	var out []string
+	for _, t := range b.loadedTopics() {
+		if t.name.Tenant == tenant && t.name.Namespace == ns && !t.name.Persistent() {
+			out = append(out, t.name.String())
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // persistentTopics lists tenant/ns's persistent topics by full name.

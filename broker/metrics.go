@@ -12,6 +12,9 @@ import (
 // path.
 type topicStats struct {
 	msgsIn, bytesIn, msgsOut, bytesOut atomic.Int64
+	// msgsDropped counts the messages of a non-persistent topic a
+	// subscription could not take when they were published.
+	msgsDropped atomic.Int64
 }
 
 // Metrics exports per-topic metrics under Pulsar's names and labels
@@ -27,7 +30,7 @@ type Metrics struct {
 
 type rateSample struct {
 	at                                 time.Time
-	msgsIn, bytesIn, msgsOut, bytesOut int64
+	msgsIn, bytesIn, msgsOut, bytesOut, msgsDropped int64
 }
 
 // NewMetrics returns a collector for b; register it with a Prometheus

@@ -9,6 +9,7 @@ import (
 // (statsUpdateFrequencyInSecs): what topic stats and load reports show.
 type topicRates struct {
 	MsgRateIn, MsgRateOut, ThroughputIn, ThroughputOut float64
+	MsgDropRate                                        float64 // non-persistent topics
 }
 
 // rateWindow turns a topic's counters into rates once per stats interval.
@@ -21,7 +22,7 @@ type rateWindow struct {
 // goroutine (the broker's stats ticker).
 func (w *rateWindow) update(s *topicStats, now time.Time) {
 	cur := rateSample{at: now, msgsIn: s.msgsIn.Load(), bytesIn: s.bytesIn.Load(),
-		msgsOut: s.msgsOut.Load(), bytesOut: s.bytesOut.Load()}
+		msgsOut: s.msgsOut.Load(), bytesOut: s.bytesOut.Load(), msgsDropped: s.msgsDropped.Load()}
 	prev := w.prev
 	w.prev = cur
 	secs := now.Sub(prev.at).Seconds()
@@ -33,6 +34,7 @@ func (w *rateWindow) update(s *topicStats, now time.Time) {
 		MsgRateOut:    float64(cur.msgsOut-prev.msgsOut) / secs,
 		ThroughputIn:  float64(cur.bytesIn-prev.bytesIn) / secs,
 		ThroughputOut: float64(cur.bytesOut-prev.bytesOut) / secs,
+		MsgDropRate:   float64(cur.msgsDropped-prev.msgsDropped) / secs,
 	})
 }
 

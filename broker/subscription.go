@@ -151,6 +151,10 @@ func (s *subscription) removeConsumer(c *consumer) {
 		_ = s.cursor.Close(context.Background())
 		return
 	}
+	if last && !s.topic.name.Persistent() {
+		s.topic.removeSubscription(s) // it holds nothing to come back to
+		return
+	}
 	s.dispatch()
 }
 
@@ -234,8 +238,8 @@ func (s *subscription) startReadLocked() func() {
 		s.reading = false
 	}
 	permits := s.permitsLocked()
-	if s.closed || s.reading || permits <= 0 {
-		return nil
+	if s.closed || s.reading || permits <= 0 || !s.topic.name.Persistent() {
+		return nil // a non-persistent topic's entries are pushed as they come
 	}
 	n := int(min(permits, int64(s.topic.b.settings().dispatcherBatch)))
 	gen := s.gen

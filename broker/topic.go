@@ -65,6 +65,16 @@ func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic 
 // addEntry stores a producer's entry (which the caller may reuse once
 // this returns: it aliases the connection's read buffer).
 func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
+	if !t.name.Persistent() {
+		// One copy for every subscription: the connection's buffer is
+		// reused once this returns, the writes to consumers are not done.
+		data := bytes.Clone(entry)
+		t.ml.AddEntry(nil, func(pos managedledger.Position, err error) {
+			t.publishNonPersistent(managedledger.Entry{Position: pos, Data: data})
+			cb(pos, err)
+		})
+		return
+	}
 	if t.stamper != nil {
 		t.stamper.add(t.ml, entry, messages, cb)
 		return
@@ -228,6 +238,23 @@ func (t *topic) allSubs() []*subscription {
 		subs = append(subs, s)
 	}
 	return subs
+}
+
+// removeSubscription drops a non-persistent topic's subscription once
+// its last consumer left, unless another consumer joined meanwhile.
+func (t *topic) removeSubscription(s *subscription) {
+	s.mu.Lock()
+	if len(s.consumers) > 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs[s.name] == s {
+		delete(t.subs, s.name)
+	}
 }
 
 func (t *topic) removeReader(s *subscription) {
