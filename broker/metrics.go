@@ -29,7 +29,7 @@ type Metrics struct {
 }
 
 type rateSample struct {
-	at                                 time.Time
+	at                                              time.Time
 	msgsIn, bytesIn, msgsOut, bytesOut, msgsDropped int64
 }
 

@@ -115,10 +115,10 @@ func (n *streamOfNothing) FindFirst(context.Context, func(managedledger.Entry) (
 	return managedledger.Position{LedgerID: -1, EntryID: 0}, false, nil
 }
 
-func (n *streamOfNothing) Entries() int64                    { return 0 }
-func (n *streamOfNothing) Size() int64                       { return 0 }
+func (n *streamOfNothing) Entries() int64                       { return 0 }
+func (n *streamOfNothing) Size() int64                          { return 0 }
 func (n *streamOfNothing) SetRetention(managedledger.Retention) {}
-func (n *streamOfNothing) Terminated() bool                  { return false }
+func (n *streamOfNothing) Terminated() bool                     { return false }
 
 func (n *streamOfNothing) Terminate(context.Context) (managedledger.Position, error) {
 	return managedledger.Position{}, errNonPersistent
@@ -141,7 +141,7 @@ func (c *cursorOfNothing) ReadEntries(context.Context, int, int64) ([]managedled
 
 // ReadEntriesOrWait never completes: push delivers instead.
 func (c *cursorOfNothing) ReadEntriesOrWait(int, int64, func([]managedledger.Entry, error)) {}
-func (c *cursorOfNothing) CancelPendingRead() bool                                       { return true }
+func (c *cursorOfNothing) CancelPendingRead() bool                                          { return true }
 
 func (c *cursorOfNothing) ReadPosition() managedledger.Position {
 	return managedledger.Position{LedgerID: -1, EntryID: 0}
@@ -151,18 +151,20 @@ func (c *cursorOfNothing) MarkDeletePosition() managedledger.Position {
 	return managedledger.Position{LedgerID: -1, EntryID: -1}
 }
 
-func (c *cursorOfNothing) MarkDelete(context.Context, managedledger.Position) error      { return nil }
-func (c *cursorOfNothing) Delete(context.Context, ...managedledger.Position) error      { return nil }
-func (c *cursorOfNothing) IsAcknowledged(managedledger.Position) bool                   { return true }
-func (c *cursorOfNothing) Seek(managedledger.Position)                                  {}
-func (c *cursorOfNothing) Rewind()                                                      {}
-func (c *cursorOfNothing) Reset(context.Context, managedledger.Position) error          { return errNonPersistent }
-func (c *cursorOfNothing) Backlog() int64                                               { return 0 }
-func (c *cursorOfNothing) BacklogSize() int64                                           { return 0 }
-func (c *cursorOfNothing) SkipEntries(context.Context, int64) error                     { return nil }
-func (c *cursorOfNothing) ClearBacklog(context.Context) error                           { return nil }
-func (c *cursorOfNothing) BatchAckSet(managedledger.Position) []uint64                  { return nil }
-func (c *cursorOfNothing) Close(context.Context) error                                  { return nil }
+func (c *cursorOfNothing) MarkDelete(context.Context, managedledger.Position) error { return nil }
+func (c *cursorOfNothing) Delete(context.Context, ...managedledger.Position) error  { return nil }
+func (c *cursorOfNothing) IsAcknowledged(managedledger.Position) bool               { return true }
+func (c *cursorOfNothing) Seek(managedledger.Position)                              {}
+func (c *cursorOfNothing) Rewind()                                                  {}
+func (c *cursorOfNothing) Reset(context.Context, managedledger.Position) error {
+	return errNonPersistent
+}
+func (c *cursorOfNothing) Backlog() int64                              { return 0 }
+func (c *cursorOfNothing) BacklogSize() int64                          { return 0 }
+func (c *cursorOfNothing) SkipEntries(context.Context, int64) error    { return nil }
+func (c *cursorOfNothing) ClearBacklog(context.Context) error          { return nil }
+func (c *cursorOfNothing) BatchAckSet(managedledger.Position) []uint64 { return nil }
+func (c *cursorOfNothing) Close(context.Context) error                 { return nil }
 
 func (c *cursorOfNothing) AckBatchIndexes(context.Context, managedledger.Position, []uint64, bool) error {
 	return nil
