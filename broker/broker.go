@@ -58,6 +58,10 @@ type Config struct {
 	// exposingBrokerEntryMetadataToClientEnabled: consumers whose client
 	// supports it receive that metadata.
 	BrokerEntryTimestamp, BrokerEntryIndex, ExposeBrokerEntryMetadata bool
+	// AcknowledgmentAtBatchIndexLevelEnabled is
+	// acknowledgmentAtBatchIndexLevelEnabled (false): acks of single
+	// messages of a batch are kept by the cursor (batchack.go).
+	AcknowledgmentAtBatchIndexLevelEnabled bool
 	// AutoTopicCreationDisabled is allowAutoTopicCreation=false;
 	// AutoTopicCreationType is allowAutoTopicCreationType
 	// ("non-partitioned", the default, or "partitioned") and

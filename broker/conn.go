@@ -166,9 +166,9 @@ func (c *serverConn) sendSuccess(requestID uint64) error {
 
 // sendMessage writes a MESSAGE frame: header, then the stored entry bytes
 // unchanged, in one vectored write.
-func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32) {
+func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32, ackSet []int64) {
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
-		ConsumerId: &consumerID, MessageId: messageID(e.Position), RedeliveryCount: &redeliveries}}
+		ConsumerId: &consumerID, MessageId: messageID(e.Position), RedeliveryCount: &redeliveries, AckSet: ackSet}}
 	data := e.Data
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)

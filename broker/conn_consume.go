@@ -10,7 +10,8 @@ package broker
 //     after start_message_id. A consumer's schema is checked first
 //     (conn_schema.go).
 //   - ACK individual or cumulative; acks carrying an ack_set (a part of a
-//     batch) are not applied until the whole entry is acknowledged.
+//     batch) are kept by the cursor with acknowledgmentAtBatchIndexLevelEnabled
+//     (batchack.go), else not applied until the whole entry is acknowledged.
 //   - With request_id set, ACK is answered with ACK_RESPONSE.
 //   - GET_LAST_MESSAGE_ID answers entry -1 for an empty topic.
 
@@ -135,15 +136,23 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
 	}
 	var positions []managedledger.Position
+	var partial []batchAck
 	for _, id := range cmd.GetMessageId() {
 		if len(id.GetAckSet()) > 0 {
-			continue // part of a batch: the entry stays until fully acked
+			if c.b.cfg.AcknowledgmentAtBatchIndexLevelEnabled {
+				partial = append(partial, batchAck{pos: position(id), ackSet: ackSetOf(id.GetAckSet())})
+			}
+			continue // otherwise the entry stays until acknowledged whole
 		}
 		positions = append(positions, position(id))
 	}
+	cumulative := cmd.GetAckType() == pb.CommandAck_Cumulative
 	var err error
 	if len(positions) > 0 {
-		err = cs.sub.ack(context.Background(), cs, cmd.GetAckType() == pb.CommandAck_Cumulative, positions)
+		err = cs.sub.ack(context.Background(), cs, cumulative, positions)
+	}
+	if len(partial) > 0 && err == nil {
+		err = cs.sub.ackBatchIndexes(context.Background(), cs, cumulative, partial)
 	}
 	if cmd.RequestId == nil {
 		return nil

@@ -120,30 +120,49 @@ func seekTarget(ctx context.Context, ml managedledger.ManagedLedger, cmd *pb.Com
 	return findByPublishTime(ctx, ml, cmd.GetMessagePublishTime())
 }
 
-// findByPublishTime scans the stream for the first entry published at or
-// after t (milliseconds); past the end it returns the next position.
+// findByPublishTime finds the first entry published at or after t
+// (milliseconds); past the end it returns the next position. It reads
+// O(log n) entries (a binary search, as Pulsar's): it assumes publish
+// times grow along the stream, which broker timestamps
+// (brokerEntryMetadataInterceptors) guarantee and producers' clocks
+// nearly do.
 func findByPublishTime(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, error) {
-	var target *managedledger.Position
-	err := scanEntries(ctx, ml, func(e managedledger.Entry) bool {
-		if publishTime(e.Data) >= t {
-			target = &e.Position
-			return false
+	pos, _, err := ml.FindFirst(ctx, publishedAtOrAfter(t))
+	return pos, err
+}
+
+func publishedAtOrAfter(t uint64) func(managedledger.Entry) (bool, error) {
+	return func(e managedledger.Entry) (bool, error) { return publishTime(e.Data) >= t, nil }
+}
+
+// positionBefore is the stored entry just before pos (false when pos is
+// the first one).
+func positionBefore(ml managedledger.ManagedLedger, pos managedledger.Position) (managedledger.Position, bool) {
+	if pos.EntryID > 0 {
+		return managedledger.Position{LedgerID: pos.LedgerID, EntryID: pos.EntryID - 1}, true
+	}
+	lister, ok := ml.(managedledger.LedgerLister)
+	if !ok {
+		return managedledger.Position{}, false
+	}
+	var prev *managedledger.LedgerInfo
+	for _, l := range lister.Ledgers() {
+		if l.ID == pos.LedgerID {
+			break
 		}
-		return true
-	})
-	if err != nil {
-		return managedledger.Position{}, err
+		if l.Entries > 0 {
+			prev = &l
+		}
 	}
-	if target == nil {
-		last := ml.LastConfirmed()
-		return managedledger.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}, nil
+	if prev == nil {
+		return managedledger.Position{}, false
 	}
-	return *target, nil
+	return managedledger.Position{LedgerID: prev.ID, EntryID: prev.Entries - 1}, true
 }
 
 // scanEntries reads the stored stream from the start, calling fn for each
-// entry until it returns false. It reads the whole stream: fine for the
-// in-memory store; the ledger-backed one will search by time instead.
+// entry until it returns false. Only the deduplication rebuild uses it
+// (searches by time are binary, findByPublishTime).
 func scanEntries(ctx context.Context, ml managedledger.ManagedLedger, fn func(managedledger.Entry) bool) error {
 	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
 	if err != nil {

@@ -52,7 +52,7 @@ func (s *subscription) push(e managedledger.Entry) {
 	s.mu.Unlock()
 	s.topic.stats.msgsOut.Add(int64(info.messages))
 	s.topic.stats.bytesOut.Add(int64(len(e.Data)))
-	c.conn.sendMessage(c.id, e, 0)
+	c.conn.sendMessage(c.id, e, 0, nil)
 }
 
 // publishNonPersistent gives an entry to every subscription of a

@@ -313,9 +313,10 @@ func (s *subscription) readReplay(gen uint64, positions []managedledger.Position
 
 // delivery is one MESSAGE to write after mu is released.
 type delivery struct {
-	c     *consumer
-	entry managedledger.Entry
-	count uint32
+	c      *consumer
+	entry  managedledger.Entry
+	count  uint32
+	ackSet []int64 // a partly acknowledged batch's remaining messages
 }
 
 func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedledger.Entry, err error) {
@@ -351,7 +352,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
 	for _, d := range out {
-		d.c.conn.sendMessage(d.c.id, d.entry, d.count)
+		d.c.conn.sendMessage(d.c.id, d.entry, d.count, d.ackSet)
 	}
 	s.mu.Lock()
 	s.reading = false
@@ -397,11 +398,12 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			deferred++
 			continue
 		}
-		c.permits -= int64(info.messages)
-		s.addInflightLocked(e.Position, inflightEntry{c: c, slot: slot, messages: int32(info.messages)})
-		s.topic.stats.msgsOut.Add(int64(info.messages))
+		ackSet, messages := s.remainingAckSet(e.Position, info.messages)
+		c.permits -= int64(messages)
+		s.addInflightLocked(e.Position, inflightEntry{c: c, slot: slot, messages: int32(messages)})
+		s.topic.stats.msgsOut.Add(int64(messages))
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
-		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position]})
+		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position], ackSet: ackSet})
 	}
 	return out, deferred
 }

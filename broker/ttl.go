@@ -35,18 +35,20 @@ func (t *topic) expireBefore(ctx context.Context, cutoff time.Time) {
 	}
 }
 
-// lastPublishedBefore finds the last entry published before t (ms).
+// lastPublishedBefore finds the last entry published before t (ms), by
+// the binary search of findByPublishTime.
 func lastPublishedBefore(ctx context.Context, ml managedledger.ManagedLedger, t uint64) (managedledger.Position, bool) {
-	var last managedledger.Position
-	found := false
-	err := scanEntries(ctx, ml, func(e managedledger.Entry) bool {
-		if publishTime(e.Data) >= t {
-			return false
-		}
-		last, found = e.Position, true
-		return true
-	})
-	return last, found && err == nil
+	if ml.Entries() == 0 {
+		return managedledger.Position{}, false
+	}
+	first, found, err := ml.FindFirst(ctx, publishedAtOrAfter(t))
+	if err != nil {
+		return managedledger.Position{}, false
+	}
+	if !found {
+		return ml.LastConfirmed(), true // everything stored is older
+	}
+	return positionBefore(ml, first)
 }
 
 // expireUpTo acknowledges everything up to pos on this subscription.

@@ -4,18 +4,25 @@ package managedledger
 // (the stream's entries numbered from 0 across ledgers): markDelete
 // (everything at or before it is acknowledged), read (the next entry to
 // read), and acked, the individually acknowledged indices after
-// markDelete as sorted, disjoint, non-adjacent [lo, hi] ranges. Both
+// markDelete as sorted, disjoint, non-adjacent [lo, hi] ranges, and
+// batch, the partly acknowledged batch entries (batchack.go). Both
 // implementations share it; their ledger's lock guards it.
+//
+// Invariant: every batch set is of an index after markDelete that is not
+// in acked, so the methods that acknowledge an index (addAcked,
+// addAckedRange, normalise, clear, resetTo) drop its set.
 type ackState struct {
 	markDelete int64
 	read       int64
 	acked      []indexRange
+	batch      []batchSet // sorted by index
 }
 
 type indexRange struct{ lo, hi int64 }
 
 // addAcked inserts index i into the acked ranges, merging neighbours.
 func (s *ackState) addAcked(i int64) {
+	s.dropBatch(i, i)
 	k := 0
 	for k < len(s.acked) && s.acked[k].hi < i-1 {
 		k++
@@ -40,6 +47,7 @@ func (s *ackState) addAckedRange(lo, hi int64) {
 	if lo > hi {
 		return
 	}
+	s.dropBatch(lo, hi)
 	if n := len(s.acked); n == 0 || s.acked[n-1].hi < lo-1 {
 		s.acked = append(s.acked, indexRange{lo, hi})
 		return
@@ -63,6 +71,7 @@ func (s *ackState) normalise() {
 		s.markDelete = max(s.markDelete, s.acked[0].hi)
 		s.acked = s.acked[1:]
 	}
+	s.dropBatchThrough(s.markDelete)
 }
 
 func (s *ackState) isAcked(i int64) bool {
@@ -129,6 +138,12 @@ func (s *ackState) skip(n, base, end int64) int64 {
 // clear acknowledges everything before end.
 func (s *ackState) clear(end int64) {
 	s.markDelete = max(s.markDelete, end-1)
-	s.acked = nil
+	s.acked, s.batch = nil, nil
 	s.read = max(s.read, s.markDelete+1)
+}
+
+// resetTo makes index i the next read, with everything before it
+// acknowledged and nothing after it (Reset).
+func (s *ackState) resetTo(i int64) {
+	s.markDelete, s.read, s.acked, s.batch = i-1, i, nil, nil
 }

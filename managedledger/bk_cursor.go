@@ -248,7 +248,7 @@ func (c *bkCursor) Reset(ctx context.Context, pos Position) error {
 		return err
 	}
 	i := c.ml.indexAtOrAfterLocked(pos)
-	c.markDelete, c.read, c.acked = i-1, i, nil
+	c.resetTo(i)
 	c.readGen++
 	c.dirty = true
 	c.ml.schedulePersistLocked()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
@@ -33,9 +34,29 @@ type cursorNode struct {
 	LastActive   int64    `json:"lastActive"`
 }
 
+// maxPersistedBatchSets and maxPersistedBatchWords bound the partly
+// acknowledged batch entries a snapshot keeps
+// (managedLedgerMaxBatchDeletedIndexToPersist), and their words in all,
+// so a snapshot stays far below the largest entry a ledger takes (a set
+// may hold up to maxAckSetWords).
+const (
+	maxPersistedBatchSets  = 10000
+	maxPersistedBatchWords = 1 << 16
+)
+
 type cursorSnapshot struct {
 	MarkDelete Position      `json:"markDelete"`
 	Acked      [][2]Position `json:"individuallyDeleted,omitempty"`
+	// Batch is absent from snapshots written before batch-index acks.
+	Batch []batchSnapshot `json:"batchDeletedIndexes,omitempty"`
+}
+
+// batchSnapshot is one partly acknowledged batch entry: its position and
+// the bits of its messages still unacknowledged.
+type batchSnapshot struct {
+	LedgerID int64    `json:"ledgerId"`
+	EntryID  int64    `json:"entryId"`
+	AckSet   []uint64 `json:"ackSet"`
 }
 
 func cursorPath(ml, cursor string) string { return mlPath(ml) + "/" + cursor }
@@ -50,21 +71,54 @@ func (c *bkCursor) snapshotLocked() cursorSnapshot {
 		}
 		s.Acked = append(s.Acked, [2]Position{ml.positionLocked(r.lo), ml.positionLocked(r.hi)})
 	}
+	s.Batch = c.batchSnapshotLocked()
 	return s
+}
+
+// batchSnapshotLocked lists the first batch sets, within the bounds (the
+// messages of those left out are redelivered after a restart).
+func (c *bkCursor) batchSnapshotLocked() []batchSnapshot {
+	var out []batchSnapshot
+	words := 0
+	for _, b := range c.batch {
+		if len(out) == maxPersistedBatchSets || words+len(b.bits) > maxPersistedBatchWords {
+			break // the rest are redelivered after a restart, never lost
+		}
+		p := c.ml.positionLocked(b.index)
+		out = append(out, batchSnapshot{LedgerID: p.LedgerID, EntryID: p.EntryID, AckSet: slices.Clone(b.bits)})
+		words += len(b.bits)
+	}
+	return out
 }
 
 // restoreLocked sets the cursor's state from a snapshot.
 func (c *bkCursor) restoreLocked(s cursorSnapshot) {
 	ml := c.ml
 	c.markDelete = max(ml.markDeleteIndexLocked(s.MarkDelete), ml.baseLocked()-1)
-	c.acked = nil
+	c.acked, c.batch = nil, nil
 	for _, r := range s.Acked {
 		// One range at a time: one index at a time made reopening a cursor
 		// with large acknowledged ranges take minutes, under mu.
 		c.addAckedRange(ml.indexAtOrAfterLocked(r[0]), ml.markDeleteIndexLocked(r[1]))
 	}
 	c.normalise()
+	c.restoreBatchLocked(s.Batch)
 	c.read = c.markDelete + 1
+}
+
+// restoreBatchLocked restores the batch sets of a snapshot (after its
+// acknowledged ranges): sets of entries acknowledged or gone are dropped.
+// A set that is too large or has no bit was never written (a snapshot
+// never holds a fully acknowledged entry's set): it is left out, so its
+// messages are redelivered rather than lost.
+func (c *bkCursor) restoreBatchLocked(sets []batchSnapshot) {
+	for _, b := range sets {
+		i, ok := c.ml.indexAtLocked(Position{b.LedgerID, b.EntryID})
+		if !ok || c.isAcked(i) || checkAckSet(b.AckSet) != nil || len(trimZeroWords(b.AckSet)) == 0 {
+			continue
+		}
+		c.andAckSet(i, b.AckSet)
+	}
 }
 
 func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
@@ -487,6 +541,7 @@ func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
 	for c := range ml.mu.nonDurable {
 		c.read = max(c.read, ml.baseLocked())
 		c.markDelete = max(c.markDelete, ml.baseLocked()-1)
+		c.dropBatchThrough(c.markDelete)
 	}
 	return gone, nil
 }

@@ -8,7 +8,8 @@
 // cursor has a read position (the next entry to dispatch), a mark-delete
 // position (everything at or before it is acknowledged) and a set of
 // individually acknowledged entries after the mark-delete position, as
-// Pulsar's ManagedCursor.
+// Pulsar's ManagedCursor; for partly acknowledged batch entries it keeps
+// the batch's ack set (batchack.go).
 //
 // # Metadata of the ledger-backed implementation (JSON)
 //
@@ -19,10 +20,24 @@
 // Both are changed by compare-and-set only. The managed ledger's node is
 // written by its owner; a version conflict means another broker opened it
 // (and recovered, so fenced, this owner's ledger): the old owner stops.
-// A cursor's state is a snapshot {"markDelete","individuallyDeleted":[[lo,
-// hi]...]} appended to its cursor ledger at most MarkDeleteRate times a
-// second and when the managed ledger closes; the node points at the
-// cursor ledger, and the last snapshot in it wins on reopen.
+// A cursor's state is a snapshot appended to its cursor ledger at most
+// MarkDeleteRate times a second and when the managed ledger closes; the
+// node points at the cursor ledger, and the last snapshot in it wins on
+// reopen:
+//
+//	{"markDelete":{"LedgerID","EntryID"},
+//	 "individuallyDeleted":[[lo, hi]...],                  first 10000 ranges
+//	 "batchDeletedIndexes":[{"ledgerId","entryId",         first 10000 sets,
+//	                         "ackSet":[word...]}...]}      65536 words in all
+//
+// individuallyDeleted lists acknowledged ranges after markDelete (both
+// ends positions). batchDeletedIndexes lists the partly acknowledged
+// batch entries, in position order, each with the still-unacknowledged
+// bits of its messages (ack_set; word i bit j is message 64*i+j, trailing
+// zero words dropped). Both are optional (older snapshots lack the
+// second) and bounded (managedLedgerMaxUnackedRangesToPersist,
+// managedLedgerMaxBatchDeletedIndexToPersist): what is left out is
+// redelivered after a reopen, never lost.
 //
 // # Non-obvious
 //
@@ -112,6 +127,7 @@ var (
 	ErrTerminated      = errors.New("managedledger: topic terminated")
 	ErrCursorNotFound  = errors.New("managedledger: cursor not found")
 	ErrInvalidPosition = errors.New("managedledger: invalid position")
+	ErrInvalidAckSet   = errors.New("managedledger: invalid ack set")
 )
 
 // ManagedLedger is one topic's stream. Safe for concurrent use.
@@ -150,6 +166,16 @@ type ManagedLedger interface {
 	Terminate(ctx context.Context) (Position, error)
 	// Close releases the ledger; pending reads fail with ErrClosed.
 	Close(ctx context.Context) error
+	// FindFirst returns the position of the first stored entry for which
+	// match returns true, assuming match is monotonic along the stream
+	// (false ... false true ... true, as "published at or after t" is for
+	// publish times that only grow); it reads O(log n) entries by binary
+	// search over the stored entries across ledgers. When no entry matches
+	// it returns the position just after the last entry (found=false):
+	// LastConfirmed with EntryID+1, which Reset takes as "read from the
+	// next entry added". match runs with no lock held; its error (or
+	// ctx's) ends the search.
+	FindFirst(ctx context.Context, match func(Entry) (bool, error)) (pos Position, found bool, err error)
 }
 
 // Cursor is a position in the stream. Safe for concurrent use.
@@ -193,5 +219,18 @@ type Cursor interface {
 	SkipEntries(ctx context.Context, n int64) error
 	// ClearBacklog acknowledges every stored entry (clear-backlog).
 	ClearBacklog(ctx context.Context) error
+	// AckBatchIndexes acknowledges some messages of the batch entry at pos.
+	// ackSet is the protocol's ack_set: a little-endian bit set over the
+	// batch's messages (word i bit j = message 64*i+j) where a SET bit means
+	// the message is still unacknowledged. The cursor keeps, per partly
+	// acknowledged entry, the AND of every ack set it was given; once no bit
+	// is left the entry is acknowledged as by Delete. With cumulative true,
+	// every entry before pos is acknowledged too (mark-delete moves to the
+	// entry before pos) and pos keeps its ack set.
+	AckBatchIndexes(ctx context.Context, pos Position, ackSet []uint64, cumulative bool) error
+	// BatchAckSet returns a copy of the still-unacknowledged bits of a partly
+	// acknowledged batch entry, or nil when no ack set is kept for pos (none
+	// of its messages was acknowledged individually, or all were).
+	BatchAckSet(pos Position) []uint64
 	Close(ctx context.Context) error
 }

@@ -51,6 +51,15 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 		f.ledgers[name] = ml
 	}
 	ml.mu.Lock()
+	if ml.closed {
+		// Opened again, as by a new owner: cursors resume from their
+		// first unacknowledged entry, as the ledger-backed ones recover.
+		// What the previous owner had read but not acknowledged is read
+		// again, not lost.
+		for _, c := range ml.cursors {
+			c.read = c.markDelete + 1
+		}
+	}
 	ml.closed = false
 	ml.mu.Unlock()
 	return ml, nil
@@ -316,6 +325,7 @@ func (ml *memoryLedger) trimLocked() {
 	for c := range ml.nonDurable {
 		c.read = max(c.read, ml.base)
 		c.markDelete = max(c.markDelete, ml.base-1)
+		c.dropBatchThrough(c.markDelete)
 	}
 }
 

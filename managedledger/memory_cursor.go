@@ -178,7 +178,7 @@ func (c *memoryCursor) Reset(ctx context.Context, pos Position) error {
 		return err
 	}
 	i := c.ml.indexAtOrAfterLocked(pos)
-	c.markDelete, c.read, c.acked = i-1, i, nil
+	c.resetTo(i)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -186,8 +187,10 @@ func TestConcurrentAddsAndTailingReads(t *testing.T) {
 }
 
 // TestCursorModel checks a cursor against a simple model over random
-// sequences of add, read, individual ack, cumulative ack, rewind, seek and
-// reset (forwards and backwards, within what is still stored).
+// sequences of add, read, individual ack, cumulative ack, rewind, seek,
+// reset (forwards and backwards, within what is still stored) and batch
+// acks (partial ack sets, individual and cumulative, some clearing every
+// bit left).
 func TestCursorModel(t *testing.T) {
 	runCursorModel(t, func(rt *rapid.T) ManagedLedger {
 		ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: int64(rapid.IntRange(1, 5).Draw(rt, "perLedger"))}).Open(context.Background(), "t")
@@ -205,7 +208,7 @@ func runCursorModel(t *testing.T, open func(rt *rapid.T) ManagedLedger, reopen f
 		ml := open(rt)
 		defer func() { ml.Close(ctx) }()
 		c, _ := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
-		m := &cursorModel{acked: map[Position]bool{}}
+		m := &cursorModel{acked: map[Position]bool{}, batch: map[Position][]uint64{}, size: map[Position]int{}}
 		for step := 0; step < 60; step++ {
 			if reopen != nil && rapid.IntRange(0, 9).Draw(rt, "reopen") == 0 {
 				if err := ml.Close(ctx); err != nil {
@@ -232,6 +235,11 @@ type cursorModel struct {
 	// trimLedger: ledgers below it were dropped (whole ledgers every
 	// durable cursor had consumed; the last entry is always kept).
 	trimLedger int64
+	// batch: the unacknowledged bits of partly acknowledged entries;
+	// size: the message count of each entry batch-acked so far (drawn at
+	// its first batch ack).
+	batch map[Position][]uint64
+	size  map[Position]int
 }
 
 // trimmed updates trimLedger as the implementation trims after acks.
@@ -253,7 +261,8 @@ func (m *cursorModel) firstUnacked() int {
 
 func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 	ctx := context.Background()
-	switch rapid.IntRange(0, 7).Draw(rt, "op") {
+	defer m.dropAckedBatches()
+	switch rapid.IntRange(0, 8).Draw(rt, "op") {
 	case 0, 1:
 		m.all = append(m.all, addWait(rt, ml, "e"))
 	case 2:
@@ -298,7 +307,7 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 		if first := m.firstStored(); first < len(m.all) {
 			k := rapid.IntRange(first, len(m.all)-1).Draw(rt, "reset")
 			c.Reset(ctx, m.all[k])
-			m.acked = map[Position]bool{}
+			m.acked, m.batch = map[Position]bool{}, map[Position][]uint64{}
 			for _, p := range m.all[:k] {
 				m.acked[p] = true
 			}
@@ -310,6 +319,87 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 			k := rapid.IntRange(0, len(m.all)-1).Draw(rt, "seek")
 			c.Seek(m.all[k])
 			m.read = max(k, m.firstUnacked())
+		}
+	case 8:
+		if len(m.all) > 0 {
+			k := rapid.IntRange(0, len(m.all)-1).Draw(rt, "batchAck")
+			set := m.drawAckSet(rt, m.all[k])
+			cumulative := rapid.IntRange(0, 3).Draw(rt, "cumulative") == 0
+			if err := c.AckBatchIndexes(ctx, m.all[k], set, cumulative); err != nil {
+				rt.Fatalf("batch ack of %v: %v", m.all[k], err)
+			}
+			m.ackBatch(k, set, cumulative)
+			m.trimmed()
+		}
+	}
+}
+
+// drawAckSet draws an ack set for the batch entry at p (its size is
+// drawn once): mostly all but a few messages unacknowledged, sometimes
+// random bits, sometimes no bit (every message acknowledged).
+func (m *cursorModel) drawAckSet(rt *rapid.T, p Position) []uint64 {
+	n, ok := m.size[p]
+	if !ok {
+		n = rapid.IntRange(1, 130).Draw(rt, "batchSize")
+		m.size[p] = n
+	}
+	set := make([]uint64, (n+63)/64)
+	switch rapid.IntRange(0, 5).Draw(rt, "setKind") {
+	case 0:
+		return set // clears every bit left
+	case 1:
+		for j := range set {
+			set[j] = rapid.Uint64().Draw(rt, "bits")
+		}
+	default:
+		for j := range set {
+			set[j] = ^uint64(0)
+		}
+		for range rapid.IntRange(1, 3).Draw(rt, "acks") {
+			b := rapid.IntRange(0, n-1).Draw(rt, "msg")
+			set[b/64] &^= 1 << (b % 64)
+		}
+	}
+	if n%64 != 0 { // no bits past the batch's messages, as a client sends
+		set[len(set)-1] &= 1<<(n%64) - 1
+	}
+	return set
+}
+
+// ackBatch is AckBatchIndexes in the model.
+func (m *cursorModel) ackBatch(k int, set []uint64, cumulative bool) {
+	if cumulative {
+		for _, p := range m.all[:k] {
+			m.acked[p] = true
+		}
+	}
+	p := m.all[k]
+	if m.acked[p] {
+		return
+	}
+	bits := append([]uint64(nil), set...)
+	if old, ok := m.batch[p]; ok {
+		bits = bits[:min(len(bits), len(old))]
+		for j := range bits {
+			bits[j] &= old[j]
+		}
+	}
+	for len(bits) > 0 && bits[len(bits)-1] == 0 {
+		bits = bits[:len(bits)-1]
+	}
+	if len(bits) == 0 {
+		m.acked[p] = true
+		delete(m.batch, p)
+		return
+	}
+	m.batch[p] = bits
+}
+
+// dropAckedBatches: an entry acknowledged by any path keeps no ack set.
+func (m *cursorModel) dropAckedBatches() {
+	for p := range m.batch {
+		if m.acked[p] {
+			delete(m.batch, p)
 		}
 	}
 }
@@ -332,6 +422,9 @@ func (m *cursorModel) check(rt *rapid.T, c Cursor) {
 		if c.IsAcknowledged(p) != m.acked[p] {
 			rt.Fatalf("IsAcknowledged(%v) = %v, model %v", p, c.IsAcknowledged(p), m.acked[p])
 		}
+		if got, want := c.BatchAckSet(p), m.batch[p]; !slices.Equal(got, want) || (got == nil) != (want == nil) {
+			rt.Fatalf("BatchAckSet(%v) = %x, model %x", p, got, want)
+		}
 	}
 	if c.Backlog() != int64(unacked) {
 		rt.Fatalf("backlog %d, model %d", c.Backlog(), unacked)
@@ -347,4 +440,33 @@ func positions(es []Entry) []Position {
 		out[i] = e.Position
 	}
 	return out
+}
+
+// Opening a closed ledger again (a new owner) rewinds its cursors to the
+// first unacknowledged entry: what the old owner read but did not get
+// acknowledged is read again, as the ledger-backed cursors recover.
+func TestReopenRereadsUnacknowledged(t *testing.T) {
+	ctx := context.Background()
+	f := NewMemoryFactory(MemoryOptions{})
+	ml, _ := f.Open(ctx, "t")
+	cur, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := add(t, ml, "a"), add(t, ml, "b")
+	if _, err := cur.ReadEntries(ctx, 10, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ml, _ = f.Open(ctx, "t")
+	cur, _ = ml.OpenCursor(ctx, "s", CursorOptions{})
+	got, err := cur.ReadEntries(ctx, 10, 1<<20)
+	if err != nil || len(got) != 1 || got[0].Position != second {
+		t.Fatalf("after reopening: %v %v; want only the unacknowledged %v", got, err, second)
+	}
 }

@@ -44,6 +44,7 @@ type brokerSettings struct {
 	maxUnackedPerSub    int
 	entryInterceptors   string // brokerEntryMetadataInterceptors
 	exposeEntryMetadata bool
+	batchIndexAcks      bool // acknowledgmentAtBatchIndexLevelEnabled
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
@@ -81,6 +82,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"maxUnackedMessagesPerSubscription":          setInt(&s.maxUnackedPerSub),
 		"brokerEntryMetadataInterceptors":            setString(&s.entryInterceptors),
 		"exposingBrokerEntryMetadataToClientEnabled": setBool(&s.exposeEntryMetadata),
+		"acknowledgmentAtBatchIndexLevelEnabled":     setBool(&s.batchIndexAcks),
 		"allowAutoTopicCreation":                     setNegatedBool(&s.noAutoCreate),
 		"allowAutoTopicCreationType":                 setString(&s.autoCreateType),
 		"defaultNumPartitions":                       setInt(&s.defaultPartitions),
@@ -146,7 +148,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
-		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks,
+		AutoTopicCreationDisabled:              s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions}, nil
 }
 
