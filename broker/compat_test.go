@@ -1,0 +1,170 @@
+package broker
+
+// Client features from the protocol issue's test list that the other test
+// files do not cover: retry topics, the zero-queue consumer, readers from
+// the latest message and from an id exclusively, and the Go client's
+// default partition routing (round-robin without a key, by key hash with
+// one).
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// ReconsumeLater sends a message to the subscription's retry topic, which
+// the consumer also reads; past MaxDeliveries it goes to the dead-letter
+// topic.
+func TestRetryTopic(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	const topic = "persistent://public/default/retried"
+	dlq, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic + "-s-DLQ", SubscriptionName: "dlq-reader",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
+		RetryEnable: true, DLQ: &pulsar.DLQPolicy{MaxDeliveries: 2, DeadLetterTopic: topic + "-s-DLQ",
+			RetryLetterTopic: topic + "-s-RETRY"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, topic, 1, false)
+	// The original, then two from the retry topic; reconsuming the third
+	// time exceeds MaxDeliveries, so the client sends it to the DLQ.
+	for delivery := range 3 {
+		m := receiveOne(t, cons)
+		if string(m.Payload()) != "m-00000" {
+			t.Fatalf("delivery %d: %q", delivery, m.Payload())
+		}
+		if delivery > 0 && !strings.HasSuffix(m.Topic(), "-RETRY") {
+			t.Fatalf("delivery %d came from %s; want the retry topic", delivery, m.Topic())
+		}
+		cons.ReconsumeLater(m, 50*time.Millisecond)
+	}
+	m := receiveOne(t, dlq)
+	if string(m.Payload()) != "m-00000" {
+		t.Fatalf("dead-letter topic got %q", m.Payload())
+	}
+	if more := receiveFor(t, cons, 300*time.Millisecond); len(more) != 0 {
+		t.Fatalf("the consumer got %d more deliveries after the message went to the DLQ", len(more))
+	}
+}
+
+// A zero-queue consumer asks for one message per Receive and gets every
+// message once, in order.
+func TestZeroQueueConsumer(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	const topic = "persistent://public/default/zero-queue"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", EnableZeroQueueConsumer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, topic, 10, false)
+	for i := range 10 {
+		m := receiveOne(t, cons)
+		if want := fmt.Sprintf("m-%05d", i); string(m.Payload()) != want {
+			t.Fatalf("message %d: %q; want %q", i, m.Payload(), want)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A reader from the latest message sees only what comes after it; a
+// reader from a message id, exclusive, starts after that message.
+func TestReaderFromLatestAndExclusiveID(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	const topic = "persistent://public/default/reader-latest"
+	ids := produce(t, c, topic, 5, false)
+	latest, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.LatestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer latest.Close()
+	after, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: ids[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, want := range []string{"m-00003", "m-00004"} {
+		m, err := after.Next(ctx)
+		if err != nil || string(m.Payload()) != want {
+			t.Fatalf("reader after %v: %v %v; want %s", ids[2], m, err, want)
+		}
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	if m, err := latest.Next(short); err == nil {
+		t.Fatalf("the reader from latest read %q, published before it started", m.Payload())
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := latest.Next(ctx); err != nil || string(m.Payload()) != "new" {
+		t.Fatalf("the reader from latest: %v %v; want the new message", m, err)
+	}
+}
+
+// The Go client's default routing: messages without a key go round-robin
+// over all partitions; messages with a key always go to one partition.
+func TestPartitionedDefaultRouting(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	req, _ := http.NewRequest(http.MethodPut, env.web+"/admin/v2/persistent/public/default/routed/partitions", strings.NewReader("4"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("create partitioned topic: %v %v", resp, err)
+	}
+	c := newClient(t, env.url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "routed", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "routed", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	for i := range 40 {
+		msg := &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("plain-%d", i))}
+		if i%2 == 1 {
+			msg = &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("keyed-%d", i)), Key: "the-key"}
+		}
+		if _, err := p.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, keyed := map[string]int{}, map[string]int{}
+	for range 40 {
+		m := receiveOne(t, cons)
+		if strings.HasPrefix(string(m.Payload()), "keyed-") {
+			keyed[m.Topic()]++
+		} else {
+			plain[m.Topic()]++
+		}
+		_ = cons.Ack(m)
+	}
+	if len(plain) != 4 || len(keyed) != 1 {
+		t.Fatalf("unkeyed messages went to %d partitions (%v), keyed ones to %d (%v); want 4 and 1", len(plain), plain, len(keyed), keyed)
+	}
+}
