@@ -146,7 +146,7 @@ func (t *topic) subscriptionStats() map[string]subscriptionStatsJSON {
 	for _, s := range subs {
 		out[s.name] = s.stats()
 	}
-	for _, c := range t.ml.Cursors() {
+	for _, c := range t.subscriptionCursors() {
 		if _, ok := out[c.Name()]; ok || !c.Durable() {
 			continue
 		}

@@ -85,7 +85,7 @@ func (t *topic) durableSub(name string) (subTarget, bool) {
 	if ok {
 		return subTarget{name: name, s: s, cursor: s.cursor}, true
 	}
-	for _, c := range t.ml.Cursors() {
+	for _, c := range t.subscriptionCursors() {
 		if c.Durable() && c.Name() == name {
 			return subTarget{name: name, cursor: c}, true
 		}
@@ -99,7 +99,7 @@ func (t *topic) durableSubNames() []string {
 	for _, s := range t.durableSubs() {
 		seen[s.name] = true
 	}
-	for _, c := range t.ml.Cursors() {
+	for _, c := range t.subscriptionCursors() {
 		if c.Durable() {
 			seen[c.Name()] = true
 		}

@@ -72,6 +72,9 @@ type Config struct {
 	// BrokerDeduplicationEnabled is brokerDeduplicationEnabled: drop
 	// resent messages by producer name and sequence id (dedup.go).
 	BrokerDeduplicationEnabled bool
+	// DeduplicationEntriesInterval is brokerDeduplicationEntriesInterval
+	// (1000): stored entries between deduplication snapshots.
+	DeduplicationEntriesInterval int
 	// MessageTTL is ttlDurationDefaultInSeconds: messages older than this
 	// count as acknowledged (0: never).
 	MessageTTL time.Duration
@@ -239,12 +242,9 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
 	ml.SetRetention(t.retention(ctx))
-	if b.cfg.BrokerDeduplicationEnabled {
-		// Outside b.mu: replaying a large topic must not stall the broker.
-		t.dedup = newDedup()
-		if err := t.dedup.rebuild(ctx, ml); err != nil {
-			return nil, fmt.Errorf("topic %s: rebuild deduplication state: %w", name, err)
-		}
+	if err := t.loadDedup(ctx); err != nil {
+		_ = ml.Close(ctx)
+		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
 	return b.addTopic(ctx, t)
 }

@@ -160,11 +160,11 @@ func positionBefore(ml managedledger.ManagedLedger, pos managedledger.Position) 
 	return managedledger.Position{LedgerID: prev.ID, EntryID: prev.Entries - 1}, true
 }
 
-// scanEntries reads the stored stream from the start, calling fn for each
-// entry until it returns false. Only the deduplication rebuild uses it
-// (searches by time are binary, findByPublishTime).
-func scanEntries(ctx context.Context, ml managedledger.ManagedLedger, fn func(managedledger.Entry) bool) error {
-	cur, err := ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
+// scanEntriesAfter reads the stored stream after start, calling fn for
+// each entry until it returns false. Only the deduplication rebuild uses
+// it (searches by time are binary, findByPublishTime).
+func scanEntriesAfter(ctx context.Context, ml managedledger.ManagedLedger, start managedledger.Position, fn func(managedledger.Entry) bool) error {
+	cur, err := ml.NewNonDurableCursor(start)
 	if err != nil {
 		return err
 	}

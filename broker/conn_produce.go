@@ -232,7 +232,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			return
 		}
 		if d := p.topic.dedup; d != nil {
-			d.stored(p.name, int64(seq), int64(highest))
+			if err := d.stored(context.Background(), p.name, int64(seq), int64(highest), pos); err != nil {
+				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
+			}
 		}
 		p.topic.stats.msgsIn.Add(msgs)
 		p.topic.stats.bytesIn.Add(size)

@@ -9,13 +9,22 @@ package broker
 // State: per producer name, the highest sequence id pushed to storage
 // (pending included: rejects duplicates racing their original) and the
 // highest persisted (what PRODUCER_SUCCESS reports as last_sequence_id, so
-// a reconnecting producer resumes after it). It is rebuilt when a topic is
-// loaded by reading the stored entries' metadata, so it survives a topic
-// reload; with ledger-backed storage the replay will start from a
-// snapshot instead of the beginning.
+// a reconnecting producer resumes after it).
+//
+// Snapshots, as Pulsar's: every brokerDeduplicationEntriesInterval stored
+// entries the persisted map is written as the properties of the topic's
+// "pulsar.dedup" cursor, marked deleted up to the entry stored last. A
+// topic that loads takes the snapshot and replays only the entries after
+// it; without a snapshot it replays the whole stored stream. The cursor
+// also keeps the entries after the snapshot from being trimmed, so the
+// replay finds them. It is not a subscription (admin lists skip it), and
+// a topic loaded with deduplication off deletes it, so that it pins no
+// ledgers.
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"sync"
 
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -23,14 +32,28 @@ import (
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
+// dedupCursor is the snapshot cursor's name (Pulsar's).
+const dedupCursor = "pulsar.dedup"
+
+// Lock rules: mu guards the maps and the snapshot counter; the cursor is
+// written only from the managed ledger's add callbacks (one at a time, in
+// order), after mu is released.
 type dedup struct {
 	mu        sync.Mutex
 	pushed    map[string]int64
 	persisted map[string]int64
+	since     int // entries stored since the last snapshot
+
+	interval int // brokerDeduplicationEntriesInterval
+	cursor   managedledger.Cursor
+	replayed int // entries the last rebuild read (after the snapshot)
 }
 
-func newDedup() *dedup {
-	return &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}}
+func newDedup(interval int) *dedup {
+	if interval <= 0 {
+		interval = 1000
+	}
+	return &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}, interval: interval}
 }
 
 // lastPersisted is the producer's highest stored sequence id, or -1.
@@ -56,11 +79,20 @@ func (d *dedup) admit(producer string, seq, highest int64) bool {
 	return true
 }
 
-// stored records a persisted SEND.
-func (d *dedup) stored(producer string, seq, highest int64) {
+// stored records a persisted SEND, stored at pos, and takes a snapshot
+// every interval entries. Called in storage order.
+func (d *dedup) stored(ctx context.Context, producer string, seq, highest int64, pos managedledger.Position) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.persisted[producer] = max(d.persisted[producer], seq, highest)
+	d.since++
+	if d.since < d.interval || d.cursor == nil {
+		d.mu.Unlock()
+		return nil
+	}
+	d.since = 0
+	snap := maps.Clone(d.persisted)
+	d.mu.Unlock()
+	return d.cursor.MarkDeleteWithProperties(ctx, pos, snap)
 }
 
 // failed forgets pushed but unstored sequence ids, so the producer's
@@ -75,12 +107,41 @@ func (d *dedup) failed(producer string) {
 	}
 }
 
-// rebuild replays the stored entries' producer names and sequence ids.
+// rebuild loads the last snapshot and replays the stored entries' producer
+// names and sequence ids after it (all of them without a snapshot).
 func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) error {
-	return scanEntries(ctx, ml, func(e managedledger.Entry) bool {
+	cur, err := ml.OpenCursor(ctx, dedupCursor, managedledger.CursorOptions{Initial: managedledger.Earliest})
+	if err != nil {
+		return err
+	}
+	d.cursor = cur
+	start := managedledger.Position{LedgerID: -1, EntryID: -1}
+	if snap := cur.Properties(); snap != nil {
+		for producer, seq := range snap {
+			d.persisted[producer], d.pushed[producer] = seq, seq
+		}
+		start = cur.MarkDeletePosition()
+	}
+	return scanEntriesAfter(ctx, ml, start, func(e managedledger.Entry) bool {
 		d.replay(e.Data)
+		d.replayed++
 		return true
 	})
+}
+
+// dropDedupCursor deletes the snapshot cursor of a topic loaded with
+// deduplication off.
+func dropDedupCursor(ctx context.Context, ml managedledger.ManagedLedger) error {
+	for _, c := range ml.Cursors() {
+		if c.Name() == dedupCursor {
+			err := ml.DeleteCursor(ctx, dedupCursor)
+			if errors.Is(err, managedledger.ErrCursorNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *dedup) replay(data []byte) {

@@ -166,6 +166,12 @@ func (c *cursorOfNothing) ClearBacklog(context.Context) error          { return 
 func (c *cursorOfNothing) BatchAckSet(managedledger.Position) []uint64 { return nil }
 func (c *cursorOfNothing) Close(context.Context) error                 { return nil }
 
+func (c *cursorOfNothing) MarkDeleteWithProperties(context.Context, managedledger.Position, map[string]int64) error {
+	return nil
+}
+
+func (c *cursorOfNothing) Properties() map[string]int64 { return nil }
+
 func (c *cursorOfNothing) AckBatchIndexes(context.Context, managedledger.Position, []uint64, bool) error {
 	return nil
 }

@@ -62,6 +62,23 @@ func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic 
 	return t
 }
 
+// loadDedup rebuilds the deduplication state when it is enabled, and
+// otherwise drops a snapshot cursor left from when it was. Outside b.mu:
+// replaying a large topic must not stall the broker.
+func (t *topic) loadDedup(ctx context.Context) error {
+	if !t.b.cfg.BrokerDeduplicationEnabled {
+		if err := dropDedupCursor(ctx, t.ml); err != nil {
+			return fmt.Errorf("delete the deduplication cursor: %w", err)
+		}
+		return nil
+	}
+	t.dedup = newDedup(t.b.cfg.DeduplicationEntriesInterval)
+	if err := t.dedup.rebuild(ctx, t.ml); err != nil {
+		return fmt.Errorf("rebuild deduplication state: %w", err)
+	}
+	return nil
+}
+
 // addEntry stores a producer's entry (which the caller may reuse once
 // this returns: it aliases the connection's read buffer).
 func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
@@ -238,6 +255,19 @@ func (t *topic) allSubs() []*subscription {
 		subs = append(subs, s)
 	}
 	return subs
+}
+
+// subscriptionCursors are the managed ledger's cursors that are
+// subscriptions: all but the deduplication snapshot cursor.
+func (t *topic) subscriptionCursors() []managedledger.Cursor {
+	all := t.ml.Cursors()
+	out := all[:0:0]
+	for _, c := range all {
+		if c.Name() != dedupCursor {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // removeSubscription drops a non-persistent topic's subscription once

@@ -15,6 +15,8 @@ type ackState struct {
 	markDelete int64
 	read       int64
 	acked      []indexRange
+	// props are the cursor's properties (properties.go).
+	props map[string]int64
 	batch      []batchSet // sorted by index
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -49,6 +50,8 @@ type cursorSnapshot struct {
 	Acked      [][2]Position `json:"individuallyDeleted,omitempty"`
 	// Batch is absent from snapshots written before batch-index acks.
 	Batch []batchSnapshot `json:"batchDeletedIndexes,omitempty"`
+	// Properties (properties.go) are absent when never set.
+	Properties map[string]int64 `json:"properties,omitempty"`
 }
 
 // batchSnapshot is one partly acknowledged batch entry: its position and
@@ -72,6 +75,7 @@ func (c *bkCursor) snapshotLocked() cursorSnapshot {
 		s.Acked = append(s.Acked, [2]Position{ml.positionLocked(r.lo), ml.positionLocked(r.hi)})
 	}
 	s.Batch = c.batchSnapshotLocked()
+	s.Properties = maps.Clone(c.props)
 	return s
 }
 
@@ -103,6 +107,7 @@ func (c *bkCursor) restoreLocked(s cursorSnapshot) {
 	}
 	c.normalise()
 	c.restoreBatchLocked(s.Batch)
+	c.props = s.Properties
 	c.read = c.markDelete + 1
 }
 

@@ -28,7 +28,8 @@
 //	{"markDelete":{"LedgerID","EntryID"},
 //	 "individuallyDeleted":[[lo, hi]...],                  first 10000 ranges
 //	 "batchDeletedIndexes":[{"ledgerId","entryId",         first 10000 sets,
-//	                         "ackSet":[word...]}...]}      65536 words in all
+//	                         "ackSet":[word...]}...],      65536 words in all
+//	 "properties":{"name":number...}}                      properties.go
 //
 // individuallyDeleted lists acknowledged ranges after markDelete (both
 // ends positions). batchDeletedIndexes lists the partly acknowledged
@@ -198,6 +199,12 @@ type Cursor interface {
 	MarkDeletePosition() Position
 	// MarkDelete acknowledges everything at or before pos (cumulative).
 	MarkDelete(ctx context.Context, pos Position) error
+	// MarkDeleteWithProperties is MarkDelete that also replaces the
+	// properties stored with the cursor (properties.go).
+	MarkDeleteWithProperties(ctx context.Context, pos Position, props map[string]int64) error
+	// Properties are those of the last MarkDeleteWithProperties, as
+	// recovered (nil if none).
+	Properties() map[string]int64
 	// Delete acknowledges individual entries.
 	Delete(ctx context.Context, positions ...Position) error
 	// IsAcknowledged reports whether pos was acknowledged.

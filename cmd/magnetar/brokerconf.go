@@ -45,6 +45,7 @@ type brokerSettings struct {
 	entryInterceptors   string // brokerEntryMetadataInterceptors
 	exposeEntryMetadata bool
 	batchIndexAcks      bool // acknowledgmentAtBatchIndexLevelEnabled
+	dedupInterval       int  // brokerDeduplicationEntriesInterval
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
@@ -83,6 +84,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"brokerEntryMetadataInterceptors":            setString(&s.entryInterceptors),
 		"exposingBrokerEntryMetadataToClientEnabled": setBool(&s.exposeEntryMetadata),
 		"acknowledgmentAtBatchIndexLevelEnabled":     setBool(&s.batchIndexAcks),
+		"brokerDeduplicationEntriesInterval":         setInt(&s.dedupInterval),
 		"allowAutoTopicCreation":                     setNegatedBool(&s.noAutoCreate),
 		"allowAutoTopicCreationType":                 setString(&s.autoCreateType),
 		"defaultNumPartitions":                       setInt(&s.defaultPartitions),
@@ -148,8 +150,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
-		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks,
-		AutoTopicCreationDisabled:              s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
+		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions}, nil
 }
 

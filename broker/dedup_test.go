@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+func startDedupBroker(t *testing.T, ledgers managedledger.Factory, enabled bool) (*Broker, string) {
+	t.Helper()
+	b := New(Config{ClusterName: "test", BrokerDeduplicationEnabled: enabled, DeduplicationEntriesInterval: 5,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ledgers)
+	return b, serveTestBroker(t, b)
+}
+
+// Every DeduplicationEntriesInterval stored entries the state is
+// snapshotted in the pulsar.dedup cursor; a reload starts from the
+// snapshot (replaying only what follows it) and still rejects resends of
+// sequence ids stored before and after it. The cursor is no
+// subscription, and a broker with deduplication off deletes it.
+func TestDeduplicationSnapshot(t *testing.T) {
+	ledgers := testLedgers(t, 4) // rollovers: the snapshot must cross ledgers
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b1, url1 := startDedupBroker(t, ledgers, true)
+	c1 := newClient(t, url1)
+	// The subscription keeps what is published (without it the entries
+	// before the snapshot would be trimmed: retention is 0).
+	sub, err := c1.Subscribe(pulsar.ConsumerOptions{Topic: "snap", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	p, err := c1.CreateProducer(pulsar.ProducerOptions{Topic: "snap", Name: "w", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range int64(12) {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%05d", seq)), SequenceID: &seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	tp := b1.loadedTopic(mustTopicName(t, "snap"))
+	snap := tp.dedup.cursor.Properties()
+	if snap["w"] != 9 {
+		t.Fatalf("snapshot %v after 12 entries with an interval of 5; want w at 9 (the 10th entry)", snap)
+	}
+	if _, ok := tp.subscriptionStats()[dedupCursor]; ok {
+		t.Fatal("the deduplication cursor is listed as a subscription")
+	}
+	b1.UnloadAll(ctx)
+
+	b2, url2 := startDedupBroker(t, ledgers, true)
+	c2 := newClient(t, url2)
+	if n := b2.loadedTopic(mustTopicName(t, "snap")); n != nil {
+		t.Fatal("topic loaded before use")
+	}
+	p2, err := c2.CreateProducer(pulsar.ProducerOptions{Topic: "snap", Name: "w", DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b2.loadedTopic(mustTopicName(t, "snap")).dedup.replayed; n != 2 {
+		t.Fatalf("the reload replayed %d entries; want the 2 after the snapshot", n)
+	}
+	for _, seq := range []int64{3, 11} { // one before the snapshot, one replayed after it
+		if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("resent"), SequenceID: &seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := int64(12)
+	if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m-00012"), SequenceID: &next}); err != nil {
+		t.Fatal(err)
+	}
+	p2.Close()
+	if n := b2.loadedTopic(mustTopicName(t, "snap")).ml.Entries(); n > 13 {
+		t.Fatalf("%d entries stored; resends must not be", n)
+	}
+	cons, err := c2.Subscribe(pulsar.ConsumerOptions{Topic: "snap", SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectOrdered(t, receive(t, cons, 13, true), 13)
+	if more := receiveFor(t, cons, 300*time.Millisecond); len(more) != 0 {
+		t.Fatalf("a resend was stored: %q", more[0].Payload())
+	}
+	cons.Close()
+	b2.UnloadAll(ctx)
+
+	b3, _ := startDedupBroker(t, ledgers, false)
+	if _, err := b3.getTopic(ctx, mustTopicName(t, "snap")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b3.loadedTopic(mustTopicName(t, "snap")).ml.Cursors() {
+		if c.Name() == dedupCursor {
+			t.Fatal("a broker with deduplication off kept the deduplication cursor (it would pin ledgers)")
+		}
+	}
+}
