@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -51,6 +52,9 @@ type consumer struct {
 	unacked          int64
 	maxUnacked       int64
 	blockedOnUnacked bool
+	// toldActive (guarded by sub.mu): the active state last sent in an
+	// ACTIVE_CONSUMER_CHANGE, nil before the first (activeconsumer.go).
+	toldActive *bool
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
@@ -110,6 +114,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	}
 	cs.created.Store(true)
 	_ = c.sendSuccess(reqID)
+	time.AfterFunc(activeChangeDelay, sub.notifyActiveConsumers)
 }
 
 func (c *serverConn) consumer(id uint64) *consumer {

@@ -155,6 +155,7 @@ func (s *subscription) removeConsumer(c *consumer) {
 		s.topic.removeSubscription(s) // it holds nothing to come back to
 		return
 	}
+	s.notifyActiveConsumers()
 	s.dispatch()
 }
 
