@@ -40,7 +40,7 @@ func publishBatch(t *testing.T, c pulsar.Client, topic string, n int) {
 
 // batchAckRound subscribes, receives the batch, acknowledges the messages
 // for which ack returns true, and closes; it returns what it received.
-func batchAckRound(t *testing.T, url, topic string, ack func(i int) bool) []string {
+func batchAckRound(t *testing.T, url, topic string, want int, ack func(i int) bool) []string {
 	t.Helper()
 	c := newClient(t, url)
 	defer c.Close()
@@ -51,7 +51,7 @@ func batchAckRound(t *testing.T, url, topic string, ack func(i int) bool) []stri
 	}
 	defer cons.Close()
 	var got []string
-	for i, m := range receiveFor(t, cons, 500*time.Millisecond) {
+	for i, m := range receiveFor(t, cons, want) {
 		got = append(got, string(m.Payload()))
 		if ack(i) {
 			if err := cons.Ack(m); err != nil {
@@ -91,7 +91,7 @@ func TestBatchIndexAcknowledgement(t *testing.T) {
 				cons.Close()
 				publishBatch(t, c, topic, 10)
 			}()
-			first := batchAckRound(t, url, topic, func(i int) bool { return i%2 == 0 })
+			first := batchAckRound(t, url, topic, 10, func(i int) bool { return i%2 == 0 })
 			if len(first) != 10 {
 				t.Fatalf("first round received %d; want the whole batch of 10", len(first))
 			}
@@ -99,17 +99,17 @@ func TestBatchIndexAcknowledgement(t *testing.T) {
 			if !enabled {
 				want = first
 			}
-			if got := batchAckRound(t, url, topic, func(int) bool { return false }); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := batchAckRound(t, url, topic, len(want), func(int) bool { return false }); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after acking the even messages: redelivered %v; want %v", got, want)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			b.UnloadAll(ctx)
 			_, url2 := startBatchAckBroker(t, ledgers, enabled)
-			if got := batchAckRound(t, url2, topic, func(int) bool { return true }); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := batchAckRound(t, url2, topic, len(want), func(int) bool { return true }); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("after the topic loaded again: %v; want %v", got, want)
 			}
-			if got := batchAckRound(t, url2, topic, func(int) bool { return true }); len(got) != 0 {
+			if got := batchAckRound(t, url2, topic, 0, func(int) bool { return true }); len(got) != 0 {
 				t.Fatalf("after acknowledging everything: %v; want nothing", got)
 			}
 		})

@@ -32,8 +32,9 @@ func TestNonPersistentDelivery(t *testing.T) {
 	produce(t, c, topic, 20, false)
 	var got []string
 	perConsumer := make([]int, 2)
-	for i, cons := range shared {
-		for _, m := range receiveFor(t, cons, 300*time.Millisecond) {
+	for i, msgs := range collect(t, shared, 20) {
+		cons := shared[i]
+		for _, m := range msgs {
 			got = append(got, string(m.Payload()))
 			perConsumer[i]++
 			_ = cons.Ack(m) // acknowledged or not: nothing is kept
@@ -47,7 +48,7 @@ func TestNonPersistentDelivery(t *testing.T) {
 		t.Fatalf("shared consumers received %v: want both to take part", perConsumer)
 	}
 	var exclGot []string
-	for _, m := range receiveFor(t, excl, 300*time.Millisecond) {
+	for _, m := range receiveFor(t, excl, 20) {
 		exclGot = append(exclGot, string(m.Payload()))
 	}
 	for i, p := range exclGot {
@@ -80,7 +81,7 @@ func TestNonPersistentDropsWithoutPermits(t *testing.T) {
 	}
 	defer cons.Close()
 	produce(t, c, topic, 100, false) // the consumer's application reads nothing meanwhile
-	got := receiveFor(t, cons, 300*time.Millisecond)
+	got := receiveFor(t, cons, 1)
 	tp := env.b.loadedTopic(mustTopicName(t, topic))
 	dropped := tp.stats.msgsDropped.Load()
 	if len(got) >= 100 || dropped == 0 || int64(len(got))+dropped != 100 {

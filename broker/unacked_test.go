@@ -11,19 +11,33 @@ import (
 	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
-// receiveFor collects what cons receives until nothing comes for quiet.
-func receiveFor(t *testing.T, cons pulsar.Consumer, quiet time.Duration) []pulsar.Message {
+// receiveFor collects what cons receives: at least want messages (or
+// what came within 10 s), and then whatever else arrives until nothing has
+// come for 300 ms, so that tests can also check that no more came.
+func receiveFor(t *testing.T, cons pulsar.Consumer, want int) []pulsar.Message {
 	t.Helper()
-	var got []pulsar.Message
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
-		m, err := cons.Receive(ctx)
-		cancel()
-		if err != nil {
-			return got
+	return collect(t, []pulsar.Consumer{cons}, want)[0]
+}
+
+// collect is receiveFor over several consumers: want counts them all.
+func collect(t *testing.T, consumers []pulsar.Consumer, want int) [][]pulsar.Message {
+	t.Helper()
+	const quiet = 300 * time.Millisecond
+	out := make([][]pulsar.Message, len(consumers))
+	deadline := time.Now().Add(10 * time.Second)
+	last, total := time.Now(), 0
+	for time.Now().Before(deadline) && (total < want || time.Since(last) < quiet) {
+		for i, cons := range consumers {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			m, err := cons.Receive(ctx)
+			cancel()
+			if err == nil {
+				out[i] = append(out[i], m)
+				last, total = time.Now(), total+1
+			}
 		}
-		got = append(got, m)
 	}
+	return out
 }
 
 func ackAll(t *testing.T, cons pulsar.Consumer, msgs []pulsar.Message) {
@@ -48,16 +62,16 @@ func TestMaxUnackedMessagesPerConsumer(t *testing.T) {
 	}
 	defer cons.Close()
 	produce(t, c, topic, 30, false)
-	first := receiveFor(t, cons, 300*time.Millisecond)
+	first := receiveFor(t, cons, 10)
 	if len(first) != 10 {
 		t.Fatalf("received %d messages before acknowledging; want the limit, 10", len(first))
 	}
 	ackAll(t, cons, first[:4]) // 6 still unacked: above half, stays blocked
-	if more := receiveFor(t, cons, 300*time.Millisecond); len(more) != 0 {
+	if more := receiveFor(t, cons, 0); len(more) != 0 {
 		t.Fatalf("received %d more with 6 of 10 unacked; want none until half", len(more))
 	}
 	ackAll(t, cons, first[4:5]) // 5 unacked: half, unblocked, filled to 10 again
-	second := receiveFor(t, cons, 300*time.Millisecond)
+	second := receiveFor(t, cons, 5)
 	if len(second) != 5 {
 		t.Fatalf("received %d after acking down to half; want 5 (back to the limit)", len(second))
 	}
@@ -68,7 +82,7 @@ func TestMaxUnackedMessagesPerConsumer(t *testing.T) {
 		for _, m := range all {
 			seen[string(m.Payload())] = true
 		}
-		if all = receiveFor(t, cons, 300*time.Millisecond); len(all) == 0 {
+		if all = receiveFor(t, cons, 0); len(all) == 0 {
 			break
 		}
 	}
@@ -99,11 +113,12 @@ func TestMaxUnackedMessagesPerSubscription(t *testing.T) {
 	}
 	defer excl.Close()
 	produce(t, c, topic, 20, false)
-	held := len(receiveFor(t, consumers[0], 300*time.Millisecond)) + len(receiveFor(t, consumers[1], 300*time.Millisecond))
+	got := collect(t, consumers, 8)
+	held := len(got[0]) + len(got[1])
 	if held != 8 {
 		t.Fatalf("the shared subscription's consumers hold %d unacked messages; want the subscription limit, 8", held)
 	}
-	if n := len(receiveFor(t, excl, 300*time.Millisecond)); n != 20 {
+	if n := len(receiveFor(t, excl, 20)); n != 20 {
 		t.Fatalf("the exclusive subscription received %d; want all 20 (no unacked limit)", n)
 	}
 }
@@ -121,7 +136,7 @@ func TestNamespaceMaxUnackedMessagesPerConsumer(t *testing.T) {
 	}
 	defer cons.Close()
 	produce(t, c, topic, 10, false)
-	if n := len(receiveFor(t, cons, 300*time.Millisecond)); n != 3 {
+	if n := len(receiveFor(t, cons, 3)); n != 3 {
 		t.Fatalf("received %d; want the namespace's limit, 3", n)
 	}
 }
