@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats generate clean
+.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
 
 all: build
 
@@ -21,13 +21,13 @@ build:
 ## broker's protocol tests once more over managed ledgers on an in-process
 ## bookie; the ZooKeeper tests start their own servers, installing ZooKeeper
 ## if missing
-test: zookeeper nats
+test: zookeeper nats pulsar-perf
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
 
 ## testrace: the tests three times in shuffled order, to shake out flakes
-testrace: zookeeper nats
+testrace: zookeeper nats pulsar-perf
 	$(GO) test -race -count=3 -shuffle=on -timeout 40m ./...
 
 ## test-long: the seeded crash and fault suites with many more seeds
@@ -64,6 +64,11 @@ zookeeper:
 ## always) for the NATS JetStream benchmark and its tests
 nats:
 	bash scripts/install-nats.sh >/dev/null
+
+## pulsar-perf: the Go client's own perf tool, bin/pulsar-perf-go, which a
+## compatibility test runs against a standalone
+pulsar-perf:
+	GO=$(GO) bash scripts/install-pulsar-perf.sh >/dev/null
 
 ## generate: regenerate wire/pb from wire/proto. protoc itself comes from
 ## Debian's protobuf-compiler package (apt-get install protobuf-compiler,
