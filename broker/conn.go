@@ -167,13 +167,15 @@ func (c *serverConn) sendSuccess(requestID uint64) error {
 // sendMessage writes a MESSAGE frame: header, then the stored entry bytes
 // unchanged, in one vectored write.
 func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32, ackSet []int64) {
-	cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
-		ConsumerId: &consumerID, MessageId: messageID(e.Position), RedeliveryCount: &redeliveries, AckSet: ackSet}}
 	data := e.Data
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)
 	}
-	hdr, err := wire.AppendPayloadFrameHeader(nil, cmd, nil, len(data))
+	// One allocation per message: the header stays referenced until the
+	// event loop has written it.
+	hdr, err := wire.AppendMessageFrameHeader(make([]byte, 0, 48), wire.MessageHeader{ConsumerID: consumerID,
+		LedgerID: uint64(e.Position.LedgerID), EntryID: uint64(e.Position.EntryID), RedeliveryCount: redeliveries,
+		AckSet: ackSet}, len(data))
 	if err != nil {
 		c.log.Error("cannot encode MESSAGE", "err", err)
 		return
