@@ -298,7 +298,7 @@ func TestMalformedFrameClosesOnlyThatConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	bad := bkproto.AppendRequest(nil, &bkproto.Request{Op: bkproto.OpReadLAC, LedgerID: 1})
-	bad[5] = 200 // unknown op
+	bad[4] = 9 // unknown protocol version
 	if _, err := conn.Write(bad); err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ func NewMetrics(reg prometheus.Registerer, core func() *Core) *Metrics {
 		bkproto.OpWriteLAC:    "bookkeeper_server_WRITE_LAC_REQUEST",
 		bkproto.OpForceLedger: "bookkeeper_server_FORCE_LEDGER_REQUEST",
 		bkproto.OpInfo:        "bookkeeper_server_GET_BOOKIE_INFO_REQUEST",
+		bkproto.OpBatchRead:   "bookkeeper_server_BATCH_READ_ENTRY_REQUEST",
 	}
 	for op, name := range names {
 		m.requests[op] = prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -41,6 +41,10 @@ func (c *Core) Handle(r *bkproto.Request, reply Reply) {
 		c.writeLAC(r, answer)
 	case bkproto.OpForceLedger:
 		c.forceLedger(r, answer)
+	case bkproto.OpBatchRead:
+		c.batchRead(r, resp, reply)
+	case bkproto.OpInfo:
+		c.info(r, reply)
 	default:
 		answer(bkproto.StatusBadRequest)
 	}
@@ -381,11 +385,15 @@ func (c *Core) DeleteLedger(ledgerID int64) error {
 	return nil
 }
 
-// info answers OpInfo from the last disk check (it never blocks).
+// info answers OpInfo from the last disk check (it never blocks). It says
+// which later ops this bookie serves, so clients can use them without
+// risking a bookie of an older build (which closes the connection on an op
+// it does not know).
 func (c *Core) info(r *bkproto.Request, reply Reply) {
 	resp := &bkproto.Response{Op: r.Op, RequestID: r.RequestID}
 	free, total := c.diskSpace()
 	resp.FreeBytes, resp.TotalBytes = free, total
+	resp.InfoFlags = bkproto.InfoBatchRead
 	if ro, _ := c.ReadOnly(); ro {
 		resp.InfoFlags |= bkproto.InfoReadOnly
 	}

@@ -130,15 +130,10 @@ func (s *Server) startWorker(q chan *task) {
 }
 
 // replier writes a response: a head with the fixed fields and the data
-// slice from storage, in one vectored write.
+// slices from storage, in one vectored write (netio splits it at IOV_MAX).
 func (s *Server) replier(t *task) Reply {
 	return func(r *bkproto.Response) {
-		head := bkproto.AppendResponse(make([]byte, 0, bkproto.HeaderLen+24+len(r.ExplicitLAC)), r)
-		if r.Status == bkproto.StatusOK && len(r.Data) > 0 && (r.Op == bkproto.OpRead || r.Op == bkproto.OpReadLAC) {
-			_ = t.conn.Write(head, r.Data) // fails only once the connection closed
-		} else {
-			_ = t.conn.Write(head)
-		}
+		_ = t.conn.Write(bkproto.ResponseBuffers(r)...) // fails only once the connection closed
 		if m := s.opts.Metrics; m != nil {
 			m.observeRequest(r.Op, r.Status, time.Since(t.started))
 		}
@@ -153,10 +148,17 @@ func (s *Server) OnOpen(*netio.Conn) {}
 func (s *Server) OnClose(*netio.Conn, error) {}
 
 // OnFrame implements netio.Handler: decode, then queue for a worker. A
-// malformed frame closes the connection (netio logs the reason).
+// malformed frame closes the connection (netio logs the reason); an op of
+// a later build is answered StatusBadRequest and the connection stays, so
+// the client can tell and what else it has in flight here is not lost.
 func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
 	t := &task{conn: c, frame: append([]byte(nil), frame...), started: time.Now()}
 	if err := bkproto.DecodeRequest(t.frame, &t.req); err != nil {
+		if errors.Is(err, bkproto.ErrUnknownOp) {
+			s.replier(t)(&bkproto.Response{Op: t.req.Op, Status: bkproto.StatusBadRequest,
+				RequestID: t.req.RequestID, LedgerID: t.req.LedgerID, EntryID: t.req.EntryID})
+			return nil
+		}
 		return fmt.Errorf("bookie: request from %s: %w", c.RemoteAddr(), err)
 	}
 	var q chan *task

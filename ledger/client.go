@@ -37,6 +37,10 @@ type Config struct {
 	// this often, so tailing readers see its last entries without waiting
 	// for the next add (explicitLacInterval; default 0: never).
 	ExplicitLACInterval time.Duration
+	// DisableBatchRead makes Read ask for one entry a request even where a
+	// bookie holds the whole range (batchReadEnabled, inverted; batch
+	// reads are on by default).
+	DisableBatchRead bool
 	// MetadataTimeout bounds metadata operations the client starts on its
 	// own (ensemble changes; default 30 s).
 	MetadataTimeout time.Duration
@@ -74,6 +78,7 @@ type Client struct {
 	transport Transport
 	ownNet    *NetTransport // closed with the client when it made it
 	reg       *registry
+	caps      *batchCaps // which bookies serve batch reads
 }
 
 // New returns a client. It reads the registered bookies and keeps
@@ -94,6 +99,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.ownNet = NewNetTransport(reg, client.Options{})
 		c.transport = c.ownNet
 	}
+	c.caps = newBatchCaps(c.transport, cfg.ReadTimeout)
 	return c, nil
 }
 

@@ -117,7 +117,10 @@ func (c *cluster) stopBookie(id string) {
 func (c *cluster) client(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	store := c.meta.NewSession()
-	cfg.Store, cfg.Transport, cfg.Logger = store, c.faults, quietLog()
+	cfg.Store, cfg.Logger = store, quietLog()
+	if cfg.Transport == nil {
+		cfg.Transport = c.faults
+	}
 	if cfg.Placement == nil {
 		cfg.Placement = NewRandomPlacement(c.seed)
 	}

@@ -34,6 +34,14 @@
 // password, covers the 32-byte header and the payload). Bookies see a
 // master key derived from the password, never the password.
 //
+// # Reads
+//
+// ReadHandle.Read reads a range one entry a request (other replicas on an
+// error, a speculative read after SpeculativeReadTimeout), or, where every
+// bookie holds every entry (Qw == E), in batch reads of consecutive
+// entries from one bookie, whatever they do not bring read one at a time
+// (batchread.go).
+//
 // # Failures
 //
 //   - A bookie that fails an add (error, broken connection, no answer in

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -55,6 +56,17 @@ func (m *Metadata) ensembleAt(entry int64) Fragment {
 		f = e
 	}
 	return f
+}
+
+// fragmentEnd returns the last entry of the fragment that holds entry
+// (math.MaxInt64 in the last fragment).
+func (m *Metadata) fragmentEnd(entry int64) int64 {
+	for _, f := range m.Ensembles {
+		if f.FirstEntry > entry {
+			return f.FirstEntry - 1
+		}
+	}
+	return math.MaxInt64
 }
 
 func (m *Metadata) last() Fragment { return m.Ensembles[len(m.Ensembles)-1] }

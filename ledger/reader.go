@@ -95,8 +95,9 @@ func (r *ReadHandle) noteLAC(lac int64) int64 {
 	return r.mu.lac
 }
 
-// Read returns entries first..last, verified, pipelined. Reading past
-// the LAC of an open ledger is ErrReadBeyondLAC.
+// Read returns entries first..last, verified, pipelined: in batch reads
+// where one bookie holds them all (batchread.go), else one read per entry.
+// Reading past the LAC of an open ledger is ErrReadBeyondLAC.
 func (r *ReadHandle) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	lac := r.LastAddConfirmed()
 	if first < 0 || last < first {
@@ -105,39 +106,16 @@ func (r *ReadHandle) Read(ctx context.Context, first, last int64) ([]Entry, erro
 	if last > lac {
 		return nil, fmt.Errorf("ledger %d: read %d..%d, LAC %d: %w", r.id, first, last, lac, ErrReadBeyondLAC)
 	}
-	out := make([]Entry, last-first+1)
-	const window = 64
-	sem := make(chan struct{}, window)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for e := first; e <= last; e++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return nil, ctx.Err()
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ent, err := r.readEntry(ctx, e)
-			if err != nil {
-				select {
-				case errs <- err:
-				default:
-				}
-				return
-			}
-			out[e-first] = ent
-		}()
+	rd := newRangeRead(r, first, last)
+	if rd.batchable(first, last) {
+		rd.readBatched(ctx, first, last)
+	} else {
+		rd.readEach(ctx, first, last)
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
+	if err := rd.failure(); err != nil {
 		return nil, err
-	default:
-		return out, nil
 	}
+	return rd.out, nil
 }
 
 // replicaResult is one replica's answer to a read.

@@ -17,7 +17,7 @@ type ackState struct {
 	acked      []indexRange
 	// props are the cursor's properties (properties.go).
 	props map[string]int64
-	batch      []batchSet // sorted by index
+	batch []batchSet // sorted by index
 }
 
 type indexRange struct{ lo, hi int64 }

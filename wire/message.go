@@ -20,15 +20,15 @@ type MessageHeader struct {
 
 // Field numbers of the MESSAGE header (wire/proto/pulsar_api.proto).
 const (
-	fieldBaseType          = 1 // BaseCommand.type
-	fieldBaseMessage       = 9 // BaseCommand.message
-	fieldMsgConsumerID     = 1 // CommandMessage.consumer_id
-	fieldMsgMessageID      = 2 // CommandMessage.message_id
-	fieldMsgRedelivery     = 3 // CommandMessage.redelivery_count
-	fieldMsgAckSet         = 4 // CommandMessage.ack_set (repeated, unpacked)
-	fieldIDLedger          = 1 // MessageIdData.ledgerId
-	fieldIDEntry           = 2 // MessageIdData.entryId
-	typeMessage     uint64 = 9 // BaseCommand.Type MESSAGE
+	fieldBaseType             = 1 // BaseCommand.type
+	fieldBaseMessage          = 9 // BaseCommand.message
+	fieldMsgConsumerID        = 1 // CommandMessage.consumer_id
+	fieldMsgMessageID         = 2 // CommandMessage.message_id
+	fieldMsgRedelivery        = 3 // CommandMessage.redelivery_count
+	fieldMsgAckSet            = 4 // CommandMessage.ack_set (repeated, unpacked)
+	fieldIDLedger             = 1 // MessageIdData.ledgerId
+	fieldIDEntry              = 2 // MessageIdData.entryId
+	typeMessage        uint64 = 9 // BaseCommand.Type MESSAGE
 )
 
 // AppendMessageFrameHeader appends the front of a MESSAGE frame for an

@@ -1,9 +1,11 @@
 package bkproto
 
-// Encoding writes everything but a message's trailing Data into one
-// buffer (the head) with a size prefix that counts Data too, so a sender
-// writes the head and Data with one vectored write and entry bytes are
-// never copied into a frame.
+import "fmt"
+
+// Encoding writes everything but a message's trailing entry data into one
+// buffer (the head) with a size prefix that counts the data too, so a
+// sender writes the head and the data with one vectored write and entry
+// bytes are never copied into a frame (ResponseBuffers).
 
 // putHeader writes the 32-byte header; size is the frame's size prefix.
 func putHeader(dst []byte, size int, op Op, flagsOrStatus uint16, requestID uint64, ledgerID, entryID int64) {
@@ -34,6 +36,8 @@ func requestBodyLen(r *Request) int {
 		return 2 + len(r.MasterKey)
 	case OpWriteLAC:
 		return 2 + len(r.MasterKey) + 8
+	case OpBatchRead:
+		return 8
 	case OpRead:
 		n := 0
 		if r.Flags&FlagFence != 0 {
@@ -78,6 +82,9 @@ func AppendRequest(dst []byte, r *Request) []byte {
 			be.PutUint64(p, uint64(r.PreviousLAC))
 			be.PutUint32(p[8:], r.TimeoutMillis)
 		}
+	case OpBatchRead:
+		be.PutUint32(p, r.MaxCount)
+		be.PutUint32(p[4:], r.MaxBytes)
 	}
 	return dst
 }
@@ -94,17 +101,35 @@ func responseBodyLen(r *Response) int {
 		return 12 + len(r.ExplicitLAC)
 	case OpInfo:
 		return 20
+	case OpBatchRead:
+		return 12
 	}
 	return 0
 }
 
-// AppendResponse appends r's head to dst; the frame is the head followed
-// by r.Data (sent only for a successful OpRead or OpReadLAC).
-func AppendResponse(dst []byte, r *Response) []byte {
-	data := 0
-	if r.Status == StatusOK && (r.Op == OpRead || r.Op == OpReadLAC) {
-		data = len(r.Data)
+// responseTailLen is the length of what follows r's head in its frame.
+func responseTailLen(r *Response) int {
+	if r.Status != StatusOK {
+		return 0
 	}
+	switch r.Op {
+	case OpRead, OpReadLAC:
+		return len(r.Data)
+	case OpBatchRead:
+		n := 0
+		for _, e := range r.Entries {
+			n += 4 + len(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// AppendResponse appends r's head to dst. The frame is the head followed
+// by its tail, which ResponseBuffers adds: r.Data of a successful OpRead
+// or OpReadLAC, each entry of a successful OpBatchRead after its length.
+func AppendResponse(dst []byte, r *Response) []byte {
+	data := responseTailLen(r)
 	n := HeaderLen + responseBodyLen(r)
 	dst, b := grow(dst, n)
 	putHeader(b, n-4+data, r.Op, uint16(r.Status), r.RequestID, r.LedgerID, r.EntryID)
@@ -123,8 +148,38 @@ func AppendResponse(dst []byte, r *Response) []byte {
 		be.PutUint64(p, r.FreeBytes)
 		be.PutUint64(p[8:], r.TotalBytes)
 		be.PutUint32(p[16:], r.InfoFlags)
+	case OpBatchRead:
+		be.PutUint64(p, uint64(r.LAC))
+		be.PutUint32(p[8:], uint32(len(r.Entries)))
 	}
 	return dst
+}
+
+// ResponseBuffers encodes r as buffers for one vectored write: the head,
+// then the stored data it refers to without copying it (a batch read's
+// entry lengths share one small buffer).
+func ResponseBuffers(r *Response) [][]byte {
+	head := AppendResponse(make([]byte, 0, HeaderLen+24+len(r.ExplicitLAC)), r)
+	if r.Status != StatusOK {
+		return [][]byte{head}
+	}
+	switch r.Op {
+	case OpRead, OpReadLAC:
+		if len(r.Data) > 0 {
+			return [][]byte{head, r.Data}
+		}
+	case OpBatchRead:
+		bufs := make([][]byte, 0, 1+2*len(r.Entries))
+		bufs = append(bufs, head)
+		lens := make([]byte, 4*len(r.Entries))
+		for i, e := range r.Entries {
+			l := lens[4*i : 4*i+4]
+			be.PutUint32(l, uint32(len(e)))
+			bufs = append(bufs, l, e)
+		}
+		return bufs
+	}
+	return [][]byte{head}
 }
 
 // header checks and splits a whole frame (size prefix included).
@@ -168,6 +223,10 @@ func DecodeRequest(frame []byte, r *Request) error {
 		LedgerID:  int64(be.Uint64(frame[16:])),
 		EntryID:   int64(be.Uint64(frame[24:])),
 	}
+	if !r.Op.known() {
+		// Before the flags: a later op may come with later flags.
+		return fmt.Errorf("%w %d in request %d", ErrUnknownOp, uint8(r.Op), r.RequestID)
+	}
 	if r.Flags&^knownFlags != 0 {
 		return malformed("%s request %d has unknown flags %#x", r.Op, r.RequestID, r.Flags&^knownFlags)
 	}
@@ -190,9 +249,11 @@ func DecodeRequest(frame []byte, r *Request) error {
 		return nil
 	case OpRead:
 		p, err = decodeReadBody(r, p)
-	case OpReadLAC, OpInfo:
-	default:
-		return malformed("unknown op %d in request %d", uint8(r.Op), r.RequestID)
+	case OpBatchRead:
+		if len(p) < 8 {
+			return malformed("batch-read request %d without maxCount and maxBytes", r.RequestID)
+		}
+		r.MaxCount, r.MaxBytes, p = be.Uint32(p), be.Uint32(p[4:]), p[8:]
 	}
 	if err == nil && len(p) != 0 {
 		err = malformed("%s request %d has %d trailing bytes", r.Op, r.RequestID, len(p))
@@ -231,8 +292,8 @@ func DecodeResponse(frame []byte, r *Response) error {
 		LedgerID:  int64(be.Uint64(frame[16:])),
 		EntryID:   int64(be.Uint64(frame[24:])),
 	}
-	if r.Op < OpAdd || r.Op > OpInfo {
-		return malformed("unknown op %d in response %d", uint8(r.Op), r.RequestID)
+	if !r.Op.known() {
+		return fmt.Errorf("%w %d in response %d", ErrUnknownOp, uint8(r.Op), r.RequestID)
 	}
 	if r.Status != StatusOK {
 		if len(p) != 0 {
@@ -249,6 +310,8 @@ func DecodeResponse(frame []byte, r *Response) error {
 		return nil
 	case OpReadLAC:
 		return decodeReadLAC(r, p)
+	case OpBatchRead:
+		return decodeBatchRead(r, p)
 	case OpInfo:
 		if len(p) != 20 {
 			return malformed("info response %d has a %d-byte body, want 20", r.RequestID, len(p))
@@ -273,5 +336,35 @@ func decodeReadLAC(r *Response, p []byte) error {
 	}
 	r.ExplicitLAC = p[12 : 12+n]
 	r.Data = p[12+n:]
+	return nil
+}
+
+// decodeBatchRead splits a batch-read body into its entries. The count is
+// checked against the bytes there (each entry takes at least its 4-byte
+// length) before anything is allocated for it.
+func decodeBatchRead(r *Response, p []byte) error {
+	if len(p) < 12 {
+		return malformed("batch-read response %d shorter than 12 bytes", r.RequestID)
+	}
+	r.LAC = int64(be.Uint64(p))
+	n := be.Uint32(p[8:])
+	p = p[12:]
+	if uint64(n) > uint64(len(p)/4) {
+		return malformed("batch-read response %d: %d entries in %d bytes", r.RequestID, n, len(p))
+	}
+	r.Entries = make([][]byte, n)
+	for i := range r.Entries {
+		if len(p) < 4 {
+			return malformed("batch-read response %d: entry %d of %d without its length", r.RequestID, i, n)
+		}
+		l := be.Uint32(p)
+		if uint64(l) > uint64(len(p)-4) {
+			return malformed("batch-read response %d: entry %d of %d bytes truncated at %d", r.RequestID, i, l, len(p)-4)
+		}
+		r.Entries[i], p = p[4:4+l], p[4+l:]
+	}
+	if len(p) != 0 {
+		return malformed("batch-read response %d has %d bytes after its %d entries", r.RequestID, len(p), n)
+	}
 	return nil
 }

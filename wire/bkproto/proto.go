@@ -50,7 +50,44 @@
 //	OpWriteLAC request:  keyLen uint16, masterKey, lac int64, LAC data (rest)
 //	OpForceLedger:       request keyLen uint16, masterKey; response -
 //	OpInfo request:      -  (ledgerID and entryID are 0)
-//	OpInfo response:     freeBytes uint64, totalBytes uint64, flags uint32 (InfoReadOnly)
+//	OpInfo response:     freeBytes uint64, totalBytes uint64, flags uint32
+//	                     (InfoReadOnly, InfoBatchRead)
+//	OpBatchRead request: maxCount uint32, maxBytes uint32 (entryID: the first
+//	                     entry; no flags)
+//	OpBatchRead response: lac int64, count uint32, then count times
+//	                     len uint32, entry data [len]
+//
+// # Batch reads
+//
+// OpBatchRead returns the entries entryID, entryID+1, ... that the bookie
+// holds, in order: it stops at the first one it cannot read, after
+// maxCount entries, or before the answer's entries (each counted as 4 +
+// len bytes) would pass maxBytes, but it always returns entryID itself
+// when it has it, however large. A bookie may return fewer than asked
+// (this one stops at 4096 entries and 4 MiB); a client asks again from
+// where the answer stopped. When it cannot read entryID the status is the
+// one OpRead would give (StatusNoLedger, StatusNoEntry, StatusCorrupt, ...)
+// and the body is empty; an OK answer has at least one entry. The entries
+// are the stored data, as OpRead returns them:
+//
+//	OpBatchRead response body (status OK; offsets after the 32-byte header):
+//	  0   lac     int64
+//	  8   count   uint32   >= 1 (0 decodes; a client takes it as an error)
+//	  12  len     uint32   entry entryID
+//	  16  data    [len]
+//	  ..  len     uint32   entry entryID+1
+//	  ..  data    [len]
+//	  ... (count entries in all, nothing after the last)
+//
+// # Versions
+//
+// The ops, statuses and flags above are frozen; a later op is appended.
+// A bookie (from the build that added OpBatchRead on) answers an op it
+// does not know with StatusBadRequest (the op byte echoed, an empty body)
+// and keeps the connection. Bookies built
+// before OpBatchRead closed the connection on an unknown op instead, so a
+// client sends OpBatchRead only to a bookie whose OpInfo answer carries
+// InfoBatchRead.
 //
 // # Entry data
 //
@@ -104,7 +141,11 @@ const (
 	OpWriteLAC    Op = 4
 	OpForceLedger Op = 5
 	OpInfo        Op = 6
+	OpBatchRead   Op = 7 // appended; see Versions
 )
+
+// known reports whether this build speaks op.
+func (o Op) known() bool { return o >= OpAdd && o <= OpBatchRead }
 
 func (o Op) String() string {
 	switch o {
@@ -120,6 +161,8 @@ func (o Op) String() string {
 		return "force-ledger"
 	case OpInfo:
 		return "info"
+	case OpBatchRead:
+		return "batch-read"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -141,8 +184,13 @@ const (
 	knownFlags = FlagRecoveryAdd | FlagFence | FlagLongPoll | FlagDeferredSync
 )
 
-// InfoReadOnly is set in an OpInfo response's flags by a read-only bookie.
-const InfoReadOnly uint32 = 1
+// OpInfo response flags.
+const (
+	// InfoReadOnly is set by a read-only bookie.
+	InfoReadOnly uint32 = 1 << 0
+	// InfoBatchRead is set by a bookie that serves OpBatchRead.
+	InfoBatchRead uint32 = 1 << 1
+)
 
 // Status is a response code.
 type Status uint16
@@ -204,6 +252,11 @@ func (s Status) String() string {
 // ErrMalformed is wrapped by every decoding error.
 var ErrMalformed = errors.New("bkproto: malformed frame")
 
+// ErrUnknownOp is the decoding error of a well-framed request whose op
+// this build does not know (it wraps ErrMalformed); the request's header
+// fields are decoded, so the bookie can answer it.
+var ErrUnknownOp = fmt.Errorf("%w: unknown op", ErrMalformed)
+
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
@@ -221,6 +274,8 @@ type Request struct {
 	LAC           int64  // OpWriteLAC
 	PreviousLAC   int64  // long-poll OpRead
 	TimeoutMillis uint32 // long-poll OpRead
+	MaxCount      uint32 // OpBatchRead
+	MaxBytes      uint32 // OpBatchRead
 }
 
 // Response is a decoded response. Slices alias the frame.
@@ -231,9 +286,10 @@ type Response struct {
 	LedgerID  int64
 	EntryID   int64
 
-	LAC         int64  // OpRead, OpReadLAC
-	Data        []byte // OpRead: entry data; OpReadLAC: last entry data
-	ExplicitLAC []byte // OpReadLAC
+	LAC         int64    // OpRead, OpReadLAC, OpBatchRead
+	Data        []byte   // OpRead: entry data; OpReadLAC: last entry data
+	ExplicitLAC []byte   // OpReadLAC
+	Entries     [][]byte // OpBatchRead: entry data of EntryID, EntryID+1, ...
 
 	FreeBytes  uint64 // OpInfo
 	TotalBytes uint64 // OpInfo
