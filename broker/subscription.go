@@ -72,6 +72,9 @@ type subscription struct {
 	unacked          int64
 	maxUnacked       int64
 	blockedOnUnacked bool
+	// messagesPerEntry is a moving average of the messages in the entries
+	// dispatched (batches hold many), to size reads by permits.
+	messagesPerEntry float64
 }
 
 type inflightEntry struct {
@@ -91,7 +94,7 @@ const maxPermits = 1 << 16
 func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType, cursor managedledger.Cursor, durable bool) *subscription {
 	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable,
 		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
-		redelivered: map[managedledger.Position]uint32{}}
+		redelivered: map[managedledger.Position]uint32{}, messagesPerEntry: 1}
 }
 
 // addConsumer attaches c, enforcing the subscription type, and takes
@@ -242,7 +245,7 @@ func (s *subscription) startReadLocked() func() {
 	if s.closed || s.reading || permits <= 0 || !s.topic.name.Persistent() {
 		return nil // a non-persistent topic's entries are pushed as they come
 	}
-	n := int(min(permits, int64(s.topic.b.settings().dispatcherBatch)))
+	n := s.readCountLocked(permits)
 	gen := s.gen
 	if positions := s.deliverableReplayLocked(n); len(positions) > 0 {
 		s.reading = true
@@ -260,6 +263,22 @@ func (s *subscription) startReadLocked() func() {
 			s.onEntries(gen, true, e, err)
 		})
 	}
+}
+
+// readCountLocked is how many entries to read for permits messages. As
+// Pulsar's dispatcher does, permits are divided by the average messages
+// per entry: reading a full dispatcherMaxReadBatchSize of batch entries
+// for a consumer that can take a few of them would park the rest in the
+// replay set, from where each is read again, one by one.
+func (s *subscription) readCountLocked(permits int64) int {
+	n := int64(float64(permits) / max(s.messagesPerEntry, 1))
+	return int(max(1, min(n, int64(s.topic.b.settings().dispatcherBatch))))
+}
+
+// noteMessagesLocked updates the average messages per entry.
+func (s *subscription) noteMessagesLocked(messages int) {
+	const weight = 0.1 // about the last ten entries
+	s.messagesPerEntry += weight * (float64(messages) - s.messagesPerEntry)
 }
 
 // deliverableReplayLocked takes up to n replay positions, in order, whose
@@ -381,6 +400,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			continue // already with a consumer
 		}
 		info := entryInfoOf(e.Data)
+		s.noteMessagesLocked(info.messages)
 		slot := int32(-1)
 		if s.subType == pb.CommandSubscribe_Key_Shared {
 			slot = keySlot(info.key)
