@@ -42,6 +42,10 @@ type Config struct {
 	// (managedLedgerCacheEvictionTimeThresholdMillis; default 1 s... a
 	// tailing read takes an entry long before that).
 	CacheEvictionTime time.Duration
+	// CacheEvictionWatermark (managedLedgerCacheEvictionWatermark; default
+	// 0.9): once the cache is over its size it is evicted down to this
+	// fraction of it, so eviction runs in steps, not on every add.
+	CacheEvictionWatermark float64
 	// MarkDeleteRate persists each cursor's position at most this many
 	// times a second (managedLedgerDefaultMarkDeleteRateLimit; default 1).
 	MarkDeleteRate float64
@@ -79,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheSize <= 0 {
 		c.CacheSize = DefaultCacheSize
+	}
+	if c.CacheEvictionWatermark <= 0 || c.CacheEvictionWatermark > 1 {
+		c.CacheEvictionWatermark = 0.9
 	}
 	if c.CacheEvictionTime <= 0 {
 		c.CacheEvictionTime = time.Second
@@ -118,7 +125,7 @@ func NewBKFactory(cfg Config) (*BKFactory, error) {
 		return nil, errors.New("managedledger: Config.Store and Config.Ledgers are required")
 	}
 	cfg = cfg.withDefaults()
-	return &BKFactory{cfg: cfg, log: cfg.Logger, cache: newEntryCache(cfg.CacheSize, cfg.CacheEvictionTime),
+	return &BKFactory{cfg: cfg, log: cfg.Logger, cache: newEntryCache(cfg.CacheSize, cfg.CacheEvictionTime, cfg.CacheEvictionWatermark),
 		open: map[string]*bkLedger{}, opening: map[string]chan struct{}{}}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 // Lock rules: mu guards everything; it is a leaf lock.
 type entryCache struct {
 	max     int64
+	low     int64 // evicting goes down to this (the watermark)
 	maxAge  time.Duration
 	mu      sync.Mutex
 	entries map[cacheKey]*cacheItem
@@ -37,8 +38,8 @@ type cacheItem struct {
 	gone  bool
 }
 
-func newEntryCache(max int64, maxAge time.Duration) *entryCache {
-	return &entryCache{max: max, maxAge: maxAge, entries: map[cacheKey]*cacheItem{}}
+func newEntryCache(max int64, maxAge time.Duration, watermark float64) *entryCache {
+	return &entryCache{max: max, low: int64(float64(max) * watermark), maxAge: maxAge, entries: map[cacheKey]*cacheItem{}}
 }
 
 func (c *entryCache) put(k cacheKey, data []byte) {
@@ -71,11 +72,16 @@ func (c *entryCache) get(k cacheKey) ([]byte, bool) {
 	return it.data, true
 }
 
-// evictLocked drops the oldest items while over size or too old.
+// evictLocked drops the oldest items that are too old and, once over
+// size, the oldest down to the watermark.
 func (c *entryCache) evictLocked(now time.Time) {
+	limit := c.max
+	if c.size > c.max {
+		limit = c.low
+	}
 	for c.head < len(c.order) {
 		it := c.order[c.head]
-		if !it.gone && c.size <= c.max && now.Sub(it.added) < c.maxAge {
+		if !it.gone && c.size <= limit && now.Sub(it.added) < c.maxAge {
 			break
 		}
 		if !it.gone {

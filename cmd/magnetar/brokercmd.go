@@ -169,10 +169,10 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	defer ledgers.Close()
-	mls, err := managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: ledgers,
-		EnsembleSize: f.ensemble, WriteQuorum: f.writeQuorum, AckQuorum: f.ackQuorum,
-		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log,
-		Retention: f.retention()})
+	mlCfg := f.managedLedgerConfig(log)
+	mlCfg.Store, mlCfg.Ledgers = store, ledgers
+	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
+	mls, err := managedledger.NewBKFactory(mlCfg)
 	if err != nil {
 		return err
 	}

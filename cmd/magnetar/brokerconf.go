@@ -37,6 +37,8 @@ type brokerSettings struct {
 	retentionMB         int
 	retentionCheck      time.Duration
 	cacheMB             int
+	cacheWatermark      float64       // managedLedgerCacheEvictionWatermark
+	cacheEvictAge       time.Duration // managedLedgerCacheEvictionTimeThresholdMillis
 	maxProducers        int
 	maxConsumers        int
 	maxConsumersPerSub  int
@@ -59,35 +61,37 @@ func defaultBrokerSettings() brokerSettings {
 
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
-		"maxMessageSize":                             setInt(&s.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection":     setInt(&s.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":                 setInt(&s.dispatcherBatch),
-		"keepAliveIntervalSeconds":                   setSeconds(&s.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":           setInt(&s.maxEntriesPerLedger),
-		"brokerDeduplicationEnabled":                 setBool(&s.dedup),
-		"ttlDurationDefaultInSeconds":                setDuration(&s.ttl, time.Second),
-		"messageExpiryCheckIntervalInMinutes":        setDuration(&s.expiryCheck, time.Minute),
-		"backlogQuotaDefaultLimitBytes":              setInt64(&s.quotaBytes),
-		"backlogQuotaDefaultLimitGB":                 setFloat(&s.quotaGB),
-		"backlogQuotaDefaultRetentionPolicy":         setString(&s.quotaPolicy),
-		"backlogQuotaCheckIntervalInSeconds":         setSeconds(&s.quotaCheck),
-		"statsUpdateFrequencyInSecs":                 setSeconds(&s.statsUpdate),
-		"defaultRetentionTimeInMinutes":              setInt(&s.retentionMinutes),
-		"defaultRetentionSizeInMB":                   setInt(&s.retentionMB),
-		"retentionCheckIntervalInSeconds":            setSeconds(&s.retentionCheck),
-		"managedLedgerCacheSizeMB":                   setInt(&s.cacheMB),
-		"maxProducersPerTopic":                       setInt(&s.maxProducers),
-		"maxConsumersPerTopic":                       setInt(&s.maxConsumers),
-		"maxConsumersPerSubscription":                setInt(&s.maxConsumersPerSub),
-		"maxUnackedMessagesPerConsumer":              setInt(&s.maxUnackedPerCons),
-		"maxUnackedMessagesPerSubscription":          setInt(&s.maxUnackedPerSub),
-		"brokerEntryMetadataInterceptors":            setString(&s.entryInterceptors),
-		"exposingBrokerEntryMetadataToClientEnabled": setBool(&s.exposeEntryMetadata),
-		"acknowledgmentAtBatchIndexLevelEnabled":     setBool(&s.batchIndexAcks),
-		"brokerDeduplicationEntriesInterval":         setInt(&s.dedupInterval),
-		"allowAutoTopicCreation":                     setNegatedBool(&s.noAutoCreate),
-		"allowAutoTopicCreationType":                 setString(&s.autoCreateType),
-		"defaultNumPartitions":                       setInt(&s.defaultPartitions),
+		"maxMessageSize":                                setInt(&s.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection":        setInt(&s.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":                    setInt(&s.dispatcherBatch),
+		"keepAliveIntervalSeconds":                      setSeconds(&s.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":              setInt(&s.maxEntriesPerLedger),
+		"brokerDeduplicationEnabled":                    setBool(&s.dedup),
+		"ttlDurationDefaultInSeconds":                   setDuration(&s.ttl, time.Second),
+		"messageExpiryCheckIntervalInMinutes":           setDuration(&s.expiryCheck, time.Minute),
+		"backlogQuotaDefaultLimitBytes":                 setInt64(&s.quotaBytes),
+		"backlogQuotaDefaultLimitGB":                    setFloat(&s.quotaGB),
+		"backlogQuotaDefaultRetentionPolicy":            setString(&s.quotaPolicy),
+		"backlogQuotaCheckIntervalInSeconds":            setSeconds(&s.quotaCheck),
+		"statsUpdateFrequencyInSecs":                    setSeconds(&s.statsUpdate),
+		"defaultRetentionTimeInMinutes":                 setInt(&s.retentionMinutes),
+		"defaultRetentionSizeInMB":                      setInt(&s.retentionMB),
+		"retentionCheckIntervalInSeconds":               setSeconds(&s.retentionCheck),
+		"managedLedgerCacheSizeMB":                      setInt(&s.cacheMB),
+		"managedLedgerCacheEvictionWatermark":           setFloat(&s.cacheWatermark),
+		"managedLedgerCacheEvictionTimeThresholdMillis": setDuration(&s.cacheEvictAge, time.Millisecond),
+		"maxProducersPerTopic":                          setInt(&s.maxProducers),
+		"maxConsumersPerTopic":                          setInt(&s.maxConsumers),
+		"maxConsumersPerSubscription":                   setInt(&s.maxConsumersPerSub),
+		"maxUnackedMessagesPerConsumer":                 setInt(&s.maxUnackedPerCons),
+		"maxUnackedMessagesPerSubscription":             setInt(&s.maxUnackedPerSub),
+		"brokerEntryMetadataInterceptors":               setString(&s.entryInterceptors),
+		"exposingBrokerEntryMetadataToClientEnabled":    setBool(&s.exposeEntryMetadata),
+		"acknowledgmentAtBatchIndexLevelEnabled":        setBool(&s.batchIndexAcks),
+		"brokerDeduplicationEntriesInterval":            setInt(&s.dedupInterval),
+		"allowAutoTopicCreation":                        setNegatedBool(&s.noAutoCreate),
+		"allowAutoTopicCreationType":                    setString(&s.autoCreateType),
+		"defaultNumPartitions":                          setInt(&s.defaultPartitions),
 	}
 }
 
@@ -103,6 +107,9 @@ func (s *brokerSettings) validate(path string) error {
 		return fmt.Errorf("config %s: maxUnackedMessagesPerConsumer %d, maxUnackedMessagesPerSubscription %d: each must be 0 (no limit) or more",
 			path, s.maxUnackedPerCons, s.maxUnackedPerSub)
 	}
+	if s.cacheWatermark < 0 || s.cacheWatermark > 1 {
+		return fmt.Errorf("config %s: managedLedgerCacheEvictionWatermark %g: want a fraction between 0 and 1", path, s.cacheWatermark)
+	}
 	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
@@ -110,6 +117,13 @@ func (s *brokerSettings) validate(path string) error {
 		return fmt.Errorf("config %s: backlogQuotaDefaultRetentionPolicy %q: want producer_request_hold, producer_exception or consumer_backlog_eviction", path, s.quotaPolicy)
 	}
 	return nil
+}
+
+// managedLedgerConfig is the part of the managed-ledger settings standalone
+// and broker share (the caller adds the stores and the ensemble).
+func (s *brokerSettings) managedLedgerConfig(log *slog.Logger) managedledger.Config {
+	return managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), CacheSize: int64(s.cacheMB) << 20,
+		CacheEvictionWatermark: s.cacheWatermark, CacheEvictionTime: s.cacheEvictAge, Retention: s.retention(), Logger: log}
 }
 
 // retention is the broker's default retention of consumed ledgers.

@@ -75,9 +75,9 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, Logger: log}); err != nil {
 		return err
 	}
-	s.managedLedgers, err = managedledger.NewBKFactory(managedledger.Config{Store: store, Ledgers: s.ledgers,
-		MaxEntriesPerLedger: int64(f.maxEntriesPerLedger), CacheSize: int64(f.cacheMB) << 20, Logger: log,
-		Retention: f.retention()})
+	mlCfg := f.managedLedgerConfig(log)
+	mlCfg.Store, mlCfg.Ledgers = store, s.ledgers
+	s.managedLedgers, err = managedledger.NewBKFactory(mlCfg)
 	if err != nil {
 		return err
 	}
