@@ -50,17 +50,10 @@ func (s *subscription) ackBatchIndexes(ctx context.Context, c *consumer, cumulat
 	wake := len(s.replay) > 0
 	for _, a := range acks {
 		if s.cursor.IsAcknowledged(a.pos) {
-			wake = s.removeInflightLocked(a.pos) || wake
-			delete(s.redelivered, a.pos)
+			wake = s.ackedLocked(a.pos) || wake
 		}
-		if !cumulative {
-			continue
-		}
-		for q, in := range s.inflight {
-			if in.c == c && q.Compare(a.pos) < 0 {
-				wake = s.removeInflightLocked(q) || wake
-				delete(s.redelivered, q)
-			}
+		if cumulative {
+			wake = s.ackedBeforeLocked(c, a.pos, false) || wake
 		}
 	}
 	s.mu.Unlock()

@@ -605,22 +605,34 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 	wake := len(s.replay) > 0
 	for _, p := range valid {
 		if cumulative {
-			for q, in := range s.inflight {
-				if in.c == c && q.Compare(p) <= 0 {
-					wake = s.removeInflightLocked(q) || wake
-					delete(s.redelivered, q)
-				}
-			}
+			wake = s.ackedBeforeLocked(c, p, true) || wake
 			continue
 		}
-		wake = s.removeInflightLocked(p) || wake
-		delete(s.redelivered, p)
+		wake = s.ackedLocked(p) || wake
 	}
 	s.mu.Unlock()
 	if wake {
 		s.dispatch()
 	}
 	return nil
+}
+
+// ackedLocked forgets an acknowledged entry; it reports whether that
+// unblocked a consumer (removeInflightLocked).
+func (s *subscription) ackedLocked(p managedledger.Position) (unblocked bool) {
+	delete(s.redelivered, p)
+	return s.removeInflightLocked(p)
+}
+
+// ackedBeforeLocked forgets c's in-flight entries before pos (and pos
+// itself when inclusive): a cumulative acknowledgement.
+func (s *subscription) ackedBeforeLocked(c *consumer, pos managedledger.Position, inclusive bool) (unblocked bool) {
+	for q, in := range s.inflight {
+		if cmp := q.Compare(pos); in.c == c && (cmp < 0 || inclusive && cmp == 0) {
+			unblocked = s.ackedLocked(q) || unblocked
+		}
+	}
+	return unblocked
 }
 
 // addInflightLocked records an entry sent to in.c and counts its
