@@ -37,6 +37,9 @@ func ackSetOf(words []int64) []uint64 {
 // ackBatchIndexes applies partial acks from c; entries they complete
 // leave the in-flight set like acknowledged ones.
 func (s *subscription) ackBatchIndexes(ctx context.Context, c *consumer, cumulative bool, acks []batchAck) error {
+	if !s.topic.name.Persistent() {
+		return nil
+	}
 	last := s.topic.ml.LastConfirmed()
 	for _, a := range acks {
 		if a.pos.Compare(last) > 0 {

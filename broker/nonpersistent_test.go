@@ -20,7 +20,8 @@ func TestNonPersistentDelivery(t *testing.T) {
 	const topic = "non-persistent://public/default/np-delivery"
 	produce(t, c, topic, 5, false) // nobody listens: gone
 	sub := func(name string, typ pulsar.SubscriptionType, consumer string) pulsar.Consumer {
-		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: name, Type: typ, Name: consumer})
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: name, Type: typ, Name: consumer,
+			AckWithResponse: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +38,9 @@ func TestNonPersistentDelivery(t *testing.T) {
 		for _, m := range msgs {
 			got = append(got, string(m.Payload()))
 			perConsumer[i]++
-			_ = cons.Ack(m) // acknowledged or not: nothing is kept
+			if err := cons.Ack(m); err != nil { // accepted; nothing is kept
+				t.Fatal(err)
+			}
 		}
 	}
 	sort.Strings(got)

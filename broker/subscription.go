@@ -580,6 +580,9 @@ func entryInfoOf(data []byte) entryInfo {
 // are ignored (a confused client must not make delivered entries vanish);
 // only what the cursor accepted leaves the in-flight set.
 func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, positions []managedledger.Position) error {
+	if !s.topic.name.Persistent() {
+		return nil // nothing is kept to acknowledge
+	}
 	last := s.topic.ml.LastConfirmed()
 	valid := positions[:0:0]
 	for _, p := range positions {
