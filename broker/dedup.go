@@ -129,12 +129,12 @@ func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) err
 	})
 }
 
-// dropDedupCursor deletes the snapshot cursor of a topic loaded with
-// deduplication off.
-func dropDedupCursor(ctx context.Context, ml managedledger.ManagedLedger) error {
+// dropSystemCursor deletes a broker cursor (dedupCursor, indexCursor)
+// of a topic loaded with its feature off, so that it pins no ledgers.
+func dropSystemCursor(ctx context.Context, ml managedledger.ManagedLedger, name string) error {
 	for _, c := range ml.Cursors() {
-		if c.Name() == dedupCursor {
-			err := ml.DeleteCursor(ctx, dedupCursor)
+		if c.Name() == name {
+			err := ml.DeleteCursor(ctx, name)
 			if errors.Is(err, managedledger.ErrCursorNotFound) {
 				return nil
 			}

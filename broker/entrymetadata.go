@@ -8,7 +8,12 @@ package broker
 // life, a batch of N advancing it by N). The section is stored in front of
 // the producer's bytes (wire/stored.go), so it survives restarts and
 // ownership changes: a topic that loads again continues from the index in
-// its last entry. Consumers get it only when
+// its last entry. When that entry is gone (every entry consumed and
+// trimmed), the index comes from the properties of the topic's
+// "pulsar.broker.index" cursor, which follows the last entry stored (so it
+// pins nothing) and is persisted with it (at most a second behind, and on
+// close), as Pulsar keeps the index in the managed ledger's properties.
+// Consumers get it only when
 // exposingBrokerEntryMetadataToClientEnabled is set and their client
 // declared supports_broker_entry_metadata at CONNECT; others get the
 // producer's bytes, as without interceptors.
@@ -63,14 +68,27 @@ func ParseEntryMetadataInterceptors(list string) (timestamp, index bool, err err
 type entryStamper struct {
 	timestamp, index bool
 	now              func() time.Time
+	cursor           managedledger.Cursor // indexCursor, with the index
 
 	mu   sync.Mutex
 	last int64 // index of the last message stored; -1 before the first
 }
 
+// indexCursor keeps the index when no entry does (Pulsar's name for the
+// index it keeps in managed-ledger properties).
+const (
+	indexCursor   = "pulsar.broker.index"
+	indexProperty = "index"
+)
+
 // newEntryStamper returns nil when no interceptor is configured; else one
-// that continues from the index stored in the topic's last entry.
+// that continues from the topic's last index.
 func newEntryStamper(ctx context.Context, cfg Config, ml managedledger.ManagedLedger) (*entryStamper, error) {
+	if !cfg.BrokerEntryIndex {
+		if err := dropSystemCursor(ctx, ml, indexCursor); err != nil {
+			return nil, fmt.Errorf("delete the broker index cursor: %w", err)
+		}
+	}
 	if !cfg.BrokerEntryTimestamp && !cfg.BrokerEntryIndex {
 		return nil, nil
 	}
@@ -78,18 +96,25 @@ func newEntryStamper(ctx context.Context, cfg Config, ml managedledger.ManagedLe
 	if !s.index {
 		return s, nil
 	}
-	last := ml.LastConfirmed()
-	if last.EntryID < 0 {
-		return s, nil // empty stream (or nothing since the last rollover and nothing before)
-	}
-	e, err := ml.ReadEntry(ctx, last)
+	cur, err := ml.OpenCursor(ctx, indexCursor, managedledger.CursorOptions{Initial: managedledger.Latest})
 	if err != nil {
-		return nil, fmt.Errorf("read the last entry %v for its broker entry index: %w", last, err)
+		return nil, fmt.Errorf("open the broker index cursor: %w", err)
+	}
+	s.cursor = cur
+	if v, ok := cur.Properties()[indexProperty]; ok {
+		s.last = v
+	}
+	if ml.Entries() == 0 {
+		return s, nil // nothing stored (or all trimmed): the cursor's index is all there is
+	}
+	e, err := ml.ReadEntry(ctx, ml.LastConfirmed())
+	if err != nil {
+		return nil, fmt.Errorf("read the last entry %v for its broker entry index: %w", ml.LastConfirmed(), err)
 	}
 	if bem, _, err := wire.ParseStoredEntry(e.Data); err == nil && bem != nil {
 		var m pb.BrokerEntryMetadata
 		if proto.Unmarshal(bem, &m) == nil && m.Index != nil {
-			s.last = int64(m.GetIndex())
+			s.last = max(s.last, int64(m.GetIndex()))
 		}
 	}
 	return s, nil
@@ -108,5 +133,14 @@ func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, message
 	// The index is taken even if the add fails: a gap in the indices is
 	// harmless, a duplicate would not be.
 	s.last = index
-	ml.AddEntry(data, cb)
+	if s.cursor == nil {
+		ml.AddEntry(data, cb)
+		return
+	}
+	ml.AddEntry(data, func(pos managedledger.Position, err error) {
+		if err == nil { // callbacks run in storage order: the cursor only moves forward
+			_ = s.cursor.MarkDeleteWithProperties(context.Background(), pos, map[string]int64{indexProperty: index})
+		}
+		cb(pos, err)
+	})
 }

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
 func startStampingBroker(t *testing.T, ledgers managedledger.Factory, expose bool) (*Broker, string) {
@@ -110,4 +113,77 @@ func receiveOne(t *testing.T, cons pulsar.Consumer) pulsar.Message {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// When every entry was consumed and trimmed, the index continues from the
+// broker index cursor, which also is no subscription.
+func TestBrokerEntryIndexSurvivesTrimming(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ledgers := managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: 1})
+	cfg := Config{BrokerEntryIndex: true}
+	ml, err := ledgers.Open(ctx, "public/default/persistent/trimmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := ml.OpenCursor(ctx, "s", managedledger.CursorOptions{Initial: managedledger.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newEntryStamper(ctx, cfg, ml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(1)}, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last managedledger.Position
+	for range 3 {
+		done := make(chan error, 1)
+		s.add(ml, entry, 2, func(p managedledger.Position, err error) { last = p; done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sub.MarkDelete(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	_ = ml.Close(ctx)
+	reopened, _ := ledgers.Open(ctx, "public/default/persistent/trimmed")
+	// As the ledger-backed stream is once every ledger was consumed and a
+	// new owner rolled over: nothing stored to read the index from.
+	ml = allTrimmed{reopened}
+	s2, err := newEntryStamper(ctx, cfg, ml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.last != 5 {
+		t.Fatalf("index after reloading a trimmed topic: %d; want 5 (3 entries of 2 messages)", s2.last)
+	}
+	tp := &topic{ml: ml}
+	for _, c := range tp.subscriptionCursors() {
+		if c.Name() == indexCursor {
+			t.Fatal("the index cursor is listed as a subscription")
+		}
+	}
+	// Index off: the cursor goes, so it pins nothing.
+	if _, err := newEntryStamper(ctx, Config{}, ml); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ml.Cursors() {
+		if c.Name() == indexCursor {
+			t.Fatal("the index cursor outlived the index interceptor")
+		}
+	}
+}
+
+// allTrimmed is a stream whose entries were all trimmed.
+type allTrimmed struct{ managedledger.ManagedLedger }
+
+func (allTrimmed) Entries() int64 { return 0 }
+
+func (allTrimmed) ReadEntry(context.Context, managedledger.Position) (managedledger.Entry, error) {
+	return managedledger.Entry{}, managedledger.ErrInvalidPosition
 }

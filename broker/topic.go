@@ -67,7 +67,7 @@ func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic 
 // replaying a large topic must not stall the broker.
 func (t *topic) loadDedup(ctx context.Context) error {
 	if !t.b.cfg.BrokerDeduplicationEnabled {
-		if err := dropDedupCursor(ctx, t.ml); err != nil {
+		if err := dropSystemCursor(ctx, t.ml, dedupCursor); err != nil {
 			return fmt.Errorf("delete the deduplication cursor: %w", err)
 		}
 		return nil
@@ -258,12 +258,12 @@ func (t *topic) allSubs() []*subscription {
 }
 
 // subscriptionCursors are the managed ledger's cursors that are
-// subscriptions: all but the deduplication snapshot cursor.
+// subscriptions: all but the broker's own (dedupCursor, indexCursor).
 func (t *topic) subscriptionCursors() []managedledger.Cursor {
 	all := t.ml.Cursors()
 	out := all[:0:0]
 	for _, c := range all {
-		if c.Name() != dedupCursor {
+		if c.Name() != dedupCursor && c.Name() != indexCursor {
 			out = append(out, c)
 		}
 	}
