@@ -106,6 +106,10 @@ func (n *streamOfNothing) ReadEntry(context.Context, managedledger.Position) (ma
 	return managedledger.Entry{}, managedledger.ErrInvalidPosition
 }
 
+func (n *streamOfNothing) ReadEntriesAt(context.Context, []managedledger.Position) ([]managedledger.Entry, error) {
+	return nil, nil
+}
+
 // LastConfirmed is "before the first entry": nothing can be read.
 func (n *streamOfNothing) LastConfirmed() managedledger.Position {
 	return managedledger.Position{LedgerID: -1, EntryID: -1}

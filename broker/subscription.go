@@ -62,6 +62,9 @@ type subscription struct {
 	again       bool
 	inflight    map[managedledger.Position]inflightEntry
 	replay      map[managedledger.Position]int32 // position → key slot
+	// replaying holds the replay positions taken by the read under way,
+	// with their slots, to put back if that read fails (one read at a time).
+	replaying   map[managedledger.Position]int32
 	redelivered map[managedledger.Position]uint32
 	lastRead    *managedledger.Position // last entry read from the cursor
 	delayed     delayedQueue            // entries held until their deliver_at_time
@@ -73,7 +76,8 @@ type subscription struct {
 	maxUnacked       int64
 	blockedOnUnacked bool
 	// messagesPerEntry is a moving average of the messages in the entries
-	// dispatched (batches hold many), to size reads by permits.
+	// dispatched (batches hold many), to size reads by permits; 0 until
+	// the first entry.
 	messagesPerEntry float64
 }
 
@@ -94,7 +98,7 @@ const maxPermits = 1 << 16
 func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType, cursor managedledger.Cursor, durable bool) *subscription {
 	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable,
 		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
-		redelivered: map[managedledger.Position]uint32{}, messagesPerEntry: 1}
+		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
 }
 
 // addConsumer attaches c, enforcing the subscription type, and takes
@@ -269,8 +273,13 @@ func (s *subscription) startReadLocked() func() {
 // Pulsar's dispatcher does, permits are divided by the average messages
 // per entry: reading a full dispatcherMaxReadBatchSize of batch entries
 // for a consumer that can take a few of them would park the rest in the
-// replay set, from where each is read again, one by one.
+// replay set, from where each is read again. The first read, before any
+// entry was seen, is of one entry (Pulsar starts from a high average
+// for the same reason).
 func (s *subscription) readCountLocked(permits int64) int {
+	if s.messagesPerEntry == 0 {
+		return 1
+	}
 	n := int64(float64(permits) / max(s.messagesPerEntry, 1))
 	return int(max(1, min(n, int64(s.topic.b.settings().dispatcherBatch))))
 }
@@ -278,6 +287,10 @@ func (s *subscription) readCountLocked(permits int64) int {
 // noteMessagesLocked updates the average messages per entry.
 func (s *subscription) noteMessagesLocked(messages int) {
 	const weight = 0.1 // about the last ten entries
+	if s.messagesPerEntry == 0 {
+		s.messagesPerEntry = float64(messages)
+		return
+	}
 	s.messagesPerEntry += weight * (float64(messages) - s.messagesPerEntry)
 }
 
@@ -307,6 +320,7 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 				continue
 			}
 		}
+		s.replaying[p] = slot
 		delete(s.replay, p)
 		out = append(out, p)
 	}
@@ -316,19 +330,45 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 // readReplay reads replayed positions by position, skipping those
 // acknowledged meanwhile.
 func (s *subscription) readReplay(gen uint64, positions []managedledger.Position) {
-	ctx := context.Background()
-	entries := make([]managedledger.Entry, 0, len(positions))
+	wanted := positions[:0:0]
 	for _, p := range positions {
-		if s.cursor.IsAcknowledged(p) {
-			continue
+		if !s.cursor.IsAcknowledged(p) {
+			wanted = append(wanted, p)
 		}
-		e, err := s.topic.ml.ReadEntry(ctx, p)
-		if err != nil {
-			continue // trimmed: it was acknowledged
-		}
-		entries = append(entries, e)
 	}
+	// One read for all: runs of consecutive entries go to the bookies
+	// together. Entries trimmed meanwhile were acknowledged: left out.
+	entries, err := s.topic.ml.ReadEntriesAt(context.Background(), wanted)
+	if err != nil {
+		s.replayFailed(gen, wanted, err)
+		return
+	}
+	s.mu.Lock()
+	clear(s.replaying)
+	s.mu.Unlock()
 	s.onEntries(gen, false, entries, nil)
+}
+
+// replayFailed puts positions whose read failed back into the replay set
+// (with their key slots) and tries again shortly: they are neither in
+// flight nor anywhere else, so dropping them would lose them until the
+// subscription is reloaded.
+func (s *subscription) replayFailed(gen uint64, positions []managedledger.Position, err error) {
+	s.mu.Lock()
+	s.reading = false
+	closed := s.closed
+	for _, p := range positions {
+		if slot, ok := s.replaying[p]; ok && gen == s.gen { // a seek since: they are not wanted
+			s.replay[p] = slot
+		}
+	}
+	clear(s.replaying)
+	s.mu.Unlock()
+	if closed || errors.Is(err, managedledger.ErrClosed) {
+		return
+	}
+	s.topic.b.log.Warn("redelivery read failed; retrying", "topic", s.topic.name.String(), "subscription", s.name, "err", err)
+	time.AfterFunc(100*time.Millisecond, s.dispatch)
 }
 
 // delivery is one MESSAGE to write after mu is released.
@@ -732,6 +772,7 @@ func (s *subscription) seek(ctx context.Context, pos managedledger.Position) err
 	}
 	s.inflight = map[managedledger.Position]inflightEntry{}
 	s.replay = map[managedledger.Position]int32{}
+	clear(s.replaying)
 	s.redelivered = map[managedledger.Position]uint32{}
 	s.delayed = nil
 	s.unacked, s.blockedOnUnacked = 0, false

@@ -151,6 +151,10 @@ type ManagedLedger interface {
 	// ReadEntry reads the stored entry at pos (ErrInvalidPosition if
 	// there is none).
 	ReadEntry(ctx context.Context, pos Position) (Entry, error)
+	// ReadEntriesAt reads the stored entries at positions, in position
+	// order, reading runs of consecutive entries together (readat.go);
+	// positions not stored (trimmed, or never written) are left out.
+	ReadEntriesAt(ctx context.Context, positions []Position) ([]Entry, error)
 	// LastConfirmed is the position of the last entry added, or the
 	// position just before the first entry when the stream is empty.
 	LastConfirmed() Position
