@@ -144,3 +144,28 @@ func mustTopicName(t *testing.T, s string) TopicName {
 	}
 	return n
 }
+
+// A partitioned non-persistent topic: the partition count is metadata as
+// for persistent ones, and each partition delivers as a non-persistent
+// topic.
+func TestNonPersistentPartitioned(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 50), false)
+	const topic = "non-persistent://public/default/np-parted"
+	if err := env.admin.Topics().Create(topicName(t, topic), 3); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, env.url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, topic, 30, false)
+	partitions := map[string]bool{}
+	for _, m := range receiveFor(t, cons, 30) {
+		partitions[m.Topic()] = true
+	}
+	if len(partitions) != 3 {
+		t.Fatalf("messages came from %d partitions (%v); want 3", len(partitions), partitions)
+	}
+}
