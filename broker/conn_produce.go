@@ -238,8 +238,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		}
 		p.topic.stats.msgsIn.Add(msgs)
 		p.topic.stats.bytesIn.Add(size)
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
-			ProducerId: &id, SequenceId: &seq, MessageId: messageID(pos), HighestSequenceId: &highest}})
+		// Encoded by hand: one receipt per stored entry (wire/message.go).
+		_ = c.t.Write(wire.AppendSendReceiptFrame(make([]byte, 0, 64), wire.SendReceipt{ProducerID: id, SequenceID: seq,
+			HighestSequenceID: highest, LedgerID: uint64(pos.LedgerID), EntryID: uint64(pos.EntryID)}))
 	})
 	return nil
 }

@@ -62,3 +62,27 @@ func BenchmarkAppendMessageFrameHeader(b *testing.B) {
 		}
 	}
 }
+
+// The hand-written SEND_RECEIPT is byte for byte the generated encoding.
+func TestSendReceiptFrameMatchesGenerated(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := wire.SendReceipt{
+			ProducerID:        rapid.Uint64().Draw(t, "producer"),
+			SequenceID:        rapid.Uint64().Draw(t, "sequence"),
+			HighestSequenceID: rapid.Uint64().Draw(t, "highest"),
+			LedgerID:          rapid.Uint64().Draw(t, "ledger"),
+			EntryID:           rapid.Uint64().Draw(t, "entry"),
+		}
+		got := wire.AppendSendReceiptFrame(nil, r)
+		want, err := wire.AppendSimpleFrame(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(),
+			SendReceipt: &pb.CommandSendReceipt{ProducerId: &r.ProducerID, SequenceId: &r.SequenceID,
+				MessageId:         &pb.MessageIdData{LedgerId: &r.LedgerID, EntryId: &r.EntryID},
+				HighestSequenceId: &r.HighestSequenceID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("hand-written %x\ngenerated   %x", got, want)
+		}
+	})
+}
