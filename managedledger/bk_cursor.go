@@ -174,6 +174,10 @@ func (ml *bkLedger) markDeleteIndexLocked(pos Position) int64 {
 func (c *bkCursor) MarkDelete(ctx context.Context, pos Position) error {
 	c.ml.mu.Lock()
 	defer c.ml.mu.Unlock()
+	return c.markDeleteLocked(pos)
+}
+
+func (c *bkCursor) markDeleteLocked(pos Position) error {
 	if err := c.checkLocked(); err != nil {
 		return err
 	}

@@ -108,6 +108,10 @@ func (c *memoryCursor) indexAtLocked(pos Position) (int64, bool) {
 func (c *memoryCursor) MarkDelete(ctx context.Context, pos Position) error {
 	c.ml.mu.Lock()
 	defer c.ml.mu.Unlock()
+	return c.markDeleteLocked(pos)
+}
+
+func (c *memoryCursor) markDeleteLocked(pos Position) error {
 	if err := c.check(); err != nil {
 		return err
 	}

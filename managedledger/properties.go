@@ -17,13 +17,15 @@ import (
 	"maps"
 )
 
-// MarkDeleteWithProperties implements Cursor.
+// MarkDeleteWithProperties implements Cursor: position and properties
+// change under one lock, so a snapshot never pairs one call's position
+// with another's properties.
 func (c *bkCursor) MarkDeleteWithProperties(ctx context.Context, pos Position, props map[string]int64) error {
-	if err := c.MarkDelete(ctx, pos); err != nil {
-		return err
-	}
 	c.ml.mu.Lock()
 	defer c.ml.mu.Unlock()
+	if err := c.markDeleteLocked(pos); err != nil {
+		return err
+	}
 	c.props = maps.Clone(props)
 	c.dirty = true
 	c.ml.schedulePersistLocked()
@@ -39,11 +41,11 @@ func (c *bkCursor) Properties() map[string]int64 {
 
 // MarkDeleteWithProperties implements Cursor.
 func (c *memoryCursor) MarkDeleteWithProperties(ctx context.Context, pos Position, props map[string]int64) error {
-	if err := c.MarkDelete(ctx, pos); err != nil {
-		return err
-	}
 	c.ml.mu.Lock()
 	defer c.ml.mu.Unlock()
+	if err := c.markDeleteLocked(pos); err != nil {
+		return err
+	}
 	c.props = maps.Clone(props)
 	return nil
 }
