@@ -132,14 +132,8 @@ func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) err
 // dropSystemCursor deletes a broker cursor (dedupCursor, indexCursor)
 // of a topic loaded with its feature off, so that it pins no ledgers.
 func dropSystemCursor(ctx context.Context, ml managedledger.ManagedLedger, name string) error {
-	for _, c := range ml.Cursors() {
-		if c.Name() == name {
-			err := ml.DeleteCursor(ctx, name)
-			if errors.Is(err, managedledger.ErrCursorNotFound) {
-				return nil
-			}
-			return err
-		}
+	if err := ml.DeleteCursor(ctx, name); err != nil && !errors.Is(err, managedledger.ErrCursorNotFound) {
+		return err
 	}
 	return nil
 }
