@@ -54,11 +54,15 @@ type bkLedger struct {
 		appendSize   int64         // bytes appended to writer
 		openedAt     time.Time     // when writer's ledger was created
 		persistTimer *time.Timer   // armed while cursors are unsaved or a trim may be due
-		cursors      map[string]*bkCursor
-		nonDurable   map[*bkCursor]struct{}
-		closed       bool
-		fenced       error // set once another owner took the ledger over
-		terminated   *Position
+		// recovered is set once every durable cursor stored is in cursors:
+		// until then the persister is not armed and nothing is trimmed,
+		// since a cursor not yet read would count as consumed.
+		recovered  bool
+		cursors    map[string]*bkCursor
+		nonDurable map[*bkCursor]struct{}
+		closed     bool
+		fenced     error // set once another owner took the ledger over
+		terminated *Position
 		// Terminate waits for the adds accepted before it (inflight) to
 		// complete: terminating rejects new ones, drained is closed when
 		// inflight drops to 0.
@@ -114,6 +118,10 @@ func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, er
 		ml.abandon()
 		return nil, err
 	}
+	ml.mu.Lock()
+	ml.mu.recovered = true
+	ml.schedulePersistLocked() // recovered cursors go to new cursor ledgers; trims may be due
+	ml.mu.Unlock()
 	return ml, nil
 }
 
@@ -323,11 +331,19 @@ func (ml *bkLedger) Size() int64 {
 	return n
 }
 
-// abandon releases what a failed open created.
+// abandon releases what a failed open created. The instance is closed
+// for good: it never persists, trims or writes metadata again (it knew
+// only some of the cursors; the next open starts over).
 func (ml *bkLedger) abandon() {
 	ml.mu.Lock()
+	ml.mu.closed = true
+	if t := ml.mu.persistTimer; t != nil {
+		t.Stop()
+		ml.mu.persistTimer = nil
+	}
 	w := ml.mu.writer
 	ml.mu.Unlock()
+	ml.persistWG.Wait()
 	if w != nil {
 		_ = w.Close(context.Background())
 	}

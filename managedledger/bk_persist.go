@@ -415,10 +415,11 @@ func (ml *bkLedger) persistInterval() time.Duration {
 	return time.Duration(float64(time.Second) / ml.cfg.MarkDeleteRate)
 }
 
-// schedulePersistLocked arms the persist timer unless it is armed or the
-// ledger closed.
+// schedulePersistLocked arms the persist timer unless it is armed, the
+// ledger closed, or its cursors are still being recovered (the open arms
+// it once they are).
 func (ml *bkLedger) schedulePersistLocked() {
-	if ml.mu.persistTimer != nil || ml.mu.closed {
+	if ml.mu.persistTimer != nil || ml.mu.closed || !ml.mu.recovered {
 		return
 	}
 	ml.mu.persistTimer = time.AfterFunc(ml.persistInterval(), ml.persistTick)
@@ -502,7 +503,9 @@ func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
 	ml.metaMu.Lock() // no rollover or terminate writes the node meanwhile
 	defer ml.metaMu.Unlock()
 	ml.mu.Lock()
-	if len(ml.mu.cursors) == 0 || ml.mu.rolling {
+	// Only by every cursor (recovered), and never once closed: a closed or
+	// abandoned instance may not know a cursor a new owner created.
+	if len(ml.mu.cursors) == 0 || ml.mu.rolling || !ml.mu.recovered || ml.mu.closed || ml.mu.fenced != nil {
 		ml.mu.Unlock()
 		return nil, nil
 	}
