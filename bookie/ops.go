@@ -63,6 +63,8 @@ func statusOf(err error) bkproto.Status {
 		return bkproto.StatusCorrupt
 	case errors.Is(err, entrylog.ErrClosed), errors.Is(err, journal.ErrClosed):
 		return bkproto.StatusShuttingDown
+	case errors.Is(err, entrylog.ErrEntryTooLarge), errors.Is(err, journal.ErrEntryTooLarge):
+		return bkproto.StatusTooLarge // this entry only: the bookie is fine
 	}
 	return bkproto.StatusIOError
 }
@@ -140,6 +142,12 @@ func (c *Core) add(r *bkproto.Request, answer func(bkproto.Status)) {
 	head, err := bkproto.ParseEntryHead(r.Data)
 	if err != nil || head.LedgerID != r.LedgerID || head.EntryID != r.EntryID || r.EntryID < 0 {
 		answer(bkproto.StatusBadRequest)
+		return
+	}
+	if len(r.Data) > journal.MaxEntrySize {
+		// Refused before storage takes it: the bookie stores before it
+		// journals, and an entry the journal then refused would be readable.
+		answer(bkproto.StatusTooLarge)
 		return
 	}
 	js := c.journal.Load()

@@ -31,7 +31,11 @@ type ServerOptions struct {
 	MaxPendingReads int
 	// NumEventLoops (default 2).
 	NumEventLoops int
-	// MaxFrameSize (nettyMaxFrameSizeBytes; default 5 MiB + 1 KiB).
+	// MaxFrameSize (nettyMaxFrameSizeBytes; default
+	// bkproto.DefaultMaxFrameSize, above the largest entry a broker with the
+	// default maxMessageSize stores). A request over it is answered
+	// StatusTooLarge on its own; only a frame over twice it closes the
+	// connection (it cannot be a request any bookie takes).
 	MaxFrameSize int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
@@ -56,7 +60,7 @@ func (o ServerOptions) withDefaults() ServerOptions {
 		o.NumEventLoops = 2
 	}
 	if o.MaxFrameSize <= 0 {
-		o.MaxFrameSize = 5<<20 + 1<<10
+		o.MaxFrameSize = bkproto.DefaultMaxFrameSize
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -99,8 +103,13 @@ func Serve(core *Core, opts ServerOptions) (*Server, error) {
 	for range opts.ReadWorkers {
 		s.startWorker(s.reads)
 	}
+	// netio reads frames up to twice the limit, so that one over it is
+	// refused alone rather than closing a connection many ledgers share;
+	// what a paused connection may buffer stays what it was (netio's
+	// default for the limit itself).
 	srv, err := netio.Listen(s, netio.Options{
-		Addr: opts.Addr, NumEventLoop: opts.NumEventLoops, MaxFrameSize: opts.MaxFrameSize, Logger: opts.Logger,
+		Addr: opts.Addr, NumEventLoop: opts.NumEventLoops, Logger: opts.Logger,
+		MaxFrameSize: 2 * opts.MaxFrameSize, MaxInboundBuffered: 2*opts.MaxFrameSize + 1<<20,
 	})
 	if err != nil {
 		close(s.done)
@@ -152,6 +161,9 @@ func (s *Server) OnClose(*netio.Conn, error) {}
 // a later build is answered StatusBadRequest and the connection stays, so
 // the client can tell and what else it has in flight here is not lost.
 func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
+	if len(frame)-4 > s.opts.MaxFrameSize {
+		return s.refuseTooLarge(c, frame)
+	}
 	t := &task{conn: c, frame: append([]byte(nil), frame...), started: time.Now()}
 	if err := bkproto.DecodeRequest(t.frame, &t.req); err != nil {
 		if errors.Is(err, bkproto.ErrUnknownOp) {
@@ -184,6 +196,22 @@ func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
 			}
 		}()
 	}
+	return nil
+}
+
+// refuseTooLarge answers a frame over MaxFrameSize with StatusTooLarge,
+// without copying it: one oversized request must not fail the others on
+// its connection. Only a frame that does not decode closes it.
+func (s *Server) refuseTooLarge(c *netio.Conn, frame []byte) error {
+	var req bkproto.Request
+	if err := bkproto.DecodeRequest(frame, &req); err != nil && !errors.Is(err, bkproto.ErrUnknownOp) {
+		return fmt.Errorf("bookie: request from %s: %w", c.RemoteAddr(), err)
+	}
+	s.log.Warn("bookie refused a request over its frame limit (nettyMaxFrameSizeBytes)", "remote", c.RemoteAddr(),
+		"op", req.Op, "ledger", req.LedgerID, "entry", req.EntryID, "size", len(frame)-4, "limit", s.opts.MaxFrameSize)
+	t := &task{conn: c, started: time.Now()}
+	s.replier(t)(&bkproto.Response{Op: req.Op, Status: bkproto.StatusTooLarge,
+		RequestID: req.RequestID, LedgerID: req.LedgerID, EntryID: req.EntryID})
 	return nil
 }
 

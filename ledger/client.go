@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 // Config configures a Client. Zero values take the defaults; names in
@@ -44,6 +46,12 @@ type Config struct {
 	// MetadataTimeout bounds metadata operations the client starts on its
 	// own (ensemble changes; default 30 s).
 	MetadataTimeout time.Duration
+	// MaxFrameSize is the bookies' frame limit (nettyMaxFrameSizeBytes;
+	// default bkproto.DefaultMaxFrameSize; a broker sets
+	// bkproto.MaxFrameSize(wire.MaxEntrySize(maxMessageSize))). An append
+	// whose add request is over it fails with ErrEntryTooLarge before it
+	// is sent; answers are read up to it.
+	MaxFrameSize int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -64,6 +72,9 @@ func (c Config) withDefaults() Config {
 	if c.MetadataTimeout <= 0 {
 		c.MetadataTimeout = 30 * time.Second
 	}
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = bkproto.DefaultMaxFrameSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -79,6 +90,11 @@ type Client struct {
 	ownNet    *NetTransport // closed with the client when it made it
 	reg       *registry
 	caps      *batchCaps // which bookies serve batch reads
+	// maxFrame is the add frame size appends are refused above:
+	// Config.MaxFrameSize, lowered when a bookie refuses a smaller add as
+	// too large (its limit is below ours), so that entry is refused before
+	// it is sent next time instead of failing a ledger again.
+	maxFrame atomic.Int64
 }
 
 // New returns a client. It reads the registered bookies and keeps
@@ -89,6 +105,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, log: cfg.Logger, meta: metaStore{cfg.Store}}
+	c.maxFrame.Store(int64(cfg.MaxFrameSize))
 	reg, err := startRegistry(ctx, cfg.Store, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -96,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.reg = reg
 	c.transport = cfg.Transport
 	if c.transport == nil {
-		c.ownNet = NewNetTransport(reg, client.Options{})
+		c.ownNet = NewNetTransport(reg, client.Options{MaxFrameSize: cfg.MaxFrameSize})
 		c.transport = c.ownNet
 	}
 	c.caps = newBatchCaps(c.transport, cfg.ReadTimeout)
@@ -112,6 +129,20 @@ func (c *Client) Close() {
 }
 
 func (c *Client) bookies() []BookieInfo { return c.reg.list() }
+
+// lowerMaxFrame lowers the add frame limit to n unless it is already at or
+// below it; it reports whether it did.
+func (c *Client) lowerMaxFrame(n int64) bool {
+	for {
+		cur := c.maxFrame.Load()
+		if n >= cur {
+			return false
+		}
+		if c.maxFrame.CompareAndSwap(cur, n) {
+			return true
+		}
+	}
+}
 
 // CreateOptions describe a new ledger.
 type CreateOptions struct {

@@ -30,4 +30,9 @@ var (
 	ErrAddTimeout = errors.New("ledger: add timed out")
 	// ErrUnauthorized: wrong password for the ledger.
 	ErrUnauthorized = errors.New("ledger: wrong password")
+	// ErrEntryTooLarge: an append whose add request would be over the
+	// bookies' frame limit (Config.MaxFrameSize). It is refused before it
+	// is sent, takes no entry id and leaves the handle writable: no
+	// bookie would ever store it, in this ledger or another.
+	ErrEntryTooLarge = errors.New("ledger: entry too large for the bookies")
 )

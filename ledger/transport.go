@@ -116,7 +116,8 @@ func (t *NetTransport) Close() {
 
 // isBookieFailure reports whether an error from one bookie means that
 // bookie should be replaced (as opposed to the ledger being fenced or the
-// request being wrong).
+// request being wrong or too large).
 func isBookieFailure(err error) bool {
-	return !errors.Is(err, client.ErrFenced) && !errors.Is(err, client.ErrUnauthorized) && !errors.Is(err, client.ErrBadRequest)
+	return !errors.Is(err, client.ErrFenced) && !errors.Is(err, client.ErrUnauthorized) && !errors.Is(err, client.ErrBadRequest) &&
+		!errors.Is(err, client.ErrTooLarge)
 }

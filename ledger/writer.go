@@ -70,6 +70,9 @@ type pendingAdd struct {
 	sentAt   []time.Time
 	acked    []bool
 	ackCount int
+	// then holds refused appends made after this entry and before the
+	// next: they complete right after it, so callbacks keep append order.
+	then []completion
 }
 
 type completion struct {
@@ -133,7 +136,9 @@ func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error)
 }
 
 // AppendAsync appends payload; cb runs once it completes or fails.
-// payload is not retained.
+// payload is not retained. A payload too large for the bookies fails with
+// ErrEntryTooLarge (entry id -1) after the entries appended before it, and
+// the handle stays writable.
 func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 	h.mu.Lock()
 	if h.mu.err != nil {
@@ -142,12 +147,38 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 		h.signal()
 		return
 	}
+	if size := h.addFrameSize(len(payload)); size > int(h.c.maxFrame.Load()) {
+		h.refuseLocked(cb, fmt.Errorf("ledger %d: append of %d bytes is a %d-byte add request, over the bookies' frame limit of %d: %w",
+			h.id, len(payload), size, h.c.maxFrame.Load(), ErrEntryTooLarge))
+		return
+	}
 	id := h.mu.nextEntry
 	h.mu.nextEntry++
 	h.mu.length += int64(len(payload))
 	data := h.dig.encodeEntry(h.id, id, h.mu.lac, h.mu.length, payload)
 	h.mu.sentLAC = h.mu.lac
 	h.enqueueLocked(id, h.mu.length, data, cb)
+}
+
+// addFrameSize is the frame size of the add request carrying a payload
+// of n bytes.
+func (h *WriteHandle) addFrameSize(n int) int {
+	head := &bkproto.Request{Op: bkproto.OpAdd, MasterKey: h.key}
+	return head.FrameSize() + entryHeaderLen + h.dig.size() + n
+}
+
+// refuseLocked fails an append no bookie would take, without giving it an
+// entry id or ending the handle: its callback runs after those of the
+// entries appended before it. Unlocks mu.
+func (h *WriteHandle) refuseLocked(cb AddCallback, err error) {
+	c := completion{cb, -1, err}
+	if n := len(h.mu.pending); n > 0 {
+		h.mu.pending[n-1].then = append(h.mu.pending[n-1].then, c)
+	} else {
+		h.mu.done = append(h.mu.done, c)
+	}
+	h.mu.Unlock()
+	h.signal()
 }
 
 // appendEncoded adds an entry already encoded (recovery writes back the
@@ -234,6 +265,8 @@ func (h *WriteHandle) onAddResponse(s send, err error) {
 			s.pa.ackCount++
 		}
 		h.drainLocked()
+	case errors.Is(err, client.ErrTooLarge):
+		h.refusedByBookieLocked(s, err)
 	case !isBookieFailure(err):
 		cause := ErrFenced
 		if errors.Is(err, client.ErrUnauthorized) {
@@ -262,6 +295,7 @@ func (h *WriteHandle) drainLocked() {
 		h.mu.pending = h.mu.pending[1:]
 		h.mu.lac, h.mu.lacLength = pa.entryID, pa.length
 		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, nil})
+		h.mu.done = append(h.mu.done, pa.then...)
 	}
 	if len(h.mu.pending) == 0 && h.mu.idle != nil {
 		close(h.mu.idle)
@@ -278,12 +312,28 @@ func (h *WriteHandle) failLocked(err error) {
 	h.mu.err = err
 	for _, pa := range h.mu.pending {
 		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, err})
+		h.mu.done = append(h.mu.done, pa.then...)
 	}
 	h.mu.pending = nil
 	if h.mu.idle != nil {
 		close(h.mu.idle)
 		h.mu.idle = nil
 	}
+}
+
+// refusedByBookieLocked handles a bookie that refused an add as too
+// large: its frame limit is below this client's. The bookie is fine, so
+// it is not replaced; but the entry took an id that no later entry can
+// fill, so the handle ends (its owner starts another ledger). The client
+// lowers its own limit below this add, so the entry is refused before it
+// is sent from now on instead of failing ledger after ledger.
+func (h *WriteHandle) refusedByBookieLocked(s send, err error) {
+	size := h.addFrameSize(len(s.pa.data) - entryHeaderLen - h.dig.size())
+	if h.c.lowerMaxFrame(int64(size - 1)) {
+		h.c.log.Warn("bookie refused an add as too large: its nettyMaxFrameSizeBytes is below this client's MaxFrameSize; refusing such adds before sending them from now on",
+			"ledger", h.id, "entry", s.pa.entryID, "bookie", s.bookie, "add_frame_size", size, "client_max_frame_size", h.c.cfg.MaxFrameSize)
+	}
+	h.failLocked(fmt.Errorf("ledger %d entry %d on bookie %s: %w", h.id, s.pa.entryID, s.bookie, err))
 }
 
 // bookieFailedLocked schedules the replacement of the bookie at the

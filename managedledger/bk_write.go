@@ -130,6 +130,12 @@ func (ml *bkLedger) onAdded(w *ledger.WriteHandle, data []byte, cb func(Position
 // add fails for good it returns the callback call to make once mu is
 // released.
 func (ml *bkLedger) addFailedLocked(w *ledger.WriteHandle, data []byte, cb func(Position, error), err error) func() {
+	if errors.Is(err, ledger.ErrEntryTooLarge) {
+		// No bookie takes it, in this ledger or the next: it fails alone
+		// (the writer took no entry id for it and goes on), with no
+		// rollover; appended again it would fail after every rollover.
+		return func() { cb(Position{}, fmt.Errorf("%s: add of %d bytes: %w", ml.name, len(data), err)) }
+	}
 	if errors.Is(err, ledger.ErrFenced) {
 		if ml.mu.fenced == nil {
 			ml.mu.fenced = err

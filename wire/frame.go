@@ -36,6 +36,15 @@ const (
 	bemHeaderLen = magicLen + sizeLen
 )
 
+// MaxEntrySize is the largest stored entry (broker entry metadata
+// included) a broker with this maxMessageSize hands to storage; it refuses
+// a SEND whose entry would be larger. A producer's frame is at most
+// maxMessageSize + FramePadding, so the entry in it is smaller; only the
+// broker entry metadata put in front can take it over. The storage limits
+// are derived from this one, with room above it (bkproto.MaxFrameSize for
+// the bookies' frames), so an entry the broker accepts always fits.
+func MaxEntrySize(maxMessageSize int) int { return maxMessageSize + FramePadding }
+
 // unmarshalOpts decodes commands and metadata. Required fields are enforced
 // (the default), matching the clients, so a command missing one is rejected
 // here rather than read as zero by a handler. Unknown fields from newer
@@ -116,7 +125,7 @@ func decodeCommand(b []byte, cmd *pb.BaseCommand) error {
 	if err := unmarshalOpts.Unmarshal(b, cmd); err != nil {
 		return malformedCause(err, "BaseCommand of %d bytes", len(b))
 	}
-	return nil
+	return checkCommand(cmd)
 }
 
 // parsePayload splits what follows the command into the optional broker

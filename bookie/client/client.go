@@ -35,6 +35,9 @@ var (
 	ErrTooManyRequests = errors.New("bookie: too many requests")
 	ErrCorrupt         = errors.New("bookie: corrupt entry")
 	ErrShuttingDown    = errors.New("bookie: shutting down")
+	// ErrTooLarge: the bookie refused this request as over its frame or
+	// entry limit; the bookie and the connection are fine.
+	ErrTooLarge = errors.New("bookie: request too large")
 	// ErrDisconnected: the connection broke before the answer came; the
 	// request may or may not have been applied.
 	ErrDisconnected = errors.New("bookie: connection lost")
@@ -63,6 +66,8 @@ func StatusError(s bkproto.Status) error {
 		return ErrCorrupt
 	case bkproto.StatusShuttingDown:
 		return ErrShuttingDown
+	case bkproto.StatusTooLarge:
+		return ErrTooLarge
 	}
 	return fmt.Errorf("%w (status %d)", ErrIO, uint16(s))
 }
@@ -75,7 +80,9 @@ type Callback func(resp *bkproto.Response, err error)
 type Options struct {
 	// DialTimeout bounds connecting (default 10 s).
 	DialTimeout time.Duration
-	// MaxFrameSize bounds a response frame (default 5 MiB + 1 KiB).
+	// MaxFrameSize bounds a response frame (default
+	// bkproto.DefaultMaxFrameSize: room for the largest entry bookies with
+	// the default limit store, and its answer's fields).
 	MaxFrameSize int
 }
 
@@ -102,7 +109,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		opts.DialTimeout = 10 * time.Second
 	}
 	if opts.MaxFrameSize <= 0 {
-		opts.MaxFrameSize = 5<<20 + 1<<10
+		opts.MaxFrameSize = bkproto.DefaultMaxFrameSize
 	}
 	d := net.Dialer{Timeout: opts.DialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)

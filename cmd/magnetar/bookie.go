@@ -329,7 +329,9 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 // collection of ledgers whose metadata is gone and, with
 // autoRecoveryDaemonEnabled, a candidate auditor and a replication worker.
 func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log *slog.Logger) error {
-	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, Logger: log})
+	// Re-replication copies entries between bookies: it takes the frames
+	// this bookie takes.
+	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, MaxFrameSize: f.maxFrameSize, Logger: log})
 	if err != nil {
 		return fmt.Errorf("ledger client for garbage collection and re-replication: %w", err)
 	}

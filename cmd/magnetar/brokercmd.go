@@ -164,7 +164,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if ok, _, err := configStore.Exists(ctx, "/admin/clusters/"+f.cluster); err != nil || !ok {
 		return fmt.Errorf("cluster %q is not initialised in %s (run magnetar initialize-cluster-metadata first): %v", f.cluster, f.configURL, err)
 	}
-	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, Logger: log})
+	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 // brokerSettings are the broker settings standalone and broker share,
@@ -124,6 +126,18 @@ func (s *brokerSettings) validate(path string) error {
 func (s *brokerSettings) managedLedgerConfig(log *slog.Logger) managedledger.Config {
 	return managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), CacheSize: int64(s.cacheMB) << 20,
 		CacheEvictionWatermark: s.cacheWatermark, CacheEvictionTime: s.cacheEvictAge, Retention: s.retention(), Logger: log}
+}
+
+// bookieFrameSize is the bookie frame limit this broker's ledger client
+// needs (MaxFrameSize): room for the largest entry it stores
+// (wire.MaxEntrySize of maxMessageSize). Bookies need at least as much
+// (nettyMaxFrameSizeBytes; the default fits the default maxMessageSize).
+func (s *brokerSettings) bookieFrameSize() int {
+	m := s.maxMessageSize
+	if m <= 0 {
+		m = wire.DefaultMaxMessageSize
+	}
+	return bkproto.MaxFrameSize(wire.MaxEntrySize(m))
 }
 
 // retention is the broker's default retention of consumed ledgers.

@@ -72,7 +72,7 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 	}
 	tr := ledger.NewLocalTransport()
 	tr.Add(standaloneBookieID, s.core)
-	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, Logger: log}); err != nil {
+	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, MaxFrameSize: f.bookieFrameSize(), Logger: log}); err != nil {
 		return err
 	}
 	mlCfg := f.managedLedgerConfig(log)

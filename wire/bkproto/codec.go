@@ -51,9 +51,20 @@ func requestBodyLen(r *Request) int {
 	return 0
 }
 
+// FrameSize is the size field of r's frame: what a bookie compares with
+// its frame limit.
+func (r *Request) FrameSize() int {
+	n := HeaderLen - 4 + requestBodyLen(r)
+	if r.Op == OpAdd || r.Op == OpWriteLAC {
+		n += len(r.Data)
+	}
+	return n
+}
+
 // AppendRequest appends r's head (header and body without Data) to dst.
 // The frame is the head followed by r.Data (sent only for OpAdd and
 // OpWriteLAC).
+
 func AppendRequest(dst []byte, r *Request) []byte {
 	data := 0
 	if r.Op == OpAdd || r.Op == OpWriteLAC {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/magnetar-io/magnetar/wire"
+
 	"pgregory.net/rapid"
 )
 
@@ -299,4 +301,25 @@ func FuzzDecodeResponse(f *testing.F) {
 			t.Fatalf("re-encoded %x, decoded from %x", again, frame)
 		}
 	})
+}
+
+// TestFrameLimitsChain: the bookie frame limit is derived from the largest
+// entry a broker stores, and is strictly above what its add needs with
+// the longest master key and our digest's overhead (issue 16, defect 4).
+func TestFrameLimitsChain(t *testing.T) {
+	maxEntry := wire.MaxEntrySize(wire.DefaultMaxMessageSize)
+	if DefaultMaxFrameSize != MaxFrameSize(maxEntry) {
+		t.Fatalf("DefaultMaxFrameSize %d, derived %d", DefaultMaxFrameSize, MaxFrameSize(maxEntry))
+	}
+	if maxEntry <= wire.DefaultMaxMessageSize {
+		t.Fatalf("max entry %d not above maxMessageSize", maxEntry)
+	}
+	// The largest entry with a 64-byte client head and digest, the longest key.
+	r := &Request{Op: OpAdd, MasterKey: make([]byte, MaxMasterKeyLen), Data: make([]byte, maxEntry+64)}
+	if r.FrameSize() >= DefaultMaxFrameSize {
+		t.Fatalf("an add of the largest entry is %d bytes, limit %d", r.FrameSize(), DefaultMaxFrameSize)
+	}
+	if got := len(AppendRequest(nil, r)) - 4 + len(r.Data); got != r.FrameSize() {
+		t.Fatalf("FrameSize %d, encoded %d", r.FrameSize(), got)
+	}
 }

@@ -109,6 +109,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/wire"
 )
 
 // Version is the protocol version every frame carries.
@@ -129,6 +131,34 @@ const EntryLAC int64 = -1
 // MaxMasterKeyLen bounds a master key (BookKeeper's are 20-byte digests of
 // the password).
 const MaxMasterKeyLen = 1024
+
+// Frame limits. One chain derives them, so each layer's limit sits above
+// the one before it: the broker stores entries of at most
+// wire.MaxEntrySize(maxMessageSize) bytes; a ledger client wraps each in
+// at most MaxEntryOverhead bytes; an add request or a read answer adds at
+// most maxRequestOverhead. Bookies (nettyMaxFrameSizeBytes) and ledger
+// clients default to DefaultMaxFrameSize; a broker with a larger
+// maxMessageSize needs MaxFrameSize(wire.MaxEntrySize(maxMessageSize)) on
+// both.
+const (
+	// MaxEntryOverhead is the room a ledger client may take around a
+	// payload in the entry data: the EntryHead, and its own fields and
+	// digest (ours: 8 bytes of length and at most 20 of digest), with
+	// room to spare.
+	MaxEntryOverhead = 256
+	// maxRequestOverhead is what a frame adds around entry data at most:
+	// an add's header (without the size field), key length and longest
+	// master key; read answers (lac, count, length) add less.
+	maxRequestOverhead = HeaderLen - 4 + 2 + MaxMasterKeyLen
+	// DefaultMaxFrameSize is MaxFrameSize for entries a broker with Pulsar's
+	// default maxMessageSize stores (5 MiB + 10 KiB): 5 MiB + 11,550 bytes.
+	DefaultMaxFrameSize = wire.DefaultMaxMessageSize + wire.FramePadding + MaxEntryOverhead + maxRequestOverhead
+)
+
+// MaxFrameSize is the frame limit (the size field, which does not count
+// itself) under which every add of a payload of up to maxPayload bytes,
+// and every answer carrying one, fits.
+func MaxFrameSize(maxPayload int) int { return maxPayload + MaxEntryOverhead + maxRequestOverhead }
 
 // Op is a request type.
 type Op uint8
@@ -219,6 +249,12 @@ const (
 	StatusCorrupt Status = 9
 	// StatusShuttingDown: the bookie is closing.
 	StatusShuttingDown Status = 10
+	// StatusTooLarge: the request's frame is over the bookie's limit, or
+	// its entry over what its storage takes. Only that request is refused:
+	// the connection stays, and the bookie is as healthy as before.
+	// Appended: a client built before it sees an unknown status (an I/O
+	// error), as it did the closed connection it replaces.
+	StatusTooLarge Status = 11
 )
 
 func (s Status) String() string {
@@ -245,6 +281,8 @@ func (s Status) String() string {
 		return "corrupt entry on bookie"
 	case StatusShuttingDown:
 		return "bookie shutting down"
+	case StatusTooLarge:
+		return "request too large"
 	}
 	return fmt.Sprintf("status(%d)", uint16(s))
 }
