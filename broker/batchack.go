@@ -40,6 +40,9 @@ func (s *subscription) ackBatchIndexes(ctx context.Context, c *consumer, cumulat
 	if !s.topic.name.Persistent() {
 		return nil
 	}
+	if err := s.checkAckType(c, cumulative); err != nil {
+		return err
+	}
 	last := s.topic.ml.LastConfirmed()
 	for _, a := range acks {
 		if a.pos.Compare(last) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -616,12 +617,35 @@ func entryInfoOf(data []byte) entryInfo {
 	return info
 }
 
+// errCumulativeAckNotAllowed refuses a cumulative ack on a Shared or
+// Key_Shared subscription: the entries before the position given are in
+// flight to other consumers too, and acknowledging them would drop them.
+// Pulsar's clients refuse it themselves; its broker ignores it (with a
+// warning); we answer an error so a client that sent it knows.
+var errCumulativeAckNotAllowed = errors.New("cannot do a cumulative ack on a Shared or Key_Shared subscription")
+
+// checkAckType refuses cumulative acks where only individual acks are
+// allowed (subType never changes after creation: no lock needed).
+func (s *subscription) checkAckType(c *consumer, cumulative bool) error {
+	if cumulative && (s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared) {
+		s.topic.b.log.Warn("cumulative ack on a shared subscription refused", "topic", s.topic.name.String(),
+			"subscription", s.name, "consumer", c.id)
+		return fmt.Errorf("subscription %s is %s: %w", s.name, s.subType, errCumulativeAckNotAllowed)
+	}
+	return nil
+}
+
 // ack applies an acknowledgement from c. Positions past the last entry
 // are ignored (a confused client must not make delivered entries vanish);
-// only what the cursor accepted leaves the in-flight set.
+// only what the cursor accepted leaves the in-flight set. A cumulative ack
+// acknowledges up to the highest position it names, and only on Exclusive
+// and Failover subscriptions.
 func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, positions []managedledger.Position) error {
 	if !s.topic.name.Persistent() {
 		return nil // nothing is kept to acknowledge
+	}
+	if err := s.checkAckType(c, cumulative); err != nil {
+		return err
 	}
 	last := s.topic.ml.LastConfirmed()
 	valid := positions[:0:0]
@@ -635,7 +659,8 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 	}
 	var err error
 	if cumulative {
-		err = s.cursor.MarkDelete(ctx, valid[len(valid)-1])
+		// The highest, not the last: ids in an ack need not be in order.
+		err = s.cursor.MarkDelete(ctx, slices.MaxFunc(valid, managedledger.Position.Compare))
 	} else {
 		err = s.cursor.Delete(ctx, valid...)
 	}
