@@ -10,7 +10,9 @@ import (
 )
 
 // LedgerOracle says whether a ledger still exists in cluster metadata.
-// The ledger client implements it over the ledger metadata store.
+// The ledger client implements it over the ledger metadata store. It must
+// not answer false from a read that may be stale (a metadata server behind
+// the others): the ledger client syncs first (metadata.Sync).
 type LedgerOracle interface {
 	LedgerExists(ctx context.Context, ledgerID int64) (bool, error)
 }

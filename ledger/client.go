@@ -188,9 +188,20 @@ func (c *Client) Delete(ctx context.Context, id int64) error {
 	return c.meta.remove(ctx, id)
 }
 
-// LedgerExists implements bookie.LedgerOracle.
+// LedgerExists implements bookie.LedgerOracle. A bookie deletes a ledger
+// on "no", so "no" is never a stale answer: this client's metadata server
+// may not have applied the ledger's creation yet (a ZooKeeper follower
+// behind the leader), so it is synced and asked again first. A stale "yes"
+// only delays a deletion (ledger ids are never reused): it is trusted.
 func (c *Client) LedgerExists(ctx context.Context, id int64) (bool, error) {
 	ok, _, err := c.cfg.Store.Exists(ctx, Path(id))
+	if err != nil || ok {
+		return ok, err
+	}
+	if err := metadata.Sync(ctx, c.cfg.Store, Path(id)); err != nil {
+		return false, fmt.Errorf("ledger %d: sync metadata before deciding it is deleted: %w", id, err)
+	}
+	ok, _, err = c.cfg.Store.Exists(ctx, Path(id))
 	return ok, err
 }
 

@@ -551,6 +551,15 @@ func (s *zkStore) Exists(ctx context.Context, path string) (bool, Stat, error) {
 	return true, zkStat(st), nil
 }
 
+// Sync implements Syncer: ZooKeeper's sync makes this session's server
+// catch up with the leader, so the reads after it are current.
+func (s *zkStore) Sync(ctx context.Context, path string) error {
+	return s.call(ctx, "sync", path, func() error {
+		_, err := s.conn.Sync(s.absolute(path))
+		return err
+	})
+}
+
 // Watch registers a persistent recursive watch on prefix (idempotent on
 // the server for one connection) after adding the local watcher, so no
 // event after Watch returns is missed.
