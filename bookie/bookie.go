@@ -91,18 +91,18 @@ type Core struct {
 	// (one map per stripe).
 	ledgers [numStripes]map[int64]*ledgerState
 
-	readOnly      atomic.Bool  // storageFailed || diskFull
-	storageFailed atomic.Bool  // for good, until restarted
-	storageWhy    atomic.Value // string
-	diskWhy       atomic.Value // string
-	modeListener  atomic.Pointer[func(readOnly bool)]
-	shuttingDown  atomic.Bool // refuses new requests
-	disk          atomic.Pointer[diskState]
-	diskFull      atomic.Bool // read-only because of a disk, not a failure
-	diskDone      chan struct{}
-	stop          chan struct{} // closed by Close
-	flusherDone   chan struct{}
-	closeOnce     sync.Once
+	readOnly     atomic.Bool  // writesFailed || diskFull
+	writesFailed atomic.Bool  // ledger storage or journal failed: for good, until restarted
+	storageWhy   atomic.Value // string: why writesFailed
+	diskWhy      atomic.Value // string
+	modeListener atomic.Pointer[func(readOnly bool)]
+	shuttingDown atomic.Bool // refuses new requests
+	disk         atomic.Pointer[diskState]
+	diskFull     atomic.Bool // read-only because of a disk, not a failure
+	diskDone     chan struct{}
+	stop         chan struct{} // closed by Close
+	flusherDone  chan struct{}
+	closeOnce    sync.Once
 }
 
 type ledgerState struct {
@@ -216,17 +216,27 @@ func (c *Core) flushLoop() {
 
 // failStorage turns the bookie read-only after a storage failure for
 // good: reads may still work, writes cannot be stored.
-func (c *Core) failStorage(err error) {
-	if !c.storageFailed.Swap(true) {
-		c.storageWhy.Store("ledger storage failed: " + err.Error())
-		c.log.Error("bookie ledger storage failed; read-only until restarted", "err", err)
+func (c *Core) failStorage(err error) { c.failWrites("ledger storage", err) }
+
+// failJournal turns the bookie read-only after its journal failed: no add
+// can be made durable again (a failed sync is final, the journal fails
+// every later add), so it must register read-only for clients to stop
+// choosing it rather than fail every add they send.
+func (c *Core) failJournal(err error) { c.failWrites("journal", err) }
+
+// failWrites turns the bookie read-only for good (once), telling the mode
+// listener, which updates the registration.
+func (c *Core) failWrites(what string, err error) {
+	if !c.writesFailed.Swap(true) {
+		c.storageWhy.Store(what + " failed: " + err.Error())
+		c.log.Error("bookie "+what+" failed; read-only until restarted", "err", err)
 		c.updateMode()
 	}
 }
 
 // updateMode sets read-only mode from its two causes.
 func (c *Core) updateMode() {
-	ro := c.storageFailed.Load() || c.diskFull.Load()
+	ro := c.writesFailed.Load() || c.diskFull.Load()
 	if c.readOnly.Swap(ro) != ro {
 		why, _ := c.storageWhy.Load().(string)
 		if why == "" {

@@ -119,7 +119,7 @@ func (c *Core) ledgerForWriteLocked(js *journal.Set, ledgerID int64, key []byte)
 		return nil, bkproto.StatusNoLedger
 	}
 	keyCopy := append([]byte{}, key...)
-	if err := js.Add(ledgerID, metaMasterKey, keyCopy, func(journal.Mark, error) {}); err != nil {
+	if err := c.journalAdd(js, ledgerID, metaMasterKey, keyCopy, func(journal.Mark, error) {}); err != nil {
 		return nil, statusOf(err)
 	}
 	st = &ledgerState{masterKey: keyCopy}
@@ -131,6 +131,26 @@ func (c *Core) noteStorageError(err error) {
 	if errors.Is(err, entrylog.ErrFailed) {
 		c.failStorage(err)
 	}
+}
+
+// noteJournalError turns the bookie read-only once its journal failed.
+// Called before the add is answered, so a client told of the failure
+// finds the bookie read-only.
+func (c *Core) noteJournalError(err error) {
+	if errors.Is(err, journal.ErrFailed) {
+		c.failJournal(err)
+	}
+}
+
+// journalAdd adds a journal record whose failure, like an add's, must make
+// the bookie read-only (meta records: master key, fence, explicit LAC, force).
+func (c *Core) journalAdd(js *journal.Set, ledgerID, entryID int64, payload []byte, cb journal.Callback) error {
+	err := js.Add(ledgerID, entryID, payload, func(m journal.Mark, err error) {
+		c.noteJournalError(err)
+		cb(m, err)
+	})
+	c.noteJournalError(err)
+	return err
 }
 
 func (c *Core) add(r *bkproto.Request, answer func(bkproto.Status)) {
@@ -181,13 +201,16 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 	c.lacs.advance(r.LedgerID, head.LAC, c)
 	deferred := r.Flags&bkproto.FlagDeferredSync != 0
 	queued := time.Now()
+	// Not journalAdd: this closure is the one allocation of the hot path.
 	err := js.Add(r.LedgerID, r.EntryID, r.Data, func(_ journal.Mark, err error) {
+		c.noteJournalError(err)
 		c.opts.Metrics.observeJournalAdd(time.Since(queued))
 		if !deferred {
 			answer(statusOf(err))
 		}
 	})
 	if err != nil {
+		c.noteJournalError(err)
 		return statusOf(err)
 	}
 	if deferred {
@@ -267,7 +290,7 @@ func (c *Core) fenceLocked(js *journal.Set, r *bkproto.Request, then func(error)
 		return statusOf(err)
 	}
 	st.fenced = true
-	if err := js.Add(r.LedgerID, metaFence, nil, func(_ journal.Mark, err error) { then(err) }); err != nil {
+	if err := c.journalAdd(js, r.LedgerID, metaFence, nil, func(_ journal.Mark, err error) { then(err) }); err != nil {
 		return statusOf(err)
 	}
 	return bkproto.StatusOK
@@ -342,7 +365,7 @@ func (c *Core) writeLAC(r *bkproto.Request, answer func(bkproto.Status)) {
 			return statusOf(err)
 		}
 		c.lacs.advance(r.LedgerID, r.LAC, c)
-		if err := js.Add(r.LedgerID, metaExplicitLAC, payload, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
+		if err := c.journalAdd(js, r.LedgerID, metaExplicitLAC, payload, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
 			return statusOf(err)
 		}
 		return bkproto.StatusOK
@@ -373,7 +396,7 @@ func (c *Core) forceLedger(r *bkproto.Request, answer func(bkproto.Status)) {
 	case st.masterKey != nil && !bytes.Equal(st.masterKey, r.MasterKey):
 		answer(bkproto.StatusUnauthorized)
 	default:
-		if err := js.Add(r.LedgerID, metaForce, nil, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
+		if err := c.journalAdd(js, r.LedgerID, metaForce, nil, func(_ journal.Mark, err error) { answer(statusOf(err)) }); err != nil {
 			answer(statusOf(err))
 		}
 	}
