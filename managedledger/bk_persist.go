@@ -254,13 +254,9 @@ func (ml *bkLedger) recoverCursors(ctx context.Context) error {
 }
 
 func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
-	b, st, err := ml.cfg.Store.Get(ctx, cursorPath(ml.name, name))
+	node, version, err := ml.claimCursorNode(ctx, name)
 	if err != nil {
-		return fmt.Errorf("%s: read cursor %s: %w", ml.name, name, err)
-	}
-	var node cursorNode
-	if err := json.Unmarshal(b, &node); err != nil {
-		return fmt.Errorf("%s: cursor %s metadata is not valid JSON: %w", ml.name, name, err)
+		return err
 	}
 	snap := cursorSnapshot{MarkDelete: node.MarkDelete}
 	if node.CursorLedger > 0 {
@@ -270,7 +266,7 @@ func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
 			snap = s
 		}
 	}
-	c := &bkCursor{ml: ml, name: name, durable: true, nodeVersion: st.Version, oldLedger: max(node.CursorLedger, 0)}
+	c := &bkCursor{ml: ml, name: name, durable: true, nodeVersion: version, oldLedger: max(node.CursorLedger, 0)}
 	ml.mu.Lock()
 	c.restoreLocked(snap)
 	c.dirty = true // written to a new cursor ledger at the next persist
@@ -278,6 +274,41 @@ func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
 	ml.schedulePersistLocked()
 	ml.mu.Unlock()
 	return nil
+}
+
+// maxCursorClaims bounds claimCursorNode's retries: each one follows a
+// write by the previous owner, which stops after its first failed CAS.
+const maxCursorClaims = 5
+
+// claimCursorNode reads a cursor's node and writes it back unchanged at
+// the version read, so its version moves before this owner recovers from
+// it. A previous owner may have passed checkOwner just before this owner
+// wrote the managed ledger's node, and be about to point the cursor's node
+// at a new cursor ledger: its CAS now fails and it stops (lostOwnership).
+// Without the claim that late write won, and this owner fenced itself at
+// its first cursor write (its version was gone). A write of the previous
+// owner that lands between the read and the claim is read on the retry;
+// appends to a cursor ledger need no claim (recovery fences the ledger).
+func (ml *bkLedger) claimCursorNode(ctx context.Context, name string) (cursorNode, int64, error) {
+	path := cursorPath(ml.name, name)
+	for range maxCursorClaims {
+		b, st, err := ml.cfg.Store.Get(ctx, path)
+		if err != nil {
+			return cursorNode{}, 0, fmt.Errorf("%s: read cursor %s: %w", ml.name, name, err)
+		}
+		var node cursorNode
+		if err := json.Unmarshal(b, &node); err != nil {
+			return cursorNode{}, 0, fmt.Errorf("%s: cursor %s metadata is not valid JSON: %w", ml.name, name, err)
+		}
+		st, err = ml.cfg.Store.Put(ctx, path, b, st.Version)
+		if err == nil {
+			return node, st.Version, nil
+		}
+		if !errors.Is(err, metadata.ErrBadVersion) {
+			return cursorNode{}, 0, fmt.Errorf("%s: claim cursor %s: %w", ml.name, name, err)
+		}
+	}
+	return cursorNode{}, 0, fmt.Errorf("%s: cursor %s changed %d times while this owner recovered it: %w", ml.name, name, maxCursorClaims, ledger.ErrFenced)
 }
 
 // lastSnapshot recovers a cursor ledger and decodes its last entry.
@@ -389,7 +420,10 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 // is no longer at this owner's version. A new owner writes that node
 // before it recovers the cursors, so a cursor's node must not be pointed
 // at a new cursor ledger after it: the new owner read the cursor's node
-// at the version this one would replace, and would fence itself.
+// at the version this one would replace, and would fence itself. The
+// check and the cursor node's CAS are two calls: a new owner can take over
+// between them, so it claims each cursor node (claimCursorNode), and the
+// CAS then fails here.
 func (ml *bkLedger) checkOwner(ctx context.Context) error {
 	ml.metaMu.Lock() // no write of our own in flight: the versions compare
 	defer ml.metaMu.Unlock()
