@@ -107,6 +107,15 @@ func (d *dedup) failed(producer string) {
 	}
 }
 
+// resetPushed forgets every pushed but unstored sequence id: after a
+// failed add, once every add made before it called back, the persisted
+// map is exactly what was stored (Pulsar's resetHighestSequenceIdPushed).
+func (d *dedup) resetPushed() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pushed = maps.Clone(d.persisted)
+}
+
 // rebuild loads the last snapshot and replays the stored entries' producer
 // names and sequence ids after it (all of them without a snapshot).
 func (d *dedup) rebuild(ctx context.Context, ml managedledger.ManagedLedger) error {

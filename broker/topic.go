@@ -16,6 +16,8 @@ import (
 //
 // Lock rules: mu guards producers and subs; it is never held while calling
 // into a subscription (which has its own lock) or the managed ledger.
+// pub.mu guards the publish fence; order mu, then pub.mu, then the managed
+// ledger's and dedup's locks (ResumeAdds, resetPushed run under pub.mu).
 type topic struct {
 	b    *Broker
 	name TopicName
@@ -39,6 +41,22 @@ type topic struct {
 	subs      map[string]*subscription
 	readers   map[*subscription]struct{}
 	closed    bool
+
+	pub publishFence
+}
+
+// publishFence is what a failed add leaves (Pulsar's
+// PersistentTopic.addFailed): the topic refuses SENDs and new producers,
+// and its producers are closed, until every add made before the failure
+// has called back; then the deduplication state is what was stored, the
+// managed ledger takes adds again (it refuses them meanwhile too, see
+// ManagedLedger.AddEntry), and producers reconnect. So after message N
+// of a producer failed, nothing later of it is stored before the client
+// resends N on a new producer.
+type publishFence struct {
+	mu      sync.Mutex
+	fenced  bool
+	pending int // adds handed to the managed ledger that have not called back
 }
 
 // waitingProducer is a WaitForExclusive producer not yet granted access;
@@ -51,6 +69,7 @@ type waitingProducer struct {
 var (
 	errProducerBusy = errors.New("topic has a producer with exclusive access, or producers that prevent it")
 	errTopicClosing = errors.New("topic is closing")
+	errTopicFenced  = errors.New("topic is fenced after a failed write; reconnect the producer")
 )
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
@@ -80,8 +99,25 @@ func (t *topic) loadDedup(ctx context.Context) error {
 }
 
 // addEntry stores a producer's entry (which the caller may reuse once
-// this returns: it aliases the connection's read buffer).
+// this returns: it aliases the connection's read buffer). While the topic
+// is fenced it fails at once with errTopicFenced.
 func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
+	if !t.beginAdd() {
+		cb(managedledger.Position{}, fmt.Errorf("topic %s: %w", t.name, errTopicFenced))
+		return
+	}
+	orig := cb
+	cb = func(pos managedledger.Position, err error) {
+		if err != nil && !errors.Is(err, managedledger.ErrTerminated) {
+			t.addFailed(err) // before anything else: the next SEND must see the fence
+		}
+		orig(pos, err)
+		t.endAdd()
+	}
+	t.storeEntry(entry, messages, cb)
+}
+
+func (t *topic) storeEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
 	if !t.name.Persistent() {
 		// One copy for every subscription: the connection's buffer is
 		// reused once this returns, the writes to consumers are not done.
@@ -99,6 +135,84 @@ func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Pos
 	t.ml.AddEntry(bytes.Clone(entry), cb)
 }
 
+// beginAdd counts an add about to be handed to the managed ledger, unless
+// the topic is fenced. Counted under the lock that addFailed sets the
+// fence under: an add that passed this check is waited for before the
+// fence lifts, and the managed ledger refuses it meanwhile.
+func (t *topic) beginAdd() bool {
+	t.pub.mu.Lock()
+	defer t.pub.mu.Unlock()
+	if t.pub.fenced {
+		return false
+	}
+	t.pub.pending++
+	return true
+}
+
+// addFailed fences the topic after a failed add and closes its producers
+// (their clients reconnect and resend what they have pending). Runs in
+// the add's callback, before the connection answers it.
+func (t *topic) addFailed(err error) {
+	t.pub.mu.Lock()
+	first := !t.pub.fenced
+	t.pub.fenced = true
+	t.pub.mu.Unlock()
+	if !first {
+		return
+	}
+	t.b.log.Warn("add failed; fencing the topic and closing its producers until its adds drain", "topic", t.name.String(), "err", err)
+	for _, p := range t.takeProducers() {
+		p.fence()
+	}
+}
+
+// endAdd notes that an add called back. The last one of a fenced topic
+// lifts the fence: every add made before the failure is settled, so the
+// deduplication state is reset to what was stored (sequence ids pushed
+// but failed are forgotten) and the managed ledger takes adds again.
+func (t *topic) endAdd() {
+	t.pub.mu.Lock()
+	defer t.pub.mu.Unlock()
+	t.pub.pending--
+	if !t.pub.fenced || t.pub.pending > 0 {
+		return
+	}
+	if t.dedup != nil {
+		t.dedup.resetPushed()
+	}
+	t.ml.ResumeAdds()
+	t.pub.fenced = false
+	t.b.log.Info("topic unfenced after a failed add; producers may reconnect", "topic", t.name.String())
+}
+
+// publishFenced reports whether a failed add fenced the topic.
+func (t *topic) publishFenced() bool {
+	t.pub.mu.Lock()
+	defer t.pub.mu.Unlock()
+	return t.pub.fenced
+}
+
+// takeProducers removes every producer, granted or waiting, from the
+// topic and returns them (the caller closes them). A closed topic's are
+// left to close, which closed them already (a second CLOSE_PRODUCER could
+// hit the id's next producer).
+func (t *topic) takeProducers() []*producer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	out := make([]*producer, 0, len(t.producers)+len(t.waiting))
+	for p := range t.producers {
+		out = append(out, p)
+	}
+	for _, w := range t.waiting {
+		out = append(out, w.p)
+	}
+	t.producers, t.waiting, t.exclusive = map[*producer]struct{}{}, nil, nil
+	return out
+}
+
 // addProducer admits p under its access mode (Pulsar's
 // ProducerAccessMode). ready is false for a WaitForExclusive producer
 // that must wait; grant runs when it gets access. fenced are producers an
@@ -108,6 +222,9 @@ func (t *topic) addProducer(p *producer, mode pb.ProducerAccessMode, grant func(
 	defer t.mu.Unlock()
 	if t.closed {
 		return 0, false, nil, errTopicClosing
+	}
+	if t.publishFenced() { // answered ServiceNotReady: the client retries
+		return 0, false, nil, errTopicFenced
 	}
 	switch mode {
 	case pb.ProducerAccessMode_Shared:

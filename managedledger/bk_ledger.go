@@ -54,6 +54,10 @@ type bkLedger struct {
 		appendSize   int64         // bytes appended to writer
 		openedAt     time.Time     // when writer's ledger was created
 		persistTimer *time.Timer   // armed while cursors are unsaved or a trim may be due
+		// stopped is the failure of an add that failed for good: later
+		// adds fail (ErrAddsStopped) until ResumeAdds, so that nothing is
+		// stored after it unless the owner allows it.
+		stopped error
 		// recovered is set once every durable cursor stored is in cursors:
 		// until then the persister is not armed and nothing is trimmed,
 		// since a cursor not yet read would count as consumed.

@@ -146,6 +146,7 @@ func TestBKReviewAddAfterFailedRollover(t *testing.T) {
 		t.Fatalf("add while the only bookie is unreachable succeeded at %v", r.p)
 	}
 	ft.down.Store(false)
+	ml.ResumeAdds() // a failed add stops adds (TestBKNoAddStoredAfterAFailedOne)
 	r := await(t, addAsync(ml, "m2"), "add after the bookie came back")
 	if r.err != nil {
 		t.Fatalf("add after the bookie came back: %v", r.err)

@@ -13,7 +13,10 @@ import (
 // order. While a rollover runs, adds wait for the next ledger; a write
 // failure other than fencing rolls over too, and the adds that failed
 // are appended again to the next ledger (after the failed ledger was
-// recovered, so nothing it holds is written twice).
+// recovered, so nothing it holds is written twice). If that rollover
+// fails, its adds fail and adds stay stopped until ResumeAdds. An entry
+// refused for its size (ledger.ErrEntryTooLarge) fails alone: it could
+// never be stored, so nothing stored after it overtakes it.
 func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
 	ml.mu.Lock()
 	if err := ml.addErrorLocked(); err != nil {
@@ -74,8 +77,17 @@ func (ml *bkLedger) addErrorLocked() error {
 		return fmt.Errorf("%s: add: %w", ml.name, ErrClosed)
 	case ml.mu.terminated != nil || ml.mu.terminating:
 		return fmt.Errorf("%s: add: %w", ml.name, ErrTerminated)
+	case ml.mu.stopped != nil:
+		return fmt.Errorf("%s: add: %w (after: %v)", ml.name, ErrAddsStopped, ml.mu.stopped)
 	}
 	return nil
+}
+
+// ResumeAdds implements ManagedLedger.
+func (ml *bkLedger) ResumeAdds() {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.mu.stopped = nil
 }
 
 func (ml *bkLedger) shouldRollLocked() bool {
@@ -184,6 +196,11 @@ func (ml *bkLedger) rollover(cause error) {
 	if err != nil || ml.mu.closed || ml.mu.fenced != nil {
 		if err != nil && !ml.mu.closed && ml.mu.fenced == nil {
 			ml.mu.rollErr = err // the writer is closed: the next add retries
+			if len(queued) > 0 {
+				// Set before mu is released: an add made while the failed
+				// ones call back must not start a rollover that stores it.
+				ml.mu.stopped = err
+			}
 		}
 		ml.mu.Unlock()
 		if err == nil {

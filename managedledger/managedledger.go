@@ -47,7 +47,9 @@
 //   - A write failure does not lose order: the failed writer's adds come
 //     back in order, the ledger is recovered (entries that did land are
 //     confirmed, not written twice), and the rest go to the next ledger
-//     before anything added meanwhile.
+//     before anything added meanwhile. If that fails, adds stop
+//     (ErrAddsStopped) until the owner resumes them: a later add never
+//     lands after an earlier one failed.
 //   - Cursors keep global entry indices in memory (ackState) and persist
 //     positions, so trimming never renumbers what is stored.
 package managedledger
@@ -129,6 +131,9 @@ var (
 	ErrCursorNotFound  = errors.New("managedledger: cursor not found")
 	ErrInvalidPosition = errors.New("managedledger: invalid position")
 	ErrInvalidAckSet   = errors.New("managedledger: invalid ack set")
+	// ErrAddsStopped: an earlier add failed, and adds are refused until
+	// the owner calls ResumeAdds.
+	ErrAddsStopped = errors.New("managedledger: an earlier add failed; adds stopped until the owner resumes them")
 )
 
 // ManagedLedger is one topic's stream. Safe for concurrent use.
@@ -138,7 +143,19 @@ type ManagedLedger interface {
 	// AddEntry appends data (which the ledger keeps; the caller must not
 	// change it) and calls cb with its position once durable. Callbacks
 	// run in append order.
+	//
+	// Nothing is stored after an add that failed: when an add fails (a
+	// write failure the managed ledger could not recover from), every
+	// add after it fails too, and later ones with ErrAddsStopped until
+	// ResumeAdds. So a producer's message N+1 is never stored after N
+	// failed unless the owner allows it, once it knows what was stored.
+	// (An entry refused for its size fails alone: it can never be
+	// stored, so nothing overtakes it.)
 	AddEntry(data []byte, cb func(Position, error))
+	// ResumeAdds accepts adds again after a failed one (ErrAddsStopped).
+	// The broker calls it once every add it made before the failure has
+	// called back and its producers must reconnect (Pulsar's topic fence).
+	ResumeAdds()
 	// OpenCursor opens a durable cursor, creating it if needed.
 	OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error)
 	// NewNonDurableCursor makes a cursor that is not persisted (readers);

@@ -119,6 +119,10 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	}
 }
 
+// ResumeAdds implements ManagedLedger: adds in memory fail only once
+// closed or terminated, for good, so there is nothing to resume.
+func (ml *memoryLedger) ResumeAdds() {}
+
 // end is the global index after the last entry.
 func (ml *memoryLedger) endLocked() int64 { return ml.base + int64(len(ml.entries)) }
 
