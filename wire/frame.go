@@ -125,7 +125,7 @@ func decodeCommand(b []byte, cmd *pb.BaseCommand) error {
 	if err := unmarshalOpts.Unmarshal(b, cmd); err != nil {
 		return malformedCause(err, "BaseCommand of %d bytes", len(b))
 	}
-	return nil
+	return checkCommand(cmd)
 }
 
 // parsePayload splits what follows the command into the optional broker
