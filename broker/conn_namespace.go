@@ -63,13 +63,15 @@ func (b *Broker) loadedNonPersistentTopics(tenant, ns string) []string {
 func (b *Broker) persistentTopics(ctx context.Context, tenant, ns string) ([]string, error) {
 	seen := map[string]bool{}
 	if l, ok := b.ledgers.(managedledger.Lister); ok {
-		prefix := tenant + "/" + ns + "/persistent/"
+		prefix := managedLedgerPrefix(tenant, ns, "persistent")
 		names, err := l.List(ctx, prefix)
 		if err != nil {
 			return nil, err
 		}
 		for _, n := range names {
-			seen["persistent://"+tenant+"/"+ns+"/"+strings.TrimPrefix(n, prefix)] = true
+			if local, ok := localNameOf(n, prefix); ok {
+				seen["persistent://"+tenant+"/"+ns+"/"+local] = true
+			}
 		}
 	}
 	b.mu.Lock()
@@ -93,7 +95,7 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 	if cs == nil {
 		return c.sendError(reqID, pb.ServerError_ConsumerNotFound, "no such consumer")
 	}
-	go func() {
+	c.goSafe("SEEK", func() {
 		target, err := seekTarget(context.Background(), cs.sub.topic.ml, cmd)
 		if err == nil {
 			err = cs.sub.seek(context.Background(), target)
@@ -104,7 +106,7 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 		}
 		_ = c.sendSuccess(reqID)
 		cs.sub.disconnectConsumers()
-	}()
+	})
 	return nil
 }
 

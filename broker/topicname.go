@@ -3,6 +3,10 @@ package broker
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // TopicName is a parsed, normalised topic name:
@@ -11,8 +15,17 @@ type TopicName struct {
 	Domain, Tenant, Namespace, Local string
 }
 
+// MaxTopicNameLength bounds a full topic name in bytes. Pulsar sets no
+// limit of its own, but its names become metadata-store paths, which
+// ZooKeeper refuses long before a frame's 5 MiB; a bound keeps a 4 MiB
+// name from costing every store and log it passes through.
+const MaxTopicNameLength = 2048
+
 // ParseTopicName accepts the forms clients send: "my-topic" (in
-// public/default), "tenant/ns/my-topic", and full names.
+// public/default), "tenant/ns/my-topic", and full names. It refuses what
+// Pulsar refuses (tenant and namespace outside [-=:.\w], see
+// checkNamedEntity) and what no store can hold: invalid UTF-8, control
+// characters, "." and "..", and names past MaxTopicNameLength.
 func ParseTopicName(s string) (TopicName, error) {
 	domain, rest := "persistent", s
 	if d, r, ok := strings.Cut(s, "://"); ok {
@@ -31,15 +44,58 @@ func ParseTopicName(s string) (TopicName, error) {
 	default:
 		return TopicName{}, fmt.Errorf("topic %q: want <topic>, <tenant>/<namespace>/<topic> or a full name", s)
 	}
-	for _, p := range []string{t.Tenant, t.Namespace, t.Local} {
-		if p == "" || strings.ContainsAny(p, "\x00\n\r") {
-			return TopicName{}, fmt.Errorf("topic %q: empty or invalid part", s)
-		}
-	}
 	if strings.Contains(t.Local, "/") && !strings.HasPrefix(s, domain+"://") {
 		return TopicName{}, fmt.Errorf("topic %q: '/' in the local name", s)
 	}
+	if err := t.check(); err != nil {
+		return TopicName{}, fmt.Errorf("topic %q: %w", s, err)
+	}
 	return t, nil
+}
+
+func (t TopicName) check() error {
+	if n := len(t.String()); n > MaxTopicNameLength {
+		return fmt.Errorf("name of %d bytes is longer than %d", n, MaxTopicNameLength)
+	}
+	for _, p := range []struct{ what, name string }{{"tenant", t.Tenant}, {"namespace", t.Namespace}} {
+		if err := checkNamedEntity(p.name); err != nil {
+			return fmt.Errorf("%s: %w", p.what, err)
+		}
+	}
+	if err := checkNamePart(t.Local); err != nil {
+		return fmt.Errorf("local name: %w", err)
+	}
+	return nil
+}
+
+// checkNamedEntity is Pulsar's NamedEntity.checkName for tenants,
+// namespaces and clusters: non-empty, only [-=:.\w] (ASCII \w).
+func checkNamedEntity(name string) error {
+	if err := checkNamePart(name); err != nil {
+		return err
+	}
+	for _, r := range name {
+		if !(r < utf8.RuneSelf && (r == '-' || r == '=' || r == ':' || r == '.' || r == '_' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')) {
+			return fmt.Errorf("%q has characters outside [-=:.a-zA-Z0-9_]", name)
+		}
+	}
+	return nil
+}
+
+// checkNamePart refuses names no store path can hold.
+func checkNamePart(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not a name", name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("not valid UTF-8")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return fmt.Errorf("control character in %q", name)
+	}
+	return nil
 }
 
 // String is the full name.
@@ -47,10 +103,29 @@ func (t TopicName) String() string {
 	return t.Domain + "://" + t.Tenant + "/" + t.Namespace + "/" + t.Local
 }
 
-// ManagedLedgerName is the name of the topic's managed ledger, as Pulsar
-// lays them out: tenant/namespace/persistent/topic.
+// ManagedLedgerName is the name of the topic's managed ledger, laid out as
+// Pulsar's: tenant/namespace/domain/local, with the local name escaped as
+// one path segment (metadata.EscapeSegment), so that a '/' in a local name
+// never nests one topic's metadata inside another's. Pulsar URL-encodes
+// the whole local name; we escape only what needs it, so the topics
+// stored before keep their nodes.
 func (t TopicName) ManagedLedgerName() string {
-	return t.Tenant + "/" + t.Namespace + "/" + t.Domain + "/" + t.Local
+	return managedLedgerPrefix(t.Tenant, t.Namespace, t.Domain) + metadata.EscapeSegment(t.Local)
+}
+
+func managedLedgerPrefix(tenant, ns, domain string) string {
+	return tenant + "/" + ns + "/" + domain + "/"
+}
+
+// localNameOf is the local name of a managed ledger listed under
+// managedLedgerPrefix (the inverse of ManagedLedgerName).
+func localNameOf(mlName, prefix string) (string, bool) {
+	enc, ok := strings.CutPrefix(mlName, prefix)
+	if !ok || strings.Contains(enc, "/") {
+		return "", false
+	}
+	name, err := metadata.UnescapeSegment(enc)
+	return name, err == nil
 }
 
 // Persistent reports whether the topic is stored.

@@ -62,7 +62,9 @@ type batchSnapshot struct {
 	AckSet   []uint64 `json:"ackSet"`
 }
 
-func cursorPath(ml, cursor string) string { return mlPath(ml) + "/" + cursor }
+// cursorPath is a cursor's node: its name escaped as one segment, so any
+// subscription name ('/', '%', dots) is one node under its ledger's.
+func cursorPath(ml, cursor string) string { return mlPath(ml) + "/" + metadata.EscapeSegment(cursor) }
 
 // snapshotLocked captures the cursor's state as positions.
 func (c *bkCursor) snapshotLocked() cursorSnapshot {
@@ -245,7 +247,11 @@ func (ml *bkLedger) recoverCursors(ctx context.Context) error {
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Errorf("%s: list cursors: %w", ml.name, err)
 	}
-	for _, name := range names {
+	for _, node := range names {
+		name, err := metadata.UnescapeSegment(node)
+		if err != nil {
+			return fmt.Errorf("%s: cursor node: %w", ml.name, err)
+		}
 		if err := ml.recoverCursor(ctx, name); err != nil {
 			return err
 		}

@@ -122,7 +122,7 @@ func (f *BKFactory) deleteCursorNodes(ctx context.Context, name string) ([]int64
 	}
 	var ids []int64
 	for _, cursor := range kids {
-		p := cursorPath(name, cursor)
+		p := mlPath(name) + "/" + cursor // the node as listed, already escaped
 		raw, st, err := f.cfg.Store.Get(ctx, p)
 		if errors.Is(err, metadata.ErrNotFound) {
 			continue
