@@ -71,7 +71,7 @@ func statusOf(err error) int {
 		return re.code
 	}
 	switch {
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, errBadRequest), errors.Is(err, metadata.ErrInvalidPath):
 		return http.StatusBadRequest
 	case errors.Is(err, errTopicNotFound), errors.Is(err, errSubNotFound), errors.Is(err, errMessageNotFound),
 		errors.Is(err, errNotPartitioned):
@@ -271,8 +271,25 @@ func (t *topic) clients() (producers, consumers int) {
 	return producers, consumers
 }
 
+// namespaceFromPath is the {tenant}/{namespace} of an admin path, checked
+// as Pulsar checks them (a bad name is the caller's mistake: 400).
+func namespaceFromPath(r *http.Request) (tenant, ns string, err error) {
+	tenant, ns = r.PathValue("tenant"), r.PathValue("namespace")
+	if err := checkNamedEntity(tenant); err != nil {
+		return "", "", badRequest("tenant", "%v", err)
+	}
+	if err := checkNamedEntity(ns); err != nil {
+		return "", "", badRequest("namespace", "%v", err)
+	}
+	return tenant, ns, nil
+}
+
 func (b *Broker) httpListTopics(domain string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := namespaceFromPath(r); err != nil {
+			adminError(w, err)
+			return
+		}
 		topics := []string{}
 		if domain == "persistent" {
 			var err error
@@ -289,7 +306,11 @@ func (b *Broker) httpListTopics(domain string) http.HandlerFunc {
 
 func (b *Broker) httpListPartitioned(domain string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+		tenant, ns, err := namespaceFromPath(r)
+		if err != nil {
+			adminError(w, err)
+			return
+		}
 		topics := []string{}
 		if b.cfg.Metadata != nil {
 			dir := "/admin/partitioned-topics/" + tenant + "/" + ns + "/" + domain

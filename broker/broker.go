@@ -186,6 +186,11 @@ type Broker struct {
 	cpu cpuSampler // sampled by load reports
 	// dyn holds the settings dynamic configuration may change (dynconfig.go).
 	dyn atomic.Pointer[dynamicSettings]
+	// panics counts panics recovered at the boundaries (recover.go).
+	panics panicCounter
+	// testHookCommand, set by tests only, sees each checked command before
+	// its handler (to inject a panic behind the recovery boundary).
+	testHookCommand func(*pb.BaseCommand)
 
 	mu     sync.Mutex
 	topics map[string]*topic

@@ -39,14 +39,21 @@ type serverConn struct {
 	t   transport
 	log *slog.Logger
 	cmd pb.BaseCommand // reused for every frame (the event loop is single-threaded per connection)
+	// sendMetadata is where SEND decodes an entry's metadata to check it;
+	// reused like cmd.
+	sendMetadata pb.MessageMetadata
 
 	mu           sync.Mutex
 	connected    bool
 	producers    map[uint64]*producer
 	consumers    map[uint64]*consumer
 	pendingSends int
-	paused       bool
-	closed       bool
+	// closedProducers are ids of producers closed on this connection.
+	closedProducers recentIDs
+	// pausedFor holds the reasons reading is paused (pause* bits); the
+	// transport is paused while any is set.
+	pausedFor uint8
+	closed    bool
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
 	// brokerEntryMetadata: MESSAGE frames carry the stored broker entry
@@ -62,8 +69,16 @@ func (b *Broker) newConn(t transport) *serverConn {
 	return c
 }
 
-// handleFrame parses and serves one frame. An error closes the connection.
-func (c *serverConn) handleFrame(frame []byte) error {
+// handleFrame parses and serves one frame. An error closes the
+// connection. The frame's command is checked by the decoder (its body is
+// present, strings valid UTF-8: wire/check.go) before any handler runs; a
+// panic in a handler closes this connection only (recover.go).
+func (c *serverConn) handleFrame(frame []byte) (err error) {
+	defer func() {
+		if rerr := c.b.recovered(recover(), boundaryCommand, c.log, "command", c.cmd.GetType().String()); rerr != nil {
+			err = rerr
+		}
+	}()
 	f, n, err := wire.ParseFrame(frame, c.b.cfg.MaxMessageSize+wire.FramePadding, &c.cmd)
 	if err != nil {
 		return fmt.Errorf("bad frame: %w", err)
@@ -75,7 +90,62 @@ func (c *serverConn) handleFrame(frame []byte) error {
 	if !c.isConnected() && cmd.GetType() != pb.BaseCommand_CONNECT {
 		return fmt.Errorf("%s before CONNECT", cmd.GetType())
 	}
+	if c.b.testHookCommand != nil {
+		c.b.testHookCommand(cmd)
+	}
 	return c.dispatch(cmd, f)
+}
+
+// Reasons to stop reading a connection.
+const (
+	// pauseBackPressure: maxPendingPublishRequestsPerConnection SENDs
+	// await storage.
+	pauseBackPressure uint8 = 1 << iota
+	// pauseOffloaded: a command too large to serve on the event loop is
+	// served on a goroutine; the next frame waits for it, so commands are
+	// still served in order.
+	pauseOffloaded
+)
+
+func (c *serverConn) pauseLocked(reason uint8) {
+	if c.pausedFor == 0 {
+		c.t.PauseReading()
+	}
+	c.pausedFor |= reason
+}
+
+func (c *serverConn) resumeLocked(reason uint8) {
+	if c.pausedFor&reason == 0 {
+		return
+	}
+	c.pausedFor &^= reason
+	if c.pausedFor == 0 {
+		c.t.ResumeReading()
+	}
+}
+
+// offloadAbove is the number of message ids above which an ACK or
+// REDELIVER is served off the event loop: about a microsecond each, so a
+// frame full of them (hundreds of thousands) would otherwise stall every
+// connection of that loop for a large part of a second.
+const offloadAbove = 1024
+
+// offload serves a large command on its own goroutine with reading
+// paused; an error closes the connection, as it would on the loop.
+func (c *serverConn) offload(what string, serve func() error) error {
+	c.mu.Lock()
+	c.pauseLocked(pauseOffloaded)
+	c.mu.Unlock()
+	c.goSafe(what, func() {
+		err := serve()
+		c.mu.Lock()
+		c.resumeLocked(pauseOffloaded)
+		c.mu.Unlock()
+		if err != nil {
+			c.t.Close(err)
+		}
+	})
+	return nil
 }
 
 func (c *serverConn) isConnected() bool {
@@ -108,9 +178,17 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 	case pb.BaseCommand_FLOW:
 		return c.handleFlow(cmd.GetFlow())
 	case pb.BaseCommand_ACK:
-		return c.handleAck(cmd.GetAck())
+		ack := cmd.GetAck()
+		if len(ack.GetMessageId()) > offloadAbove {
+			return c.offload("ACK", func() error { return c.handleAck(ack) })
+		}
+		return c.handleAck(ack)
 	case pb.BaseCommand_REDELIVER_UNACKNOWLEDGED_MESSAGES:
-		return c.handleRedeliver(cmd.GetRedeliverUnacknowledgedMessages())
+		r := cmd.GetRedeliverUnacknowledgedMessages()
+		if len(r.GetMessageIds()) > offloadAbove {
+			return c.offload("REDELIVER_UNACKNOWLEDGED_MESSAGES", func() error { return c.handleRedeliver(r) })
+		}
+		return c.handleRedeliver(r)
 	case pb.BaseCommand_CLOSE_CONSUMER:
 		return c.handleCloseConsumer(cmd.GetCloseConsumer())
 	case pb.BaseCommand_UNSUBSCRIBE:
@@ -128,8 +206,30 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		return c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
 	}
+	if clientOnly[cmd.GetType()] {
+		// Pulsar's decoder has no broker handler for these and closes the
+		// connection: a peer sending them is not a client.
+		return fmt.Errorf("%s is sent by brokers, not to them", cmd.GetType())
+	}
 	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
 	return c.sendError(requestIDOf(cmd), pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
+}
+
+// clientOnly are the commands only a broker sends.
+var clientOnly = map[pb.BaseCommand_Type]bool{
+	pb.BaseCommand_CONNECTED: true, pb.BaseCommand_SEND_RECEIPT: true, pb.BaseCommand_SEND_ERROR: true,
+	pb.BaseCommand_MESSAGE: true, pb.BaseCommand_SUCCESS: true, pb.BaseCommand_ERROR: true,
+	pb.BaseCommand_PRODUCER_SUCCESS: true, pb.BaseCommand_PARTITIONED_METADATA_RESPONSE: true,
+	pb.BaseCommand_LOOKUP_RESPONSE: true, pb.BaseCommand_CONSUMER_STATS_RESPONSE: true,
+	pb.BaseCommand_REACHED_END_OF_TOPIC: true, pb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE: true,
+	pb.BaseCommand_ACTIVE_CONSUMER_CHANGE: true, pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE: true,
+	pb.BaseCommand_GET_SCHEMA_RESPONSE: true, pb.BaseCommand_AUTH_CHALLENGE: true, pb.BaseCommand_ACK_RESPONSE: true,
+	pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE: true, pb.BaseCommand_NEW_TXN_RESPONSE: true,
+	pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE: true, pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE: true,
+	pb.BaseCommand_END_TXN_RESPONSE: true, pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE: true,
+	pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE: true, pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE: true,
+	pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS: true, pb.BaseCommand_WATCH_TOPIC_UPDATE: true,
+	pb.BaseCommand_TOPIC_MIGRATED: true,
 }
 
 // requestIDOf finds the request id of commands we do not handle, so the

@@ -63,7 +63,7 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 	if err != nil {
 		return c.sendLookupFailed(id, pb.ServerError_InvalidTopicName, err)
 	}
-	go func() { // may read and write the metadata store
+	c.goSafe("LOOKUP", func() { // may read and write the metadata store
 		res, err := c.b.lookup(context.Background(), name, cmd.GetAuthoritative())
 		if err != nil {
 			// Retriable: the client looks up again after a back-off.
@@ -77,7 +77,7 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 			resp.Authoritative = ptr(res.Authoritative)
 		}
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP_RESPONSE.Enum(), LookupTopicResponse: resp})
-	}()
+	})
 	return nil
 }
 
@@ -93,14 +93,14 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 	if err != nil {
 		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
 	}
-	go func() { // reads the configuration store
+	c.goSafe("PARTITIONED_METADATA", func() { // reads the configuration store
 		ctx := context.Background()
 		n, err := c.b.partitions(ctx, name)
 		if err == nil && n == 0 {
 			n, err = c.b.autoCreatePartitioned(ctx, name)
 		}
 		_ = c.sendPartitions(id, n, pb.ServerError_MetadataError, err)
-	}()
+	})
 	return nil
 }
 

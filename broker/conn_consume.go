@@ -62,7 +62,7 @@ func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
 	if err != nil {
 		return c.sendError(cmd.GetRequestId(), pb.ServerError_InvalidTopicName, err.Error())
 	}
-	go c.openConsumer(name, cmd)
+	c.goSafe("SUBSCRIBE", func() { c.openConsumer(name, cmd) })
 	return nil
 }
 
@@ -165,6 +165,9 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 	resp := &pb.CommandAckResponse{ConsumerId: ptr(cs.id), RequestId: cmd.RequestId}
 	if err != nil {
 		resp.Error, resp.Message = pb.ServerError_UnknownError.Enum(), ptr(err.Error())
+		if errors.Is(err, errCumulativeAckNotAllowed) {
+			resp.Error = pb.ServerError_NotAllowedError.Enum()
+		}
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: resp})
 }

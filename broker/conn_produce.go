@@ -20,6 +20,10 @@ package broker
 //     calls back in append order).
 //   - Back-pressure: while maxPendingPublishRequestsPerConnection SENDs
 //     await storage, the connection is not read.
+//   - A SEND for a producer id the connection never opened closes the
+//     connection, as Pulsar does; one for a producer closed recently (the
+//     last 256 on the connection) is ignored: it was in flight when the
+//     producer closed, and the client resends it after reopening.
 //   - A terminated topic refuses producers (TopicTerminatedError); a
 //     producer's schema is registered first (conn_schema.go) and its
 //     version returned in PRODUCER_SUCCESS.
@@ -28,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -40,9 +45,26 @@ type producer struct {
 	name  string
 	topic *topic
 	conn  *serverConn
-	// created is the PRODUCER_SUCCESS sent once the producer was created
-	// (nil before): a repeated PRODUCER for it is answered with it again.
-	created atomic.Pointer[pb.CommandProducerSuccess]
+	// created is what the PRODUCER_SUCCESS sent once the producer was
+	// created said (nil before): a repeated PRODUCER for it is answered
+	// with it again. Plain values, not the message: a message is not safe
+	// to copy or encode while another goroutine encodes it (proto keeps
+	// its size cache in the message).
+	created atomic.Pointer[producerCreated]
+}
+
+// producerCreated is a PRODUCER_SUCCESS but for its request id.
+type producerCreated struct {
+	name          string
+	lastSequence  int64
+	epoch         uint64
+	schemaVersion []byte
+}
+
+func (pc *producerCreated) success(reqID uint64) *pb.BaseCommand {
+	return &pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+		RequestId: &reqID, ProducerName: ptr(pc.name), LastSequenceId: ptr(pc.lastSequence),
+		TopicEpoch: ptr(pc.epoch), ProducerReady: ptr(true), SchemaVersion: pc.schemaVersion}}
 }
 
 // producerNames numbers generated producer names within this process.
@@ -58,7 +80,9 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 	if producerName == "" {
 		producerName = fmt.Sprintf("%s-%d", c.b.cfg.ClusterName, c.b.names.n.Add(1))
 	}
-	go c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode(), cmd.GetSchema())
+	c.goSafe("PRODUCER", func() {
+		c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode(), cmd.GetSchema())
+	})
 	return nil
 }
 
@@ -100,12 +124,15 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		last = t.dedup.lastPersisted(producerName)
 	}
 	success := func(epoch uint64, ready bool) {
-		ps := &pb.CommandProducerSuccess{RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last,
-			TopicEpoch: &epoch, ProducerReady: &ready, SchemaVersion: schemaVersion}
 		if ready {
-			p.created.Store(ps)
+			pc := &producerCreated{name: producerName, lastSequence: last, epoch: epoch, schemaVersion: schemaVersion}
+			p.created.Store(pc)
+			_ = c.send(pc.success(reqID))
+			return
 		}
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: ps})
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &pb.CommandProducerSuccess{
+			RequestId: &reqID, ProducerName: &producerName, LastSequenceId: &last, TopicEpoch: &epoch,
+			ProducerReady: &ready, SchemaVersion: schemaVersion}})
 	}
 	epoch, ready, fenced, err := t.addProducer(p, mode, func(epoch uint64) { success(epoch, true) })
 	if err != nil {
@@ -164,9 +191,7 @@ func (c *serverConn) answerExistingProducer(existing *producer, name TopicName, 
 	case existing.created.Load() == nil:
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("producer id %d is still being created", existing.id))
 	default:
-		ps := *existing.created.Load()
-		ps.RequestId = &reqID
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER_SUCCESS.Enum(), ProducerSuccess: &ps})
+		_ = c.send(existing.created.Load().success(reqID))
 	}
 }
 
@@ -177,6 +202,7 @@ func (c *serverConn) dropProducer(p *producer) {
 	defer c.mu.Unlock()
 	if c.producers[p.id] == p {
 		delete(c.producers, p.id)
+		c.closedProducers.add(p.id)
 	}
 }
 
@@ -190,17 +216,56 @@ func (c *serverConn) removeProducer(id uint64) *producer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.producers[id]
-	delete(c.producers, id)
+	if p != nil {
+		delete(c.producers, id)
+		c.closedProducers.add(id)
+	}
 	return p
 }
+
+// recentIDs remembers the last ids of producers closed on a connection
+// (bounded: a client cycling through ids cannot grow it), so that SENDs
+// that were in flight when one closed are told apart from SENDs for a
+// producer that never existed.
+type recentIDs struct {
+	ring [256]uint64
+	set  map[uint64]int // id -> times present in ring
+	next int
+	n    int
+}
+
+func (r *recentIDs) add(id uint64) {
+	if r.set == nil {
+		r.set = map[uint64]int{}
+	}
+	if r.n == len(r.ring) {
+		old := r.ring[r.next]
+		if r.set[old]--; r.set[old] == 0 {
+			delete(r.set, old)
+		}
+	} else {
+		r.n++
+	}
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % len(r.ring)
+	r.set[id]++
+}
+
+func (r *recentIDs) has(id uint64) bool { return r.set[id] > 0 }
 
 func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
 	c.mu.Lock()
-	p := c.producers[id]
+	p, recentlyClosed := c.producers[id], c.closedProducers.has(id)
 	c.mu.Unlock()
 	if p == nil {
-		return c.sendSendError(id, seq, pb.ServerError_UnknownError, fmt.Sprintf("no producer %d on this connection", id))
+		if recentlyClosed {
+			// In flight when the producer closed: its client resends what
+			// is pending once the producer is open again (as Pulsar, which
+			// ignores these too).
+			return nil
+		}
+		return fmt.Errorf("SEND for producer %d, which was never opened on this connection", id)
 	}
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a payload from producer %d", id)
@@ -208,6 +273,10 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	if err := f.Entry.VerifyChecksum(); err != nil {
 		c.log.Warn("SEND with a bad checksum; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
 		return c.sendSendError(id, seq, pb.ServerError_ChecksumError, err.Error())
+	}
+	if code, err := c.checkEntry(f.Entry); err != nil {
+		c.log.Warn("SEND refused; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
+		return c.sendSendError(id, seq, code, err.Error())
 	}
 	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
 	if d := p.topic.dedup; d != nil && !d.admit(p.name, int64(seq), int64(highest)) {
@@ -245,6 +314,28 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	return nil
 }
 
+// maxBrokerEntryMetadataLen is the most broker entry metadata the broker
+// may put in front of an entry (both interceptors, largest values).
+var maxBrokerEntryMetadataLen = wire.BrokerEntryMetadataLen(math.MaxUint64, true, math.MaxInt64, true)
+
+// checkEntry refuses what storage must never get: an entry that would be
+// too large once stamped (storage limits derive from wire.MaxEntrySize,
+// so this is the one check), and metadata that does not decode, which
+// every consumer and admin read of the entry would fail on. Both answer
+// NotAllowedError, as Pulsar answers "Exceed maximum message size": the
+// client fails the message instead of resending it for ever.
+func (c *serverConn) checkEntry(e wire.Entry) (pb.ServerError, error) {
+	if n, limit := e.Len()+maxBrokerEntryMetadataLen, wire.MaxEntrySize(c.b.cfg.MaxMessageSize); n > limit {
+		return pb.ServerError_NotAllowedError, fmt.Errorf("exceed maximum message size: entry of %d bytes (with broker metadata) is larger than %d", n, limit)
+	}
+	// The event loop serves one frame of a connection at a time: the
+	// scratch message is reused without a lock.
+	if err := e.DecodeMetadata(&c.sendMetadata); err != nil {
+		return pb.ServerError_NotAllowedError, fmt.Errorf("message metadata does not decode: %w", err)
+	}
+	return 0, nil
+}
+
 func (c *serverConn) sendSendError(id, seq uint64, code pb.ServerError, msg string) error {
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_ERROR.Enum(), SendError: &pb.CommandSendError{
 		ProducerId: &id, SequenceId: &seq, Error: code.Enum(), Message: &msg}})
@@ -255,9 +346,8 @@ func (c *serverConn) beginSend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendingSends++
-	if c.pendingSends >= c.b.settings().maxPendingPublish && !c.paused {
-		c.paused = true
-		c.t.PauseReading()
+	if c.pendingSends >= c.b.settings().maxPendingPublish {
+		c.pauseLocked(pauseBackPressure)
 	}
 }
 
@@ -265,9 +355,8 @@ func (c *serverConn) endSend() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pendingSends--
-	if c.paused && c.pendingSends <= c.b.settings().maxPendingPublish/2 {
-		c.paused = false
-		c.t.ResumeReading()
+	if c.pendingSends <= c.b.settings().maxPendingPublish/2 {
+		c.resumeLocked(pauseBackPressure)
 	}
 }
 

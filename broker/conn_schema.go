@@ -43,7 +43,7 @@ var errNoRegistry = errors.New("this broker stores no schemas (no schema registr
 
 func (c *serverConn) handleGetSchema(cmd *pb.CommandGetSchema) error {
 	reqID, topic, version := cmd.GetRequestId(), cmd.GetTopic(), cmd.GetSchemaVersion()
-	go func() {
+	c.goSafe("GET_SCHEMA", func() {
 		v, err := c.b.schemaVersion(context.Background(), topic, version)
 		resp := &pb.CommandGetSchemaResponse{RequestId: &reqID}
 		if err != nil {
@@ -53,7 +53,7 @@ func (c *serverConn) handleGetSchema(cmd *pb.CommandGetSchema) error {
 			resp.SchemaVersion = schema.VersionBytes(v.Version)
 		}
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: resp})
-	}()
+	})
 	return nil
 }
 
@@ -84,7 +84,7 @@ func schemaName(topic string) string {
 
 func (c *serverConn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) error {
 	reqID, topic, s := cmd.GetRequestId(), cmd.GetTopic(), cmd.GetSchema()
-	go func() {
+	c.goSafe("GET_OR_CREATE_SCHEMA", func() {
 		resp := &pb.CommandGetOrCreateSchemaResponse{RequestId: &reqID}
 		name, err := ParseTopicName(topic)
 		if err != nil {
@@ -93,7 +93,7 @@ func (c *serverConn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) e
 			resp.ErrorCode, resp.ErrorMessage = schemaErrorCode(err).Enum(), ptr(err.Error())
 		}
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE.Enum(), GetOrCreateSchemaResponse: resp})
-	}()
+	})
 	return nil
 }
 

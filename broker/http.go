@@ -2,12 +2,15 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire"
 )
 
 // HTTPHandler serves the HTTP endpoints clients use besides the binary
@@ -26,7 +29,46 @@ func (b *Broker) HTTPHandler() http.Handler {
 			ClusterName: b.cfg.ClusterName, Logger: b.log})
 	}
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
-	return mux
+	return b.recoverHTTP(b.limitBody(mux))
+}
+
+// limitBody bounds request bodies at maxMessageSize plus the frame
+// padding, the largest thing a client may send the broker at all (a
+// schema or a REST-produced message); a longer body fails its read with
+// 413 from the handler's decode. The server's read timeout
+// (cmd/magnetar/httpserve.go) bounds how long a body may take.
+func (b *Broker) limitBody(next http.Handler) http.Handler {
+	limit := int64(b.cfg.MaxMessageSize + wire.FramePadding)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body of %d bytes is larger than %d", r.ContentLength, limit))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// HTTP server limits, as Pulsar's web server (Jetty) bounds requests: a
+// client gets ReadHeaderTimeout for its headers and ReadTimeout for the
+// whole request with its body (a body announcing 2^64-1 bytes no longer
+// holds a request open for ever), headers up to Pulsar's
+// httpMaxRequestHeaderSize (8 KiB) plus a margin for long tokens, and an
+// idle keep-alive connection is closed after IdleTimeout. There is no
+// write timeout: /debug/pprof/profile and trace answer after the
+// duration the caller asks for.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 60 * time.Second
+	httpIdleTimeout       = 120 * time.Second
+	httpMaxHeaderBytes    = 16 << 10
+)
+
+// NewHTTPServer is an http.Server for h with these limits; every
+// server's HTTP port (broker, bookie, standalone) is one.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes}
 }
 
 // topicFromPath rebuilds the topic name of an HTTP path.

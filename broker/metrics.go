@@ -52,22 +52,35 @@ var (
 	descProducers = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
 	descConsumers = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
 	descSubs      = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
+	descPanics    = prometheus.NewDesc("magnetar_broker_recovered_panics_total",
+		"Panics recovered at a boundary (command, goroutine, http, metrics): each is a bug, logged with its stack.",
+		[]string{"boundary"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRateIn, descRateOut, descTputIn, descTputOut, descInTotal, descOutTotal,
-		descInBytes, descOutBytes, descStorage, descBacklog, descProducers, descConsumers, descSubs} {
+		descInBytes, descOutBytes, descStorage, descBacklog, descProducers, descConsumers, descSubs, descPanics} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Prometheus runs collectors on
+// goroutines of its own, where a panic would end the process: one
+// topic's failure costs that topic's series of this scrape only.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, t := range m.b.loadedTopics() {
-		m.collectTopic(ch, t, now)
+		m.collectTopicSafely(ch, t, now)
 	}
+	for _, b := range boundaries {
+		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b)
+	}
+}
+
+func (m *Metrics) collectTopicSafely(ch chan<- prometheus.Metric, t *topic, now time.Time) {
+	defer func() { _ = m.b.recovered(recover(), boundaryMetrics, m.b.log, "topic", t.name.String()) }()
+	m.collectTopic(ch, t, now)
 }
 
 func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.Time) {
@@ -83,28 +96,37 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 		if secs := now.Sub(prev.at).Seconds(); ok && secs > 0 {
 			v = float64(a-b) / secs
 		}
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		m.emit(ch, d, prometheus.GaugeValue, v, labels)
 	}
 	rate(descRateIn, cur.msgsIn, prev.msgsIn)
 	rate(descRateOut, cur.msgsOut, prev.msgsOut)
 	rate(descTputIn, cur.bytesIn, prev.bytesIn)
 	rate(descTputOut, cur.bytesOut, prev.bytesOut)
 	counter := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		m.emit(ch, d, prometheus.CounterValue, float64(v), labels)
 	}
 	counter(descInTotal, cur.msgsIn)
 	counter(descOutTotal, cur.msgsOut)
 	counter(descInBytes, cur.bytesIn)
 	counter(descOutBytes, cur.bytesOut)
 	producers, consumers, subs, backlog := t.counts()
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
+	gauge := func(d *prometheus.Desc, v float64) { m.emit(ch, d, prometheus.GaugeValue, v, labels) }
 	gauge(descStorage, float64(t.ml.Size()))
 	gauge(descBacklog, float64(backlog))
 	gauge(descProducers, float64(producers))
 	gauge(descConsumers, float64(consumers))
 	gauge(descSubs, float64(subs))
+}
+
+// emit sends one sample; one that cannot be made (a label Prometheus
+// refuses) is logged and skipped, never a panic.
+func (m *Metrics) emit(ch chan<- prometheus.Metric, d *prometheus.Desc, typ prometheus.ValueType, v float64, labels []string) {
+	s, err := prometheus.NewConstMetric(d, typ, v, labels...)
+	if err != nil {
+		m.b.log.Warn("metric sample skipped", "labels", labels, "err", err)
+		return
+	}
+	ch <- s
 }
 
 // counts returns the topic's producers, consumers, subscriptions and

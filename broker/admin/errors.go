@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -19,10 +20,23 @@ type errorBody struct {
 
 // WriteError answers with status and a Pulsar error body.
 func WriteError(w http.ResponseWriter, status int, reason string) {
+	reason = withoutPaths(reason)
 	body, _ := encode(errorBody{Reason: reason}) // a struct of one string always encodes
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// internalPath matches what looks like a metadata-store or file path in an
+// error's text: a '/' and a letter starting a word (after a space, a
+// quote or a parenthesis: not the "//" of a topic or service URL), up to
+// the next space or quote.
+var internalPath = regexp.MustCompile(`(^|[\s"'(])/[A-Za-z_][^\s"',)]*`)
+
+// withoutPaths elides internal paths from an error's reason: a caller
+// learns what failed, not how the store is laid out.
+func withoutPaths(reason string) string {
+	return internalPath.ReplaceAllString(reason, "$1<path>")
 }
 
 // WriteJSON answers 200 with v as JSON (500 if v does not encode).
@@ -63,7 +77,7 @@ func StatusOf(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
-	case errors.Is(err, resources.ErrInvalid):
+	case errors.Is(err, resources.ErrInvalid), errors.Is(err, metadata.ErrInvalidPath):
 		return http.StatusBadRequest
 	case errors.Is(err, resources.ErrNotAllowed):
 		return http.StatusForbidden

@@ -7,10 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/magnetar-io/magnetar/broker"
 )
 
 // addOpsHandlers adds what every server's HTTP port offers operators:
@@ -29,7 +30,7 @@ func serveHTTP(addr string, mux *http.ServeMux, what string, log *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", what, addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := broker.NewHTTPServer(mux)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error(what+" stopped; its endpoints (/metrics, pprof) are unavailable", "err", err)
