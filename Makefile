@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
+.PHONY: all build test test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
 
 all: build
 
@@ -36,18 +36,29 @@ testrace: zookeeper nats pulsar-perf
 test-long: zookeeper
 	MAGNETAR_CRASH_SEEDS=3000 $(GO) test -count=1 -timeout 60m -run 'TestCrash' ./journal/ ./entrylog/
 	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
+	$(MAKE) fuzz-server HOSTILE_INPUTS=20000 HOSTILE_SEEDS=3
 
 ## bench: Go benchmarks of every package
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
 
-## fuzz: each fuzz target for FUZZTIME (default 20s)
-fuzz:
+## fuzz: each fuzz target for FUZZTIME (default 20s), then fuzz-server
+fuzz: fuzz-server
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## fuzz-server: hostile input against a running broker (tools/hostile):
+## HOSTILE_SEEDS seeds of HOSTILE_INPUTS inputs each, ACKs of up to 100,000
+## ids, an official Go client producing and consuming alongside; make test
+## runs a short one (1,000 inputs, race detector on)
+HOSTILE_INPUTS ?= 5000
+HOSTILE_SEEDS  ?= 1
+fuzz-server:
+	MAGNETAR_HOSTILE_INPUTS=$(HOSTILE_INPUTS) MAGNETAR_HOSTILE_SEEDS=$(HOSTILE_SEEDS) MAGNETAR_HOSTILE_MAX_IDS=100000 \
+		$(GO) test -count=1 -timeout 120m -run TestHostileInputAgainstBroker -v ./tools/hostile/
 
 ## lint: gofmt, go vet, staticcheck (installed from the module proxy if missing)
 lint:
