@@ -51,7 +51,7 @@ func (b *Broker) httpMessageByID(w http.ResponseWriter, r *http.Request, name To
 		adminError(w, fmt.Errorf("message %v of %s: %w (%v)", pos, name, errMessageNotFound, err))
 		return
 	}
-	writeMessage(w, e)
+	b.writeMessage(w, r, e)
 }
 
 func (b *Broker) httpExamineMessage(w http.ResponseWriter, r *http.Request, name TopicName) {
@@ -83,7 +83,7 @@ func (b *Broker) httpExamineMessage(w http.ResponseWriter, r *http.Request, name
 		adminError(w, fmt.Errorf("examine %s: %w", name, err))
 		return
 	}
-	writeMessage(w, e)
+	b.writeMessage(w, r, e)
 }
 
 // nthEntry reads the stored entry at index i (0: the first).
@@ -139,7 +139,7 @@ func nthUnacknowledged(ctx context.Context, ml managedledger.ManagedLedger, c ma
 }
 
 // writeMessage answers one entry as Pulsar's message endpoints do.
-func writeMessage(w http.ResponseWriter, e managedledger.Entry) {
+func (b *Broker) writeMessage(w http.ResponseWriter, r *http.Request, e managedledger.Entry) {
 	bem, parsed, err := wire.ParseStoredEntry(e.Data)
 	var md pb.MessageMetadata
 	if err == nil {
@@ -147,7 +147,7 @@ func writeMessage(w http.ResponseWriter, e managedledger.Entry) {
 	}
 	var payload []byte
 	if err == nil {
-		payload, err = decompress(md.GetCompression(), parsed.Payload(), int(md.GetUncompressedSize()))
+		payload, err = b.inflate.decompress(r.Context(), md.GetCompression(), parsed.Payload(), int(md.GetUncompressedSize()))
 	}
 	if err != nil {
 		adminError(w, fmt.Errorf("entry %v: %w", e.Position, err))

@@ -391,5 +391,5 @@ func (b *Broker) httpPeek(w http.ResponseWriter, r *http.Request, name TopicName
 		adminError(w, fmt.Errorf("peek subscription %s: %w", st.name, err))
 		return
 	}
-	writeMessage(w, e)
+	b.writeMessage(w, r, e)
 }

@@ -186,6 +186,8 @@ type Broker struct {
 	cpu cpuSampler // sampled by load reports
 	// dyn holds the settings dynamic configuration may change (dynconfig.go).
 	dyn atomic.Pointer[dynamicSettings]
+	// inflate bounds the memory of admin decompressions (compression.go).
+	inflate inflateBudget
 	// panics counts panics recovered at the boundaries (recover.go).
 	panics panicCounter
 	// testHookCommand, set by tests only, sees each checked command before
@@ -202,7 +204,7 @@ type Broker struct {
 // New returns a broker storing topics in ledgers.
 func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
-	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, topics: map[string]*topic{},
+	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, inflate: newInflateBudget(), topics: map[string]*topic{},
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
 	b.dyn.Store(startedSettings(cfg))
 	if cfg.Metadata != nil {
