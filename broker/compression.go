@@ -7,8 +7,8 @@ package broker
 
 import (
 	"bytes"
-	"context"
 	"compress/zlib"
+	"context"
 	"fmt"
 	"io"
 
@@ -38,7 +38,9 @@ var maxRatio = map[pb.CompressionType]int{
 // before): each waits for its uncompressed size out of maxUncompressed.
 type inflateBudget struct{ sem *semaphore.Weighted }
 
-func newInflateBudget() inflateBudget { return inflateBudget{sem: semaphore.NewWeighted(maxUncompressed)} }
+func newInflateBudget() inflateBudget {
+	return inflateBudget{sem: semaphore.NewWeighted(maxUncompressed)}
+}
 
 // decompress returns the payload as the producer wrote it before
 // compression; size is the metadata's uncompressed_size. The memory it
