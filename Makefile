@@ -17,13 +17,15 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/magnetar
 
-## test: vet, then every test with the race detector (what CI runs), and the
+## test: vet, then every test with the race detector and the invariants
+## build tag (internal/invariants: checks that panic on a broken invariant;
+## what CI runs), and the
 ## broker's protocol tests once more over managed ledgers on an in-process
 ## bookie; the ZooKeeper tests start their own servers, installing ZooKeeper
 ## if missing
 test: zookeeper nats pulsar-perf
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m -tags invariants ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
 
 ## testrace: the tests three times in shuffled order, to shake out flakes

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spaolacci/murmur3"
 
+	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -728,6 +729,9 @@ func (s *subscription) removeInflightLocked(p managedledger.Position) (unblocked
 func (s *subscription) countUnackedLocked(c *consumer, delta int64) (unblocked bool) {
 	c.unacked += delta
 	s.unacked += delta
+	if invariants.Enabled && (c.unacked < 0 || s.unacked < 0) {
+		invariants.Failf("unacked count below zero: consumer %d, subscription %d (delta %d)", c.unacked, s.unacked, delta)
+	}
 	if s.subType != pb.CommandSubscribe_Shared && s.subType != pb.CommandSubscribe_Key_Shared {
 		return false // Exclusive and Failover consumers ack cumulatively: no limit, as in Pulsar
 	}

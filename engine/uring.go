@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/magnetar-io/magnetar/engine/iouring"
+	"github.com/magnetar-io/magnetar/internal/invariants"
 	"golang.org/x/sys/unix"
 )
 
@@ -262,6 +263,9 @@ func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, re
 	}
 	u.acquireMu.Unlock()
 	for i := range reqs {
+		if invariants.Enabled && u.slots[ids[i]].state.Load() != slotFree {
+			invariants.Failf("uring slot %d taken from the free list in state %d", ids[i], u.slots[ids[i]].state.Load())
+		}
 		u.slots[ids[i]].state.Store(slotInFlight)
 	}
 	first := &u.slots[ids[0]]
@@ -296,6 +300,12 @@ func (u *uringIO) run(f *osFile, reqs []sqeReq, bufs [][]byte, vectored bool, re
 func (u *uringIO) release(first *uringSlot, ids []uint32) {
 	first.pinner.Unpin()
 	for _, id := range ids {
+		if invariants.Enabled {
+			// Freed after its completion was reaped, or unsubmitted.
+			if st := u.slots[id].state.Load(); st != slotDone && st != slotInFlight {
+				invariants.Failf("uring slot %d freed in state %d", id, st)
+			}
+		}
 		u.slots[id].state.Store(slotFree)
 		u.free <- id
 	}

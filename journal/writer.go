@@ -2,6 +2,8 @@ package journal
 
 import (
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/invariants"
 )
 
 // group is the adds one write carries.
@@ -151,6 +153,9 @@ func (j *Journal) commit(g group) {
 	}
 	buf := j.encodeGroup(g, span)
 	seg, off := j.cur, j.cur.offset
+	if invariants.Enabled && (off%BlockSize != 0 || span%BlockSize != 0 || span < groupSpan(g.bytes)) {
+		invariants.Failf("journal group at offset %d spanning %d bytes (%d of records) is not block-aligned", off, span, g.bytes)
+	}
 	end := Mark{FileID: seg.id, Offset: off + span}
 	var err error
 	switch {

@@ -48,6 +48,7 @@ func (c *bkCursor) checkLocked() error {
 // with none left it moves the read position to the end.
 func (c *bkCursor) planLocked(n int) []int64 {
 	ml := c.ml
+	ml.checkTrimLocked()
 	c.read = max(c.read, ml.baseLocked(), c.markDelete+1)
 	end := ml.endLocked()
 	var out []int64

@@ -1,0 +1,6 @@
+//go:build invariants
+
+package invariants
+
+// Enabled: this build checks invariants (the invariants build tag).
+const Enabled = true
