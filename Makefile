@@ -33,11 +33,13 @@ testrace: zookeeper nats pulsar-perf
 	$(GO) test -race -count=3 -shuffle=on -timeout 40m ./...
 
 ## test-long: the seeded crash and fault suites with many more seeds
-## (journal and entry-log crashes, ledger fault scenarios, re-replication);
+## (journal and entry-log crashes, ledger fault scenarios, re-replication,
+## the managed-ledger model test);
 ## about 3 minutes on 2 cores with these counts: raise them for soaks
 test-long: zookeeper
 	MAGNETAR_CRASH_SEEDS=3000 $(GO) test -count=1 -timeout 60m -run 'TestCrash' ./journal/ ./entrylog/
 	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
+	$(GO) test -count=1 -timeout 60m -run 'TestBKModel' ./managedledger/ -ml.seeds=300
 	$(MAKE) fuzz-server HOSTILE_INPUTS=20000 HOSTILE_SEEDS=3
 
 ## bench: Go benchmarks of every package
