@@ -227,7 +227,7 @@ type runningBookie struct {
 	store metadata.Store
 	core  *bookie.Core
 	srv   *bookie.Server
-	reg   *bookie.Registrar
+	reg   *bookieAnnouncer
 	web   *http.Server
 
 	ledgers  *ledger.Client // garbage collection's oracle, auditor and worker
@@ -302,22 +302,14 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 		return err
 	}
 	rb.srv = srv
-	ro, _ := core.ReadOnly()
 	rctx, cancel := context.WithTimeout(ctx, 2*f.zkTimeout+5*time.Second)
 	defer cancel()
-	rb.reg, err = bookie.Register(rctx, rb.store, bookie.Registration{BookieID: f.bookieID,
+	rb.reg, err = announceBookie(rctx, rb.store, core, bookie.Registration{BookieID: f.bookieID, // with its mode, kept current
 		Address: net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort)), HTTPAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)),
-		Rack: f.rack, Region: f.region, ReadOnly: ro}, log)
+		Rack: f.rack, Region: f.region}, log)
 	if err != nil {
 		return err
 	}
-	core.OnModeChange(func(ro bool) {
-		uctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := rb.reg.SetReadOnly(uctx, ro); err != nil {
-			log.Error("bookie could not publish its read-only mode", "read_only", ro, "err", err)
-		}
-	})
 	rb.web, err = serveBookieHTTP(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.httpPort)), reg, core, f.bookieID, log)
 	if err != nil {
 		return err

@@ -34,6 +34,14 @@ type standaloneFlags struct {
 	// keys) and ledger storage (dbStorage_* keys).
 	journal journalSettings
 	storage storageSettings
+	// metadataURL is where metadata lives (metadataStoreUrl; default
+	// local:<data-dir>/metadata): put it on a disk the bookie does not
+	// fill. journalDirs and ledgerDirs are the in-process bookie's
+	// directories (journalDirectory or journalDirectories,
+	// ledgerDirectories; default under <data-dir>/bookie), so journal and
+	// ledgers can sit on different disks. disk holds its disk-usage keys.
+	metadataURL, journalDirs, ledgerDirs string
+	disk                                 diskSettings
 }
 
 // defaultStandaloneConf is read when --config is not given and it exists.
@@ -46,6 +54,9 @@ func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (st
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
 	fs.StringVar(&f.dataDir, "data-dir", "data", "directory for metadata and data")
 	fs.StringVar(&f.storageKind, "storage", "bookie", "bookie (durable: the in-process bookie) or memory (not durable: measures the broker without storage)")
+	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataStoreUrl: local:/dir (default local:<data-dir>/metadata), on a disk the bookie does not fill")
+	fs.StringVar(&f.journalDirs, "journal-dirs", "", "journalDirectories: the journal's directory (default <data-dir>/bookie/journal)")
+	fs.StringVar(&f.ledgerDirs, "ledger-dirs", "", "ledgerDirectories: the entry logs' directory (default <data-dir>/bookie/ledgers)")
 	f.listenFlags.register(fs, "standalone", "clusterName")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -56,8 +67,12 @@ func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (st
 	if f.storageKind != "bookie" && f.storageKind != "memory" {
 		return f, fmt.Errorf("--storage %q: want bookie or memory", f.storageKind)
 	}
-	return f, f.loadConfig(setByFlag(fs, nil), log)
+	return f, f.loadConfig(setByFlag(fs, standaloneFlagKeys), log)
 }
+
+// standaloneFlagKeys maps standalone's own flags to the keys they override.
+var standaloneFlagKeys = map[string]string{"metadata-store": "metadataStoreUrl",
+	"journal-dirs": "journalDirectories", "ledger-dirs": "ledgerDirectories"}
 
 // loadConfig applies the configuration file; flags win over it.
 func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error {
@@ -77,8 +92,18 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	for k, v := range f.journal.confKeys() {
 		setters[k] = v
 	}
+	for k, v := range f.disk.confKeys() {
+		setters[k] = v
+	}
+	setters["metadataStoreUrl"] = setString(&f.metadataURL)
+	setters["journalDirectories"], setters["ledgerDirectories"] = setList(&f.journalDirs), setList(&f.ledgerDirs)
+	setters["journalDirectory"] = setList(&f.journalDirs) // BookKeeper's older, singular key
+	byFlag["journalDirectory"] = byFlag["journalDirectories"]
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
+	}
+	if err := f.disk.validate(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return f.brokerSettings.validate(path)
 }
@@ -117,7 +142,8 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err != nil {
 		return err
 	}
-	store, err := metadata.Open(ctx, "local:"+filepath.Join(dir, "metadata"), metadata.Options{Logger: log})
+	metaURL := f.metadataStoreURL(dir)
+	store, err := metadata.Open(ctx, metaURL, metadata.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
 	}
@@ -139,7 +165,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err != nil {
 		return err
 	}
-	bcfg.MetadataStoreURL = "local:" + filepath.Join(dir, "metadata")
+	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	b := broker.New(bcfg, ledgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
@@ -166,6 +192,14 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+}
+
+// metadataStoreURL is metadataStoreUrl, by default local:<data-dir>/metadata.
+func (f standaloneFlags) metadataStoreURL(dataDir string) string {
+	if f.metadataURL != "" {
+		return f.metadataURL
+	}
+	return "local:" + filepath.Join(dataDir, "metadata")
 }
 
 // openStorage starts the topics' storage: the in-process bookie, or with

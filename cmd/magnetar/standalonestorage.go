@@ -26,7 +26,7 @@ const standaloneBookieID = "standalone-bookie"
 // through a LocalTransport, the ledger client, and managed ledgers on it.
 type standaloneStorage struct {
 	core           *bookie.Core
-	reg            *bookie.Registrar
+	reg            *bookieAnnouncer
 	ledgers        *ledger.Client
 	managedLedgers *managedledger.BKFactory
 	stopGC         context.CancelFunc
@@ -37,19 +37,22 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	if err != nil {
 		return nil, err
 	}
-	journalDir, ledgerDir := filepath.Join(dir, "journal"), filepath.Join(dir, "ledgers")
+	journalDirs, ledgerDirs, err := f.bookieDirs(dir)
+	if err != nil {
+		return nil, err
+	}
 	// The cookie stops standalone from starting on a bookie directory that
 	// was wiped while its metadata (which says what it held) survived.
 	if err := bookie.CheckCookies(ctx, fs, store, bookie.Cookie{BookieID: standaloneBookieID,
-		JournalDirs: []string{journalDir}, LedgerDirs: []string{ledgerDir}}); err != nil {
+		JournalDirs: journalDirs, LedgerDirs: ledgerDirs}); err != nil {
 		return nil, err
 	}
 	s := &standaloneStorage{}
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		return openLedgerStorage(fs, []string{ledgerDir}, f.storage, cp, log, nil)
+		return openLedgerStorage(fs, ledgerDirs, f.storage, cp, log, nil)
 	}
-	s.core, err = bookie.OpenCore(fs, []string{journalDir}, f.journal.options(log), open,
-		bookie.Options{LedgerDirs: []string{ledgerDir}, Logger: log})
+	s.core, err = bookie.OpenCore(fs, journalDirs, f.journal.options(log), open,
+		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log}))
 	if err != nil {
 		return nil, err
 	}
@@ -60,13 +63,34 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	return s, nil
 }
 
+// bookieDirs are the journal and ledger directories: journalDirectories
+// and ledgerDirectories, by default journal and ledgers under dir.
+func (f standaloneFlags) bookieDirs(dir string) (journal, ledgers []string, err error) {
+	jd, ld := f.journalDirs, f.ledgerDirs
+	if jd == "" {
+		jd = filepath.Join(dir, "journal")
+	}
+	if ld == "" {
+		ld = filepath.Join(dir, "ledgers")
+	}
+	if journal, err = splitDirs(jd); err != nil {
+		return nil, nil, fmt.Errorf("journalDirectories: %w", err)
+	}
+	if ledgers, err = splitDirs(ld); err != nil {
+		return nil, nil, fmt.Errorf("ledgerDirectories: %w", err)
+	}
+	return journal, ledgers, nil
+}
+
 // connect registers the bookie and builds the ledger client and managed
 // ledgers on it.
 func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
-	s.reg, err = bookie.Register(rctx, store, bookie.Registration{BookieID: standaloneBookieID, Address: "in-process"}, log)
+	// Published with its mode, and again at every change: placement skips a
+	// read-only bookie (a full disk) and returns to it once it is writable.
+	s.reg, err = announceBookie(rctx, store, s.core, bookie.Registration{BookieID: standaloneBookieID, Address: "in-process"}, log)
 	if err != nil {
 		return err
 	}
