@@ -129,6 +129,12 @@ func (c *bkCursor) restoreBatchLocked(sets []batchSnapshot) {
 }
 
 func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
+	// metaMu orders the create with trims: a trim in flight (it holds
+	// metaMu from choosing the ledgers to deleting them from the list)
+	// does not know this cursor, so its start is taken after the trim,
+	// never in a ledger the trim is removing.
+	ml.metaMu.Lock()
+	defer ml.metaMu.Unlock()
 	ml.mu.Lock()
 	if err := ml.openErrorLocked(); err != nil {
 		ml.mu.Unlock()
