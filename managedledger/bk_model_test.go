@@ -127,8 +127,8 @@ type modelHarness struct {
 	// trimmable: every entry below it was acknowledged by every cursor at
 	// some point (noteTrimmable); only those may be missing from the stream.
 	trimmable int
-	seq      int
-	trace    []string
+	seq       int
+	trace     []string
 }
 
 func newModelHarness(t *testing.T, seed uint64) *modelHarness {
