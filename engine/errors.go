@@ -66,6 +66,24 @@ func IsNoSpace(err error) bool {
 	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
 }
 
+// IsNoSpaceOnWrite reports whether err is a full disk met while allocating
+// or writing (preallocate, write, create, ...), not while syncing. Such a
+// failure lost nothing that was already written, so storage can wait for
+// space instead of stopping; ENOSPC from a datasync may mean the kernel
+// dropped dirty pages of earlier writes, and stays a failure.
+func IsNoSpaceOnWrite(err error) bool {
+	if !IsNoSpace(err) {
+		return false
+	}
+	var op interface{ SyncOp() bool }
+	return !errors.As(err, &op) || !op.SyncOp()
+}
+
+// SyncOp reports whether the failed operation flushed earlier writes: a
+// datasync, a directory sync or a close (a write+datasync counts as a
+// write: its data was never acknowledged).
+func (e *Error) SyncOp() bool { return e.Op == "datasync" || e.Op == "syncdir" || e.Op == "close" }
+
 // IsNotExist reports whether err means the file or directory does not exist.
 func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 

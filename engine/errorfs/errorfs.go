@@ -78,7 +78,12 @@ type InjectedError struct {
 func (e *InjectedError) Error() string {
 	return fmt.Sprintf("%s %s: %v (injected fault at op #%d)", e.Op, e.Path, e.Err, e.Index)
 }
-func (e *InjectedError) Unwrap() error        { return e.Err }
+func (e *InjectedError) Unwrap() error { return e.Err }
+
+// SyncOp reports whether the fault was injected into an operation that
+// flushes earlier writes (a sync or a close): engine.IsNoSpaceOnWrite
+// tells those from a failed write.
+func (e *InjectedError) SyncOp() bool         { return e.Op == OpSync || e.Op == OpSyncDir || e.Op == OpClose }
 func (e *InjectedError) Is(target error) bool { return target == ErrInjected }
 
 // Injector decides, for each operation, whether it fails. index counts every
