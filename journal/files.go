@@ -18,6 +18,12 @@ func (j *Journal) rotate() error {
 	if err != nil {
 		return err
 	}
+	j.use(seg)
+	return nil
+}
+
+// use makes seg the current file.
+func (j *Journal) use(seg *segment) {
 	j.nextID++
 	j.cur = seg
 	j.mu.Lock()
@@ -26,14 +32,19 @@ func (j *Journal) rotate() error {
 		j.lastMark = Mark{FileID: seg.id, Offset: BlockSize}
 	}
 	j.mu.Unlock()
-	return nil
 }
 
-// rotateForWrite closes the current file once everything in it is durable
-// and opens the next. In pipeline mode it waits for the sync loop to sync
-// the old file first, so no group of the new file can become durable
-// before the old file's last groups (replay stops at the first torn group).
+// rotateForWrite opens the next file, then closes the current one once
+// everything in it is durable. In pipeline mode it waits for the sync loop
+// to sync the old file first, so no group of the new file can become
+// durable before the old file's last groups (replay stops at the first
+// torn group). The next file is made first so that a full disk leaves the
+// current file in place (commit tries again with the next group).
 func (j *Journal) rotateForWrite() error {
+	seg, err := j.createSegment(j.nextID)
+	if err != nil {
+		return err
+	}
 	old := j.cur
 	j.cur = nil // closed below whatever happens; Close must not close it again
 	switch {
@@ -47,17 +58,22 @@ func (j *Journal) rotateForWrite() error {
 			err = old.f.Datasync()
 		}
 		if err = errors.Join(err, old.f.Close()); err != nil {
+			seg.f.Close()
 			return fmt.Errorf("journal %s: closing %s: %w", j.dir, fileName(old.id), err)
 		}
 	}
 	if err := j.failure(); err != nil {
+		seg.f.Close()
 		return err
 	}
-	return j.rotate()
+	j.use(seg)
+	return nil
 }
 
 // createSegment makes journal file id durable with its header: a recycled
-// file when one is available and reuse is on, else a new preallocated one.
+// file when one is available and reuse is on (it needs no new space), else
+// a new one preallocated as the disk allows. A new file that could not be
+// made is removed, so a full disk keeps no half-made file.
 func (j *Journal) createSegment(id uint64) (*segment, error) {
 	j.filesMu.Lock()
 	defer j.filesMu.Unlock()
@@ -69,27 +85,62 @@ func (j *Journal) createSegment(id uint64) (*segment, error) {
 		}
 		return seg, nil
 	}
+	step, err := j.allocStep(0)
+	if err != nil {
+		return nil, fmt.Errorf("journal: create %s: %w", fileName(id), err)
+	}
 	name := j.path(fileName(id))
 	f, err := j.fs.Create(name)
 	if err != nil {
 		return nil, fmt.Errorf("journal: create %s: %w", name, err)
 	}
-	if err := j.initFile(f, hdr, true); err != nil {
+	if err := j.initFile(f, hdr, step); err != nil {
 		f.Close()
+		if rerr := j.fs.Remove(name); rerr != nil && !engine.IsNotExist(rerr) {
+			j.log.Warn("journal: could not remove a file it failed to make", "file", name, "err", rerr)
+		}
 		return nil, fmt.Errorf("journal: init %s: %w", name, err)
 	}
 	j.addLive(id)
-	return &segment{id: id, f: f, offset: BlockSize, allocated: BlockSize + j.opts.PreallocSize}, nil
+	return &segment{id: id, f: f, offset: BlockSize, allocated: BlockSize + step}, nil
 }
 
-// initFile writes and syncs a header (and preallocates a fresh file), then
-// makes the file's name durable.
-func (j *Journal) initFile(f engine.File, hdr []byte, fresh bool) error {
+// preallocFreeShare: no preallocation takes more than this share of the
+// free space, so a small disk starts and a nearly full one keeps the rest
+// for checkpoints and the ledger storage's own flushes.
+const preallocFreeShare = 8
+
+// allocStep returns how many bytes to preallocate when at least need are
+// required: the configured step, at most a share of the free space, then
+// as Options.Space decides. Fewer than need fails with ErrNoSpace.
+func (j *Journal) allocStep(need int64) (int64, error) {
+	want := max(j.opts.PreallocSize, need)
+	if free, err := j.fs.FreeSpace(j.dir); err == nil {
+		want = min(want, max(need, alignDown(int64(free)/preallocFreeShare)))
+	}
+	if j.opts.Space != nil {
+		got, err := j.opts.Space(j.dir, need, want)
+		if err != nil {
+			return 0, err
+		}
+		want = min(want, got)
+	}
+	if want < need {
+		return 0, fmt.Errorf("%w: %s needs %d bytes to grow, the disk allows %d", ErrNoSpace, j.dir, need, want)
+	}
+	return want, nil
+}
+
+func alignDown(n int64) int64 { return max(n, 0) &^ (BlockSize - 1) }
+
+// initFile writes and syncs a header and preallocates prealloc bytes after
+// it, then makes the file's name durable.
+func (j *Journal) initFile(f engine.File, hdr []byte, prealloc int64) error {
 	if _, err := f.WriteAt([][]byte{hdr}, 0); err != nil {
 		return err
 	}
-	if fresh {
-		if err := f.Preallocate(BlockSize, j.opts.PreallocSize); err != nil {
+	if prealloc > 0 {
+		if err := f.Preallocate(BlockSize, prealloc); err != nil {
 			return err
 		}
 	}
@@ -129,13 +180,16 @@ func (j *Journal) reuse(r, id uint64, hdr []byte) (*segment, error) {
 }
 
 // ensureAllocated grows the current file's preallocation to hold span
-// more bytes.
+// more bytes, by a step sized to the disk (allocStep).
 func (j *Journal) ensureAllocated(span int64) error {
 	seg := j.cur
 	if seg.offset+span <= seg.allocated {
 		return nil
 	}
-	grow := max(j.opts.PreallocSize, alignUp(seg.offset+span-seg.allocated))
+	grow, err := j.allocStep(alignUp(seg.offset + span - seg.allocated))
+	if err != nil {
+		return fmt.Errorf("journal: grow %s: %w", fileName(seg.id), err)
+	}
 	if err := seg.f.Preallocate(seg.allocated, grow); err != nil {
 		return fmt.Errorf("journal: preallocate %s: %w", fileName(seg.id), err)
 	}
@@ -174,6 +228,10 @@ func (j *Journal) Checkpoint(m Mark) error {
 		return nil // a checkpoint going backwards would point into retired files
 	}
 	if err := engine.WriteFileAtomic(j.fs, j.path(checkpointFile), encodeMark(m)); err != nil {
+		if engine.IsNoSpaceOnWrite(err) {
+			// The old checkpoint stands; files are retired by a later one.
+			return fmt.Errorf("%w: %s: write checkpoint: %w", ErrNoSpace, j.dir, err)
+		}
 		return fmt.Errorf("journal %s: write checkpoint: %w", j.dir, err)
 	}
 	j.checkpointed = m

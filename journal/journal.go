@@ -20,7 +20,20 @@ var (
 	ErrFailed = errors.New("journal: failed")
 	// ErrEntryTooLarge rejects payloads over MaxEntrySize.
 	ErrEntryTooLarge = errors.New("journal: entry too large")
+	// ErrNoSpace: the disk is full (ENOSPC on a preallocation, a new file
+	// or a write, or Options.Space refused to grow a file). The adds it
+	// fails were never acknowledged and nothing written is lost: the
+	// journal is not failed, and later adds try again.
+	ErrNoSpace = errors.New("journal: out of space")
 )
+
+// SpaceFunc is asked before each preallocation in dir (a new file, or
+// growing the current one) how many bytes to allocate: want is the
+// configured step already capped to a fraction of the free space, need the
+// least the next write requires (0 for a new file, which grows later). It
+// returns at most want; fewer than need refuses (return an error wrapping
+// ErrNoSpace to say why).
+type SpaceFunc func(dir string, need, want int64) (int64, error)
 
 // Options configure a journal. Zero values take BookKeeper's defaults
 // (Pulsar's where it ships its own), under the same key names.
@@ -63,6 +76,9 @@ type Options struct {
 	// QueueSize is journalQueueSize: adds waiting for the writer; Add
 	// blocks when it is full (default 10000).
 	QueueSize int
+	// Space, when set, decides each preallocation (the bookie checks disk
+	// usage there, so its threshold, not ENOSPC, is met first).
+	Space SpaceFunc
 	// Logger receives one line per event an operator acts on.
 	Logger *slog.Logger
 }
@@ -138,6 +154,7 @@ type Journal struct {
 
 	mu       sync.Mutex
 	failed   error
+	noSpace  time.Time // when out of space was last logged (rate limit)
 	lastMark Mark
 	recycled []uint64 // recycled file ids, oldest first
 	live     []uint64 // journal files in id order (the current one last)
@@ -220,10 +237,14 @@ func (j *Journal) failure() error {
 }
 
 // fail puts the journal into the failed state (once) and returns the error
-// every pending add gets.
+// every pending add gets. A full disk met before anything was acknowledged
+// is not a failure: the adds fail with ErrNoSpace and the journal goes on.
 func (j *Journal) fail(cause error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.failed == nil && outOfSpace(cause) {
+		return j.noSpaceLocked(cause)
+	}
 	if j.failed == nil {
 		j.failed = fmt.Errorf("%w: %s: %w", ErrFailed, j.dir, cause)
 		j.log.Error("journal failed; every pending and later add fails until restart", "err", cause)
@@ -253,4 +274,24 @@ func (j *Journal) Close() error {
 		return fmt.Errorf("journal %s: close: %w", j.dir, err)
 	}
 	return j.failure()
+}
+
+// outOfSpace reports whether err is a full disk that lost nothing written:
+// a refused or failed preallocation, file creation or write (never a
+// datasync, which stays a failure).
+func outOfSpace(err error) bool {
+	return errors.Is(err, ErrNoSpace) || engine.IsNoSpaceOnWrite(err)
+}
+
+// noSpaceLocked returns the error the adds of a group that found no space
+// get, logging it at most every 10 s. Caller holds mu.
+func (j *Journal) noSpaceLocked(cause error) error {
+	if time.Since(j.noSpace) > 10*time.Second {
+		j.noSpace = time.Now()
+		j.log.Warn("journal out of space; adds fail until space is freed", "err", cause)
+	}
+	if errors.Is(cause, ErrNoSpace) {
+		return cause
+	}
+	return fmt.Errorf("%w: %s: %w", ErrNoSpace, j.dir, cause)
 }
