@@ -129,6 +129,12 @@
 // A failed write, sync, create, preallocation or index commit stops the
 // storage: every later change (and Flush, GC) fails with ErrFailed wrapping
 // the first cause, in every directory, until it is reopened; reads go on.
+// Except a full disk: ENOSPC on a preallocation, a new log or a write
+// (never a sync) fails that flush or compaction with ErrNoSpace and
+// nothing else; the half stays in the write cache (readable), the next
+// flush writes it again over the same bytes, and an AddEntry that would
+// wait for it fails at once with ErrNoSpace. Logs grow in PreallocSize
+// steps, each at most an eighth of the free space, asked of Options.Space.
 // AddEntry waits at most MaxThrottleTime for a full write cache and then
 // fails with ErrWriteCacheFull, which does not fail the storage. Pebble
 // treats a failed write of its own log as fatal: on a commit that becomes

@@ -1,6 +1,7 @@
 package entrylog
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -56,13 +57,18 @@ func (s *shard) takeDirty() bool {
 func (s *shard) flushBuf(b *wbuf) error {
 	start := time.Now()
 	keys := s.liveKeys(b.sorted())
+	logID, off := s.logs.currentID(), s.logs.off
 	locs, err := s.writeRecords(b, keys)
 	if err == nil {
 		s.hook("flush:log-written")
 		err = s.logs.sync()
 	}
 	if err != nil {
-		return s.failed(err)
+		err = s.appendFailed(err, logID, off) // b stays in the write cache
+		if errors.Is(err, ErrNoSpace) {
+			s.wc.outOfSpace(err)
+		}
+		return err
 	}
 	s.hook("flush:log-synced")
 	if err := s.commitLocations(keys, locs, nil); err != nil {

@@ -235,12 +235,13 @@ func (s *shard) moveRecords(id uint64, chunk []located) (int64, error) {
 	for i, c := range chunk {
 		keys[i], old[i] = c.key, c.loc
 	}
+	logID, off := s.logs.currentID(), s.logs.off
 	locs, err := s.appendRecords(recs)
 	if err == nil {
 		err = s.logs.sync()
 	}
 	if err != nil {
-		return 0, s.failed(err)
+		return 0, s.appendFailed(err, logID, off) // the records stay where they were
 	}
 	s.hook("compact:log-synced")
 	if err := s.commitLocations(keys, locs, old); err != nil {

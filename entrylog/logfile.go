@@ -36,6 +36,8 @@ type logSet struct {
 	fs    engine.FS
 	dir   string
 	limit int64
+	step  int64     // preallocation step (Options.PreallocSize)
+	space SpaceFunc // may be nil
 	log   *slog.Logger
 	hook  func(string)
 
@@ -45,13 +47,15 @@ type logSet struct {
 	}
 
 	// Writer state, guarded by the shard's writeMu.
-	cur    *logFile
-	off    int64 // where the next record goes in cur
-	nextID uint64
+	cur       *logFile
+	off       int64 // where the next record goes in cur
+	allocated int64 // cur is preallocated up to here
+	nextID    uint64
 }
 
-func newLogSet(fs engine.FS, dir string, limit int64, log *slog.Logger, hook func(string)) *logSet {
-	s := &logSet{fs: fs, dir: dir, limit: limit, log: log, hook: hook}
+func newLogSet(fs engine.FS, dir string, opts *Options, log *slog.Logger) *logSet {
+	s := &logSet{fs: fs, dir: dir, limit: opts.LogSizeLimit, step: opts.PreallocSize, space: opts.Space,
+		log: log, hook: opts.hook}
 	s.mu.files = make(map[uint64]*logFile)
 	return s
 }
@@ -183,38 +187,102 @@ func (s *logSet) closeAll() error {
 	return err
 }
 
-// startNew creates log nextID as the current log: header synced, space
-// preallocated, name durable. Caller holds writeMu.
+// startNew creates log nextID as the current log: header synced, a first
+// step preallocated, name durable. A log it could not make is removed, so
+// a full disk keeps no half-made file. Caller holds writeMu.
 func (s *logSet) startNew() error {
 	id := s.nextID
 	p := s.path(id)
+	step, err := s.allocStep(0)
+	if err != nil {
+		return fmt.Errorf("entry log %s: create: %w", p, err)
+	}
 	f, err := s.fs.Create(p)
 	if err != nil {
 		return fmt.Errorf("entry log %s: create: %w", p, err)
 	}
-	if err := s.initFile(f); err != nil {
+	if err := s.initFile(f, step); err != nil {
 		f.Close()
+		if rerr := s.fs.Remove(p); rerr != nil && !engine.IsNotExist(rerr) {
+			s.log.Warn("entry log: could not remove a log it failed to make", "log", p, "err", rerr)
+		}
 		return fmt.Errorf("entry log %s: initialise: %w", p, err)
 	}
 	s.nextID++
 	lf := &logFile{id: id, path: p, f: f}
 	s.add(lf)
-	s.cur, s.off = lf, LogHeaderSize
+	s.cur, s.off, s.allocated = lf, LogHeaderSize, LogHeaderSize+step
 	s.hook("log:created")
 	return nil
 }
 
-// initFile writes the header durably, preallocates the log and makes its
-// name durable: an index entry may point into it only after all three.
-func (s *logSet) initFile(f engine.File) error {
+// initFile writes the header durably, preallocates the first step and
+// makes the log's name durable: an index entry may point into it only
+// after all three.
+func (s *logSet) initFile(f engine.File, step int64) error {
 	hdr := logHeader{logID: s.nextID, created: time.Now().UnixNano()}.encode()
 	if _, err := f.WriteAtSync([][]byte{hdr}, 0); err != nil {
 		return err
 	}
-	if err := f.Preallocate(LogHeaderSize, s.limit-LogHeaderSize); err != nil {
-		return err
+	if step > 0 {
+		if err := f.Preallocate(LogHeaderSize, step); err != nil {
+			return err
+		}
 	}
 	return s.fs.SyncDir(s.dir)
+}
+
+// preallocFreeShare: no preallocation takes more than this share of the
+// free space, so a small disk starts and a nearly full one keeps the rest
+// for the index and the journal.
+const preallocFreeShare = 8
+
+// allocStep returns how many bytes to preallocate when at least need are
+// required: the step, at most a share of the free space, then as the
+// SpaceFunc decides. Fewer than need fails with ErrNoSpace.
+func (s *logSet) allocStep(need int64) (int64, error) {
+	want := max(s.step, need)
+	if free, err := s.fs.FreeSpace(s.dir); err == nil {
+		want = min(want, max(need, int64(free)/preallocFreeShare))
+	}
+	if s.space != nil {
+		got, err := s.space(s.dir, need, want)
+		if err != nil {
+			return 0, err
+		}
+		want = min(want, got)
+	}
+	if want < need {
+		return 0, fmt.Errorf("%w: %s needs %d bytes, the disk allows %d", ErrNoSpace, s.dir, need, want)
+	}
+	return want, nil
+}
+
+// ensureAllocated grows the current log's preallocation to hold n more
+// bytes at off, so a full disk is met here and not half-way through a
+// write. Caller holds writeMu.
+func (s *logSet) ensureAllocated(n int64) error {
+	if s.off+n <= s.allocated {
+		return nil
+	}
+	grow, err := s.allocStep(s.off + n - s.allocated)
+	if err != nil {
+		return fmt.Errorf("entry log %s: grow: %w", s.cur.path, err)
+	}
+	if err := s.cur.f.Preallocate(s.allocated, grow); err != nil {
+		return fmt.Errorf("entry log %s: preallocate %d bytes at %d: %w", s.cur.path, grow, s.allocated, err)
+	}
+	s.allocated += grow
+	return nil
+}
+
+// rewind moves the write position back to off in log id, if that is still
+// the current log: bytes written there were never committed, and writing
+// them again after a full disk should not take new space.
+func (s *logSet) rewind(id uint64, off int64) {
+	if s.cur != nil && s.cur.id == id {
+		s.off = off
+	}
 }
 
 // room reports whether a record of n bytes fits in the current log after
@@ -228,6 +296,9 @@ func (s *logSet) room(pending, n int64) bool {
 func (s *logSet) write(bufs [][]byte, n int64) error {
 	if n == 0 {
 		return nil
+	}
+	if err := s.ensureAllocated(n); err != nil {
+		return err
 	}
 	if _, err := s.cur.f.WriteAt(bufs, s.off); err != nil {
 		return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, s.off, err)
@@ -244,6 +315,7 @@ func (s *logSet) rotate() error {
 	if err := old.f.Truncate(s.off); err != nil {
 		return fmt.Errorf("entry log %s: release preallocated space: %w", old.path, err)
 	}
+	s.allocated = s.off // should startNew find no space, old stays current
 	if err := old.f.Datasync(); err != nil {
 		return fmt.Errorf("entry log %s: datasync on seal: %w", old.path, err)
 	}

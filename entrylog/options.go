@@ -23,9 +23,17 @@ const (
 // BookKeeper.
 type Options struct {
 	// LogSizeLimit is logSizeLimit: an entry log is sealed and a new one
-	// started before it would pass this size (default 1 GiB). Each log is
-	// preallocated to it.
+	// started before it would pass this size (default 1 GiB).
 	LogSizeLimit int64
+	// PreallocSize: entry logs grow in preallocated steps of this size
+	// (default 64 MiB, at most LogSizeLimit), each at most an eighth of
+	// the free space, so a small disk starts and a full one is met at a
+	// preallocation, not in the middle of a write.
+	PreallocSize int64
+	// Space, when set, decides each preallocation (see SpaceFunc). When
+	// nil and the Checkpointer is a Spacer (the bookie's), its Space is
+	// used: so every storage a bookie opens checks the bookie's disks.
+	Space SpaceFunc
 	// WriteCacheMaxSize is dbStorage_writeCacheMaxSizeMb (default 64 MiB).
 	// Half of each directory's share fills before a flush is started.
 	WriteCacheMaxSize int64
@@ -88,6 +96,8 @@ type Options struct {
 
 func (o Options) withDefaults(fs engine.FS) Options {
 	setDefault(&o.LogSizeLimit, 1<<30)
+	setDefault(&o.PreallocSize, 64<<20)
+	o.PreallocSize = min(o.PreallocSize, o.LogSizeLimit)
 	setDefault(&o.WriteCacheMaxSize, DefaultWriteCacheMaxSize)
 	setDefault(&o.ReadCacheMaxSize, DefaultReadCacheMaxSize)
 	setDefault(&o.ReadAheadBatchSize, 100)
@@ -103,6 +113,9 @@ func (o Options) withDefaults(fs engine.FS) Options {
 	setDefault(&o.IndexMemTableSize, 16<<20)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if sp, ok := o.Checkpointer.(Spacer); ok && o.Space == nil {
+		o.Space = sp.Space
 	}
 	if o.IndexFS == nil {
 		o.IndexFS = vfs.Default

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
 )
@@ -43,6 +45,8 @@ type shard struct {
 	wc   *writeCache
 	rc   *readCache
 
+	noSpaceLogged atomic.Int64 // unix nanos of the last out-of-space warning
+
 	gcMu    sync.Mutex
 	writeMu sync.Mutex
 	indexMu sync.Mutex
@@ -76,7 +80,7 @@ func openShard(fs engine.FS, dir string, opts *Options, fail *failure, stats *co
 		return nil, err
 	}
 	s.ix = ix
-	s.logs = newLogSet(fs, dir, opts.LogSizeLimit, s.log, s.hook)
+	s.logs = newLogSet(fs, dir, opts, s.log)
 	if err := s.load(); err != nil {
 		return nil, errors.Join(err, s.logs.closeAll(), ix.close())
 	}
@@ -194,6 +198,30 @@ func (s *shard) openLog(id uint64) error {
 // close releases files and the index; the caller flushed first.
 func (s *shard) close() error {
 	return errors.Join(s.logs.closeAll(), s.ix.close())
+}
+
+// appendFailed handles a failed append of records to the entry log (a
+// flush or a compaction) that began at off in log logID. A full disk met
+// on a preallocation, a new log or a write lost nothing: nothing points at
+// those bytes (the index commit comes after the sync), the records are
+// still where they were (write cache or old log), and the next attempt
+// writes them again over the same bytes. So the storage goes on, failing
+// with ErrNoSpace until space is freed. Anything else (a failed sync
+// among them) fails the storage. Caller holds writeMu.
+func (s *shard) appendFailed(err error, logID uint64, off int64) error {
+	if !errors.Is(err, ErrNoSpace) && !engine.IsNoSpaceOnWrite(err) {
+		return s.failed(err)
+	}
+	s.logs.rewind(logID, off)
+	s.stats.noSpace.Add(1)
+	if last := s.noSpaceLogged.Load(); time.Since(time.Unix(0, last)) > 10*time.Second {
+		s.noSpaceLogged.Store(time.Now().UnixNano())
+		s.log.Warn("entry log out of space; flushes wait for free space (entries stay in the write cache)", "err", err)
+	}
+	if errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrNoSpace, s.dir, err)
 }
 
 // failed records a write failure: the storage stops taking changes.

@@ -27,6 +27,7 @@ type Stats struct {
 	FlushedBytes   int64
 	FlushTime      time.Duration // total time spent in those flushes
 	ThrottledAdds  int64         // adds that waited for the write cache
+	NoSpaceFlushes int64         // flushes and compactions that found the disk full
 
 	LedgersDeleted   int64
 	GCRuns           int64
@@ -40,7 +41,7 @@ type Stats struct {
 type counters struct {
 	writeCacheHits, logReads, logReadBytes                           atomic.Int64
 	flushes, flushedEntries, flushedBytes, flushNanos                atomic.Int64
-	throttledAdds, ledgersDeleted                                    atomic.Int64
+	throttledAdds, ledgersDeleted, noSpace                           atomic.Int64
 	gcRuns, logsRemoved, reclaimedBytes, compactions, compactedBytes atomic.Int64
 }
 
@@ -61,6 +62,7 @@ func (s *shard) addTo(st *Stats) {
 	st.FlushedBytes += c.flushedBytes.Load()
 	st.FlushTime += time.Duration(c.flushNanos.Load())
 	st.ThrottledAdds += c.throttledAdds.Load()
+	st.NoSpaceFlushes += c.noSpace.Load()
 	st.LedgersDeleted += c.ledgersDeleted.Load()
 	st.GCRuns += c.gcRuns.Load()
 	st.EntryLogsRemoved += c.logsRemoved.Load()

@@ -20,7 +20,26 @@ var (
 	// ErrFailed: an earlier write or sync failed; the storage stopped
 	// accepting changes (fail-stop) and must be reopened.
 	ErrFailed = errors.New("entrylog: storage failed")
+	// ErrNoSpace: a flush (or compaction) found the disk full on a
+	// preallocation, a new entry log or a write, before anything was
+	// committed. Nothing is lost and the storage is not failed: the
+	// entries stay in the write cache (readable) and the next flush writes
+	// them again. Full disks are a state to wait out, not a fault.
+	ErrNoSpace = errors.New("entrylog: out of space")
 )
+
+// SpaceFunc is asked before each entry-log preallocation in dir how many
+// bytes to allocate: want is the configured step already capped to a
+// share of the free space, need the least the next write requires. It
+// returns at most want; fewer than need refuses (return an error wrapping
+// ErrNoSpace to say why). The bookie checks its disk thresholds there.
+type SpaceFunc func(dir string, need, want int64) (int64, error)
+
+// Spacer is a Checkpointer that also decides preallocations (the
+// bookie's): Open uses its Space when Options.Space is nil.
+type Spacer interface {
+	Space(dir string, need, want int64) (int64, error)
+}
 
 // Checkpoint is an opaque journal position handed from a Checkpointer back
 // to it once a flush covering it is durable.

@@ -137,6 +137,10 @@ type writeCache struct {
 		flushing *wbuf
 		freed    chan struct{} // closed (and replaced) when flushing is cleared
 		stopped  error         // set when the storage closes or fails: waiters give up
+		// noSpace is set while the half in flushing could not be written
+		// for lack of space: a put that would wait for it fails at once
+		// with it instead of waiting MaxThrottleTime for nothing.
+		noSpace error
 	}
 }
 
@@ -189,6 +193,9 @@ func (c *writeCache) tryPut(k entryKeyID, hdr, data []byte) (<-chan struct{}, er
 	}
 	n := len(hdr) + len(data)
 	if c.mu.active.alloc+c.mu.active.needs(n) > c.half {
+		if c.mu.flushing != nil && c.mu.noSpace != nil {
+			return nil, c.mu.noSpace
+		}
 		if c.mu.flushing != nil {
 			return c.mu.freed, nil
 		}
@@ -233,6 +240,17 @@ func (c *writeCache) flushed(b *wbuf) {
 		panic("entrylog: flushed a write-cache half that is not the flushing one")
 	}
 	c.mu.flushing = nil
+	c.mu.noSpace = nil
+	close(c.mu.freed)
+	c.mu.freed = make(chan struct{})
+}
+
+// outOfSpace records that the half in flushing could not be written for
+// lack of space; waiting puts wake and fail with err.
+func (c *writeCache) outOfSpace(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.noSpace = err
 	close(c.mu.freed)
 	c.mu.freed = make(chan struct{})
 }
