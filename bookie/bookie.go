@@ -33,13 +33,19 @@ type Options struct {
 	FlushInterval time.Duration
 	// LedgerDirs are checked for free space (ledgerDirectories).
 	LedgerDirs []string
-	// DiskUsageThreshold: a ledger directory fuller than this makes the
-	// bookie read-only (diskUsageThreshold; default 0.95).
+	// DiskUsageThreshold: a journal or ledger directory fuller than this
+	// makes the bookie read-only (diskUsageThreshold; default 0.95). The
+	// space above it is a reserve for what the bookie must still write
+	// (storage flushes of journaled entries, checkpoints, the index).
 	DiskUsageThreshold float64
+	// DiskUsageWarnThreshold: a directory fuller than this is logged
+	// (diskUsageWarnThreshold; default 0.90).
+	DiskUsageWarnThreshold float64
 	// DiskUsageLwmThreshold: writable again once every directory is below
 	// this (diskUsageLwmThreshold; default 0.90).
 	DiskUsageLwmThreshold float64
-	// DiskCheckInterval (diskCheckInterval; default 10 s).
+	// DiskCheckInterval (diskCheckInterval; default 10 s). The disks are
+	// also checked before each journal and entry-log preallocation.
 	DiskCheckInterval time.Duration
 	// DiskUsage measures a directory (default StatfsUsage).
 	DiskUsage DiskUsageFunc
@@ -61,6 +67,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DiskUsageLwmThreshold <= 0 {
 		o.DiskUsageLwmThreshold = 0.90
+	}
+	if o.DiskUsageWarnThreshold <= 0 {
+		o.DiskUsageWarnThreshold = 0.90
 	}
 	if o.DiskCheckInterval <= 0 {
 		o.DiskCheckInterval = 10 * time.Second
@@ -91,14 +100,17 @@ type Core struct {
 	// (one map per stripe).
 	ledgers [numStripes]map[int64]*ledgerState
 
-	readOnly     atomic.Bool  // writesFailed || diskFull
-	writesFailed atomic.Bool  // ledger storage or journal failed: for good, until restarted
-	storageWhy   atomic.Value // string: why writesFailed
-	diskWhy      atomic.Value // string
+	journalDirs  []string
+	diskMu       sync.Mutex      // serialises disk checks and their mode changes
+	diskWarned   map[string]bool // directories above the warn threshold; guarded by diskMu
+	readOnly     atomic.Bool     // writesFailed || diskFull
+	writesFailed atomic.Bool     // ledger storage or journal failed: for good, until restarted
+	storageWhy   atomic.Value    // string: why writesFailed
+	diskWhy      atomic.Value    // string
 	modeListener atomic.Pointer[func(readOnly bool)]
 	shuttingDown atomic.Bool // refuses new requests
 	disk         atomic.Pointer[diskState]
-	diskFull     atomic.Bool // read-only because of a disk, not a failure
+	diskFull     atomic.Bool // read-only because a disk is full (out of space), not a failure
 	diskDone     chan struct{}
 	stop         chan struct{} // closed by Close
 	flusherDone  chan struct{}
@@ -111,44 +123,82 @@ type ledgerState struct {
 }
 
 // OpenCore opens ledger storage, replays the journals in journalDirs into
-// it, checkpoints, and starts the periodic flush.
+// it, checkpoints, and starts the periodic flush and disk check. Both the
+// journal's and the storage's preallocations ask the disk check first
+// (jopts.Space and the Checkpointer's Space, unless set).
 func OpenCore(fs engine.FS, journalDirs []string, jopts journal.Options, open OpenStorage, opts Options) (*Core, error) {
 	opts = opts.withDefaults()
-	if opts.DiskUsageLwmThreshold > opts.DiskUsageThreshold {
-		return nil, fmt.Errorf("bookie: diskUsageLwmThreshold %.2f is above diskUsageThreshold %.2f", opts.DiskUsageLwmThreshold, opts.DiskUsageThreshold)
+	if opts.DiskUsageLwmThreshold > opts.DiskUsageThreshold || opts.DiskUsageWarnThreshold > opts.DiskUsageThreshold {
+		return nil, fmt.Errorf("bookie: diskUsageLwmThreshold %.2f and diskUsageWarnThreshold %.2f must not be above diskUsageThreshold %.2f",
+			opts.DiskUsageLwmThreshold, opts.DiskUsageWarnThreshold, opts.DiskUsageThreshold)
 	}
-	c := &Core{opts: opts, log: opts.Logger, stop: make(chan struct{}), flusherDone: make(chan struct{}), diskDone: make(chan struct{})}
+	c := &Core{opts: opts, log: opts.Logger, journalDirs: journalDirs, diskWarned: map[string]bool{},
+		stop: make(chan struct{}), flusherDone: make(chan struct{}), diskDone: make(chan struct{})}
 	c.lacs.init()
 	for i := range c.ledgers {
 		c.ledgers[i] = make(map[int64]*ledgerState)
 	}
+	c.checkDisks()
 	st, err := open(checkpointer{c})
 	if err != nil {
 		return nil, fmt.Errorf("bookie: open ledger storage: %w", err)
 	}
 	c.storage = st
-	replayed := 0
-	js, err := journal.OpenSet(fs, journalDirs, jopts, func(e journal.Entry) error {
-		replayed++
-		return c.replay(e)
-	})
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("bookie: open journal: %w", err)
+	if jopts.Space == nil {
+		jopts.Space = c.journalSpace
 	}
-	c.journal.Store(js)
-	if err := st.Flush(); err != nil {
-		js.Close()
+	if err := c.openJournal(fs, journalDirs, jopts); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("bookie: flush after replaying %d journal records: %w", replayed, err)
-	}
-	if replayed > 0 {
-		c.log.Info("bookie replayed journal", "records", replayed, "journal_dirs", journalDirs)
+		return nil, err
 	}
 	c.checkDisks()
 	go c.flushLoop()
 	go c.diskLoop()
 	return c, nil
+}
+
+// openJournal replays the journals into storage and flushes it. A flush
+// that finds the disk full leaves the bookie read-only (out of space) with
+// the replayed entries in the write cache, readable, and the journal not
+// checkpointed past them: the flush loop retries once space is freed. A
+// replay the storage cannot take says how much it had replayed and how
+// much space the ledger directories have.
+func (c *Core) openJournal(fs engine.FS, journalDirs []string, jopts journal.Options) error {
+	replayed, bytes := 0, 0
+	js, err := journal.OpenSet(fs, journalDirs, jopts, func(e journal.Entry) error {
+		replayed++
+		bytes += len(e.Payload)
+		return c.replay(e)
+	})
+	if err != nil {
+		if isNoSpace(err) || errors.Is(err, entrylog.ErrWriteCacheFull) {
+			free, _ := c.measureSpace()
+			return fmt.Errorf("bookie: replaying the journal needs space: %d records (%d bytes) replayed when it stopped; "+
+				"the ledger directories have %d bytes free and need at least the journal's size after its checkpoint: %w",
+				replayed, bytes, free, err)
+		}
+		return fmt.Errorf("bookie: open journal: %w", err)
+	}
+	c.journal.Store(js)
+	if err := c.storage.Flush(); err != nil {
+		if !isNoSpace(err) {
+			js.Close()
+			return fmt.Errorf("bookie: flush after replaying %d journal records: %w", replayed, err)
+		}
+		c.noSpace("flush after replaying the journal", err)
+		c.log.Warn("bookie starts read-only: the replayed journal does not fit on the ledger disks yet",
+			"records", replayed, "bytes", bytes, "err", err)
+	}
+	if replayed > 0 {
+		c.log.Info("bookie replayed journal", "records", replayed, "bytes", bytes, "journal_dirs", journalDirs)
+	}
+	return nil
+}
+
+// measureSpace returns the ledger directories' free and total bytes now.
+func (c *Core) measureSpace() (free, total uint64) {
+	st := c.measure()
+	return st.free, st.total
 }
 
 // replay applies one journal record to storage.
@@ -189,6 +239,12 @@ func (cp checkpointer) StartCheckpoint() entrylog.Checkpoint {
 	return js.LastMarks()
 }
 
+// Space makes the storage's preallocations check the bookie's disks
+// (entrylog.Spacer).
+func (cp checkpointer) Space(dir string, need, want int64) (int64, error) {
+	return cp.c.storageSpace(dir, need, want)
+}
+
 func (cp checkpointer) CompleteCheckpoint(m entrylog.Checkpoint) error {
 	marks, ok := m.([]journal.Mark)
 	js := cp.c.journal.Load()
@@ -208,10 +264,21 @@ func (c *Core) flushLoop() {
 			return
 		case <-t.C:
 			if err := c.storage.Flush(); err != nil {
-				c.failStorage(err)
+				c.noteFlushError(err)
 			}
 		}
 	}
+}
+
+// noteFlushError handles a failed flush: a full disk (the entry log, or
+// the journal's checkpoint) makes the bookie read-only until space is
+// freed, and the next flush tries again; anything else fails storage.
+func (c *Core) noteFlushError(err error) {
+	if isNoSpace(err) {
+		c.noSpace("ledger storage flush", err)
+		return
+	}
+	c.failStorage(err)
 }
 
 // failStorage turns the bookie read-only after a storage failure for
@@ -256,7 +323,15 @@ func (c *Core) updateMode() {
 // whenever read-only mode changes.
 func (c *Core) OnModeChange(fn func(readOnly bool)) { c.modeListener.Store(&fn) }
 
-// ReadOnly reports whether the bookie refuses adds, and why.
+// OutOfSpace reports whether the bookie is read-only because a disk is
+// full (a state it leaves by itself once below the low-water mark), not
+// because its storage failed.
+func (c *Core) OutOfSpace() bool {
+	return c.readOnly.Load() && !c.writesFailed.Load() && c.diskFull.Load()
+}
+
+// ReadOnly reports whether the bookie refuses adds, and why. While it is
+// out of space the reason starts with OutOfSpaceReason.
 func (c *Core) ReadOnly() (bool, string) {
 	if !c.readOnly.Load() {
 		return false, ""

@@ -248,7 +248,7 @@ func TestReadOnlyMode(t *testing.T) {
 	resp, err := tb.read(6, 0)
 	mustPayload(t, resp, err, "a")
 	info, err := tb.cl.Do(ctxT(t), &bkproto.Request{Op: bkproto.OpInfo})
-	if err != nil || info.InfoFlags&bkproto.InfoReadOnly == 0 || info.TotalBytes != 1000 {
+	if err != nil || info.InfoFlags&bkproto.InfoReadOnly == 0 || info.TotalBytes != 1<<40 {
 		t.Fatalf("info: %+v %v", info, err)
 	}
 	// Between the marks it stays read-only; below the low-water mark it is writable.

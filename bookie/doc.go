@@ -38,6 +38,22 @@
 // bytes) and metaForce (a barrier for OpForceLedger). Replay applies them
 // to storage in journal order.
 //
+// # Full disks
+//
+// Read-only is a state, not only a failure. The disk check (disk.go) runs
+// every DiskCheckInterval and before each journal and entry-log
+// preallocation, over every journal and ledger directory: one past
+// DiskUsageThreshold makes the bookie read-only for lack of space, and it
+// turns writable by itself once all are below DiskUsageLwmThreshold. An
+// ENOSPC met on a preallocation, a new file or a write before its sync
+// (journal.ErrNoSpace, entrylog.ErrNoSpace) does the same: nothing
+// acknowledged was lost, the journal and storage go on once space is
+// freed. A failed sync (and any other error) fails writes for good, until
+// restarted. Adds refused either way are answered StatusReadOnly
+// (BookKeeper's EREADONLY); ReadOnly's reason starts with OutOfSpaceReason,
+// OpInfo sets InfoOutOfSpace. Journal growth never takes the last 2% of a
+// disk (at most 64 MiB): a reserve for checkpoints and storage flushes.
+//
 // # Threads and lock rules
 //
 // netio event loops decode frames and hand requests to bounded worker

@@ -53,7 +53,7 @@ func startTestBookie(t *testing.T, fs *engine.MemFS, open OpenStorage, sopts Ser
 		DiskUsage: func(string) (uint64, uint64, error) {
 			tb.diskMu.Lock()
 			defer tb.diskMu.Unlock()
-			return uint64((1 - tb.used) * 1000), 1000, nil
+			return uint64((1 - tb.used) * (1 << 40)), 1 << 40, nil
 		},
 		DiskCheckInterval: 10 * time.Millisecond,
 		Logger:            quietLogger(),

@@ -59,8 +59,46 @@ func NewMetrics(reg prometheus.Registerer, core func() *Core) *Metrics {
 		}
 		return 1
 	})
-	reg.MustRegister(m.journalAdd, m.status)
+	reg.MustRegister(m.journalAdd, m.status, diskCollector{core}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "bookie_out_of_space",
+		Help: "1 while the bookie is read-only because a disk is full (it turns writable by itself below diskUsageLwmThreshold).",
+	}, func() float64 {
+		if c := core(); c != nil && c.OutOfSpace() {
+			return 1
+		}
+		return 0
+	}))
 	return m
+}
+
+// diskCollector exports each directory's usage as of the last disk check,
+// in percent as BookKeeper's per-directory usage gauges.
+type diskCollector struct{ core func() *Core }
+
+var (
+	ledgerDirUsage = prometheus.NewDesc("bookie_ledger_dir_usage",
+		"Percent of the ledger directory's file system in use (diskUsageThreshold applies to it).", []string{"dir"}, nil)
+	journalDirUsage = prometheus.NewDesc("bookie_journal_dir_usage",
+		"Percent of the journal directory's file system in use (diskUsageThreshold applies to it).", []string{"dir"}, nil)
+)
+
+func (diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- ledgerDirUsage
+	ch <- journalDirUsage
+}
+
+func (d diskCollector) Collect(ch chan<- prometheus.Metric) {
+	c := d.core()
+	if c == nil {
+		return
+	}
+	for _, u := range c.DirUsages() {
+		desc := ledgerDirUsage
+		if u.Journal {
+			desc = journalDirUsage
+		}
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, 100*u.Used, u.Dir)
+	}
 }
 
 func (m *Metrics) observeRequest(op bkproto.Op, status bkproto.Status, d time.Duration) {

@@ -65,6 +65,10 @@ func statusOf(err error) bkproto.Status {
 		return bkproto.StatusShuttingDown
 	case errors.Is(err, entrylog.ErrEntryTooLarge), errors.Is(err, journal.ErrEntryTooLarge):
 		return bkproto.StatusTooLarge // this entry only: the bookie is fine
+	case isNoSpace(err):
+		// As BookKeeper answers an add to a bookie whose disks are full
+		// (EREADONLY): the client replaces this bookie in the ensemble.
+		return bkproto.StatusReadOnly
 	}
 	return bkproto.StatusIOError
 }
@@ -128,17 +132,24 @@ func (c *Core) ledgerForWriteLocked(js *journal.Set, ledgerID int64, key []byte)
 }
 
 func (c *Core) noteStorageError(err error) {
-	if errors.Is(err, entrylog.ErrFailed) {
+	switch {
+	case errors.Is(err, entrylog.ErrFailed):
 		c.failStorage(err)
+	case isNoSpace(err):
+		c.noSpace("ledger storage", err)
 	}
 }
 
-// noteJournalError turns the bookie read-only once its journal failed.
-// Called before the add is answered, so a client told of the failure
-// finds the bookie read-only.
+// noteJournalError turns the bookie read-only once its journal failed
+// (for good) or found its disk full (until space is freed). Called before
+// the add is answered, so a client told of the failure finds the bookie
+// read-only.
 func (c *Core) noteJournalError(err error) {
-	if errors.Is(err, journal.ErrFailed) {
+	switch {
+	case errors.Is(err, journal.ErrFailed):
 		c.failJournal(err)
+	case isNoSpace(err):
+		c.noSpace("journal", err)
 	}
 }
 
@@ -427,6 +438,9 @@ func (c *Core) info(r *bkproto.Request, reply Reply) {
 	resp.InfoFlags = bkproto.InfoBatchRead
 	if ro, _ := c.ReadOnly(); ro {
 		resp.InfoFlags |= bkproto.InfoReadOnly
+	}
+	if c.OutOfSpace() {
+		resp.InfoFlags |= bkproto.InfoOutOfSpace
 	}
 	reply(resp)
 }

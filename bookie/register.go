@@ -20,13 +20,19 @@ const AvailablePath = "/bookies/available"
 
 // Registration is what a running bookie publishes about itself.
 type Registration struct {
-	BookieID    string    `json:"bookieId"`
-	Address     string    `json:"address"`               // bookie protocol, host:port
-	HTTPAddress string    `json:"httpAddress,omitempty"` // metrics and status
-	Rack        string    `json:"rack,omitempty"`        // for rack-aware placement
-	Region      string    `json:"region,omitempty"`      // for region-aware placement
-	ReadOnly    bool      `json:"readOnly"`
-	Since       time.Time `json:"since"`
+	BookieID    string `json:"bookieId"`
+	Address     string `json:"address"`               // bookie protocol, host:port
+	HTTPAddress string `json:"httpAddress,omitempty"` // metrics and status
+	Rack        string `json:"rack,omitempty"`        // for rack-aware placement
+	Region      string `json:"region,omitempty"`      // for region-aware placement
+	ReadOnly    bool   `json:"readOnly"`
+	// ReadOnlyReason says why a read-only bookie is (Core.ReadOnly); it
+	// starts with OutOfSpaceReason when a disk is full.
+	ReadOnlyReason string `json:"readOnlyReason,omitempty"`
+	// OutOfSpace: read-only because a disk is full (it turns writable by
+	// itself once space is freed), not because its storage failed.
+	OutOfSpace bool      `json:"outOfSpace,omitempty"`
+	Since      time.Time `json:"since"`
 }
 
 // Registrar keeps a bookie's registration node current: created at start,
@@ -75,9 +81,18 @@ func Register(ctx context.Context, store metadata.Store, reg Registration, log *
 
 // SetReadOnly republishes the registration with the new mode.
 func (r *Registrar) SetReadOnly(ctx context.Context, ro bool) error {
+	return r.SetMode(ctx, ro, "", false)
+}
+
+// SetMode republishes the registration with the new mode, why it is
+// read-only and whether for lack of space (Core.ReadOnly, Core.OutOfSpace).
+func (r *Registrar) SetMode(ctx context.Context, ro bool, why string, outOfSpace bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.reg.ReadOnly = ro
+	r.reg.ReadOnly, r.reg.ReadOnlyReason, r.reg.OutOfSpace = ro, why, outOfSpace && ro
+	if !ro {
+		r.reg.ReadOnlyReason = ""
+	}
 	b, _ := json.Marshal(r.reg)
 	if _, err := r.store.Put(ctx, r.path, b, -1); err != nil {
 		return fmt.Errorf("bookie: update registration of %s (read-only=%v): %w", r.reg.BookieID, ro, err)

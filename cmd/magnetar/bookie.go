@@ -47,6 +47,7 @@ type bookieFlags struct {
 	maxPendingAdds, maxPendingReads int
 	maxFrameSize                    int
 	diskThreshold, diskLwm          float64
+	diskWarn                        float64
 	diskCheck, flushInterval        time.Duration
 	journal                         journalSettings
 	zkTimeout                       time.Duration
@@ -73,6 +74,10 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	fs.StringVar(&f.rack, "rack", "", "rack of this bookie, for rack-aware placement")
 	fs.StringVar(&f.region, "region", "", "region of this bookie, for region-aware placement")
 	fs.StringVar(&f.ioBackend, "io-backend", engine.BackendAuto, "ioBackend: auto, uring or std")
+	fs.Float64Var(&f.diskThreshold, "disk-usage-threshold", 0.95, "diskUsageThreshold: a journal or ledger directory fuller than this makes the bookie read-only")
+	fs.Float64Var(&f.diskWarn, "disk-usage-warn-threshold", 0.90, "diskUsageWarnThreshold: a directory fuller than this is logged")
+	fs.Float64Var(&f.diskLwm, "disk-usage-lwm-threshold", 0.90, "diskUsageLwmThreshold: writable again once every directory is below this")
+	fs.DurationVar(&f.diskCheck, "disk-check-interval", 10*time.Second, "diskCheckInterval (the disks are also checked before each preallocation)")
 	if strings.HasSuffix(name, "format") {
 		fs.BoolVar(&f.force, "force", false, "wipe directories that hold data")
 	}
@@ -114,6 +119,8 @@ var bookieFlagKeys = map[string][]string{
 	"ledger-dirs": {"ledgerDirectories"}, "bind-address": {"listeningInterface"},
 	"advertised-address": {"advertisedAddress"}, "bookie-id": {"bookieId"}, "bookie-port": {"bookiePort"},
 	"http-port": {"httpServerPort"}, "io-backend": {"ioBackend"},
+	"disk-usage-threshold": {"diskUsageThreshold"}, "disk-usage-warn-threshold": {"diskUsageWarnThreshold"},
+	"disk-usage-lwm-threshold": {"diskUsageLwmThreshold"}, "disk-check-interval": {"diskCheckInterval"},
 }
 
 func (f *bookieFlags) confKeys() map[string]confSetter {
@@ -126,7 +133,8 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 		"maxPendingAddRequestsPerThread": setInt(&f.maxPendingAdds), "maxPendingReadRequestsPerThread": setInt(&f.maxPendingReads),
 		"nettyMaxFrameSizeBytes": setInt(&f.maxFrameSize),
 		"diskUsageThreshold":     setFloat(&f.diskThreshold), "diskUsageLwmThreshold": setFloat(&f.diskLwm),
-		"diskCheckInterval": setDuration(&f.diskCheck, time.Millisecond), "flushInterval": setDuration(&f.flushInterval, time.Millisecond),
+		"diskUsageWarnThreshold": setFloat(&f.diskWarn),
+		"diskCheckInterval":      setDuration(&f.diskCheck, time.Millisecond), "flushInterval": setDuration(&f.flushInterval, time.Millisecond),
 		"zkTimeout":                          setDuration(&f.zkTimeout, time.Millisecond),
 		"autoRecoveryDaemonEnabled":          setBool(&f.autoRecovery),
 		"lostBookieRecoveryDelay":            setDuration(&f.lostBookieDelay, time.Second),
@@ -289,7 +297,8 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	}
 	core, err := bookie.OpenCore(fs, c.JournalDirs, f.journal.options(log), open,
 		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
-			DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck, Logger: log, Metrics: metrics})
+			DiskUsageWarnThreshold: f.diskWarn, DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck,
+			Logger: log, Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -389,11 +398,12 @@ func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, i
 	addOpsHandlers(mux, reg)
 	mux.HandleFunc("/api/v1/bookie/state", func(w http.ResponseWriter, _ *http.Request) {
 		ro, why := core.ReadOnly()
-		writeJSON(w, map[string]any{"running": true, "readOnly": ro, "reason": why, "bookieId": id})
+		writeJSON(w, map[string]any{"running": true, "readOnly": ro, "reason": why, "outOfSpace": core.OutOfSpace(), "bookieId": id})
 	})
 	mux.HandleFunc("/api/v1/bookie/info", func(w http.ResponseWriter, _ *http.Request) {
 		free, total := core.DiskSpace()
-		writeJSON(w, map[string]any{"freeSpace": free, "totalSpace": total})
+		writeJSON(w, map[string]any{"freeSpace": free, "totalSpace": total, "outOfSpace": core.OutOfSpace(),
+			"directories": core.DirUsages()})
 	})
 	mux.HandleFunc("/heartbeat", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
 	return serveHTTP(addr, mux, "bookie http server", log)

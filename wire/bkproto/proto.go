@@ -51,7 +51,7 @@
 //	OpForceLedger:       request keyLen uint16, masterKey; response -
 //	OpInfo request:      -  (ledgerID and entryID are 0)
 //	OpInfo response:     freeBytes uint64, totalBytes uint64, flags uint32
-//	                     (InfoReadOnly, InfoBatchRead)
+//	                     (InfoReadOnly, InfoBatchRead, InfoOutOfSpace)
 //	OpBatchRead request: maxCount uint32, maxBytes uint32 (entryID: the first
 //	                     entry; no flags)
 //	OpBatchRead response: lac int64, count uint32, then count times
@@ -220,6 +220,10 @@ const (
 	InfoReadOnly uint32 = 1 << 0
 	// InfoBatchRead is set by a bookie that serves OpBatchRead.
 	InfoBatchRead uint32 = 1 << 1
+	// InfoOutOfSpace is set, with InfoReadOnly, by a bookie that is
+	// read-only because a disk is full (it turns writable by itself once
+	// space is freed), not because its storage failed.
+	InfoOutOfSpace uint32 = 1 << 2
 )
 
 // Status is a response code.
