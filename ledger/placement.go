@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -37,6 +38,24 @@ func writable(bookies []BookieInfo, exclude []string) []BookieInfo {
 	return out
 }
 
+// readOnlyNote names the read-only bookies outside skip, for an error
+// that would otherwise not say why bookies are missing: a bookie is
+// read-only when its disks are full (or its storage failed), and an
+// operator reading "not enough bookies" needs to know that.
+func readOnlyNote(bookies []BookieInfo, skip []string) string {
+	var ro []string
+	for _, b := range bookies {
+		if b.ReadOnly && !slices.Contains(skip, b.ID) {
+			ro = append(ro, b.ID)
+		}
+	}
+	if len(ro) == 0 {
+		return ""
+	}
+	sort.Strings(ro)
+	return fmt.Sprintf("; read-only: %s (out of disk space, or storage failed)", strings.Join(ro, ", "))
+}
+
 // RandomPlacement picks bookies uniformly at random (BookKeeper's default).
 type RandomPlacement struct {
 	mu  sync.Mutex
@@ -58,7 +77,7 @@ func (p *RandomPlacement) shuffle(c []BookieInfo) {
 func (p *RandomPlacement) NewEnsemble(bookies []BookieInfo, size, _, _ int, exclude []string) ([]string, error) {
 	c := writable(bookies, exclude)
 	if len(c) < size {
-		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered)", ErrNotEnoughBookies, size, len(c), len(bookies))
+		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered%s)", ErrNotEnoughBookies, size, len(c), len(bookies), readOnlyNote(bookies, nil))
 	}
 	p.shuffle(c)
 	out := make([]string, size)
@@ -72,7 +91,7 @@ func (p *RandomPlacement) NewEnsemble(bookies []BookieInfo, size, _, _ int, excl
 func (p *RandomPlacement) Replace(bookies []BookieInfo, ensemble []string, _, _ int, exclude []string) (string, error) {
 	c := writable(bookies, append(slices.Clone(exclude), ensemble...))
 	if len(c) == 0 {
-		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v", ErrNotEnoughBookies, ensemble)
+		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, ensemble))
 	}
 	p.shuffle(c)
 	return c[0].ID, nil
@@ -106,7 +125,7 @@ func NewRegionAwarePlacement(seed uint64, minRegions int) *SpreadPlacement {
 func (p *SpreadPlacement) NewEnsemble(bookies []BookieInfo, size, writeQuorum, _ int, exclude []string) ([]string, error) {
 	c := writable(bookies, exclude)
 	if len(c) < size {
-		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered)", ErrNotEnoughBookies, size, len(c), len(bookies))
+		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered%s)", ErrNotEnoughBookies, size, len(c), len(bookies), readOnlyNote(bookies, nil))
 	}
 	p.random.shuffle(c)
 	byDomain := map[string][]BookieInfo{}
@@ -138,7 +157,7 @@ func (p *SpreadPlacement) NewEnsemble(bookies []BookieInfo, size, writeQuorum, _
 func (p *SpreadPlacement) Replace(bookies []BookieInfo, ensemble []string, idx, writeQuorum int, exclude []string) (string, error) {
 	c := writable(bookies, append(slices.Clone(exclude), ensemble...))
 	if len(c) == 0 {
-		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v", ErrNotEnoughBookies, ensemble)
+		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, ensemble))
 	}
 	p.random.shuffle(c)
 	domainOf := map[string]string{}

@@ -44,11 +44,14 @@ type WriteHandle struct {
 		length    int64 // ledger length after the last appended entry
 		pending   []*pendingAdd
 		failed    map[int]string // ensemble position -> bookie to replace
-		changing  bool           // an ensemble change is running: completions wait
-		err       error          // terminal: fenced, closed, out of bookies
-		done      []completion   // completions waiting for delivery, in order
-		idle      chan struct{}  // closed when pending becomes empty (for Close)
-		sentLAC   int64          // the highest LAC bookies were told (piggybacked or explicit)
+		// failCause is the last bookie failure: a replacement that cannot
+		// be placed names it (a read-only bookie, out of disk space).
+		failCause error
+		changing  bool          // an ensemble change is running: completions wait
+		err       error         // terminal: fenced, closed, out of bookies
+		done      []completion  // completions waiting for delivery, in order
+		idle      chan struct{} // closed when pending becomes empty (for Close)
+		sentLAC   int64         // the highest LAC bookies were told (piggybacked or explicit)
 		lacSentAt time.Time
 
 		// No goroutine runs for an idle handle (a broker may hold
@@ -353,6 +356,7 @@ func (h *WriteHandle) bookieFailedLocked(entryID int64, slot int, bookie string,
 		h.c.log.Warn("ledger bookie failed; replacing it", "ledger", h.id, "bookie", bookie, "entry", entryID, "err", cause)
 	}
 	h.mu.failed[pos] = bookie
+	h.mu.failCause = fmt.Errorf("bookie %s: %w", bookie, cause)
 	if !h.mu.changing {
 		h.mu.changing = true
 		go h.changeEnsemble()
@@ -377,6 +381,9 @@ func (h *WriteHandle) changeEnsemble() {
 		next, newVersion, err := h.storeNewEnsemble(md, version, lac, failed)
 		h.mu.Lock()
 		if err != nil {
+			if cause := h.mu.failCause; cause != nil && errors.Is(err, ErrNotEnoughBookies) {
+				err = fmt.Errorf("%w, after %w", err, cause) // why the bookie had to be replaced
+			}
 			h.failLocked(err)
 			h.mu.changing = false
 			h.mu.Unlock()

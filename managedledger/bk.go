@@ -53,6 +53,12 @@ type Config struct {
 	// (defaultRetentionTimeInMinutes, defaultRetentionSizeInMB; default
 	// zero: delete ledgers once consumed).
 	Retention Retention
+	// FailureBackoff and FailureBackoffMax pace new ledgers while writes
+	// keep failing (a full disk): the first rollover after a failure is
+	// immediate, each further one waits twice as long as the last, from
+	// FailureBackoff up to FailureBackoffMax, jittered (default 100 ms,
+	// 5 s). See bk_backoff.go.
+	FailureBackoff, FailureBackoffMax time.Duration
 	// Password of every ledger (managedLedgerPassword; default empty).
 	Password []byte
 	// Logger (default slog.Default()).
@@ -92,6 +98,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MarkDeleteRate <= 0 {
 		c.MarkDeleteRate = 1
+	}
+	if c.FailureBackoff <= 0 {
+		c.FailureBackoff = 100 * time.Millisecond
+	}
+	if c.FailureBackoffMax < c.FailureBackoff {
+		c.FailureBackoffMax = max(5*time.Second, c.FailureBackoff)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -58,6 +58,9 @@ type bkLedger struct {
 		// adds fail (ErrAddsStopped) until ResumeAdds, so that nothing is
 		// stored after it unless the owner allows it.
 		stopped error
+		// failures counts write failures and failed rollovers since the
+		// last stored add: it paces new ledgers (bk_backoff.go).
+		failures int
 		// recovered is set once every durable cursor stored is in cursors:
 		// until then the persister is not armed and nothing is trimmed,
 		// since a cursor not yet read would count as consumed.
@@ -191,7 +194,8 @@ func (ml *bkLedger) startLedger(ctx context.Context) error {
 	defer ml.metaMu.Unlock()
 	ml.mu.Lock()
 	info := &ledgerInfo{meta: ledgerMeta{ID: w.ID()}, first: ml.endLocked()}
-	next := append(append([]*ledgerInfo(nil), ml.mu.ledgers...), info)
+	kept, empty := ml.withoutEmptyLastLocked() // a ledger whose adds all failed is not kept
+	next := append(append([]*ledgerInfo(nil), kept...), info)
 	md, version := ml.metadataLocked(next), ml.mu.version
 	ml.mu.Unlock()
 	v, err := ml.writeMetadata(ctx, md, version)
@@ -205,6 +209,11 @@ func (ml *bkLedger) startLedger(ctx context.Context) error {
 	ml.schedulePersistLocked() // the closed ledger may now be trimmable
 	ml.mu.appended, ml.mu.appendSize, ml.mu.openedAt = 0, 0, time.Now()
 	ml.mu.Unlock()
+	if empty != 0 {
+		if err := ml.cfg.Ledgers.Delete(ctx, empty); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+			ml.f.log.Warn("managed ledger could not delete an empty ledger", "managed_ledger", ml.name, "ledger", empty, "err", err)
+		}
+	}
 	return nil
 }
 

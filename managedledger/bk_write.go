@@ -127,6 +127,7 @@ func (ml *bkLedger) onAdded(w *ledger.WriteHandle, data []byte, cb func(Position
 	}
 	cur.meta.Entries++
 	cur.meta.Size += int64(len(data))
+	ml.mu.failures = 0 // stored: the run of failures is over
 	pos := Position{w.ID(), entryID}
 	ml.f.cache.put(cacheKey{ml.id, pos}, data)
 	woken := ml.takeWaitersLocked()
@@ -160,7 +161,9 @@ func (ml *bkLedger) addFailedLocked(w *ledger.WriteHandle, data []byte, cb func(
 	}
 	ml.mu.failed = append(ml.mu.failed, queuedAdd{data, cb})
 	if ml.mu.writer == w && !ml.mu.rolling {
-		ml.f.log.Warn("managed ledger write failed; rolling over to a new ledger", "managed_ledger", ml.name, "ledger", w.ID(), "err", err)
+		ml.noteFailureLocked()
+		ml.f.log.Warn("managed ledger write failed; rolling over to a new ledger", "managed_ledger", ml.name, "ledger", w.ID(),
+			"failures", ml.mu.failures, "err", err)
 		ml.startRolloverLocked(err)
 	}
 	return nil
@@ -180,15 +183,12 @@ func (ml *bkLedger) rollover(cause error) {
 		err = ml.recoverFailed(ctx, w)
 	}
 	if err == nil {
-		ml.mu.Lock()
-		stopped := ml.mu.closed || ml.mu.fenced != nil
-		ml.mu.Unlock()
-		if !stopped { // a closed ledger starts no next one (Close closes the current writer)
-			ml.sealCurrent()
-			err = ml.startLedger(ctx)
-		}
+		err = ml.nextLedger(ctx, cause)
 	}
 	ml.mu.Lock()
+	if err != nil {
+		ml.noteFailureLocked()
+	}
 	ml.mu.rolling = false
 	close(ml.mu.rollDone)
 	queued := append(ml.mu.failed, ml.mu.queued...)
@@ -215,6 +215,23 @@ func (ml *bkLedger) rollover(cause error) {
 		ml.appendLocked(q.data, q.cb)
 	}
 	ml.mu.Unlock()
+}
+
+// nextLedger starts the ledger after the closed one, after the backoff
+// due, unless the managed ledger closed or its failed adds were appended
+// again often enough (then they fail with cause).
+func (ml *bkLedger) nextLedger(ctx context.Context, cause error) error {
+	ml.sealCurrent()
+	ml.mu.Lock()
+	exhausted, n := ml.retriesExhaustedLocked(), ml.mu.failures
+	ml.mu.Unlock()
+	if exhausted {
+		return fmt.Errorf("%s: %d writes in a row failed: %w", ml.name, n, cause)
+	}
+	if !ml.waitBackoff() {
+		return nil // a closed ledger starts no next one (Close closes the current writer)
+	}
+	return ml.startLedger(ctx)
 }
 
 // recoverFailed closes a ledger whose writer failed by recovering it: the
