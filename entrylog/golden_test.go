@@ -32,7 +32,7 @@ const (
 	goldenDir       = "testdata/golden-v1"
 	goldenIndexFile = "index.txt"
 	// goldenCreated is the log's creation time (fixed, so the file is stable).
-	goldenCreated int64 = 1_700_000_000_123_456_789
+	goldenCreated int64  = 1_700_000_000_123_456_789
 	goldenLogID   uint64 = 1
 )
 
