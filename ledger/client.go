@@ -242,7 +242,8 @@ func (r *registry) refresh(ctx context.Context) error {
 	}
 	m := make(map[string]BookieInfo, len(regs))
 	for _, b := range regs {
-		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly}
+		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
+			OutOfSpace: b.OutOfSpace}
 	}
 	r.mu.Lock()
 	r.bookies = m

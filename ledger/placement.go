@@ -16,6 +16,8 @@ type BookieInfo struct {
 	Rack     string
 	Region   string
 	ReadOnly bool
+	// OutOfSpace: read-only because a disk is full (it returns by itself).
+	OutOfSpace bool
 }
 
 // PlacementPolicy chooses ensembles.
@@ -44,15 +46,20 @@ func writable(bookies []BookieInfo, exclude []string) []BookieInfo {
 // operator reading "not enough bookies" needs to know that.
 func readOnlyNote(bookies []BookieInfo, skip []string) string {
 	var ro []string
+	full := false
 	for _, b := range bookies {
 		if b.ReadOnly && !slices.Contains(skip, b.ID) {
 			ro = append(ro, b.ID)
+			full = full || b.OutOfSpace
 		}
 	}
 	if len(ro) == 0 {
 		return ""
 	}
 	sort.Strings(ro)
+	if full {
+		return fmt.Sprintf("; read-only: %s: out of disk space", strings.Join(ro, ", "))
+	}
 	return fmt.Sprintf("; read-only: %s (out of disk space, or storage failed)", strings.Join(ro, ", "))
 }
 

@@ -17,9 +17,10 @@ func TestPlacementErrorNamesReadOnlyBookies(t *testing.T) {
 			!strings.Contains(err.Error(), "a, b") {
 			t.Errorf("%s: NewEnsemble: %v, want ErrNotEnoughBookies naming the read-only bookies a, b", name, err)
 		}
-		_, err = p.Replace(bookies, []string{"a"}, 0, 1, []string{"a"})
-		if !errors.Is(err, ErrNotEnoughBookies) || !strings.Contains(err.Error(), "read-only: b") {
-			t.Errorf("%s: Replace: %v, want ErrNotEnoughBookies naming the read-only bookie b", name, err)
+		full := []BookieInfo{{ID: "a", ReadOnly: true, OutOfSpace: true}, {ID: "b", ReadOnly: true, OutOfSpace: true}}
+		_, err = p.Replace(full, []string{"a"}, 0, 1, []string{"a"})
+		if !errors.Is(err, ErrNotEnoughBookies) || !strings.Contains(err.Error(), "read-only: b: out of disk space") {
+			t.Errorf("%s: Replace: %v, want ErrNotEnoughBookies naming the full bookie b", name, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 // modeSource is what announceBookie needs of a bookie: *bookie.Core.
 type modeSource interface {
 	ReadOnly() (bool, string)
+	OutOfSpace() bool
 	OnModeChange(fn func(readOnly bool))
 }
 
@@ -44,7 +45,8 @@ const announceRetry = 5 * time.Second
 // announceBookie registers reg with the core's current mode and publishes
 // every later change until Unregister.
 func announceBookie(ctx context.Context, store metadata.Store, core modeSource, reg bookie.Registration, log *slog.Logger) (*bookieAnnouncer, error) {
-	reg.ReadOnly, _ = core.ReadOnly()
+	reg.ReadOnly, reg.ReadOnlyReason = core.ReadOnly()
+	reg.OutOfSpace = reg.ReadOnly && core.OutOfSpace()
 	r, err := bookie.Register(ctx, store, reg, log)
 	if err != nil {
 		return nil, err
@@ -86,7 +88,7 @@ func (a *bookieAnnouncer) run(published bool) {
 			retry = 0 // back to what the store holds: nothing to publish
 			continue
 		}
-		if err := a.publish(ro); err != nil {
+		if err := a.publish(ro, why); err != nil {
 			retry = min(max(2*retry, 100*time.Millisecond), announceRetry)
 			a.log.Error("bookie could not publish its mode; retrying", "read_only", ro, "retry_in", retry, "err", err)
 			continue
@@ -96,10 +98,12 @@ func (a *bookieAnnouncer) run(published bool) {
 	}
 }
 
-func (a *bookieAnnouncer) publish(ro bool) error {
+// publish writes the mode with why it is read-only and whether for lack of
+// space, which clients pass on to producers ("out of disk space").
+func (a *bookieAnnouncer) publish(ro bool, why string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := a.reg.SetReadOnly(ctx, ro); err != nil {
+	if err := a.reg.SetMode(ctx, ro, why, a.core.OutOfSpace()); err != nil {
 		return fmt.Errorf("publish read-only=%v: %w", ro, err)
 	}
 	return nil

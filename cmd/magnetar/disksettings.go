@@ -49,7 +49,7 @@ func (d diskSettings) validate() error {
 
 // options puts the settings into a bookie's Options.
 func (d diskSettings) options(o bookie.Options) bookie.Options {
-	o.DiskUsageThreshold, o.DiskUsageLwmThreshold = d.threshold, d.lwm
+	o.DiskUsageThreshold, o.DiskUsageWarnThreshold, o.DiskUsageLwmThreshold = d.threshold, d.warn, d.lwm
 	o.DiskCheckInterval, o.DiskUsage = d.checkInterval, d.usage
 	return o
 }

@@ -83,8 +83,11 @@ func TestStandaloneAnnouncesReadOnly(t *testing.T) {
 	registeredReadOnly(t, store, true)
 	ctx := context.Background()
 	_, err := st.ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: 1, WriteQuorumSize: 1, AckQuorumSize: 1})
-	if !errors.Is(err, ledger.ErrNotEnoughBookies) {
-		t.Fatalf("create on a read-only bookie: %v, want ErrNotEnoughBookies", err)
+	if !errors.Is(err, ledger.ErrNotEnoughBookies) || !strings.Contains(err.Error(), "out of disk space") {
+		t.Fatalf("create on a full bookie: %v, want ErrNotEnoughBookies naming the full disk", err)
+	}
+	if regs, _ := bookie.Bookies(ctx, store); !regs[0].OutOfSpace || !strings.HasPrefix(regs[0].ReadOnlyReason, bookie.OutOfSpaceReason) {
+		t.Fatalf("registration %+v does not say the disk is full", regs[0])
 	}
 	disk.full.Store(false)
 	registeredReadOnly(t, store, false)
