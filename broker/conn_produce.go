@@ -293,11 +293,8 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			if d := p.topic.dedup; d != nil {
 				d.failed(p.name)
 			}
-			code := pb.ServerError_PersistenceError
-			if errors.Is(err, managedledger.ErrTerminated) {
-				code = pb.ServerError_TopicTerminatedError
-			}
-			_ = c.sendSendError(id, seq, code, err.Error())
+			code, msg := addErrorAnswer(err) // names the cause: read-only bookies, out of disk space
+			_ = c.sendSendError(id, seq, code, msg)
 			return
 		}
 		if d := p.topic.dedup; d != nil {

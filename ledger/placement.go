@@ -98,7 +98,7 @@ func (p *RandomPlacement) NewEnsemble(bookies []BookieInfo, size, _, _ int, excl
 func (p *RandomPlacement) Replace(bookies []BookieInfo, ensemble []string, _, _ int, exclude []string) (string, error) {
 	c := writable(bookies, append(slices.Clone(exclude), ensemble...))
 	if len(c) == 0 {
-		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, ensemble))
+		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, nil))
 	}
 	p.shuffle(c)
 	return c[0].ID, nil
@@ -164,7 +164,7 @@ func (p *SpreadPlacement) NewEnsemble(bookies []BookieInfo, size, writeQuorum, _
 func (p *SpreadPlacement) Replace(bookies []BookieInfo, ensemble []string, idx, writeQuorum int, exclude []string) (string, error) {
 	c := writable(bookies, append(slices.Clone(exclude), ensemble...))
 	if len(c) == 0 {
-		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, ensemble))
+		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, nil))
 	}
 	p.random.shuffle(c)
 	domainOf := map[string]string{}

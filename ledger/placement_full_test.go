@@ -19,8 +19,8 @@ func TestPlacementErrorNamesReadOnlyBookies(t *testing.T) {
 		}
 		full := []BookieInfo{{ID: "a", ReadOnly: true, OutOfSpace: true}, {ID: "b", ReadOnly: true, OutOfSpace: true}}
 		_, err = p.Replace(full, []string{"a"}, 0, 1, []string{"a"})
-		if !errors.Is(err, ErrNotEnoughBookies) || !strings.Contains(err.Error(), "read-only: b: out of disk space") {
-			t.Errorf("%s: Replace: %v, want ErrNotEnoughBookies naming the full bookie b", name, err)
+		if !errors.Is(err, ErrNotEnoughBookies) || !strings.Contains(err.Error(), "read-only: a, b: out of disk space") {
+			t.Errorf("%s: Replace: %v, want ErrNotEnoughBookies naming the full bookies a, b", name, err)
 		}
 	}
 }

@@ -28,7 +28,7 @@ type fullTransport struct {
 }
 
 func (t *fullTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
-	if t.full.Load() && req.Op == bkproto.OpAdd {
+	if t.full.Load() && req.Op == bkproto.OpAdd && req.Flags&bkproto.FlagRecoveryAdd == 0 { // as a read-only bookie
 		resp := &bkproto.Response{Op: req.Op, Status: bkproto.StatusReadOnly, RequestID: req.RequestID,
 			LedgerID: req.LedgerID, EntryID: req.EntryID}
 		go cb(resp, client.StatusError(resp.Status))
