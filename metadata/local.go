@@ -61,6 +61,15 @@ type LocalOptions struct {
 	// errors at Error. Nil means slog.Default().
 	Logger *slog.Logger
 
+	// MinFreeBytes is the store's reserve: writes of persistent nodes are
+	// refused (ErrNoSpace) while its file system has less free, capped at
+	// 1% of the file system (default DefaultLocalMinFree; negative: never
+	// refuse). See localspace.go.
+	MinFreeBytes int64
+	// DiskUsage measures the store's file system (default statfs; tests
+	// fill disks here).
+	DiskUsage func(dir string) (free, total uint64, err error)
+
 	fs vfs.FS // nil: the operating system's; tests inject faults here
 }
 
@@ -103,6 +112,7 @@ func OpenLocal(dir string, opts LocalOptions) (*LocalServer, error) {
 	if err := l.load(); err != nil {
 		return nil, errors.Join(err, db.Close(), lock.Close())
 	}
+	l.mem.guard = newSpaceGuard(dir, opts)
 	return l, nil
 }
 

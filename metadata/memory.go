@@ -38,6 +38,7 @@ type MemoryServer struct {
 	pending []Event
 	dirty   map[string]struct{}
 	persist persister // nil for the memory backend: nothing to make durable
+	guard   *spaceGuard // local backend: refuses writes on a full disk (localspace.go)
 
 	// failed is set once, when a persist fails: the tree may now differ
 	// from disk, so every later operation of every session returns it.
@@ -367,6 +368,11 @@ func (m *memoryStore) Put(ctx context.Context, path string, value []byte, expect
 	}
 	var st Stat
 	err := m.write(ctx, "put", path, func() (err error) {
+		if n, ok := m.srv.nodes[path]; !ok || n.owner == 0 {
+			if err := m.srv.admitLocked(true); err != nil {
+				return opError("put", path, err)
+			}
+		}
 		st, err = m.putLocked(path, value, expectedVersion)
 		return err
 	})
@@ -405,6 +411,9 @@ func (m *memoryStore) Create(ctx context.Context, path string, value []byte, opt
 		st   Stat
 	)
 	err := m.write(ctx, "create", path, func() (err error) {
+		if err := m.srv.admitLocked(!opts.Ephemeral); err != nil {
+			return opError("create", path, err)
+		}
 		made, st, err = m.createLocked(path, value, opts)
 		return err
 	})
