@@ -37,7 +37,7 @@ type MemoryServer struct {
 	// or delete; it stays nil without a persister.
 	pending []Event
 	dirty   map[string]struct{}
-	persist persister // nil for the memory backend: nothing to make durable
+	persist persister   // nil for the memory backend: nothing to make durable
 	guard   *spaceGuard // local backend: refuses writes on a full disk (localspace.go)
 
 	// failed is set once, when a persist fails: the tree may now differ
