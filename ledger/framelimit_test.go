@@ -47,7 +47,13 @@ func startNetBookies(t *testing.T, meta *metadata.MemoryServer, n int, sopts boo
 func netClient(t *testing.T, meta *metadata.MemoryServer, cfg Config) *Client {
 	t.Helper()
 	store := meta.NewSession()
-	cfg.Store, cfg.Logger, cfg.AddTimeout = store, quietLog(), 2*time.Second
+	cfg.Store, cfg.Logger = store, quietLog()
+	if cfg.AddTimeout == 0 {
+		// Generous: a 5 MiB add under the race detector on a loaded
+		// 2-core machine took over 2 s, and a timed-out add counts as a
+		// bookie failure, which is not what these tests are about.
+		cfg.AddTimeout = 30 * time.Second
+	}
 	cl, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
