@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand"
@@ -37,7 +38,37 @@ type MemFS struct {
 	used     int64               // sum over files of max(len(data), allocated)
 	nodes    map[string]*memNode // the namespace as processes see it
 	durable  map[string]*memNode // the namespace a crash would leave (SyncDir)
+	attached map[any]MemAttachment
 	closed   bool
+}
+
+// MemAttachment is state that lives beside a MemFS and crashes with it:
+// another in-memory store a component keeps next to its files (entrylog's
+// Pebble index on the mem engine). CrashClone clones every attachment while
+// it holds the MemFS's lock, so no change to the MemFS falls between the two
+// clones: together they show one instant.
+type MemAttachment interface {
+	// CrashCloneAttachment returns what a power failure now would leave;
+	// opts are the MemFS's (tear unsynced writes when opts.Rand is set).
+	// It must not call the MemFS.
+	CrashCloneAttachment(opts CrashOptions) MemAttachment
+}
+
+// Attach returns the attachment stored under key, storing create() there
+// first if there is none (create must not call the MemFS). Crash clones
+// carry clones of the attachments under the same keys.
+func (m *MemFS) Attach(key any, create func() MemAttachment) MemAttachment {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a, ok := m.attached[key]; ok {
+		return a
+	}
+	if m.attached == nil {
+		m.attached = map[any]MemAttachment{}
+	}
+	a := create()
+	m.attached[key] = a
+	return a
 }
 
 type memNode struct {
@@ -79,6 +110,7 @@ type CrashOptions struct {
 // failure now: directory entries as of each directory's last SyncDir, file
 // contents as of each file's last Datasync (plus torn writes if asked).
 // The receiver is left as it is; handles opened on it stay bound to it.
+// Attachments (see Attach) are crash-cloned with it, at the same instant.
 func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -101,6 +133,21 @@ func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 			out.used += max(int64(len(c.data)), c.allocated)
 		}
 		out.nodes[p], out.durable[p] = c, c
+	}
+	if len(m.attached) > 0 {
+		keys := make([]any, 0, len(m.attached))
+		for k := range m.attached {
+			keys = append(keys, k)
+		}
+		// Deterministic order for seeded tearing (keys of one type are
+		// ordered by their formatted value).
+		sort.Slice(keys, func(i, j int) bool {
+			return fmt.Sprintf("%T%v", keys[i], keys[i]) < fmt.Sprintf("%T%v", keys[j], keys[j])
+		})
+		out.attached = make(map[any]MemAttachment, len(keys))
+		for _, k := range keys {
+			out.attached[k] = m.attached[k].CrashCloneAttachment(opts)
+		}
 	}
 	return out
 }

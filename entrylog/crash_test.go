@@ -36,8 +36,8 @@ func crashSeeds(t *testing.T) int {
 // writes. On the crash image it checks that everything a completed
 // checkpoint covers is there with its bytes, that no index entry points at
 // garbage or belongs to a deleted ledger; then it replays the journal from
-// the checkpoint and requires exactly the model, again after a compaction
-// and a clean restart.
+// the checkpoint and requires exactly the model, again after a compaction,
+// a clean restart, and a second crash after the flush that follows replay.
 func TestCrash(t *testing.T) {
 	base := uint64(0)
 	if s := os.Getenv("MAGNETAR_SEED"); s != "" {
@@ -315,6 +315,13 @@ func (r *crashRun) verify(img *crashImage) error {
 	if err := checkModel(db, m); err != nil {
 		return fmt.Errorf("after compaction: %w", err)
 	}
+	// What the bookie does next: a flush whose checkpoint covers the
+	// replayed records, after which the journal no longer has them. A
+	// second crash then must keep everything.
+	if err := db.Flush(); err != nil {
+		return fmt.Errorf("flush after replay: %w", err)
+	}
+	second := img.disks.image(r.tearSeed)
 	err, db = db.Close(), nil
 	if err != nil {
 		return fmt.Errorf("close after replay: %w", err)
@@ -324,6 +331,19 @@ func (r *crashRun) verify(img *crashImage) error {
 	}
 	if err := checkModel(db, m); err != nil {
 		return fmt.Errorf("after a clean restart: %w", err)
+	}
+	if err := checkIndex(db, ops); err != nil {
+		return err
+	}
+	err, db = db.Close(), nil
+	if err != nil {
+		return fmt.Errorf("close after the clean restart: %w", err)
+	}
+	if db, err = r.open(second); err != nil {
+		return fmt.Errorf("open after a second crash: %w", err)
+	}
+	if err := checkModel(db, m); err != nil {
+		return fmt.Errorf("after a second crash (replayed and checkpointed before it): %w", err)
 	}
 	return checkIndex(db, ops)
 }

@@ -2,7 +2,6 @@ package entrylog
 
 import (
 	"math/rand"
-	randv2 "math/rand/v2"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -10,19 +9,22 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 )
 
-// crashDisks is an engine mem FS (entry logs) and a crashable Pebble mem FS
-// (indexes) that crash together. Every durability operation on either
-// (datasync, directory sync, Pebble syncs) holds gate shared; image holds
-// it exclusively, so the two clones show one instant: no sync on one FS
-// can fall between the clone of the other.
+// crashDisks is an engine mem FS (entry logs) and the crashable Pebble mem
+// FS (indexes) attached to it, which Open uses by default on the mem
+// engine: CrashClone of the engine FS crashes both at one instant. Every
+// durability operation on either (datasync, directory sync, Pebble syncs)
+// also holds gate shared and image holds it exclusively, so no sync is
+// half done in an image.
 type crashDisks struct {
 	gate sync.RWMutex
 	efs  *engine.MemFS
 	pfs  *vfs.MemFS
 }
 
-func newCrashDisks() *crashDisks {
-	return &crashDisks{efs: engine.NewMem(), pfs: vfs.NewCrashableMem()}
+func newCrashDisks() *crashDisks { return withIndex(engine.NewMem()) }
+
+func withIndex(efs *engine.MemFS) *crashDisks {
+	return &crashDisks{efs: efs, pfs: memIndexFS(efs).(*vfs.MemFS)}
 }
 
 func (c *crashDisks) engineFS() engine.FS { return gatedFS{FS: c.efs, g: &c.gate} }
@@ -34,12 +36,10 @@ func (c *crashDisks) image(seed int64) *crashDisks {
 	c.gate.Lock()
 	defer c.gate.Unlock()
 	eopts := engine.CrashOptions{}
-	popts := vfs.CrashCloneCfg{}
 	if seed >= 0 {
-		eopts.Rand = rand.New(rand.NewSource(seed))
-		popts = vfs.CrashCloneCfg{UnsyncedDataPercent: 30, RNG: randv2.New(randv2.NewPCG(uint64(seed), 7))}
+		eopts.Rand = rand.New(rand.NewSource(seed)) // tears the index's unsynced writes too
 	}
-	return &crashDisks{efs: c.efs.CrashClone(eopts), pfs: c.pfs.CrashClone(popts)}
+	return withIndex(c.efs.CrashClone(eopts))
 }
 
 type gatedFS struct {

@@ -51,6 +51,10 @@ func Open(fs engine.FS, dirs []string, opts Options) (*DB, error) {
 	if err := checkDirs(dirs); err != nil {
 		return nil, err
 	}
+	if opts.IndexFS == nil {
+		// On the mem engine the index lives and crashes with fs.
+		opts.IndexFS = memIndexFS(fs)
+	}
 	opts = opts.withDefaults(fs)
 	if err := opts.validate(); err != nil {
 		return nil, err
