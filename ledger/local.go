@@ -22,7 +22,11 @@ func NewLocalTransport() *LocalTransport {
 	return &LocalTransport{cores: map[string]*bookie.Core{}}
 }
 
-// Add makes a bookie reachable under id (nil removes it).
+// Add makes a bookie reachable under id (nil removes it). A removed or
+// replaced bookie's answers to requests it is still handling are lost, as
+// a closed connection's would be: the callers get ErrDisconnected. So
+// tests crash a bookie by removing it first: no acknowledgement leaves it
+// after that, and a crash image taken then holds everything it answered.
 func (t *LocalTransport) Add(id string, core *bookie.Core) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -45,6 +49,18 @@ func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callbac
 			cb(nil, fmt.Errorf("%w: bookie %s is not in this process", client.ErrDisconnected, id))
 			return
 		}
-		core.Handle(&r, func(resp *bkproto.Response) { cb(resp, client.StatusError(resp.Status)) })
+		core.Handle(&r, func(resp *bkproto.Response) {
+			// Checked after the bookie made the answer true (an add is
+			// answered after its journal sync): a removal that comes later
+			// comes after that.
+			t.mu.RLock()
+			live := t.cores[id] == core
+			t.mu.RUnlock()
+			if !live {
+				cb(nil, fmt.Errorf("%w: bookie %s left this process before answering", client.ErrDisconnected, id))
+				return
+			}
+			cb(resp, client.StatusError(resp.Status))
+		})
 	}()
 }

@@ -47,11 +47,14 @@ func (e *bkEnv) startBookie() {
 	e.bk = ledgertest.StartBookie(e.t, e.fs, e.meta, e.tr, "local", st)
 }
 
-// stopBookie crashes the bookie: only what was synced survives.
+// stopBookie crashes the bookie: only what was synced survives. It leaves
+// the transport first, so it answers nothing after the image is taken (an
+// add it made durable later, acknowledged, would be missing from it).
 func (e *bkEnv) stopBookie() {
 	if e.bk == nil {
 		return
 	}
+	e.tr.Add(e.bk.ID, nil)
 	image := e.fs.CrashClone(engine.CrashOptions{})
 	e.bk.Stop(e.tr)
 	e.fs, e.bk = image, nil
