@@ -418,6 +418,13 @@ func (h *modelHarness) openCursor(name string, earliest bool) {
 		h.maybe[name] = true
 		return
 	}
+	if h.maybe[name] {
+		// Its earlier create or delete failed: a node may have been left,
+		// and an open takes it over as stored (its state is unknown here).
+		delete(h.maybe, name)
+		h.adopt(name, c)
+		return
+	}
 	first := len(h.entries) // Latest: only what comes next
 	if earliest {
 		// The first entry stored, when the cursor was created: a trim

@@ -152,7 +152,14 @@ func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOpti
 	ml.mu.Unlock()
 	b, _ := json.Marshal(cursorNode{CursorLedger: -1, MarkDelete: md, LastActive: time.Now().UnixMilli()})
 	_, st, err := ml.cfg.Store.Create(ctx, cursorPath(ml.name, name), b, metadata.CreateOptions{})
-	if err != nil && !errors.Is(err, metadata.ErrExists) {
+	if errors.Is(err, metadata.ErrExists) {
+		// Left by a delete whose node delete failed (the caller was told):
+		// the cursor still exists, so it is opened as it was stored, as a
+		// reload would. Taken with version 0 instead, its first persist
+		// failed its CAS and the managed ledger closed itself as fenced.
+		return ml.adoptCursor(ctx, name)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s: create cursor %s: %w", ml.name, name, err)
 	}
 	ml.mu.Lock()
@@ -165,6 +172,18 @@ func (ml *bkLedger) OpenCursor(ctx context.Context, name string, opts CursorOpti
 	ml.mu.cursors[name] = c
 	ml.schedulePersistLocked()
 	return c, nil
+}
+
+// adoptCursor opens a cursor whose node exists though this owner does not
+// know the cursor: it is recovered from the node (claimed at its version)
+// and its last snapshot.
+func (ml *bkLedger) adoptCursor(ctx context.Context, name string) (Cursor, error) {
+	if err := ml.recoverCursor(ctx, name); err != nil {
+		return nil, fmt.Errorf("%s: open cursor %s: its node exists: %w", ml.name, name, err)
+	}
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return ml.mu.cursors[name], nil
 }
 
 func (ml *bkLedger) openErrorLocked() error {

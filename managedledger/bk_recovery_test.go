@@ -152,3 +152,50 @@ func TestBKClosedLedgerTrimsNothing(t *testing.T) {
 		t.Fatalf("the closed managed ledger made %d metadata calls", n)
 	}
 }
+
+// TestBKReopenCursorAfterFailedDelete: a cursor delete whose node delete
+// failed leaves the node; opening the same name again must take that node
+// over. It used to ignore the existing node and keep version 0, so the
+// cursor's first persist failed its CAS and the managed ledger closed
+// itself as fenced ("changed or deleted under this owner"); found by the
+// model test.
+func TestBKReopenCursorAfterFailedDelete(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	name := "public/default/persistent/reopen-after-failed-delete"
+	failDelete := faultstore.NewToggle(faultstore.OnPath(cursorPath(name, "c"), faultstore.Fault{Fail: true}, faultstore.OpDelete))
+	f, _ := env.factoryOver(t, env.tr, func(s metadata.Store) metadata.Store { return faultstore.Wrap(s, failDelete) }, recoveryConfig())
+	ml, err := f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close(ctx)
+	c, err := ml.OpenCursor(ctx, "c", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := addWait(t, ml, "m0")
+	if err := c.MarkDelete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // persisted
+	failDelete.Set(true)
+	if err := ml.DeleteCursor(ctx, "c"); err == nil {
+		t.Fatal("the delete of the cursor's node failed, yet DeleteCursor succeeded")
+	}
+	failDelete.Set(false)
+	c, err = ml.OpenCursor(ctx, "c", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		p := addWait(t, ml, fmt.Sprintf("m%d", i))
+		if err := c.MarkDelete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // persisted (CAS on the cursor's node)
+	}
+	if _, err := ml.OpenCursor(ctx, "other", CursorOptions{}); err != nil {
+		t.Fatalf("the managed ledger stopped after the cursor was opened again: %v", err)
+	}
+}
