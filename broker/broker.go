@@ -118,6 +118,11 @@ type Config struct {
 	// metadata (/admin/partitioned-topics/...); nil means no topic is
 	// partitioned.
 	Metadata metadata.Store
+	// ClusterMetadata is the cluster's metadata store (metadataStoreUrl),
+	// where bookies register (bookie.AvailablePath): GET
+	// /admin/v2/bookies/all lists them. It is Metadata when one store
+	// serves both; nil answers that endpoint 412.
+	ClusterMetadata metadata.Store
 	// Resources reads and writes tenants, namespaces and their policies
 	// in the configuration store; nil leaves the admin API for them off
 	// and gives every namespace the default bundles.

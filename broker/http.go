@@ -22,6 +22,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpPartitions)
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions", b.httpCreatePartitioned)
 	b.registerClusterAdmin(mux)
+	b.registerBookiesAdmin(mux)
 	b.registerDynamicConfigAdmin(mux)
 	b.registerAdmin(mux)
 	if b.cfg.Resources != nil {

@@ -8,6 +8,7 @@ package main
 //     every error.
 //   - GET schemas/.../schema (latest, with its version):
 //     GetSchemaInfoWithVersion prints failures on os.Stdout.
+//   - GET bookies/all (bookies list-bookies, admin_bookies.go): no call.
 //   - GET .../examinemessage: no call. Its answer is a message like get
 //     message by id, read as pulsaradmin's handleResp reads those.
 //

@@ -228,6 +228,7 @@ func TestAdminAgainstStandalone(t *testing.T) {
 	t.Run("topics", func(t *testing.T) { adminTopics(adminCLI{t, web}, fmt.Sprintf("pulsar://127.0.0.1:%d", f.brokerPort)) })
 	t.Run("brokers", func(t *testing.T) { adminBrokers(adminCLI{t, web}, fmt.Sprintf("127.0.0.1:%d", f.webPort)) })
 	t.Run("bundles", func(t *testing.T) { adminBundles(adminCLI{t, web}, fmt.Sprintf("127.0.0.1:%d", f.webPort)) })
+	t.Run("bookies", func(t *testing.T) { adminBookiesStandalone(adminCLI{t, web}) })
 	t.Run("schemas", func(t *testing.T) {
 		url := web
 		if !servesSchemas(t, web) {

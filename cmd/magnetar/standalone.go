@@ -167,6 +167,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	}
 	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
+	bcfg.ClusterMetadata = store
 	b := broker.New(bcfg, ledgers)
 	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
 	if err != nil {
