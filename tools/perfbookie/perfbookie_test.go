@@ -276,7 +276,7 @@ func TestPerfBookieRemote(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	core, err := bookie.OpenCore(engine.NewMem(), []string{"/journal"}, journal.Options{Logger: log},
 		func(cp entrylog.Checkpointer) (entrylog.Storage, error) { return entrylog.NewMemory(cp), nil },
-		bookie.Options{LedgerDirs: []string{"/"}, DiskUsage: func(string) (uint64, uint64, error) { return 1, 2, nil }, Logger: log})
+		bookie.Options{LedgerDirs: []string{"/"}, DiskUsage: func(string) (uint64, uint64, error) { return 1 << 40, 2 << 40, nil }, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
