@@ -84,12 +84,18 @@ func (p *perfProcess) firstRate(t *testing.T, pattern string) float64 {
 }
 
 // interrupt stops the tool as a user would (Ctrl-C) and waits for it.
+// The wait is longer than the client's 30 s operation timeout: on Ctrl-C
+// pulsar-perf-go's producer stops reading its latency channel while send
+// callbacks still write to it (perf/perf-producer.go), so a receipt that
+// arrives after the interrupt blocks the client's connection goroutine,
+// and closing the producer waits for its CLOSE_PRODUCER answer until that
+// timeout (seen under load in make test).
 func (p *perfProcess) interrupt(t *testing.T) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-p.exited:
-	case <-time.After(15 * time.Second):
+	case <-time.After(45 * time.Second):
 		t.Fatalf("%v did not stop on SIGINT:\n%s", p.cmd.Args, p.out.String())
 	}
 }
