@@ -13,9 +13,11 @@ import (
 	"github.com/magnetar-io/magnetar/wire"
 )
 
-// HTTPHandler serves the HTTP endpoints clients use besides the binary
-// protocol: topic lookup (for http:// service URLs) and partition counts.
-// The admin REST API grows here with its issue.
+// HTTPHandler serves the broker's HTTP port: topic lookup (for http://
+// service URLs), partition counts and creation, the admin REST API (topics,
+// stats and subscriptions in admin_*.go; brokers, bundles, bookies and
+// dynamic configuration; schemas in broker/schema; clusters, tenants and
+// namespaces in broker/admin) and /status.html.
 func (b *Broker) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", b.httpLookup)
