@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
+.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
 
 all: build
 
@@ -27,6 +27,13 @@ test: zookeeper nats pulsar-perf
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m -tags invariants ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
+
+## test-short: the fast inner loop: go test -short skips what needs
+## ZooKeeper, nats-server, pulsar-perf-go, real child processes or a tmpfs
+## mount, and runs the seeded crash and fault suites with fewer seeds; no
+## race detector, nothing installed. make test stays the strict run
+test-short:
+	$(GO) test -short -count=1 ./...
 
 ## testrace: the tests three times in shuffled order, to shake out flakes
 testrace: zookeeper nats pulsar-perf

@@ -17,6 +17,9 @@ import (
 // it when the test ends; it skips the test where mounting is not allowed.
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("mounts a real tmpfs (mount(8), root) and fills it: skipped under -short; make test runs it")
+	}
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("needs a size-limited tmpfs (run as root where mount is allowed): mount: %v: %s", err, out)

@@ -23,6 +23,9 @@ func crashSeeds(t *testing.T) int {
 		}
 		return n
 	}
+	if testing.Short() {
+		return 100 // the fast inner loop (make test-short); make test runs 1000
+	}
 	return 1000
 }
 

@@ -13,13 +13,28 @@ import (
 
 var seeds = flag.Int("ledger.seeds", 200, "seeds of TestRandomizedFaults (make test-long runs more)")
 
+// shortSeeds is n, or short under go test -short unless the flag name was
+// set on the command line: the fast inner loop (make test-short) runs a
+// short variant of a seeded suite, make test all of it.
+func shortSeeds(name string, n, short int) int {
+	if !testing.Short() {
+		return n
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if set {
+		return n
+	}
+	return min(n, short)
+}
+
 // TestRandomizedFaults runs seeded scenarios: a random cluster and quorum,
 // a writer under random faults (bookie crashes and restarts, partitions,
 // lost requests and answers, delays), a concurrent recovery or a clean
 // close; then the persistence property is checked. A failing seed is
 // printed, and -run 'TestRandomizedFaults/seed=N' reruns it.
 func TestRandomizedFaults(t *testing.T) {
-	for seed := range uint64(*seeds) {
+	for seed := range uint64(shortSeeds("ledger.seeds", *seeds, 40)) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runScenario(t, seed) })
 	}
 }

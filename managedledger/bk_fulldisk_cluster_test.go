@@ -34,6 +34,9 @@ type tmpfsBookie struct {
 
 func startTmpfsBookie(t *testing.T, meta *metadata.MemoryServer, tr *ledger.LocalTransport, id string) *tmpfsBookie {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("mounts a real tmpfs (mount(8), root) and fills it: skipped under -short; make test runs it")
+	}
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("needs a size-limited tmpfs (root, where mount is allowed): mount: %v: %s", err, out)

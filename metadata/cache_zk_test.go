@@ -12,11 +12,7 @@ import (
 // connection is down is seen after it comes back, and the cache caches
 // (and invalidates) again afterwards.
 func TestCacheRewatchesAfterConnectionLoss(t *testing.T) {
-	zk, err := zktest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatalf("ZooKeeper is required for this test: %v", err)
-	}
-	t.Cleanup(func() { _ = zk.Stop() })
+	zk := zktest.StartForTest(t, 1)
 	target, _ := ParseTarget(zk.Connection)
 	ctx := context.Background()
 	dialer := &zktest.Dialer{}

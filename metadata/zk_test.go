@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 
 func sharedZK(t *testing.T) *zktest.Cluster {
 	t.Helper()
+	zktest.SkipIfShort(t)
 	shared.once.Do(func() {
 		shared.dir, shared.err = os.MkdirTemp("", "magnetar-zk-")
 		if shared.err == nil {
@@ -53,12 +54,7 @@ func sharedZK(t *testing.T) *zktest.Cluster {
 // startZK starts a private server or ensemble for a test that stops nodes.
 func startZK(t *testing.T, nodes int) *zktest.Cluster {
 	t.Helper()
-	c, err := zktest.Start(t.TempDir(), nodes)
-	if err != nil {
-		t.Fatalf("ZooKeeper is required for this test and did not start: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	return c
+	return zktest.StartForTest(t, nodes)
 }
 
 // testSessionTimeout is short enough to force expiries quickly and long

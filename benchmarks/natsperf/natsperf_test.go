@@ -16,11 +16,21 @@ import (
 	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
+// skipNATSIfShort skips t under go test -short: every test that runs a
+// nats-server process calls it, and make test-short leaves them to make test.
+func skipNATSIfShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a nats-server process (make nats): skipped under -short; make test runs it")
+	}
+}
+
 // needServer is the nats-server on PATH. make test installs it
 // (scripts/install-nats.sh); without it the tests fail and say why rather
 // than skip, as the ZooKeeper tests do.
 func needServer(t *testing.T) string {
 	t.Helper()
+	skipNATSIfShort(t)
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		t.Fatalf("nats-server is not installed (%v); scripts/install-nats.sh installs it (make test runs it)", err)
@@ -112,6 +122,7 @@ func checkRoundTrip(t *testing.T, rep perfclient.Report) {
 // scripts/install-nats.sh builds into bin/; the run itself checks /varz,
 // the test checks it said so.
 func TestSyncAlwaysVerified(t *testing.T) {
+	skipNATSIfShort(t)
 	bin, err := filepath.Abs("../../bin/nats-server")
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// skipProcessesIfShort skips t under go test -short: tests that run
+// magnetar (or a client workload) as real child processes and kill them
+// take seconds to tens of seconds each, so the fast inner loop (make
+// test-short) leaves them to make test. Every helper here that starts a
+// child process calls it; a test that starts one before any other work
+// calls it first.
+func skipProcessesIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real magnetar child processes: skipped under -short; make test runs it")
+	}
+}
+
 // bookieProcess is a magnetar bookie child process.
 type bookieProcess struct {
 	cmd    *exec.Cmd
@@ -52,6 +65,7 @@ func startBookieProcess(t *testing.T, args ...string) *bookieProcess {
 // with extra environment variables.
 func startMagnetarProcess(t *testing.T, sub string, env []string, args ...string) *bookieProcess {
 	t.Helper()
+	skipProcessesIfShort(t)
 	cmd := exec.Command(os.Args[0], append([]string{sub}, args...)...)
 	cmd.Env = append(append(os.Environ(), "MAGNETAR_TEST_RUN_MAIN=1"), env...)
 	p := &bookieProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
@@ -100,11 +114,9 @@ type bookieTestEnv struct {
 }
 
 func newBookieTestEnv(t *testing.T) *bookieTestEnv {
-	zk, err := zktest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatalf("zookeeper: %v", err)
-	}
-	t.Cleanup(func() { zk.Stop() })
+	t.Helper()
+	skipProcessesIfShort(t) // every test of this env runs bookie processes
+	zk := zktest.StartForTest(t, 1)
 	e := &bookieTestEnv{zk: zk, dir: t.TempDir(), port: freePort(t), httpPort: freePort(t)}
 	conf := filepath.Join(e.dir, "bk_server.conf")
 	// zkTimeout short, so a killed bookie's registration expires quickly.

@@ -57,11 +57,8 @@ func (n *brokerNode) ownedBundles(t *testing.T) int {
 }
 
 func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
-	zk, err := zktest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatalf("zookeeper: %v", err)
-	}
-	t.Cleanup(func() { zk.Stop() })
+	skipProcessesIfShort(t)
+	zk := zktest.StartForTest(t, 1)
 	conn := zk.Connection + "/c1"
 	dir := t.TempDir()
 	var out strings.Builder
@@ -179,6 +176,7 @@ func writeFile(t *testing.T, path, text string) {
 // reconnection, which this test causes on purpose.
 func startClientWorkload(t *testing.T, dir, url, status, results string, topics int) *bookieProcess {
 	t.Helper()
+	skipProcessesIfShort(t)
 	cmd := exec.Command(os.Args[0], url, status, results, strconv.Itoa(topics))
 	cmd.Env = append(os.Environ(), "MAGNETAR_TEST_CLIENT=1",
 		"GORACE=exitcode=0 log_path="+filepath.Join(dir, "client-race"))

@@ -23,11 +23,8 @@ import (
 // then the bookies' auditor and workers re-replicate the dead bookie's
 // replicas, and everything reads back again from the new ensembles.
 func TestLedgerSurvivesBookieKill9(t *testing.T) {
-	zk, err := zktest.Start(t.TempDir(), 1)
-	if err != nil {
-		t.Fatalf("zookeeper: %v", err)
-	}
-	t.Cleanup(func() { zk.Stop() })
+	skipProcessesIfShort(t)
+	zk := zktest.StartForTest(t, 1)
 	conn := zk.Connection + "/cluster"
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "bk_server.conf")

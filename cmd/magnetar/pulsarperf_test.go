@@ -20,6 +20,9 @@ var pulsarPerfBin = filepath.Join("..", "..", "bin", "pulsar-perf-go")
 // a standalone, as users run it: both report a non-zero rate for their
 // first 10-second interval, and the consumer receives what was produced.
 func TestPulsarPerfGoAgainstStandalone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pulsar-perf-go (make pulsar-perf) as child processes for about a minute: skipped under -short; make test runs it")
+	}
 	if _, err := os.Stat(pulsarPerfBin); err != nil {
 		t.Fatalf("%s: %v (make pulsar-perf installs it)", pulsarPerfBin, err)
 	}
@@ -52,6 +55,7 @@ type perfProcess struct {
 
 func startPerf(t *testing.T, args ...string) *perfProcess {
 	t.Helper()
+	skipProcessesIfShort(t)
 	p := &perfProcess{cmd: exec.Command(pulsarPerfBin, args...), out: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

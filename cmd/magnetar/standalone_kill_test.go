@@ -20,6 +20,7 @@ import (
 // client to a standalone process, kills it with SIGKILL mid-stream,
 // restarts it, and reads back every message whose send was acknowledged.
 func TestStandaloneKill9KeepsAcknowledgedMessages(t *testing.T) {
+	skipProcessesIfShort(t)
 	dir := t.TempDir()
 	port, web := freePort(t), freePort(t)
 	args := []string{"standalone", "--data-dir", dir, "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",

@@ -2,7 +2,8 @@
 // scripts/zookeeper.sh: one server or an ensemble on free loopback ports,
 // with nodes that can be stopped and restarted. ZooKeeper is installed by
 // the script when missing; a test that needs ZooKeeper fails, never skips,
-// when it cannot be started.
+// when it cannot be started, except under go test -short (StartForTest,
+// SkipIfShort), the fast inner loop that make test-short runs.
 package zktest
 
 import (
@@ -15,8 +16,32 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
+
+// SkipIfShort skips t under go test -short: starting ZooKeeper (a JVM)
+// takes seconds, so the fast inner loop leaves these tests to make test.
+func SkipIfShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real ZooKeeper server (scripts/zookeeper.sh): skipped under -short; make test runs it")
+	}
+}
+
+// StartForTest starts nodes servers under a temporary directory of t and
+// stops them when t ends. It skips t under -short and fails it when
+// ZooKeeper does not start.
+func StartForTest(t testing.TB, nodes int) *Cluster {
+	t.Helper()
+	SkipIfShort(t)
+	c, err := Start(t.TempDir(), nodes)
+	if err != nil {
+		t.Fatalf("ZooKeeper is required for this test and did not start (scripts/zookeeper.sh install): %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
 
 // Cluster is a running ZooKeeper server or ensemble.
 type Cluster struct {
