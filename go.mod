@@ -23,6 +23,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require go.uber.org/goleak v1.3.0
+
 require (
 	github.com/AthenZ/athenz v1.12.13 // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect

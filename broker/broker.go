@@ -24,6 +24,7 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
+	"golang.org/x/sync/semaphore"
 )
 
 // Config holds the broker settings, under Pulsar's key names.
@@ -112,6 +113,11 @@ type Config struct {
 	// StatsUpdateFrequency is statsUpdateFrequencyInSecs (default 60 s):
 	// the interval over which topic rates (stats, load reports) are computed.
 	StatsUpdateFrequency time.Duration
+	// MaxConcurrentLookupRequest is maxConcurrentLookupRequest (50000):
+	// lookups beyond it are answered TooManyRequests, which clients retry.
+	// MaxConcurrentTopicLoadRequest is maxConcurrentTopicLoadRequest
+	// (5000): topic loads beyond it wait for one to finish.
+	MaxConcurrentLookupRequest, MaxConcurrentTopicLoadRequest int
 	// Version is reported to clients in CONNECTED.
 	Version string
 	// Metadata is the configuration store holding partitioned-topic
@@ -164,6 +170,12 @@ func (c Config) withDefaults() Config {
 	if c.StatsUpdateFrequency <= 0 {
 		c.StatsUpdateFrequency = time.Minute
 	}
+	if c.MaxConcurrentLookupRequest <= 0 {
+		c.MaxConcurrentLookupRequest = 50000
+	}
+	if c.MaxConcurrentTopicLoadRequest <= 0 {
+		c.MaxConcurrentTopicLoadRequest = 5000
+	}
 	if c.Version == "" {
 		c.Version = "magnetar"
 	}
@@ -199,6 +211,16 @@ type Broker struct {
 	// its handler (to inject a panic behind the recovery boundary).
 	testHookCommand func(*pb.BaseCommand)
 
+	// ctx lives as long as the broker: Close cancels it, which ends the
+	// background loops and what commands started (their contexts derive
+	// from it). tasks counts those goroutines; Close waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	tasks  sync.WaitGroup
+	// lookups and topicLoads bound concurrent work as Pulsar's
+	// maxConcurrentLookupRequest and maxConcurrentTopicLoadRequest do.
+	lookups, topicLoads *semaphore.Weighted
+
 	mu     sync.Mutex
 	topics map[string]*topic
 	conns  map[*serverConn]struct{}
@@ -210,19 +232,38 @@ type Broker struct {
 func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, inflate: newInflateBudget(), topics: map[string]*topic{},
-		conns: map[*serverConn]struct{}{}, stop: make(chan struct{})}
+		conns: map[*serverConn]struct{}{}, stop: make(chan struct{}),
+		lookups:    semaphore.NewWeighted(int64(cfg.MaxConcurrentLookupRequest)),
+		topicLoads: semaphore.NewWeighted(int64(cfg.MaxConcurrentTopicLoadRequest))}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.dyn.Store(startedSettings(cfg))
 	if cfg.Metadata != nil {
-		go b.watchDynamicConfig()
+		b.spawn(b.watchDynamicConfig)
 	}
-	go b.every(cfg.KeepAliveInterval, b.pingAll)
-	go b.every(cfg.StatsUpdateFrequency, b.updateRates)
+	b.spawn(func() { b.every(cfg.KeepAliveInterval, b.pingAll) })
+	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
 	// Namespace policies and dynamic configuration may set a quota or a
 	// TTL at any time, so both checks always run (cheap with none set).
-	go b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(context.Background()) })
-	go b.every(cfg.RetentionCheckInterval, func() { b.applyRetention(context.Background()) })
-	go b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(context.Background(), time.Now()) })
+	b.spawn(func() { b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(b.ctx) }) })
+	b.spawn(func() { b.every(cfg.RetentionCheckInterval, func() { b.applyRetention(b.ctx) }) })
+	b.spawn(func() { b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(b.ctx, time.Now()) }) })
 	return b
+}
+
+// spawn runs fn on a goroutine Close waits for; after Close it runs
+// nothing (the broker is gone: a command arriving then is not served).
+func (b *Broker) spawn(fn func()) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.tasks.Add(1) // under mu: never concurrent with Close's Wait from zero
+	b.mu.Unlock()
+	go func() {
+		defer b.tasks.Done()
+		fn()
+	}()
 }
 
 // getTopic returns the loaded topic, loading (and creating) it if needed.
@@ -244,7 +285,14 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 	if !name.Persistent() {
 		return b.addTopic(ctx, newTopic(b, name, newStreamOfNothing(name.String())))
 	}
+	// Bounded as Pulsar's maxConcurrentTopicLoadRequest: a storm of
+	// lookups for cold topics waits here instead of opening them all at
+	// once against the metadata store and the bookies.
+	if err := b.topicLoads.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("topic %s: waiting to load: %w", name, err)
+	}
 	ml, err := b.ledgers.Open(ctx, name.ManagedLedgerName())
+	b.topicLoads.Release(1)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: open managed ledger: %w", name, err)
 	}
@@ -300,7 +348,8 @@ func (b *Broker) UnloadAll(ctx context.Context) {
 	b.unloadWhere(ctx, func(*topic) bool { return true })
 }
 
-// Close closes every topic.
+// Close cancels the broker's context, closes every topic and waits (up
+// to ctx) for the goroutines the broker and its commands started.
 func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.closed {
@@ -310,10 +359,18 @@ func (b *Broker) Close(ctx context.Context) error {
 	topics := b.topics
 	b.topics = map[string]*topic{}
 	b.mu.Unlock()
+	b.cancel()
 	for _, t := range topics {
 		t.close(ctx)
 	}
-	return nil
+	done := make(chan struct{})
+	go func() { b.tasks.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("broker close: background work still running: %w", ctx.Err())
+	}
 }
 
 // every runs fn each interval until the broker closes.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,7 +39,12 @@ type serverConn struct {
 	b   *Broker
 	t   transport
 	log *slog.Logger
-	cmd pb.BaseCommand // reused for every frame (the event loop is single-threaded per connection)
+	// ctx is the connection's: derived from the broker's, cancelled when
+	// the connection closes, so work a command started for this client
+	// (topic loads, lookups, schema reads) stops with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	cmd    pb.BaseCommand // reused for every frame (the event loop is single-threaded per connection)
 	// sendMetadata is where SEND decodes an entry's metadata to check it;
 	// reused like cmd.
 	sendMetadata pb.MessageMetadata
@@ -65,6 +71,7 @@ type serverConn struct {
 func (b *Broker) newConn(t transport) *serverConn {
 	c := &serverConn{b: b, t: t, log: b.log.With("remote", t.RemoteAddr().String()),
 		producers: map[uint64]*producer{}, consumers: map[uint64]*consumer{}}
+	c.ctx, c.cancel = context.WithCancel(b.ctx)
 	b.track(c, true)
 	return c
 }
@@ -298,6 +305,7 @@ func ptr[T any](v T) *T { return &v }
 // closed is called by the network layer when the connection ends: every
 // producer and consumer of the connection goes away.
 func (c *serverConn) closedByNetwork(err error) {
+	c.cancel()
 	c.b.track(c, false)
 	c.mu.Lock()
 	c.closed = true

@@ -15,7 +15,6 @@ package broker
 //     configuration store (0: not partitioned; see partitioned.go).
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -63,8 +62,15 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 	if err != nil {
 		return c.sendLookupFailed(id, pb.ServerError_InvalidTopicName, err)
 	}
+	// Bounded as Pulsar's maxConcurrentLookupRequest: past it the client
+	// is told TooManyRequests and retries after a back-off.
+	if !c.b.lookups.TryAcquire(1) {
+		return c.sendLookupFailed(id, pb.ServerError_TooManyRequests,
+			fmt.Errorf("too many lookups in progress (maxConcurrentLookupRequest %d)", c.b.cfg.MaxConcurrentLookupRequest))
+	}
 	c.goSafe("LOOKUP", func() { // may read and write the metadata store
-		res, err := c.b.lookup(context.Background(), name, cmd.GetAuthoritative())
+		defer c.b.lookups.Release(1)
+		res, err := c.b.lookup(c.ctx, name, cmd.GetAuthoritative())
 		if err != nil {
 			// Retriable: the client looks up again after a back-off.
 			_ = c.sendLookupFailed(id, pb.ServerError_ServiceNotReady, err)
@@ -94,7 +100,7 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
 	}
 	c.goSafe("PARTITIONED_METADATA", func() { // reads the configuration store
-		ctx := context.Background()
+		ctx := c.ctx
 		n, err := c.b.partitions(ctx, name)
 		if err == nil && n == 0 {
 			n, err = c.b.autoCreatePartitioned(ctx, name)

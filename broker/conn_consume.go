@@ -16,7 +16,6 @@ package broker
 //   - GET_LAST_MESSAGE_ID answers entry -1 for an empty topic.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -68,7 +67,7 @@ func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
 
 func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	reqID := cmd.GetRequestId()
-	ctx := context.Background()
+	ctx := c.ctx
 	t, err := c.b.clientTopic(ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
@@ -154,10 +153,10 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 	cumulative := cmd.GetAckType() == pb.CommandAck_Cumulative
 	var err error
 	if len(positions) > 0 {
-		err = cs.sub.ack(context.Background(), cs, cumulative, positions)
+		err = cs.sub.ack(c.b.ctx, cs, cumulative, positions) // applied even if the connection goes
 	}
 	if len(partial) > 0 && err == nil {
-		err = cs.sub.ackBatchIndexes(context.Background(), cs, cumulative, partial)
+		err = cs.sub.ackBatchIndexes(c.b.ctx, cs, cumulative, partial)
 	}
 	if cmd.RequestId == nil {
 		return nil
@@ -247,7 +246,7 @@ func (c *serverConn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) error {
 	if cs == nil {
 		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
 	}
-	if err := cs.sub.topic.unsubscribe(context.Background(), cs.sub, cs); err != nil {
+	if err := cs.sub.topic.unsubscribe(c.b.ctx, cs.sub, cs); err != nil {
 		return c.sendError(cmd.GetRequestId(), pb.ServerError_MetadataError, err.Error())
 	}
 	c.removeConsumer(cs.id)
@@ -264,7 +263,7 @@ func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) err
 	lastID := lastMessageID(last)
 	// The last entry may be a batch: clients (Reader.HasNext) need the
 	// index of its last message.
-	if e, err := ml.ReadEntry(context.Background(), last); err == nil {
+	if e, err := ml.ReadEntry(c.ctx, last); err == nil {
 		if n := entryInfoOf(e.Data).messages; n > 1 {
 			lastID.BatchIndex = ptr(int32(n - 1))
 		}

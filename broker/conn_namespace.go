@@ -34,7 +34,7 @@ func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamesp
 	var topics []string
 	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
 		var err error
-		if topics, err = c.b.persistentTopics(context.Background(), tenant, ns); err != nil {
+		if topics, err = c.b.persistentTopics(c.ctx, tenant, ns); err != nil {
 			return c.sendError(reqID, pb.ServerError_MetadataError, err.Error())
 		}
 	}
@@ -96,9 +96,9 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 		return c.sendError(reqID, pb.ServerError_ConsumerNotFound, "no such consumer")
 	}
 	c.goSafe("SEEK", func() {
-		target, err := seekTarget(context.Background(), cs.sub.topic.ml, cmd)
+		target, err := seekTarget(c.ctx, cs.sub.topic.ml, cmd)
 		if err == nil {
-			err = cs.sub.seek(context.Background(), target)
+			err = cs.sub.seek(c.ctx, target)
 		}
 		if err != nil {
 			_ = c.sendError(reqID, pb.ServerError_UnknownError, err.Error())

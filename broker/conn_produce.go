@@ -29,7 +29,6 @@ package broker
 //     version returned in PRODUCER_SUCCESS.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -87,7 +86,7 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 }
 
 func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode, sch *pb.Schema) {
-	t, err := c.b.clientTopic(context.Background(), name)
+	t, err := c.b.clientTopic(c.ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
 		return
@@ -96,15 +95,15 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, pb.ServerError_TopicTerminatedError, fmt.Sprintf("topic %s is terminated", name))
 		return
 	}
-	if code, err := t.admitProducer(context.Background()); err != nil {
+	if code, err := t.admitProducer(c.ctx); err != nil {
 		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
-	if err := t.admitProducerCount(context.Background()); err != nil {
+	if err := t.admitProducerCount(c.ctx); err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, err.Error()) // as Pulsar answers a limit
 		return
 	}
-	schemaVersion, err := c.b.registerSchema(context.Background(), name, sch)
+	schemaVersion, err := c.b.registerSchema(c.ctx, name, sch)
 	if err != nil {
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return
@@ -298,7 +297,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			return
 		}
 		if d := p.topic.dedup; d != nil {
-			if err := d.stored(context.Background(), p.name, int64(seq), int64(highest), pos); err != nil {
+			if err := d.stored(c.b.ctx, p.name, int64(seq), int64(highest), pos); err != nil {
 				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
 			}
 		}

@@ -44,7 +44,7 @@ var errNoRegistry = errors.New("this broker stores no schemas (no schema registr
 func (c *serverConn) handleGetSchema(cmd *pb.CommandGetSchema) error {
 	reqID, topic, version := cmd.GetRequestId(), cmd.GetTopic(), cmd.GetSchemaVersion()
 	c.goSafe("GET_SCHEMA", func() {
-		v, err := c.b.schemaVersion(context.Background(), topic, version)
+		v, err := c.b.schemaVersion(c.ctx, topic, version)
 		resp := &pb.CommandGetSchemaResponse{RequestId: &reqID}
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = schemaErrorCode(err).Enum(), ptr(err.Error())
@@ -89,7 +89,7 @@ func (c *serverConn) handleGetOrCreateSchema(cmd *pb.CommandGetOrCreateSchema) e
 		name, err := ParseTopicName(topic)
 		if err != nil {
 			resp.ErrorCode, resp.ErrorMessage = pb.ServerError_InvalidTopicName.Enum(), ptr(err.Error())
-		} else if resp.SchemaVersion, err = c.b.registerSchema(context.Background(), name, s); err != nil {
+		} else if resp.SchemaVersion, err = c.b.registerSchema(c.ctx, name, s); err != nil {
 			resp.ErrorCode, resp.ErrorMessage = schemaErrorCode(err).Enum(), ptr(err.Error())
 		}
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE.Enum(), GetOrCreateSchemaResponse: resp})

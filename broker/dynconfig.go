@@ -151,8 +151,7 @@ func (b *Broker) applyOverrides(overrides map[string]string) {
 // until the broker closes.
 func (b *Broker) watchDynamicConfig() {
 	store := b.cfg.Metadata
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-b.stop; cancel() }()
+	ctx := b.ctx // cancelled by Close, which ends the watch
 	w, err := store.Watch(ctx, DynamicConfigPath)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -162,8 +161,16 @@ func (b *Broker) watchDynamicConfig() {
 	}
 	defer w.Close()
 	b.reloadOverrides(ctx)
-	for range w.Events() {
-		b.reloadOverrides(ctx)
+	for {
+		select {
+		case <-ctx.Done(): // the watch need not end with ctx: Close waits for this loop
+			return
+		case _, ok := <-w.Events():
+			if !ok {
+				return
+			}
+			b.reloadOverrides(ctx)
+		}
 	}
 }
 

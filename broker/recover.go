@@ -70,17 +70,17 @@ func (b *Broker) recovered(v any, boundary string, log *slog.Logger, attrs ...an
 	return fmt.Errorf("internal error (recovered panic): %v", v)
 }
 
-// goSafe runs fn on its own goroutine; a panic in it closes the
-// connection instead of the process.
+// goSafe runs fn on its own goroutine, one the broker's Close waits for;
+// a panic in it closes the connection instead of the process.
 func (c *serverConn) goSafe(what string, fn func()) {
-	go func() {
+	c.b.spawn(func() {
 		defer func() {
 			if err := c.b.recovered(recover(), boundaryGoroutine, c.log, "command", what); err != nil {
 				c.t.Close(err)
 			}
 		}()
 		fn()
-	}()
+	})
 }
 
 // recoverHTTP answers 500 for a request whose handler panicked, instead
