@@ -82,9 +82,19 @@ func TestStandaloneAnnouncesReadOnly(t *testing.T) {
 	disk.full.Store(true)
 	registeredReadOnly(t, store, true)
 	ctx := context.Background()
-	_, err := st.ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: 1, WriteQuorumSize: 1, AckQuorumSize: 1})
-	if !errors.Is(err, ledger.ErrNotEnoughBookies) || !strings.Contains(err.Error(), "out of disk space") {
-		t.Fatalf("create on a full bookie: %v, want ErrNotEnoughBookies naming the full disk", err)
+	// The ledger client learns of the change through its watch of the
+	// registrations, a moment after the registration itself.
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w, err := st.ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: 1, WriteQuorumSize: 1, AckQuorumSize: 1})
+		if errors.Is(err, ledger.ErrNotEnoughBookies) && strings.Contains(err.Error(), "out of disk space") {
+			break
+		}
+		if w != nil {
+			_ = w.Close(ctx)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create on a full bookie: %v, want ErrNotEnoughBookies naming the full disk", err)
+		}
 	}
 	if regs, _ := bookie.Bookies(ctx, store); !regs[0].OutOfSpace || !strings.HasPrefix(regs[0].ReadOnlyReason, bookie.OutOfSpaceReason) {
 		t.Fatalf("registration %+v does not say the disk is full", regs[0])
