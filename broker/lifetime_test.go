@@ -16,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/goleak"
 
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -24,7 +25,10 @@ func TestBrokerCloseUnderLoadLeavesNothingRunning(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	store := metadata.NewMemoryServer().NewSession()
 	b := New(Config{ClusterName: "test", Metadata: store, KeepAliveInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, testLedgers(t, 20))
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		// In-memory topics: the storage's own goroutines (an in-process
+		// bookie) end at the test's cleanup, after this check.
+		managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: 20}))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
