@@ -53,6 +53,8 @@ type brokerSettings struct {
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
+	maxLookups          int // maxConcurrentLookupRequest
+	maxTopicLoads       int // maxConcurrentTopicLoadRequest
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -87,6 +89,8 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"maxConsumersPerSubscription":                   setInt(&s.maxConsumersPerSub),
 		"maxUnackedMessagesPerConsumer":                 setInt(&s.maxUnackedPerCons),
 		"maxUnackedMessagesPerSubscription":             setInt(&s.maxUnackedPerSub),
+		"maxConcurrentLookupRequest":                    setInt(&s.maxLookups),
+		"maxConcurrentTopicLoadRequest":                 setInt(&s.maxTopicLoads),
 		"brokerEntryMetadataInterceptors":               setString(&s.entryInterceptors),
 		"exposingBrokerEntryMetadataToClientEnabled":    setBool(&s.exposeEntryMetadata),
 		"acknowledgmentAtBatchIndexLevelEnabled":        setBool(&s.batchIndexAcks),
@@ -180,7 +184,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
 		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
-		DefaultNumPartitions: s.defaultPartitions}, nil
+		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
+		MaxConcurrentTopicLoadRequest: s.maxTopicLoads}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

@@ -22,14 +22,15 @@ func writeConf(t *testing.T, text string) string {
 
 func TestStandaloneConfigFile(t *testing.T) {
 	p := writeConf(t, "# comment\nclusterName=east\nbrokerServicePort=7000\nwebServicePort=7001\n"+
-		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\n\n")
+		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\nmaxConcurrentLookupRequest=7\nmaxConcurrentTopicLoadRequest=9\n\n")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	f, err := parseStandaloneFlags([]string{"--config", p, "--broker-port", "7100"}, io.Discard, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.cluster != "east" || f.brokerPort != 7100 || f.webPort != 7001 || f.keepAlive != 5*time.Second {
+	if f.cluster != "east" || f.brokerPort != 7100 || f.webPort != 7001 || f.keepAlive != 5*time.Second ||
+		f.maxLookups != 7 || f.maxTopicLoads != 9 {
 		t.Fatalf("config applied wrongly (flags must win): %+v", f)
 	}
 	if !strings.Contains(logs.String(), "managedLedgerOffloadDriver") {
