@@ -334,6 +334,18 @@ func runClientWorkload(args []string) int {
 	return 0
 }
 
+// retryCreate calls create until it succeeds or a minute has passed.
+func retryCreate[T any](create func() (T, error)) (T, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := create()
+		if err == nil || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 type workload struct {
 	mu      sync.Mutex
 	results map[string]*workloadResult
@@ -343,11 +355,19 @@ type workload struct {
 
 func (w *workload) start(ctx context.Context, client pulsar.Client, topic string, producing, consuming *sync.WaitGroup) error {
 	w.once.Do(func() { w.done = make(chan struct{}) })
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	// The Go client does not retry a first subscribe or producer create
+	// that a broker refused as not ready (a bundle moving between brokers
+	// while the load manager spreads them); applications retry, and so
+	// does the workload, for up to a minute.
+	cons, err := retryCreate(func() (pulsar.Consumer, error) {
+		return client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	})
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", topic, err)
 	}
-	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 60 * time.Second})
+	prod, err := retryCreate(func() (pulsar.Producer, error) {
+		return client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, SendTimeout: 60 * time.Second})
+	})
 	if err != nil {
 		return fmt.Errorf("producer %s: %w", topic, err)
 	}
