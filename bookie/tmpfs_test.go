@@ -2,54 +2,15 @@ package bookie
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/internal/testdisk"
 	"github.com/magnetar-io/magnetar/journal"
 )
-
-// mountTmpfs mounts a size-limited tmpfs at a new directory and unmounts
-// it when the test ends; it skips the test where mounting is not allowed.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("mounts a real tmpfs (mount(8), root) and fills it: skipped under -short; make test runs it")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a size-limited tmpfs (run as root where mount is allowed): mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
-// fillReal writes a file in dir until the file system is full, leaving
-// keep bytes free; it returns its path.
-func fillReal(t *testing.T, dir string, keep int64) string {
-	t.Helper()
-	free, _, err := StatfsUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for left := int64(free) - keep; left > 0; left -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(int64(len(buf)), left)]); err != nil {
-			break // full: that is the point
-		}
-	}
-	return p
-}
 
 // TestFullTmpfsDisks runs a bookie with its journal and its ledgers on two
 // small tmpfs file systems (std engine, statfs): the ledger disk fills,
@@ -58,7 +19,7 @@ func fillReal(t *testing.T, dir string, keep int64) string {
 // itself after space is freed, and at the end restarts on the nearly full
 // disks with nothing lost.
 func TestFullTmpfsDisks(t *testing.T) {
-	jdir, ldir := mountTmpfs(t, "48m"), mountTmpfs(t, "48m")
+	jdir, ldir := testdisk.MountTmpfs(t, "48m"), testdisk.MountTmpfs(t, "48m")
 	check := 50 * time.Millisecond
 	var core *Core
 	open := func() {
@@ -87,7 +48,7 @@ func TestFullTmpfsDisks(t *testing.T) {
 		d.core = core
 		var fillers []string
 		for _, dir := range tc.dirs {
-			fillers = append(fillers, fillReal(t, dir, 1<<20))
+			fillers = append(fillers, testdisk.Fill(t, dir, 1<<20))
 		}
 		start := time.Now()
 		next = d.fillUntilRefused(1, next)
@@ -108,8 +69,8 @@ func TestFullTmpfsDisks(t *testing.T) {
 		}
 	}
 	// Restart on nearly full disks.
-	fillReal(t, ldir, 2<<20)
-	fillReal(t, jdir, 2<<20)
+	testdisk.Fill(t, ldir, 2<<20)
+	testdisk.Fill(t, jdir, 2<<20)
 	if err := core.Close(); err != nil && !isNoSpace(err) {
 		t.Fatalf("close: %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/internal/testdisk"
 	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -34,14 +34,7 @@ type tmpfsBookie struct {
 
 func startTmpfsBookie(t *testing.T, meta *metadata.MemoryServer, tr *ledger.LocalTransport, id string) *tmpfsBookie {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("mounts a real tmpfs (mount(8), root) and fills it: skipped under -short; make test runs it")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a size-limited tmpfs (root, where mount is allowed): mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	dir := testdisk.MountTmpfs(t, "40m")
 	jdir, ldir := filepath.Join(dir, "journal"), filepath.Join(dir, "ledgers")
 	for _, d := range []string{jdir, ldir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -76,22 +69,7 @@ func startTmpfsBookie(t *testing.T, meta *metadata.MemoryServer, tr *ledger.Loca
 // fill leaves 1 MiB free on the bookie's disk; the returned func frees it.
 func (b *tmpfsBookie) fill(t *testing.T) func() {
 	t.Helper()
-	free, _, err := bookie.StatfsUsage(b.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(b.dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	for left := int64(free) - 1<<20; left > 0; left -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(int64(len(buf)), left)]); err != nil {
-			break
-		}
-	}
-	f.Close()
+	p := testdisk.Fill(t, b.dir, 1<<20)
 	return func() {
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,45 +20,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/internal/testdisk"
 )
-
-// mountSmallDisk mounts a size-limited tmpfs at a new directory for the
-// test; it skips the test where mounting is not allowed (not root).
-func mountSmallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("mounts a real tmpfs (mount(8), root) and fills it: skipped under -short; make test runs it")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("needs a size-limited tmpfs (root, where mount is allowed): mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
-
-// fillLeaving writes a filler file in dir until free bytes are left.
-func fillLeaving(t *testing.T, dir string, free int64) string {
-	t.Helper()
-	have, _, err := bookie.StatfsUsage(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for left := int64(have) - free; left > 0; left -= int64(len(buf)) {
-		if _, err := f.Write(buf[:min(int64(len(buf)), left)]); err != nil {
-			break
-		}
-	}
-	return p
-}
 
 // fullDiskRun is what the producer and the consumer saw.
 type fullDiskRun struct {
@@ -82,7 +43,7 @@ func (r *fullDiskRun) missing() []string {
 }
 
 func TestStandaloneSurvivesFullDisk(t *testing.T) {
-	disk := mountSmallDisk(t, "128m")
+	disk := testdisk.MountTmpfs(t, "128m")
 	f := standaloneFlags{dataDir: disk, listenFlags: listenFlags{bindAddr: "127.0.0.1", advertised: "127.0.0.1",
 		brokerPort: freePort(t), webPort: freePort(t), cluster: "standalone"},
 		brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings()}
@@ -104,7 +65,7 @@ func TestStandaloneSurvivesFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	filler := fillLeaving(t, disk, 24<<20)
+	filler := testdisk.Fill(t, disk, 24<<20)
 
 	// Fill: 16 KiB messages until one is refused.
 	payload := strings.Repeat("x", 16<<10)
