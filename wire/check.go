@@ -30,9 +30,13 @@ type bodyField struct {
 	hasStrings bool
 }
 
-// commandBodies maps a command type number to its body field; read-only
-// after package initialisation.
-var commandBodies = buildCommandBodies()
+// commandBodies maps a command type number to its body field, and
+// stringsWithin says which message types can hold a string, directly or
+// nested; both read-only after package initialisation.
+var (
+	stringsWithin = map[protoreflect.FullName]bool{}
+	commandBodies = buildCommandBodies()
+)
 
 func buildCommandBodies() map[protoreflect.EnumNumber]bodyField {
 	md := (&pb.BaseCommand{}).ProtoReflect().Descriptor()
@@ -45,6 +49,7 @@ func buildCommandBodies() map[protoreflect.EnumNumber]bodyField {
 			panic("wire: BaseCommand has no body field for type " + string(types.Get(i).Name()))
 		}
 		bodies[n] = bodyField{fd: fd, hasStrings: holdsStrings(fd.Message(), map[protoreflect.FullName]bool{})}
+		markStrings(fd.Message())
 	}
 	return bodies
 }
@@ -66,6 +71,22 @@ func holdsStrings(md protoreflect.MessageDescriptor, seen map[protoreflect.FullN
 		}
 	}
 	return false
+}
+
+// markStrings records in stringsWithin every message type reachable from
+// md that can hold a string, so fixUTF8 skips the rest (an ACK's message
+// ids, thousands of them, have none).
+func markStrings(md protoreflect.MessageDescriptor) {
+	if _, seen := stringsWithin[md.FullName()]; seen {
+		return
+	}
+	stringsWithin[md.FullName()] = holdsStrings(md, map[protoreflect.FullName]bool{})
+	fields := md.Fields()
+	for i := range fields.Len() {
+		if m := fields.Get(i).Message(); m != nil {
+			markStrings(m)
+		}
+	}
 }
 
 // checkCommand refuses a command without the body of its type and
@@ -97,7 +118,7 @@ func fixUTF8(m protoreflect.Message) {
 			if s := v.String(); !utf8.ValidString(s) {
 				m.Set(fd, protoreflect.ValueOfString(ValidUTF8(s)))
 			}
-		case fd.Message() != nil:
+		case fd.Message() != nil && stringsWithin[fd.Message().FullName()]:
 			fixUTF8(v.Message())
 		}
 		return true
@@ -105,6 +126,9 @@ func fixUTF8(m protoreflect.Message) {
 }
 
 func fixList(fd protoreflect.FieldDescriptor, l protoreflect.List) {
+	if fd.Message() != nil && !stringsWithin[fd.Message().FullName()] {
+		return
+	}
 	for i := range l.Len() {
 		switch {
 		case fd.Kind() == protoreflect.StringKind:
