@@ -198,7 +198,7 @@ func TestPanicInHandlerClosesOnlyThatConnection(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewMetrics(b))
-	if got := testutil.ToFloat64(panicsMetric(t, reg, boundaryCommand)); got != 1 {
+	if got := testutil.ToFloat64(panicsMetric(t, reg, boundaryCommand.String())); got != 1 {
 		t.Fatalf("magnetar_broker_recovered_panics_total{boundary=command} = %v", got)
 	}
 }

@@ -73,8 +73,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range m.b.loadedTopics() {
 		m.collectTopicSafely(ch, t, now)
 	}
-	for _, b := range boundaries {
-		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b)
+	for b := range numBoundaries {
+		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b.String())
 	}
 }
 

@@ -17,56 +17,45 @@ import (
 	"sync/atomic"
 )
 
-// Boundaries, the values of the metric's boundary label.
+// boundary is where a panic was recovered: the metric's boundary label.
+type boundary int
+
 const (
-	boundaryCommand   = "command"   // a frame's handler on the event loop
-	boundaryGoroutine = "goroutine" // a goroutine a command started
-	boundaryHTTP      = "http"      // an HTTP request's handler
-	boundaryMetrics   = "metrics"   // a metrics collector
+	boundaryCommand   boundary = iota // a frame's handler on the event loop
+	boundaryGoroutine                 // a goroutine a command started
+	boundaryHTTP                      // an HTTP request's handler
+	boundaryMetrics                   // a metrics collector
+	numBoundaries
 )
 
-var boundaries = []string{boundaryCommand, boundaryGoroutine, boundaryHTTP, boundaryMetrics}
+var boundaryNames = [numBoundaries]string{"command", "goroutine", "http", "metrics"}
+
+func (b boundary) String() string { return boundaryNames[b] }
 
 // panicCounter counts recovered panics by boundary.
-type panicCounter struct {
-	byBoundary [4]atomic.Int64
-}
+type panicCounter struct{ n [numBoundaries]atomic.Int64 }
 
-func (p *panicCounter) add(boundary string) {
-	for i, b := range boundaries {
-		if b == boundary {
-			p.byBoundary[i].Add(1)
-		}
-	}
-}
-
-func (p *panicCounter) get(boundary string) int64 {
-	for i, b := range boundaries {
-		if b == boundary {
-			return p.byBoundary[i].Load()
-		}
-	}
-	return 0
-}
+func (p *panicCounter) add(b boundary)       { p.n[b].Add(1) }
+func (p *panicCounter) get(b boundary) int64 { return p.n[b].Load() }
 
 func (p *panicCounter) total() int64 {
-	var n int64
-	for i := range p.byBoundary {
-		n += p.byBoundary[i].Load()
+	var sum int64
+	for i := range p.n {
+		sum += p.n[i].Load()
 	}
-	return n
+	return sum
 }
 
 // recovered turns a recovered panic value into an error after logging it
 // with its stack and counting it; nil if v is nil (no panic). Call it as
 // `if err := b.recovered(recover(), ...); err != nil` in a deferred func.
-func (b *Broker) recovered(v any, boundary string, log *slog.Logger, attrs ...any) error {
+func (b *Broker) recovered(v any, where boundary, log *slog.Logger, attrs ...any) error {
 	if v == nil {
 		return nil
 	}
-	b.panics.add(boundary)
+	b.panics.add(where)
 	log.Error("recovered from a panic (a bug: please report it with this stack)",
-		append(attrs, "boundary", boundary, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))...)
+		append(attrs, "boundary", where.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))...)
 	return fmt.Errorf("internal error (recovered panic): %v", v)
 }
 
