@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -66,33 +65,5 @@ func TestCookieDataWithoutRegistration(t *testing.T) {
 	}
 	if err := CheckCookies(ctx, fs, store, testCookie()); !errors.Is(err, ErrCookie) {
 		t.Fatalf("unregistered bookie with data: %v", err)
-	}
-}
-
-func TestRegistration(t *testing.T) {
-	ctx := context.Background()
-	srv := metadata.NewMemoryServer()
-	s1, s2 := srv.NewSession(), srv.NewSession()
-	defer s2.Close()
-	reg, err := Register(ctx, s1, Registration{BookieID: "b1", Address: "127.0.0.1:3181", Rack: "/r1"}, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if _, err := Register(short, s2, Registration{BookieID: "b1"}, quietLogger()); err == nil {
-		t.Fatal("a second bookie registered under a live id")
-	}
-	if err := reg.SetReadOnly(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	list, err := Bookies(ctx, s2)
-	if err != nil || len(list) != 1 || !list[0].ReadOnly || list[0].Rack != "/r1" {
-		t.Fatalf("bookies: %+v %v", list, err)
-	}
-	s1.Close() // the session ends: the ephemeral registration goes
-	list, err = Bookies(ctx, s2)
-	if err != nil || len(list) != 0 {
-		t.Fatalf("bookies after the session ended: %+v %v", list, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/engine/errorfs"
 	"github.com/magnetar-io/magnetar/entrylog"
@@ -35,7 +36,7 @@ func TestJournalFailureMakesBookieReadOnly(t *testing.T) {
 	meta := metadata.NewMemoryServer()
 	store := meta.NewSession()
 	defer store.Close()
-	reg, err := Register(context.Background(), store, Registration{BookieID: "b1", Address: "b1"}, quietLogger())
+	reg, err := registry.Register(context.Background(), store, registry.Registration{BookieID: "b1", Address: "b1"}, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestJournalFailureMakesBookieReadOnly(t *testing.T) {
 	if !told.Load() {
 		t.Fatal("the mode listener (registration) was not told")
 	}
-	regs, err := Bookies(context.Background(), store)
+	regs, err := registry.Bookies(context.Background(), store)
 	if err != nil || len(regs) != 1 || !regs[0].ReadOnly {
 		t.Fatalf("registration after the journal failed: %+v %v", regs, err)
 	}

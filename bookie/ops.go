@@ -14,8 +14,10 @@ import (
 )
 
 // Reply answers one request; it is called exactly once. Slices in the
-// response stay valid after the call returns.
-type Reply func(*bkproto.Response)
+// response stay valid after the call returns. It is an alias, so Handle's
+// signature is spelled without naming this package: ledger.LocalBookie
+// states it that way and *Core satisfies it.
+type Reply = func(*bkproto.Response)
 
 // Handle serves one request. Slices in r must stay valid until reply is
 // called (the server copies add data out of the inbound buffer). It may

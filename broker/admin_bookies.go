@@ -9,7 +9,7 @@ package broker
 // bookie, why ("reason") and whether because a disk is full
 // ("outOfSpace": it turns writable by itself once space is freed). Pulsar
 // clients ignore the extra fields. The list is read from the registrations
-// under bookie.AvailablePath in the cluster's metadata store
+// under registry.AvailablePath in the cluster's metadata store
 // (Config.ClusterMetadata), as the ledger client reads it; without that
 // store the endpoint answers 412.
 
@@ -17,7 +17,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/broker/admin"
 )
 
@@ -45,7 +45,7 @@ func (b *Broker) httpAllBookies(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusPreconditionFailed, "this broker has no cluster metadata store, so no bookie registry (its topics are not stored on bookies)")
 		return
 	}
-	regs, err := bookie.Bookies(r.Context(), store)
+	regs, err := registry.Bookies(r.Context(), store)
 	if err != nil {
 		status := admin.StatusOf(err)
 		if status >= 500 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -50,11 +51,11 @@ func TestAdminAllBookies(t *testing.T) {
 	}
 
 	bookieStore := srv.NewSession()
-	r1, err := bookie.Register(ctx, bookieStore, bookie.Registration{BookieID: "bk1:3181", Address: "bk1:3181"}, log)
+	r1, err := registry.Register(ctx, bookieStore, registry.Registration{BookieID: "bk1:3181", Address: "bk1:3181"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := bookie.Register(ctx, bookieStore, bookie.Registration{BookieID: "bk2:3181", Address: "bk2:3181"}, log)
+	r2, err := registry.Register(ctx, bookieStore, registry.Registration{BookieID: "bk2:3181", Address: "bk2:3181"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/ledger/ledgertest"
@@ -47,12 +48,12 @@ func (f *fullBookie) Send(id string, req *bkproto.Request, cb client.Callback) {
 func (f *fullBookie) setFull(t *testing.T, full bool) {
 	t.Helper()
 	f.full.Store(full)
-	reg := bookie.Registration{BookieID: "b", Address: "b", ReadOnly: full, OutOfSpace: full}
+	reg := registry.Registration{BookieID: "b", Address: "b", ReadOnly: full, OutOfSpace: full}
 	if full {
 		reg.ReadOnlyReason = bookie.OutOfSpaceReason + ": ledger directory /ledgers is 96.0% full"
 	}
 	b, _ := json.Marshal(reg)
-	if _, err := f.store.Put(context.Background(), bookie.AvailablePath+"/b", b, -1); err != nil {
+	if _, err := f.store.Put(context.Background(), registry.AvailablePath+"/b", b, -1); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -342,7 +342,7 @@ func (a *Auditor) audit(ctx context.Context) {
 		now := time.Now()
 		if w == nil && !now.Before(rewatchAt) {
 			var err error
-			if w, err = a.store.Watch(ctx, bookie.AvailablePath); err != nil {
+			if w, err = a.store.Watch(ctx, registry.AvailablePath); err != nil {
 				w, rewatchAt = nil, now.Add(auditorWatchRetry)
 			} else {
 				needList = true // what changed while unwatched is not replayed
@@ -442,7 +442,7 @@ func (a *Auditor) failedStep(ctx context.Context, st *auditState, err error) {
 // relist reads the registered bookies and starts or stops the absence
 // clock of the bookies that left or came back.
 func (a *Auditor) relist(ctx context.Context, st *auditState) error {
-	regs, err := bookie.Bookies(ctx, a.store)
+	regs, err := registry.Bookies(ctx, a.store)
 	if err != nil {
 		return err
 	}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -88,7 +88,7 @@ type Client struct {
 	meta      metaStore
 	transport Transport
 	ownNet    *NetTransport // closed with the client when it made it
-	reg       *registry
+	reg       *registryView
 	caps      *batchCaps // which bookies serve batch reads
 	// maxFrame is the add frame size appends are refused above:
 	// Config.MaxFrameSize, lowered when a bookie refuses a smaller add as
@@ -188,10 +188,11 @@ func (c *Client) Delete(ctx context.Context, id int64) error {
 	return c.meta.remove(ctx, id)
 }
 
-// LedgerExists implements bookie.LedgerOracle. A bookie deletes a ledger
-// on "no", so "no" is never a stale answer: this client's metadata server
-// may not have applied the ledger's creation yet (a ZooKeeper follower
-// behind the leader), so it is synced and asked again first. A stale "yes"
+// LedgerExists implements bookie.LedgerOracle (the bookie's garbage
+// collector asks it). A bookie deletes a ledger on "no", so "no" is never
+// a stale answer: this client's metadata server may not have applied the
+// ledger's creation yet (a ZooKeeper follower behind the leader), so it is
+// synced and asked again first. A stale "yes"
 // only delays a deletion (ledger ids are never reused): it is trusted.
 func (c *Client) LedgerExists(ctx context.Context, id int64) (bool, error) {
 	ok, _, err := c.cfg.Store.Exists(ctx, Path(id))
@@ -211,10 +212,9 @@ func (c *Client) ReadMetadata(ctx context.Context, id int64) (*Metadata, error) 
 	return md, err
 }
 
-var _ bookie.LedgerOracle = (*Client)(nil)
-
-// registry is the set of registered bookies, kept current by a watch.
-type registry struct {
+// registryView is this client's copy of the bookie registry: the set of
+// registered bookies, kept current by a watch.
+type registryView struct {
 	store  metadata.Store
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -224,8 +224,8 @@ type registry struct {
 	bookies map[string]BookieInfo
 }
 
-func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registry, error) {
-	r := &registry{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{}}
+func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registryView, error) {
+	r := &registryView{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{}}
 	if err := r.refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -235,8 +235,8 @@ func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) 
 	return r, nil
 }
 
-func (r *registry) refresh(ctx context.Context) error {
-	regs, err := bookie.Bookies(ctx, r.store)
+func (r *registryView) refresh(ctx context.Context) error {
+	regs, err := registry.Bookies(ctx, r.store)
 	if err != nil {
 		return fmt.Errorf("ledger: list bookies: %w", err)
 	}
@@ -253,10 +253,10 @@ func (r *registry) refresh(ctx context.Context) error {
 
 // watch re-lists the bookies on every change under AvailablePath, and
 // every 30 s in case a watch was interrupted.
-func (r *registry) watch(ctx context.Context) {
+func (r *registryView) watch(ctx context.Context) {
 	defer close(r.done)
 	for ctx.Err() == nil {
-		w, err := r.store.Watch(ctx, bookie.AvailablePath)
+		w, err := r.store.Watch(ctx, registry.AvailablePath)
 		if err != nil {
 			r.sleep(ctx, time.Second)
 			continue
@@ -266,7 +266,7 @@ func (r *registry) watch(ctx context.Context) {
 	}
 }
 
-func (r *registry) follow(ctx context.Context, w *metadata.Watcher) {
+func (r *registryView) follow(ctx context.Context, w *metadata.Watcher) {
 	t := time.NewTicker(30 * time.Second)
 	defer t.Stop()
 	if err := r.refresh(ctx); err != nil && ctx.Err() == nil { // changes before the watch began
@@ -288,19 +288,19 @@ func (r *registry) follow(ctx context.Context, w *metadata.Watcher) {
 	}
 }
 
-func (r *registry) sleep(ctx context.Context, d time.Duration) {
+func (r *registryView) sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
 }
 
-func (r *registry) close() {
+func (r *registryView) close() {
 	r.cancel()
 	<-r.done
 }
 
-func (r *registry) list() []BookieInfo {
+func (r *registryView) list() []BookieInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]BookieInfo, 0, len(r.bookies))
@@ -311,7 +311,7 @@ func (r *registry) list() []BookieInfo {
 }
 
 // Address implements AddressBook.
-func (r *registry) Address(id string) (string, bool) {
+func (r *registryView) Address(id string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.bookies[id]

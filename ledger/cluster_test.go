@@ -12,6 +12,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
@@ -28,7 +29,7 @@ type node struct {
 	id    string
 	fs    *engine.MemFS
 	core  *bookie.Core
-	reg   *bookie.Registrar
+	reg   *registry.Registrar
 	store metadata.Store
 	wrap  func(entrylog.Storage) entrylog.Storage // fault-injecting storage, if any
 }
@@ -87,7 +88,7 @@ func (c *cluster) startBookie(id string) {
 		c.t.Fatalf("start %s: %v", id, err)
 	}
 	nd.store = c.meta.NewSession()
-	reg, err := bookie.Register(context.Background(), nd.store, bookie.Registration{BookieID: id, Address: id,
+	reg, err := registry.Register(context.Background(), nd.store, registry.Registration{BookieID: id, Address: id,
 		Rack: fmt.Sprintf("rack-%d", len(id)%2)}, quietLog())
 	if err != nil {
 		c.t.Fatalf("register %s: %v", id, err)

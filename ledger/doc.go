@@ -91,6 +91,12 @@
 //     the worker recovers the ledger (fencing an idle writer) and then
 //     replicates it as closed.
 //
+// # Dependencies
+//
+// The client imports no bookie server code: it finds bookies through
+// bookie/registry (the registrations the servers publish), talks to them
+// over bookie/client, and reaches in-process ones as LocalBookie values.
+//
 // # Lock rules
 //
 // WriteHandle.mu guards the handle's state; nothing is sent and no

@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
@@ -37,7 +38,7 @@ func startNetBookies(t *testing.T, meta *metadata.MemoryServer, n int, sopts boo
 		}
 		store := meta.NewSession()
 		id := fmt.Sprintf("net-bookie-%d", i)
-		if _, err := bookie.Register(context.Background(), store, bookie.Registration{BookieID: id, Address: srv.Addr()}, quietLog()); err != nil {
+		if _, err := registry.Register(context.Background(), store, registry.Registration{BookieID: id, Address: srv.Addr()}, quietLog()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Close(context.Background()); _ = core.Close(); store.Close() })

@@ -4,30 +4,39 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
+
+// LocalBookie is a bookie running in this process, as LocalTransport calls
+// it: *bookie.Core implements it (asserted in package bookie's tests). The
+// interface keeps this client free of any bookie server code.
+type LocalBookie interface {
+	// Handle serves one request and calls reply exactly once, possibly on
+	// another goroutine and after Handle returned. It may block on storage
+	// or the journal. Slices in req must stay valid until reply is called.
+	Handle(req *bkproto.Request, reply func(*bkproto.Response))
+}
 
 // LocalTransport reaches bookies running in this process by calling their
 // request handlers directly: no socket, no encoding (standalone runs its
 // bookie this way). Requests run the same bookie code as over the network.
 type LocalTransport struct {
 	mu    sync.RWMutex
-	cores map[string]*bookie.Core
+	cores map[string]LocalBookie
 }
 
 // NewLocalTransport returns a transport with no bookies.
 func NewLocalTransport() *LocalTransport {
-	return &LocalTransport{cores: map[string]*bookie.Core{}}
+	return &LocalTransport{cores: map[string]LocalBookie{}}
 }
 
-// Add makes a bookie reachable under id (nil removes it). A removed or
+// Add makes a bookie reachable under id (a nil interface removes it). A removed or
 // replaced bookie's answers to requests it is still handling are lost, as
 // a closed connection's would be: the callers get ErrDisconnected. So
 // tests crash a bookie by removing it first: no acknowledgement leaves it
 // after that, and a crash image taken then holds everything it answered.
-func (t *LocalTransport) Add(id string, core *bookie.Core) {
+func (t *LocalTransport) Add(id string, core LocalBookie) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if core == nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -355,7 +355,7 @@ func (w *ReplicationWorker) replicate(ctx context.Context, id int64) (*openWait,
 func (w *ReplicationWorker) lostBookies(ctx context.Context, missing []string) (map[string]bool, error) {
 	lost := map[string]bool{}
 	for _, b := range missing {
-		ok, _, err := w.store.Exists(ctx, bookie.AvailablePath+"/"+b)
+		ok, _, err := w.store.Exists(ctx, registry.AvailablePath+"/"+b)
 		if err != nil {
 			return nil, fmt.Errorf("is bookie %s registered: %w", b, err)
 		}
@@ -433,7 +433,7 @@ func (w *ReplicationWorker) replaceReplica(ctx context.Context, id int64, md *Me
 			break
 		}
 		// The registry may lag: a bookie that left may still be listed.
-		registered, _, err := w.store.Exists(ctx, bookie.AvailablePath+"/"+target)
+		registered, _, err := w.store.Exists(ctx, registry.AvailablePath+"/"+target)
 		if err != nil {
 			return fmt.Errorf("ledger %d: is bookie %s registered: %w", id, target, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -446,7 +447,7 @@ type gatedStore struct {
 func (g *gatedStore) Watch(ctx context.Context, prefix string) (*metadata.Watcher, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if prefix != bookie.AvailablePath {
+	if prefix != registry.AvailablePath {
 		return g.Store.Watch(ctx, prefix)
 	}
 	if g.blocked {

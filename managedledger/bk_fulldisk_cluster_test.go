@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/internal/testdisk"
@@ -51,7 +52,7 @@ func startTmpfsBookie(t *testing.T, meta *metadata.MemoryServer, tr *ledger.Loca
 		t.Fatalf("open bookie %s on tmpfs: %v", id, err)
 	}
 	store := meta.NewSession()
-	reg, err := bookie.Register(context.Background(), store, bookie.Registration{BookieID: id, Address: id}, quiet())
+	reg, err := registry.Register(context.Background(), store, registry.Registration{BookieID: id, Address: id}, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}

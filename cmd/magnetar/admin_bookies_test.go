@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -47,10 +48,10 @@ func TestAdminBookies(t *testing.T) {
 	}
 
 	bookies := srv.NewSession()
-	if _, err := bookie.Register(ctx, bookies, bookie.Registration{BookieID: "bk1:3181", Address: "bk1:3181"}, log); err != nil {
+	if _, err := registry.Register(ctx, bookies, registry.Registration{BookieID: "bk1:3181", Address: "bk1:3181"}, log); err != nil {
 		t.Fatal(err)
 	}
-	r2, err := bookie.Register(ctx, bookies, bookie.Registration{BookieID: "bk2:3181", Address: "bk2:3181"}, log)
+	r2, err := registry.Register(ctx, bookies, registry.Registration{BookieID: "bk2:3181", Address: "bk2:3181"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
@@ -313,7 +314,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	rb.srv = srv
 	rctx, cancel := context.WithTimeout(ctx, 2*f.zkTimeout+5*time.Second)
 	defer cancel()
-	rb.reg, err = announceBookie(rctx, rb.store, core, bookie.Registration{BookieID: f.bookieID, // with its mode, kept current
+	rb.reg, err = announceBookie(rctx, rb.store, core, registry.Registration{BookieID: f.bookieID, // with its mode, kept current
 		Address: net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort)), HTTPAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)),
 		Rack: f.rack, Region: f.region}, log)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/zktest"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
@@ -235,7 +235,7 @@ func TestBookieWipedDirectoryRefusesToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	list, err := bookie.Bookies(ctx, store)
+	list, err := registry.Bookies(ctx, store)
 	if err != nil || len(list) != 1 || list[0].Address != e.addr() {
 		t.Fatalf("registered bookies: %+v %v", list, err)
 	}

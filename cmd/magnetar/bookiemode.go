@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -29,7 +29,7 @@ type modeSource interface {
 // coalesce, and each publish reads the mode current at that moment, so
 // the last one published is always the bookie's latest mode.
 type bookieAnnouncer struct {
-	reg    *bookie.Registrar
+	reg    *registry.Registrar
 	core   modeSource
 	log    *slog.Logger
 	kick   chan struct{} // buffered 1: a mode change to publish
@@ -44,10 +44,10 @@ const announceRetry = 5 * time.Second
 
 // announceBookie registers reg with the core's current mode and publishes
 // every later change until Unregister.
-func announceBookie(ctx context.Context, store metadata.Store, core modeSource, reg bookie.Registration, log *slog.Logger) (*bookieAnnouncer, error) {
+func announceBookie(ctx context.Context, store metadata.Store, core modeSource, reg registry.Registration, log *slog.Logger) (*bookieAnnouncer, error) {
 	reg.ReadOnly, reg.ReadOnlyReason = core.ReadOnly()
 	reg.OutOfSpace = reg.ReadOnly && core.OutOfSpace()
-	r, err := bookie.Register(ctx, store, reg, log)
+	r, err := registry.Register(ctx, store, reg, log)
 	if err != nil {
 		return nil, err
 	}

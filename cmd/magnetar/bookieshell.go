@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -146,7 +146,7 @@ func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger)
 		return err
 	}
 	defer store.Close()
-	list, err := bookie.Bookies(ctx, store)
+	list, err := registry.Bookies(ctx, store)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -59,7 +60,7 @@ func registeredReadOnly(t *testing.T, store metadata.Store, want bool) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		regs, err := bookie.Bookies(context.Background(), store)
+		regs, err := registry.Bookies(context.Background(), store)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestStandaloneAnnouncesReadOnly(t *testing.T) {
 			t.Fatalf("create on a full bookie: %v, want ErrNotEnoughBookies naming the full disk", err)
 		}
 	}
-	if regs, _ := bookie.Bookies(ctx, store); !regs[0].OutOfSpace || !strings.HasPrefix(regs[0].ReadOnlyReason, bookie.OutOfSpaceReason) {
+	if regs, _ := registry.Bookies(ctx, store); !regs[0].OutOfSpace || !strings.HasPrefix(regs[0].ReadOnlyReason, bookie.OutOfSpaceReason) {
 		t.Fatalf("registration %+v does not say the disk is full", regs[0])
 	}
 	disk.full.Store(false)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/ledger"
@@ -90,7 +91,7 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 	var err error
 	// Published with its mode, and again at every change: placement skips a
 	// read-only bookie (a full disk) and returns to it once it is writable.
-	s.reg, err = announceBookie(rctx, store, s.core, bookie.Registration{BookieID: standaloneBookieID, Address: "in-process"}, log)
+	s.reg, err = announceBookie(rctx, store, s.core, registry.Registration{BookieID: standaloneBookieID, Address: "in-process"}, log)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
@@ -57,7 +58,7 @@ func StartBookie(t testing.TB, fs engine.FS, meta *metadata.MemoryServer, tr *le
 		t.Fatalf("start bookie %s: %v", id, err)
 	}
 	store := meta.NewSession()
-	if _, err := bookie.Register(context.Background(), store, bookie.Registration{BookieID: id, Address: id}, Quiet()); err != nil {
+	if _, err := registry.Register(context.Background(), store, registry.Registration{BookieID: id, Address: id}, Quiet()); err != nil {
 		t.Fatalf("register bookie %s: %v", id, err)
 	}
 	tr.Add(id, core)

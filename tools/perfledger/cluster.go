@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/tools/perfkit"
@@ -104,7 +104,7 @@ func (b *localBookie) start(c *cluster, journalDir, ledgerDir string, storage St
 	b.store = c.meta.NewSession()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = bookie.Register(ctx, b.store, bookie.Registration{BookieID: b.id, Address: kit.Addr()}, log)
+	_, err = registry.Register(ctx, b.store, registry.Registration{BookieID: b.id, Address: kit.Addr()}, log)
 	return err
 }
 

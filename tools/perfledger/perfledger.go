@@ -41,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -265,7 +265,7 @@ func Run(cfg Config, progress io.Writer) (*Report, error) {
 func writableBookies(store metadata.Store) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	regs, err := bookie.Bookies(ctx, store)
+	regs, err := registry.Bookies(ctx, store)
 	if err != nil {
 		return 0, err
 	}

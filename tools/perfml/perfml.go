@@ -32,6 +32,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/journal"
@@ -144,7 +145,7 @@ func (s *stack) startBookie() error {
 		return err
 	}
 	s.core, s.session = core, s.meta.NewSession()
-	_, err = bookie.Register(context.Background(), s.session, bookie.Registration{BookieID: "perf", Address: "in-process"}, quiet())
+	_, err = registry.Register(context.Background(), s.session, registry.Registration{BookieID: "perf", Address: "in-process"}, quiet())
 	return err
 }
 

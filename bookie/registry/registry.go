@@ -1,4 +1,10 @@
-package bookie
+// Package registry is where running bookies announce themselves in the
+// cluster's metadata store and where clients find them: one ephemeral node
+// per bookie under AvailablePath, holding its Registration as JSON. Bookie
+// servers publish with Register; ledger clients, the auditor and the admin
+// API read with Bookies and watch AvailablePath. It imports neither the
+// bookie server nor the ledger client, so both can depend on it.
+package registry
 
 import (
 	"context"
@@ -26,8 +32,8 @@ type Registration struct {
 	Rack        string `json:"rack,omitempty"`        // for rack-aware placement
 	Region      string `json:"region,omitempty"`      // for region-aware placement
 	ReadOnly    bool   `json:"readOnly"`
-	// ReadOnlyReason says why a read-only bookie is (Core.ReadOnly); it
-	// starts with OutOfSpaceReason when a disk is full.
+	// ReadOnlyReason says why a read-only bookie is (bookie.Core.ReadOnly);
+	// it starts with bookie.OutOfSpaceReason when a disk is full.
 	ReadOnlyReason string `json:"readOnlyReason,omitempty"`
 	// OutOfSpace: read-only because a disk is full (it turns writable by
 	// itself once space is freed), not because its storage failed.
@@ -85,7 +91,8 @@ func (r *Registrar) SetReadOnly(ctx context.Context, ro bool) error {
 }
 
 // SetMode republishes the registration with the new mode, why it is
-// read-only and whether for lack of space (Core.ReadOnly, Core.OutOfSpace).
+// read-only and whether for lack of space (bookie.Core.ReadOnly and
+// bookie.Core.OutOfSpace).
 func (r *Registrar) SetMode(ctx context.Context, ro bool, why string, outOfSpace bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
