@@ -4,7 +4,7 @@
 //
 // Backends:
 //
-//	uring  io_uring through our own binding (engine/iouring): vectored writes,
+//	uring  io_uring through our own binding (engine/internal/iouring): vectored writes,
 //	       reads, fdatasync and fallocate as SQEs; a write and its datasync are
 //	       submitted as one linked chain (IOSQE_IO_LINK). Waiting goroutines
 //	       take turns reaping completions for all (leader/followers).

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/magnetar-io/magnetar/engine/iouring"
+	"github.com/magnetar-io/magnetar/engine/internal/iouring"
 	"github.com/magnetar-io/magnetar/internal/invariants"
 	"golang.org/x/sys/unix"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/engine/pebblelog"
+	"github.com/magnetar-io/magnetar/internal/pebblelog"
 )
 
 // indexFormatMajor pins Pebble's on-disk format, so a Pebble upgrade never

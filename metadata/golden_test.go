@@ -17,7 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/magnetar-io/magnetar/engine/pebblelog"
+	"github.com/magnetar-io/magnetar/internal/pebblelog"
 )
 
 // Golden-format test of the local: backend: testdata/golden-v1/local.txt

@@ -45,7 +45,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/engine/pebblelog"
+	"github.com/magnetar-io/magnetar/internal/pebblelog"
 )
 
 // Pebble sizing: metadata is small and written one node at a time, so the
@@ -256,7 +256,7 @@ func (l *LocalServer) initFormat() error {
 }
 
 // syncSet writes one key durably; a failed WAL write is fatal to Pebble,
-// and comes back as an error (see engine/pebblelog).
+// and comes back as an error (see internal/pebblelog).
 func syncSet(db *pebble.DB, key, value []byte) (err error) {
 	defer pebblelog.Recover(&err)
 	return db.Set(key, value, pebble.Sync)
@@ -348,7 +348,7 @@ func (p *pebblePersister) persist(changes []nodeChange) error {
 }
 
 // commit writes b durably. Pebble reports a failed WAL write or sync
-// through Logger.Fatalf; see engine/pebblelog for how that becomes an error.
+// through Logger.Fatalf; see internal/pebblelog for how that becomes an error.
 func (p *pebblePersister) commit(b *pebble.Batch) (err error) {
 	defer pebblelog.Recover(&err)
 	if p.beforeCommit != nil {

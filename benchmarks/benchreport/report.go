@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/tools/perfkit"
+	"github.com/magnetar-io/magnetar/internal/perfkit"
 )
 
 // Targets of issue 10, as the report checks them.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
-	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 func sampleRun(label string, size int, rate, ps float64, p99us int64) Run {
