@@ -11,68 +11,9 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
-
-// tapped is one request a tap saw.
-type tapped struct {
-	bookie   string
-	op       bkproto.Op
-	entry    int64
-	maxCount uint32
-}
-
-// tap is a Transport in front of the cluster's that records requests and
-// can answer them itself or alter the bookies' answers. Its hooks are set
-// before use and never change.
-type tap struct {
-	next Transport
-	// intercept may fail a request instead of delivering it (non-nil).
-	intercept func(b string, req *bkproto.Request) error
-	// alter may change a bookie's answer before the client sees it.
-	alter func(b string, req *bkproto.Request, resp *bkproto.Response)
-
-	mu   sync.Mutex
-	sent []tapped
-}
-
-func (tp *tap) Send(b string, req *bkproto.Request, cb client.Callback) {
-	tp.mu.Lock()
-	tp.sent = append(tp.sent, tapped{b, req.Op, req.EntryID, req.MaxCount})
-	tp.mu.Unlock()
-	if tp.intercept != nil {
-		if err := tp.intercept(b, req); err != nil {
-			go cb(nil, err)
-			return
-		}
-	}
-	r := *req
-	tp.next.Send(b, req, func(resp *bkproto.Response, err error) {
-		if err == nil && tp.alter != nil {
-			tp.alter(b, &r, resp)
-		}
-		cb(resp, err)
-	})
-}
-
-// requests returns what was sent with op (to bookie b, or to any if "").
-func (tp *tap) requests(op bkproto.Op, b string) []tapped {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	var out []tapped
-	for _, s := range tp.sent {
-		if s.op == op && (b == "" || s.bookie == b) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (tp *tap) reset() {
-	tp.mu.Lock()
-	tp.sent = nil
-	tp.mu.Unlock()
-}
 
 // closedLedger writes n entries to a ledger with E = Qw = Qa = e and
 // closes it.
@@ -138,10 +79,10 @@ func TestBatchReadFewRequests(t *testing.T) {
 		{"striped", striped.ID(), 299, Config{}, 300, 0},
 	}
 	for _, tc := range cases {
-		tp := &tap{next: c.faults}
+		tp := fault.NewTransport(c.faults)
 		got, err := readThrough(t, c, tp, tc.cfg, tc.id, 0, tc.last)
 		mustEntries(t, tc.id, got, err, 0, tc.last)
-		reads, batches := len(tp.requests(bkproto.OpRead, "")), len(tp.requests(bkproto.OpBatchRead, ""))
+		reads, batches := len(tp.Requests("", bkproto.OpRead)), len(tp.Requests("", bkproto.OpBatchRead))
 		if (tc.reads == 0) != (reads == 0) || reads < tc.reads || batches > tc.maxBatches || (tc.maxBatches > 0 && batches == 0) {
 			t.Errorf("%s: %d entries took %d single and %d batch reads, want %d (or more) single and at most %d batch reads",
 				tc.name, tc.last+1, reads, batches, tc.reads, tc.maxBatches)
@@ -154,11 +95,12 @@ func TestBatchReadFewRequests(t *testing.T) {
 func TestBatchReadShortAnswers(t *testing.T) {
 	c := newCluster(t, 2, 22)
 	w := closedLedger(t, c, 2, 2, 500)
-	tp := &tap{next: c.faults, alter: func(_ string, req *bkproto.Request, resp *bkproto.Response) {
-		if req.Op == bkproto.OpBatchRead && len(resp.Entries) > 7 {
+	tp := fault.NewTransport(c.faults)
+	tp.Inject(fault.Fault{Op: bkproto.OpBatchRead, Action: fault.Alter, Alter: func(_ string, _ *bkproto.Request, resp *bkproto.Response) {
+		if len(resp.Entries) > 7 {
 			resp.Entries = resp.Entries[:7]
 		}
-	}}
+	}})
 	got, err := readThrough(t, c, tp, Config{}, w.ID(), 3, 499)
 	mustEntries(t, w.ID(), got, err, 3, 499)
 	// Each chunk in answers of 7.
@@ -166,7 +108,7 @@ func TestBatchReadShortAnswers(t *testing.T) {
 	for left, size := int64(497), chunkSize(497); left > 0; left -= size {
 		want += (min(left, size) + 6) / 7
 	}
-	if reads, batches := len(tp.requests(bkproto.OpRead, "")), len(tp.requests(bkproto.OpBatchRead, "")); reads != 0 || int64(batches) != want {
+	if reads, batches := len(tp.Requests("", bkproto.OpRead)), len(tp.Requests("", bkproto.OpBatchRead)); reads != 0 || int64(batches) != want {
 		t.Fatalf("497 entries in answers of 7: %d single and %d batch reads, want 0 and %d", reads, batches, want)
 	}
 }
@@ -190,23 +132,23 @@ func TestBatchReadAcrossEnsembleChange(t *testing.T) {
 	if len(md.Ensembles) < 2 {
 		t.Fatalf("no ensemble change: %+v", md.Ensembles)
 	}
-	tp := &tap{next: c.faults}
+	tp := fault.NewTransport(c.faults)
 	got, err := readThrough(t, c, tp, Config{}, w.ID(), 0, 599)
 	mustEntries(t, w.ID(), got, err, 0, 599)
 	startsAt := map[int64]bool{}
-	for _, b := range tp.requests(bkproto.OpBatchRead, "") {
-		startsAt[b.entry] = true
-		f, end := md.ensembleAt(b.entry), md.fragmentEnd(b.entry)
-		if b.entry+int64(b.maxCount)-1 > end {
-			t.Errorf("batch %d+%d spans the fragment ending at %d (ensembles %+v)", b.entry, b.maxCount, end, md.Ensembles)
+	for _, b := range tp.Requests("", bkproto.OpBatchRead) {
+		startsAt[b.EntryID] = true
+		f, end := md.ensembleAt(b.EntryID), md.fragmentEnd(b.EntryID)
+		if b.EntryID+int64(b.MaxCount)-1 > end {
+			t.Errorf("batch %d+%d spans the fragment ending at %d (ensembles %+v)", b.EntryID, b.MaxCount, end, md.Ensembles)
 		}
-		if !contains(f.Bookies, b.bookie) {
-			t.Errorf("batch from %d sent to %s, outside its fragment %v", b.entry, b.bookie, f.Bookies)
+		if !contains(f.Bookies, b.Bookie) {
+			t.Errorf("batch from %d sent to %s, outside its fragment %v", b.EntryID, b.Bookie, f.Bookies)
 		}
 	}
 	for _, f := range md.Ensembles {
 		if !startsAt[f.FirstEntry] {
-			t.Errorf("no batch starts at fragment start %d (batches %+v)", f.FirstEntry, tp.requests(bkproto.OpBatchRead, ""))
+			t.Errorf("no batch starts at fragment start %d (batches %+v)", f.FirstEntry, tp.Requests("", bkproto.OpBatchRead))
 		}
 	}
 }
@@ -228,21 +170,19 @@ func TestBatchReadBookieFailsMidRead(t *testing.T) {
 	w := closedLedger(t, c, 2, 2, 1000)
 	bad := w.Metadata().Ensembles[0].Bookies[0]
 	var batches atomic.Int32
-	tp := &tap{next: c.faults, intercept: func(b string, req *bkproto.Request) error {
-		if b == bad && req.Op == bkproto.OpBatchRead && batches.Add(1) > 1 {
-			return fmt.Errorf("%w: %s crashed", client.ErrDisconnected, b)
-		}
-		return nil
-	}}
+	tp := fault.NewTransport(c.faults)
+	tp.Inject(fault.Fault{Bookie: bad, Op: bkproto.OpBatchRead, Action: fault.Fail,
+		Match: func(string, *bkproto.Request) bool { return batches.Add(1) > 1 },
+		Err:   fmt.Errorf("%w: %s crashed", client.ErrDisconnected, bad)})
 	got, err := readThrough(t, c, tp, Config{}, w.ID(), 0, 999)
 	mustEntries(t, w.ID(), got, err, 0, 999)
-	if len(tp.requests(bkproto.OpRead, "")) == 0 {
+	if len(tp.Requests("", bkproto.OpRead)) == 0 {
 		t.Fatal("no entry was read alone after the bookie failed")
 	}
 	// Once a failure is seen the bookie gets no new batches; a few were
 	// in flight together. (The chunks of 1000 entries start at even
 	// entries, whose write sets begin with bad.)
-	if n := len(tp.requests(bkproto.OpBatchRead, bad)); n > batchesInFlight {
+	if n := len(tp.Requests(bad, bkproto.OpBatchRead)); n > batchesInFlight {
 		t.Fatalf("%d batches went to the failed bookie", n)
 	}
 }
@@ -270,19 +210,21 @@ func TestBatchReadDigestMismatch(t *testing.T) {
 		}
 	}
 	first := writeSet(w.Metadata(), damaged)[0] // a single read asks it first
-	tp := &tap{next: c.faults, alter: damage(map[string]bool{first: true})}
+	tp := fault.NewTransport(c.faults)
+	tp.Inject(fault.Fault{Action: fault.Alter, Alter: damage(map[string]bool{first: true})})
 	got, err := readThrough(t, c, tp, Config{}, w.ID(), 0, 299)
 	mustEntries(t, w.ID(), got, err, 0, 299)
 	var alone []string
-	for _, r := range tp.requests(bkproto.OpRead, "") {
-		if r.entry == damaged {
-			alone = append(alone, r.bookie)
+	for _, r := range tp.Requests("", bkproto.OpRead) {
+		if r.EntryID == damaged {
+			alone = append(alone, r.Bookie)
 		}
 	}
 	if len(alone) != 2 {
 		t.Fatalf("entry %d was read alone from %v, want from both replicas", damaged, alone)
 	}
-	tp = &tap{next: c.faults, alter: damage(map[string]bool{ens[0]: true, ens[1]: true})}
+	tp = fault.NewTransport(c.faults)
+	tp.Inject(fault.Fault{Action: fault.Alter, Alter: damage(map[string]bool{ens[0]: true, ens[1]: true})})
 	_, err = readThrough(t, c, tp, Config{}, w.ID(), 0, 299)
 	if !errors.Is(err, ErrDigestMismatch) || errors.Is(err, ErrNoEntry) {
 		t.Fatalf("read with entry %d damaged everywhere: %v, want ErrDigestMismatch (not ErrNoEntry)", damaged, err)
@@ -327,15 +269,15 @@ func TestBatchReadGap(t *testing.T) {
 	for b := range lost {
 		lose(b)
 	}
-	tp := &tap{next: c.faults}
+	tp := fault.NewTransport(c.faults)
 	got, err := readThrough(t, c, tp, Config{}, id, 0, 299)
 	mustEntries(t, id, got, err, 0, 299)
 	var again bool // the short answer was followed by a request from the gap
-	for _, r := range tp.requests(bkproto.OpBatchRead, "") {
-		again = again || r.entry == gap
+	for _, r := range tp.Requests("", bkproto.OpBatchRead) {
+		again = again || r.EntryID == gap
 	}
-	if !again || len(tp.requests(bkproto.OpRead, "")) == 0 {
-		t.Fatalf("want a batch from the gap, then single reads: %+v", tp.sent)
+	if !again || len(tp.Requests("", bkproto.OpRead)) == 0 {
+		t.Fatalf("want a batch from the gap, then single reads: %+v", tp.Requests("", 0))
 	}
 	for _, b := range md.Ensembles[0].Bookies {
 		if !lost[b] {
@@ -354,33 +296,23 @@ func TestBatchReadOlderBookies(t *testing.T) {
 	c := newCluster(t, 2, 27)
 	w := closedLedger(t, c, 2, 2, 600)
 	ens := w.Metadata().Ensembles[0].Bookies
-	old := &tap{next: c.faults,
-		intercept: func(b string, req *bkproto.Request) error {
-			if b == ens[0] && req.Op == bkproto.OpBatchRead {
-				return fmt.Errorf("%w: %s closed the connection", client.ErrDisconnected, b)
-			}
-			return nil
-		},
-		alter: func(b string, req *bkproto.Request, resp *bkproto.Response) {
-			if b == ens[0] && req.Op == bkproto.OpInfo {
-				resp.InfoFlags &^= bkproto.InfoBatchRead
-			}
-		}}
+	old := fault.NewTransport(c.faults)
+	old.Inject(fault.Fault{Bookie: ens[0], Op: bkproto.OpBatchRead, Action: fault.Fail,
+		Err: fmt.Errorf("%w: %s closed the connection", client.ErrDisconnected, ens[0])})
+	old.Inject(fault.Fault{Bookie: ens[0], Op: bkproto.OpInfo, Action: fault.Alter,
+		Alter: func(_ string, _ *bkproto.Request, resp *bkproto.Response) { resp.InfoFlags &^= bkproto.InfoBatchRead }})
 	got, err := readThrough(t, c, old, Config{}, w.ID(), 0, 599)
 	mustEntries(t, w.ID(), got, err, 0, 599)
-	if n := len(old.requests(bkproto.OpBatchRead, ens[0])); n != 0 {
+	if n := len(old.Requests(ens[0], bkproto.OpBatchRead)); n != 0 {
 		t.Fatalf("%d batch reads sent to a bookie that does not announce them", n)
 	}
-	if len(old.requests(bkproto.OpBatchRead, ens[1])) == 0 || len(old.requests(bkproto.OpRead, "")) != 0 {
-		t.Fatalf("the other replica did not serve the batches: %+v", old.sent)
+	if len(old.Requests(ens[1], bkproto.OpBatchRead)) == 0 || len(old.Requests("", bkproto.OpRead)) != 0 {
+		t.Fatalf("the other replica did not serve the batches: %+v", old.Requests("", 0))
 	}
 
-	refusing := &tap{next: c.faults, intercept: func(b string, req *bkproto.Request) error {
-		if b == ens[0] && req.Op == bkproto.OpBatchRead {
-			return client.StatusError(bkproto.StatusBadRequest)
-		}
-		return nil
-	}}
+	refusing := fault.NewTransport(c.faults)
+	refusing.Inject(fault.Fault{Bookie: ens[0], Op: bkproto.OpBatchRead, Action: fault.Fail,
+		Err: client.StatusError(bkproto.StatusBadRequest)})
 	cfg := Config{Transport: refusing, SpeculativeReadTimeout: 2 * time.Second}
 	cl := c.client(t, cfg)
 	ctx := ctxFor(t, 30*time.Second)
@@ -390,28 +322,24 @@ func TestBatchReadOlderBookies(t *testing.T) {
 	}
 	got, err = r.Read(ctx, 0, 599)
 	mustEntries(t, w.ID(), got, err, 0, 599)
-	if len(refusing.requests(bkproto.OpBatchRead, ens[0])) == 0 || len(refusing.requests(bkproto.OpRead, "")) == 0 {
-		t.Fatalf("expected refused batches read entry by entry: %+v", refusing.sent)
+	if len(refusing.Requests(ens[0], bkproto.OpBatchRead)) == 0 || len(refusing.Requests("", bkproto.OpRead)) == 0 {
+		t.Fatalf("expected refused batches read entry by entry: %+v", refusing.Requests("", 0))
 	}
-	refusing.reset()
+	refusing.Reset()
 	got, err = r.Read(ctx, 0, 599)
 	mustEntries(t, w.ID(), got, err, 0, 599)
-	if n, m := len(refusing.requests(bkproto.OpBatchRead, ens[0])), len(refusing.requests(bkproto.OpRead, "")); n != 0 || m != 0 {
+	if n, m := len(refusing.Requests(ens[0], bkproto.OpBatchRead)), len(refusing.Requests("", bkproto.OpRead)); n != 0 || m != 0 {
 		t.Fatalf("second read: %d batches to the refusing bookie, %d single reads; want none", n, m)
 	}
 }
-
-// silentTransport counts requests and answers none of them.
-type silentTransport struct{ sent atomic.Int32 }
-
-func (s *silentTransport) Send(string, *bkproto.Request, client.Callback) { s.sent.Add(1) }
 
 // TestBatchCaps: one OpInfo per bookie, however many ask; a bookie that
 // does not answer it in time counts as not serving batch reads (and is
 // not waited for longer than asked); a forgotten one is asked again.
 func TestBatchCaps(t *testing.T) {
 	ctx := ctxFor(t, 10*time.Second)
-	silent := &silentTransport{}
+	silent := fault.NewTransport(nil) // answers nothing: every request hangs
+	silent.Inject(fault.Fault{Action: fault.Hang})
 	caps := newBatchCaps(silent, 50*time.Millisecond)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -428,16 +356,16 @@ func TestBatchCaps(t *testing.T) {
 	if waited := time.Since(start); waited > time.Second {
 		t.Fatalf("waited %v for an unanswered OpInfo", waited)
 	}
-	if n := silent.sent.Load(); n != 1 {
+	if n := silent.Count("", 0); n != 1 {
 		t.Fatalf("%d OpInfo requests for one bookie", n)
 	}
 	time.Sleep(100 * time.Millisecond) // its timeout decides "no"
-	if caps.serves(ctx, "b1", time.Second) || silent.sent.Load() != 1 {
-		t.Fatalf("after the timeout: want a remembered no, %d requests", silent.sent.Load())
+	if caps.serves(ctx, "b1", time.Second) || silent.Count("", 0) != 1 {
+		t.Fatalf("after the timeout: want a remembered no, %d requests", silent.Count("", 0))
 	}
 	caps.forget("b1")
 	caps.serves(ctx, "b1", 0)
-	if n := silent.sent.Load(); n != 2 {
+	if n := silent.Count("", 0); n != 2 {
 		t.Fatalf("a forgotten bookie was asked %d times in all, want 2", n)
 	}
 

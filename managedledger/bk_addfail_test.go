@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 )
 
 // TestBKNoAddStoredAfterAFailedOne: a write failure whose rollover fails
@@ -18,18 +20,18 @@ import (
 func TestBKNoAddStoredAfterAFailedOne(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	ml, err := f.Open(ctx, "public/default/persistent/no-add-after-failed")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addWait(t, ml, "m0")
-	ft.down.Store(true)
+	down := ft.Inject(unreachable)
 	if r := await(t, addAsync(ml, "m1"), "m1"); r.err == nil {
 		t.Fatalf("add while the only bookie is unreachable succeeded at %v", r.p)
 	}
-	ft.down.Store(false)
+	ft.Remove(down)
 	if r := await(t, addAsync(ml, "m2"), "m2"); r.err == nil {
 		t.Fatalf("m2 was stored at %v after m1 failed, before the owner resumed adds", r.p)
 	} else if !errors.Is(r.err, ErrAddsStopped) {
@@ -53,18 +55,18 @@ func TestBKNoAddStoredAfterAFailedOne(t *testing.T) {
 func TestBKAddsDuringFailedCallbacksFail(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	ml, err := f.Open(ctx, "public/default/persistent/add-during-failure")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addWait(t, ml, "m0")
-	ft.down.Store(true)
+	down := ft.Inject(unreachable)
 	racing := make(chan addResult, 1)
 	failed := make(chan error, 1)
 	ml.AddEntry([]byte("m1"), func(_ Position, err error) {
-		ft.down.Store(false) // a rollover started now would succeed
+		ft.Remove(down) // a rollover started now would succeed
 		ml.AddEntry([]byte("m2"), func(p Position, err error) { racing <- addResult{p, err} })
 		failed <- err
 	})

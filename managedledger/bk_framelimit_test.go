@@ -5,32 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/ledger/ledgertest"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
-
-// frameLimitTransport behaves as bookies with BookKeeper's old default
-// frame limit did: an add over it never arrives, the connection breaks.
-type frameLimitTransport struct {
-	inner ledger.Transport
-	limit int
-	sends atomic.Int64 // adds over the limit that were sent
-}
-
-func (t *frameLimitTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
-	if req.Op == bkproto.OpAdd && len(req.Data) > t.limit {
-		t.sends.Add(1)
-		go cb(nil, fmt.Errorf("%w: frame over the bookie's limit", client.ErrDisconnected))
-		return
-	}
-	t.inner.Send(id, req, cb)
-}
 
 // TestBKOversizedEntryFailsAlone (issue 16, defect 4): an entry no bookie
 // takes fails to its caller, once; the managed ledger stays on its ledger
@@ -39,7 +22,13 @@ func (t *frameLimitTransport) Send(id string, req *bkproto.Request, cb client.Ca
 // again after every rollover, without end.
 func TestBKOversizedEntryFailsAlone(t *testing.T) {
 	env := newBKEnv(t)
-	tr := &frameLimitTransport{inner: env.tr, limit: 5<<20 + 1<<10}
+	// The bookies behave as with BookKeeper's old default frame limit: an
+	// add over it never arrives, the connection breaks.
+	const limit = 5<<20 + 1<<10
+	tr := fault.NewTransport(env.tr)
+	overLimit := tr.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Fail,
+		Match: func(_ string, req *bkproto.Request) bool { return len(req.Data) > limit },
+		Err:   fmt.Errorf("%w: frame over the bookie's limit", client.ErrDisconnected)})
 	store := env.meta.NewSession()
 	t.Cleanup(func() { store.Close() })
 	cl, err := ledger.New(context.Background(), ledger.Config{Store: store, Transport: tr, Logger: ledgertest.Quiet(), AddTimeout: time.Second})
@@ -68,13 +57,13 @@ func TestBKOversizedEntryFailsAlone(t *testing.T) {
 			t.Fatalf("oversized add: %v, want %v", err, ledger.ErrEntryTooLarge)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("an oversized add never completed (sent %d times)", tr.sends.Load())
+		t.Fatalf("an oversized add never completed (sent %d times)", tr.Hits(overLimit))
 	}
 	next := addWait(t, ml, "next")
 	if next.LedgerID != first.LedgerID || next.EntryID != first.EntryID+1 {
 		t.Fatalf("the add after a refused one went to %v, want %v:%d (no rollover)", next, first.LedgerID, first.EntryID+1)
 	}
-	if n := tr.sends.Load(); n != 0 {
+	if n := tr.Hits(overLimit); n != 0 {
 		t.Fatalf("the oversized entry was sent to bookies %d times", n)
 	}
 	if err := ml.Close(ctx); err != nil {

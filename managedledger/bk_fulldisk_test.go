@@ -10,32 +10,21 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
-// fullTransport answers every add StatusReadOnly while full is set, as a
-// bookie whose disk filled before its registration said so; reads go on.
-type fullTransport struct {
-	inner ledger.Transport
-	full  atomic.Bool
-}
-
-func (t *fullTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
-	if t.full.Load() && req.Op == bkproto.OpAdd && req.Flags&bkproto.FlagRecoveryAdd == 0 { // as a read-only bookie
-		resp := &bkproto.Response{Op: req.Op, Status: bkproto.StatusReadOnly, RequestID: req.RequestID,
-			LedgerID: req.LedgerID, EntryID: req.EntryID}
-		go cb(resp, client.StatusError(resp.Status))
-		return
-	}
-	t.inner.Send(id, req, cb)
-}
+// diskFull, injected into a fault.Transport, answers every add but a
+// recovery add StatusReadOnly, as a bookie whose disk filled before its
+// registration said so; reads go on.
+var diskFull = fault.Fault{Op: bkproto.OpAdd, Action: fault.Refuse, Status: bkproto.StatusReadOnly,
+	Match: func(_ string, req *bkproto.Request) bool { return req.Flags&bkproto.FlagRecoveryAdd == 0 }}
 
 // ledgerCount is the number of ledgers in metadata.
 func ledgerCount(t *testing.T, store metadata.Store) int {
@@ -110,7 +99,7 @@ func listLedgerIDs(ctx context.Context, store metadata.Store) ([]string, error) 
 func TestBKFullDiskNoLedgerStorm(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &fullTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{FailureBackoff: 20 * time.Millisecond, FailureBackoffMax: 200 * time.Millisecond})
 	ml, err := f.Open(ctx, "public/default/persistent/full-disk")
 	if err != nil {
@@ -119,7 +108,7 @@ func TestBKFullDiskNoLedgerStorm(t *testing.T) {
 	store := env.meta.NewSession()
 	defer store.Close()
 	before, createdBefore := ledgerCount(t, store), ledgersCreated(t, store)
-	ft.full.Store(true)
+	full := ft.Inject(diskFull)
 	var acked []string
 	failures := 0
 	end := time.Now().Add(2 * time.Second)
@@ -152,7 +141,7 @@ func TestBKFullDiskNoLedgerStorm(t *testing.T) {
 	if n := len(ml.(*bkLedger).ledgerIDs()); n > 1 {
 		t.Errorf("managed ledger lists %d ledgers after failed adds", n)
 	}
-	ft.full.Store(false)
+	ft.Remove(full)
 	start := time.Now()
 	for {
 		r := await(t, addAsync(ml, "after"), "add once space is free")
@@ -181,13 +170,13 @@ func TestBKFullDiskNoLedgerStorm(t *testing.T) {
 // full (before: it never called back).
 func TestBKFailedAddIsRetriedBoundedly(t *testing.T) {
 	env := newBKEnv(t)
-	ft := &fullTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{FailureBackoff: 10 * time.Millisecond, FailureBackoffMax: 50 * time.Millisecond})
 	ml, err := f.Open(context.Background(), "public/default/persistent/full-disk-one-add")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft.full.Store(true)
+	ft.Inject(diskFull)
 	select {
 	case r := <-addAsync(ml, "m0"):
 		if r.err == nil {

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/faultstore"
 )
@@ -106,7 +107,7 @@ type modelHarness struct {
 	seed uint64
 	rng  *rand.Rand
 	env  *bkEnv
-	ft   *faultTransport
+	ft   *fault.Transport
 	// fault is the metadata injector in force (nil: none); the stores of
 	// every factory of the harness consult it.
 	fault atomic.Pointer[faultstore.Injector]
@@ -135,7 +136,7 @@ type modelHarness struct {
 func newModelHarness(t *testing.T, seed uint64) *modelHarness {
 	h := &modelHarness{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), env: newBKEnvWith(t, *modelBookieCrash),
 		failed: map[string]bool{}, cursors: map[string]*modelCursor{}, maybe: map[string]bool{}}
-	h.ft = &faultTransport{inner: h.env.tr}
+	h.ft = fault.NewTransport(h.env.tr)
 	h.cfg = Config{MaxEntriesPerLedger: int64(1 + h.rng.IntN(4)), MinLedgerRolloverTime: time.Nanosecond, MarkDeleteRate: 100}
 	h.name = fmt.Sprintf("public/default/persistent/model-%d", seed)
 	h.logf("seed %d: %d entries per ledger", seed, h.cfg.MaxEntriesPerLedger)
@@ -254,11 +255,11 @@ func (h *modelHarness) step() {
 	case op == 7:
 		h.add(2+h.rng.IntN(4), "down-mid")
 	case op == 8:
-		h.ft.addDelay.Store(int64(time.Duration(h.rng.IntN(5)) * time.Millisecond))
-		h.ft.readDelay.Store(int64(time.Duration(h.rng.IntN(5)) * time.Millisecond))
+		slow := slowFaults(h.ft, time.Duration(h.rng.IntN(5))*time.Millisecond, time.Duration(h.rng.IntN(5))*time.Millisecond)
 		h.add(1+h.rng.IntN(4), "slow")
-		h.ft.addDelay.Store(0)
-		h.ft.readDelay.Store(0)
+		for _, id := range slow {
+			h.ft.Remove(id)
+		}
 	case op == 9:
 		h.logf("resume adds")
 		h.ml.ResumeAdds()
@@ -354,10 +355,11 @@ func (h *modelHarness) pickCursor() (*modelCursor, string) {
 // first, "down-mid" after half of them were handed over.
 func (h *modelHarness) add(k int, mode string) {
 	h.logf("add %d (%s), stopped=%v", k, mode, h.stopped)
+	down := 0 // the injected fault making the bookie unreachable (0: none)
 	if mode == "down" {
-		h.ft.down.Store(true)
+		down = h.ft.Inject(unreachable)
 	}
-	defer h.ft.down.Store(false)
+	defer func() { h.ft.Remove(down) }()
 	chs := make([]<-chan addResult, k)
 	datas := make([]string, k)
 	for i := range k {
@@ -365,7 +367,7 @@ func (h *modelHarness) add(k int, mode string) {
 		h.seq++
 		chs[i] = addAsync(h.ml, datas[i])
 		if mode == "down-mid" && i == k/2-1 {
-			h.ft.down.Store(true)
+			down = h.ft.Inject(unreachable)
 		}
 	}
 	failed := false

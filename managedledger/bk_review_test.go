@@ -11,40 +11,11 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
-
-// faultTransport wraps the bkEnv's LocalTransport: it can make the bookie
-// unreachable and delay adds or plain (non-fencing) entry reads.
-type faultTransport struct {
-	inner     ledger.Transport
-	down      atomic.Bool
-	addDelay  atomic.Int64 // ns
-	readDelay atomic.Int64 // ns
-}
-
-func (t *faultTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
-	if t.down.Load() {
-		go cb(nil, fmt.Errorf("%w: test: bookie %s unreachable", client.ErrDisconnected, id))
-		return
-	}
-	var d time.Duration
-	switch {
-	case req.Op == bkproto.OpAdd:
-		d = time.Duration(t.addDelay.Load())
-	case req.Op == bkproto.OpRead && req.Flags == 0 && req.EntryID >= 0:
-		d = time.Duration(t.readDelay.Load())
-	}
-	if d > 0 {
-		r := *req
-		time.AfterFunc(d, func() { t.inner.Send(id, &r, cb) })
-		return
-	}
-	t.inner.Send(id, req, cb)
-}
 
 // gateStore blocks the first Put on path after arm() until release.
 type gateStore struct {
@@ -134,18 +105,18 @@ func await(t *testing.T, ch <-chan addResult, what string) addResult {
 func TestBKReviewAddAfterFailedRollover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	ml, err := f.Open(ctx, "public/default/persistent/review-failed-rollover")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p0 := addWait(t, ml, "m0")
-	ft.down.Store(true)
+	down := ft.Inject(unreachable)
 	if r := await(t, addAsync(ml, "m1"), "add while the bookie is down"); r.err == nil {
 		t.Fatalf("add while the only bookie is unreachable succeeded at %v", r.p)
 	}
-	ft.down.Store(false)
+	ft.Remove(down)
 	ml.ResumeAdds() // a failed add stops adds (TestBKNoAddStoredAfterAFailedOne)
 	r := await(t, addAsync(ml, "m2"), "add after the bookie came back")
 	if r.err != nil {
@@ -247,14 +218,14 @@ func TestBKReviewConcurrentOpen(t *testing.T) {
 func TestBKReviewTerminateWithAddsInFlight(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	ml, err := f.Open(ctx, "public/default/persistent/review-terminate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addWait(t, ml, "m0")
-	ft.addDelay.Store(int64(50 * time.Millisecond))
+	ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: 50 * time.Millisecond})
 	var pending []<-chan addResult
 	for i := range 5 {
 		pending = append(pending, addAsync(ml, fmt.Sprintf("m%d", i+1)))
@@ -283,7 +254,7 @@ func TestBKReviewTerminateWithAddsInFlight(t *testing.T) {
 func TestBKReviewCloseDuringRollover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, cl := env.factoryOver(t, ft, nil, Config{MaxEntriesPerLedger: 1, MinLedgerRolloverTime: time.Nanosecond})
 	m, err := f.Open(ctx, "public/default/persistent/review-close-rollover")
 	if err != nil {
@@ -293,7 +264,7 @@ func TestBKReviewCloseDuringRollover(t *testing.T) {
 	ml.mu.Lock()
 	first := ml.mu.writer.ID()
 	ml.mu.Unlock()
-	ft.addDelay.Store(int64(100 * time.Millisecond))
+	ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: 100 * time.Millisecond})
 	r := addAsync(ml, "m0") // fills the ledger: a rollover starts, waiting for m0
 	if err := ml.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -364,7 +335,7 @@ func TestBKReviewZombieCursorPersistFencesNewOwner(t *testing.T) {
 func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{MaxEntriesPerLedger: 2, MinLedgerRolloverTime: time.Nanosecond,
 		CacheSize: 1}) // nothing cached: every read goes to the bookie
 	ml, err := f.Open(ctx, "public/default/persistent/review-reader-trim")
@@ -380,7 +351,7 @@ func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft.readDelay.Store(int64(500 * time.Millisecond))
+	slowReads := ft.Inject(fault.Fault{Op: bkproto.OpRead, Match: plainRead, Action: fault.Delay, Delay: 500 * time.Millisecond})
 	type readResult struct {
 		es  []Entry
 		err error
@@ -400,7 +371,7 @@ func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("read never returned")
 	}
-	ft.readDelay.Store(0)
+	ft.Remove(slowReads)
 	all := res.es
 	for _, s := range readAll(t, reader) {
 		all = append(all, Entry{Data: []byte(s), Position: Position{-1, -1}})
@@ -427,7 +398,7 @@ func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
 func TestBKReviewOpenWhileClosing(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	name := "public/default/persistent/review-open-closing"
 	ml, err := f.Open(ctx, name)
@@ -439,12 +410,12 @@ func TestBKReviewOpenWhileClosing(t *testing.T) {
 	if err := c.MarkDelete(ctx, p0); err != nil {
 		t.Fatal(err)
 	}
-	ft.addDelay.Store(int64(300 * time.Millisecond))
+	slowAdds := ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: 300 * time.Millisecond})
 	pending := addAsync(ml, "m1") // Close waits for it
 	closed := make(chan error, 1)
 	go func() { closed <- ml.Close(ctx) }()
 	time.Sleep(100 * time.Millisecond)
-	ft.addDelay.Store(0)
+	ft.Remove(slowAdds)
 	again, err := f.Open(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -559,13 +530,13 @@ func TestBKReviewReaderBacklogAfterTrim(t *testing.T) {
 func TestBKReviewCloseTimeoutLosesAddCallbacks(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	ml, err := f.Open(ctx, "public/default/persistent/review-close-timeout")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft.addDelay.Store(int64(500 * time.Millisecond))
+	ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: 500 * time.Millisecond})
 	r := addAsync(ml, "m0")
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -629,7 +600,7 @@ func TestAckStateAddAckedRange(t *testing.T) {
 func TestBKReviewFencedAddsCallBackInOrder(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
-	ft := &faultTransport{inner: env.tr}
+	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{})
 	name := "public/default/persistent/review-fenced-order"
 	old, err := f.Open(ctx, name)
@@ -637,7 +608,7 @@ func TestBKReviewFencedAddsCallBackInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	addWait(t, old, "m0")
-	ft.addDelay.Store(int64(200 * time.Millisecond))
+	ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: 200 * time.Millisecond})
 	const n = 50
 	var mu sync.Mutex
 	var order []int

@@ -13,7 +13,9 @@ import (
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/ledger/ledgertest"
+	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 func quiet() *slog.Logger { return ledgertest.Quiet() }
@@ -402,4 +404,24 @@ func TestSkipAndClearBacklog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreachable, injected into a fault.Transport, makes every bookie behind
+// it unreachable (requests fail as over a broken connection).
+var unreachable = fault.Fault{Action: fault.Fail}
+
+// plainRead selects plain entry reads: not fencing, long-poll or LAC reads.
+func plainRead(_ string, req *bkproto.Request) bool { return req.Flags == 0 && req.EntryID >= 0 }
+
+// slowFaults delays adds by add and plain entry reads by read (not at all
+// when 0) and returns the faults injected.
+func slowFaults(ft *fault.Transport, add, read time.Duration) []int {
+	var ids []int
+	if add > 0 {
+		ids = append(ids, ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Delay, Delay: add}))
+	}
+	if read > 0 {
+		ids = append(ids, ft.Inject(fault.Fault{Op: bkproto.OpRead, Match: plainRead, Action: fault.Delay, Delay: read}))
+	}
+	return ids
 }

@@ -2,6 +2,11 @@
 // above the ledger client (managed ledgers, the broker): a bookie core on
 // the mem engine, registered in a metadata store and reached through a
 // ledger.LocalTransport.
+//
+// Bookie faults (failed, refused, dropped, delayed or altered requests)
+// come from the sub-package fault: its Transport wraps a LocalTransport.
+// It is a package of its own because this one imports ledger, and the
+// ledger package's own tests use it too.
 package ledgertest
 
 import (
