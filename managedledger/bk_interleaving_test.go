@@ -1,5 +1,9 @@
 package managedledger
 
+// Operations of the ledger-backed managed ledger interleaved with its
+// rollovers, trims, closes and ownership changes (takeovers), and the
+// test helpers they share (gateStore, slowStore, factoryOver).
+
 import (
 	"context"
 	"errors"
@@ -8,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"pgregory.net/rapid"
 
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/ledger/ledgertest/fault"
@@ -97,12 +99,12 @@ func await(t *testing.T, ch <-chan addResult, what string) addResult {
 	return addResult{}
 }
 
-// TestBKReviewAddAfterFailedRollover: a write failure whose rollover
+// TestBKAddAfterFailedRollover: a write failure whose rollover
 // fails (the failed ledger cannot be recovered yet) leaves the closed
 // writer in place; the next add was appended to it and its callback never
 // ran (the handle's delivery goroutine had ended), even once the bookie
 // was back.
-func TestBKReviewAddAfterFailedRollover(t *testing.T) {
+func TestBKAddAfterFailedRollover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -131,10 +133,10 @@ func TestBKReviewAddAfterFailedRollover(t *testing.T) {
 	}
 }
 
-// TestBKReviewTrimRacingRolloverSelfFences: trim and a rollover both
+// TestBKTrimRacingRollover: trim and a rollover both
 // compare-and-set the managed ledger's node from the version each read;
 // the loser takes its own conflict for a takeover and fences the ledger.
-func TestBKReviewTrimRacingRolloverSelfFences(t *testing.T) {
+func TestBKTrimRacingRollover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	name := "public/default/persistent/review-trim-rollover"
@@ -170,11 +172,11 @@ func TestBKReviewTrimRacingRolloverSelfFences(t *testing.T) {
 	}
 }
 
-// TestBKReviewConcurrentOpen: two opens of one name on one factory (the
+// TestBKConcurrentOpenOfOneName: two opens of one name on one factory (the
 // broker's getTopic does that for concurrent lookups) both recover and
 // start ledgers; one fails on the metadata conflict, or fences the
 // other, whose instance the factory then hands out.
-func TestBKReviewConcurrentOpen(t *testing.T) {
+func TestBKConcurrentOpenOfOneName(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	f, _ := env.factoryOver(t, env.tr, func(s metadata.Store) metadata.Store { return slowStore{s, 5 * time.Millisecond} }, Config{})
@@ -212,10 +214,10 @@ func TestBKReviewConcurrentOpen(t *testing.T) {
 	}
 }
 
-// TestBKReviewTerminateWithAddsInFlight: Terminate returns the last
+// TestBKTerminateWithAddsInFlight: Terminate returns the last
 // confirmed position while adds are in flight, and those adds then
 // succeed after the terminated position.
-func TestBKReviewTerminateWithAddsInFlight(t *testing.T) {
+func TestBKTerminateWithAddsInFlight(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -248,10 +250,10 @@ func TestBKReviewTerminateWithAddsInFlight(t *testing.T) {
 	}
 }
 
-// TestBKReviewCloseDuringRollover: a rollover running when the managed
+// TestBKCloseDuringRollover: a rollover running when the managed
 // ledger closes creates the next ledger anyway and leaves its writer open
 // (its goroutines and an OPEN ledger) after Close.
-func TestBKReviewCloseDuringRollover(t *testing.T) {
+func TestBKCloseDuringRollover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -294,12 +296,12 @@ func TestBKReviewCloseDuringRollover(t *testing.T) {
 	}
 }
 
-// TestBKReviewZombieCursorPersistFencesNewOwner: after a takeover the old
+// TestBKOldOwnerCursorPersistAfterTakeover: after a takeover the old
 // owner, not yet aware of it, persists a cursor: its cursor ledger was
 // fenced by the new owner's recovery, so it starts another and points the
 // cursor's node at it, at the version the new owner also read. The new
 // owner's own persist then conflicts, and it fences itself.
-func TestBKReviewZombieCursorPersistFencesNewOwner(t *testing.T) {
+func TestBKOldOwnerCursorPersistAfterTakeover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	name := "public/default/persistent/review-zombie-cursor"
@@ -326,13 +328,13 @@ func TestBKReviewZombieCursorPersistFencesNewOwner(t *testing.T) {
 	}
 }
 
-// TestBKReviewReaderReadAcrossTrim: a read whose indices span ledgers
+// TestBKReaderReadAcrossTrim: a read whose indices span ledgers
 // re-maps each run under the lock; when the ledgers of a later run were
 // trimmed meanwhile (a reader is not a durable cursor: trimming ignores
 // it), the run is read from the first kept ledger at the trimmed
 // position's entry id, and another entry comes back under a wrong
 // position.
-func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
+func TestBKReaderReadAcrossTrim(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -392,10 +394,10 @@ func TestBKReviewReaderReadAcrossTrim(t *testing.T) {
 	t.Logf("read %d entries, err %v", len(res.es), res.err)
 }
 
-// TestBKReviewOpenWhileClosing: the factory forgets a managed ledger only
+// TestBKOpenWhileClosing: the factory forgets a managed ledger only
 // when its Close ends, so an Open meanwhile (a client reconnecting after
 // a topic unload) gets the closing instance, whose adds then fail.
-func TestBKReviewOpenWhileClosing(t *testing.T) {
+func TestBKOpenWhileClosing(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -441,12 +443,12 @@ func TestBKReviewOpenWhileClosing(t *testing.T) {
 	}
 }
 
-// TestBKReviewOldOwnerCloseFencesNewOwner: an old owner that closes after
+// TestBKOldOwnerCloseAfterTakeover: an old owner that closes after
 // a takeover (it noticed it lost the topic) flushes a cursor it never
 // persisted: it points the cursor's node at a new cursor ledger, at the
 // version the new owner read, and the new owner's first persist then
 // conflicts and fences it.
-func TestBKReviewOldOwnerCloseFencesNewOwner(t *testing.T) {
+func TestBKOldOwnerCloseAfterTakeover(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	name := "public/default/persistent/review-old-owner-close"
@@ -469,11 +471,11 @@ func TestBKReviewOldOwnerCloseFencesNewOwner(t *testing.T) {
 	}
 }
 
-// TestBKReviewReaderBacklogAfterTrim: trimming moves a reader's
+// TestBKReaderBacklogAfterTrim: trimming moves a reader's
 // mark-delete position past the first kept ledger's start but leaves its
 // individually acknowledged ranges below it, which Backlog then counts
 // negatively (both implementations share ackState).
-func TestBKReviewReaderBacklogAfterTrim(t *testing.T) {
+func TestBKReaderBacklogAfterTrim(t *testing.T) {
 	ctx := context.Background()
 	check := func(t *testing.T, ml ManagedLedger, wait func(func() bool)) {
 		sub, _ := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
@@ -522,12 +524,12 @@ func TestBKReviewReaderBacklogAfterTrim(t *testing.T) {
 	})
 }
 
-// TestBKReviewCloseTimeoutLosesAddCallbacks: Close(ctx) with a deadline
+// TestBKCloseTimeoutCallsAddsBack: Close(ctx) with a deadline
 // that passes while an add is in flight never calls that add back:
 // ledger.WriteHandle.Close used to end the handle's delivery goroutine
 // when its wait for pending adds timed out, and the add's completion was
 // then never delivered; now the pending adds fail first.
-func TestBKReviewCloseTimeoutLosesAddCallbacks(t *testing.T) {
+func TestBKCloseTimeoutCallsAddsBack(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
@@ -549,55 +551,10 @@ func TestBKReviewCloseTimeoutLosesAddCallbacks(t *testing.T) {
 	}
 }
 
-// TestBKReviewRestoreLargeAckedRanges: restoring a snapshot inserted its
-// acknowledged ranges one index at a time, each insertion scanning the
-// ranges: 600 ranges of 1000 entries took seconds (10,000 ranges, the
-// most a snapshot keeps, took minutes), in Open, under the ledger's lock.
-func TestBKReviewRestoreLargeAckedRanges(t *testing.T) {
-	ml := &bkLedger{}
-	ml.mu.ledgers = []*ledgerInfo{{meta: ledgerMeta{ID: 1, Entries: 1 << 40}}}
-	c := &bkCursor{ml: ml}
-	s := cursorSnapshot{MarkDelete: Position{1, 0}}
-	for r := range int64(600) {
-		lo := 10 + r*2000
-		s.Acked = append(s.Acked, [2]Position{{1, lo}, {1, lo + 999}})
-	}
-	s.Acked = append(s.Acked, [2]Position{{1, 2}, {1, 9}}) // out of order: merges with the first
-	start := time.Now()
-	c.restoreLocked(s)
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("restoring 600 acked ranges took %v", took)
-	}
-	if len(c.acked) != 600 || c.acked[0] != (indexRange{2, 1009}) || c.acked[599] != (indexRange{10 + 599*2000, 10 + 599*2000 + 999}) {
-		t.Fatalf("restored %d ranges, first %v", len(c.acked), c.acked[:1])
-	}
-	if c.markDelete != 0 || c.backlog(0, 2000) != 2000-1-1008 {
-		t.Fatalf("mark-delete %d, backlog %d", c.markDelete, c.backlog(0, 2000))
-	}
-}
-
-// TestAckStateAddAckedRange checks addAckedRange against addAcked.
-func TestAckStateAddAckedRange(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		var a, b ackState
-		for range rapid.IntRange(0, 20).Draw(rt, "n") {
-			lo := rapid.Int64Range(0, 60).Draw(rt, "lo")
-			hi := lo + rapid.Int64Range(-1, 8).Draw(rt, "len")
-			for i := lo; i <= hi; i++ {
-				a.addAcked(i)
-			}
-			b.addAckedRange(lo, hi)
-			if fmt.Sprint(a.acked) != fmt.Sprint(b.acked) {
-				rt.Fatalf("after [%d, %d]: addAcked %v, addAckedRange %v", lo, hi, a.acked, b.acked)
-			}
-		}
-	})
-}
-
-// TestBKReviewFencedAddsCallBackInOrder: when another owner fences the
+// TestBKFencedAddsCallBackInOrder: when another owner fences the
 // ledger, the adds in flight fail, each callback on a goroutine of its
 // own: out of append order, which the contract promises.
-func TestBKReviewFencedAddsCallBackInOrder(t *testing.T) {
+func TestBKFencedAddsCallBackInOrder(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	ft := fault.NewTransport(env.tr)
