@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf generate clean
+.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf compat generate clean
 
 all: build
 
@@ -91,6 +91,15 @@ nats:
 ## compatibility test runs against a standalone
 pulsar-perf:
 	GO=$(GO) bash scripts/install-pulsar-perf.sh >/dev/null
+
+## compat: the official Go client's integration tests (pulsar-client-go at
+## go.mod's version, built from the module cache) against bin/magnetar
+## standalone with the suite's own standalone.conf, one process per test
+## (3 minutes each); docker tests are not run. The whole suite (about 40
+## minutes) writes docs/compat/pulsar-client-go.md; RUN=regexp runs a subset
+## and reports only to .compat/report.md (logs: .compat/logs)
+compat: build
+	$(GO) run ./tools/compat --magnetar $(BIN) --out $(CURDIR)/.compat --run '$(RUN)'
 
 ## generate: regenerate wire/pb from wire/proto. protoc itself comes from
 ## Debian's protobuf-compiler package (apt-get install protobuf-compiler,
