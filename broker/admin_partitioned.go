@@ -19,13 +19,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
-	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -85,9 +80,8 @@ func (b *Broker) partitionStats(ctx context.Context, p TopicName) (admin.TopicSt
 		return empty, err
 	}
 	if !res.Self {
-		var st admin.TopicStats
-		err := admin.CallBroker(ctx, http.MethodGet, brokerTopicURL(res, p, "/stats", nil), &st)
-		if admin.StatusOf(err) == http.StatusNotFound {
+		st, ok, err := admin.RemoteTopicStats(ctx, res, topicPath(p))
+		if !ok && err == nil {
 			return empty, nil
 		}
 		return st, err
@@ -157,24 +151,16 @@ func (b *Broker) deletePartition(ctx context.Context, p TopicName) error {
 	if err != nil {
 		return err
 	}
-	if res.Self {
-		err = b.deleteTopic(ctx, p, true)
-	} else {
-		err = admin.CallBroker(ctx, http.MethodDelete, brokerTopicURL(res, p, "", url.Values{"force": {"true"}}), nil)
+	if !res.Self {
+		return admin.RemoteDeleteTopic(ctx, res, topicPath(p))
 	}
-	if errors.Is(err, errTopicNotFound) || admin.StatusOf(err) == http.StatusNotFound {
-		return nil
+	if err := b.deleteTopic(ctx, p, true); !errors.Is(err, errTopicNotFound) {
+		return err
 	}
-	return err
+	return nil
 }
 
-// brokerTopicURL is the admin URL of a topic call on the broker a lookup
-// pointed to: the owner (authoritative) or one to ask again.
-func brokerTopicURL(res ownership.LookupResult, p TopicName, suffix string, q url.Values) string {
-	if q == nil {
-		q = url.Values{}
-	}
-	q.Set("authoritative", strconv.FormatBool(res.Authoritative || !res.Redirect))
-	return strings.TrimSuffix(res.HTTPURL, "/") + "/admin/v2/" + p.Domain + "/" + p.Tenant + "/" + p.Namespace + "/" +
-		url.PathEscape(p.Local) + suffix + "?" + q.Encode()
+// topicPath is p's parts for a call to another broker's admin API.
+func topicPath(p TopicName) admin.TopicPath {
+	return admin.TopicPath{Domain: p.Domain, Tenant: p.Tenant, Namespace: p.Namespace, Local: p.Local}
 }

@@ -10,7 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/magnetar-io/magnetar/broker/ownership"
 )
 
 // remoteTimeout bounds one admin call to another broker.
@@ -50,4 +55,40 @@ func CallBroker(ctx context.Context, method, target string, out any) error {
 		return fmt.Errorf("%s %s: decode answer: %w", method, target, err)
 	}
 	return nil
+}
+
+// RemoteTopicStats asks the broker a lookup pointed to (res) for a
+// topic's stats; ok is false when it answers 404 (no such topic).
+func RemoteTopicStats(ctx context.Context, res ownership.LookupResult, topic TopicPath) (st TopicStats, ok bool, err error) {
+	err = CallBroker(ctx, http.MethodGet, topicURL(res, topic, "/stats", nil), &st)
+	if StatusOf(err) == http.StatusNotFound {
+		return st, false, nil
+	}
+	return st, err == nil, err
+}
+
+// RemoteDeleteTopic deletes a topic (force: its clients are disconnected)
+// on the broker a lookup pointed to; a topic it does not know is no error.
+func RemoteDeleteTopic(ctx context.Context, res ownership.LookupResult, topic TopicPath) error {
+	err := CallBroker(ctx, http.MethodDelete, topicURL(res, topic, "", url.Values{"force": {"true"}}), nil)
+	if StatusOf(err) == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// TopicPath is a topic name's parts, as an admin path spells them.
+type TopicPath struct {
+	Domain, Tenant, Namespace, Local string
+}
+
+// topicURL is the admin URL of a topic call on the broker a lookup
+// pointed to: the owner (authoritative) or one to ask again.
+func topicURL(res ownership.LookupResult, p TopicPath, suffix string, q url.Values) string {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("authoritative", strconv.FormatBool(res.Authoritative || !res.Redirect))
+	return strings.TrimSuffix(res.HTTPURL, "/") + "/admin/v2/" + p.Domain + "/" + p.Tenant + "/" + p.Namespace + "/" +
+		url.PathEscape(p.Local) + suffix + "?" + q.Encode()
 }
