@@ -1,67 +1,39 @@
 package broker
 
-// Admin endpoint about the cluster's bookies (Pulsar's BookiesBase):
-//
-//	GET /admin/v2/bookies/all   every registered bookie, writable and read-only, as Pulsar's
-//	                            BookiesClusterInfo: {"bookies": [{"bookieId": "host:port", ...}]}
-//
-// Beyond Pulsar's bookieId each item says "readOnly" and, for a read-only
-// bookie, why ("reason") and whether because a disk is full
-// ("outOfSpace": it turns writable by itself once space is freed). Pulsar
-// clients ignore the extra fields. The list is read from the registrations
-// under registry.AvailablePath in the cluster's metadata store
-// (Config.ClusterMetadata), as the ledger client reads it; without that
-// store the endpoint answers 412.
+// The bookie registry of the admin API (admin.Bookies): the
+// registrations under registry.AvailablePath in the cluster's metadata
+// store (Config.ClusterMetadata), as the ledger client reads them.
+// Without that store the call is refused (412).
 
 import (
-	"net/http"
+	"context"
 	"sort"
 
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
-func (b *Broker) registerBookiesAdmin(mux *http.ServeMux) {
-	mux.HandleFunc("GET /admin/v2/bookies/all", b.httpAllBookies)
-}
-
-// bookiesClusterInfo is Pulsar's BookiesClusterInfo.
-type bookiesClusterInfo struct {
-	Bookies []bookieInfoJSON `json:"bookies"`
-}
-
-// bookieInfoJSON is Pulsar's RawBookieInfo (bookieId) with the bookie's
-// mode added.
-type bookieInfoJSON struct {
-	BookieID   string `json:"bookieId"`
-	ReadOnly   bool   `json:"readOnly"`
-	Reason     string `json:"reason,omitempty"`
-	OutOfSpace bool   `json:"outOfSpace,omitempty"`
-}
-
-func (b *Broker) httpAllBookies(w http.ResponseWriter, r *http.Request) {
+// Bookies lists every registered bookie, writable and read-only, sorted
+// by id (admin.Bookies).
+func (b *Broker) Bookies(ctx context.Context) ([]admin.BookieInfo, error) {
 	store := b.cfg.ClusterMetadata
 	if store == nil {
-		httpError(w, http.StatusPreconditionFailed, "this broker has no cluster metadata store, so no bookie registry (its topics are not stored on bookies)")
-		return
+		return nil, admin.Errorf(resources.ErrPrecondition,
+			"this broker has no cluster metadata store, so no bookie registry (its topics are not stored on bookies)")
 	}
-	regs, err := registry.Bookies(r.Context(), store)
+	regs, err := registry.Bookies(ctx, store)
 	if err != nil {
-		status := admin.StatusOf(err)
-		if status >= 500 {
-			b.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-		}
-		httpError(w, status, err.Error())
-		return
+		return nil, err
 	}
-	out := bookiesClusterInfo{Bookies: make([]bookieInfoJSON, 0, len(regs))}
+	out := make([]admin.BookieInfo, 0, len(regs))
 	for _, reg := range regs {
-		item := bookieInfoJSON{BookieID: reg.BookieID, ReadOnly: reg.ReadOnly}
+		item := admin.BookieInfo{BookieID: reg.BookieID, ReadOnly: reg.ReadOnly}
 		if reg.ReadOnly {
 			item.Reason, item.OutOfSpace = reg.ReadOnlyReason, reg.OutOfSpace
 		}
-		out.Bookies = append(out.Bookies, item)
+		out = append(out, item)
 	}
-	sort.Slice(out.Bookies, func(i, j int) bool { return out.Bookies[i].BookieID < out.Bookies[j].BookieID })
-	writeJSON(w, out)
+	sort.Slice(out, func(i, j int) bool { return out[i].BookieID < out[j].BookieID })
+	return out, nil
 }

@@ -1,89 +1,53 @@
 package broker
 
-// Admin calls that answer one stored message: GET .../ledger/{l}/entry/{e}
-// (get message by id), GET .../examinemessage and the subscription peek
-// (admin_subscriptions.go).
-//
-// Behaviour, as Pulsar answers them and pulsaradmin's handleResp reads
-// them:
-//   - The body is the entry's payload, decompressed: for a batch, its
-//     [size][SingleMessageMetadata][payload]... records, which pulsaradmin
-//     splits into messages.
-//   - Headers: X-Pulsar-Message-ID (ledger:entry), X-Pulsar-Publish-Time
-//     (ISO-8601), X-Pulsar-Num-Batch-Message for batches, X-Pulsar-Property
-//     (the properties as one JSON object, which keeps the keys' case),
-//     producer name, sequence id, event time and partition key when set.
-//   - examinemessage: initialPosition earliest (default latest) and
-//     messagePosition n (default 1): the n-th entry from the start, or the
-//     n-th from the end (1 = the last).
-//   - 404 when there is no such entry.
+// The admin calls that answer one stored message (admin.Messages) and
+// the subscription peek: the entry is read here and decoded (metadata,
+// broker entry metadata, payload decompressed); package broker/admin
+// writes it as Pulsar's message endpoints do. A missing entry is
+// errMessageNotFound.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"strconv"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
-func (b *Broker) httpMessageByID(w http.ResponseWriter, r *http.Request, name TopicName) {
-	ledger, err1 := strconv.ParseInt(r.PathValue("ledger"), 10, 64)
-	entry, err2 := strconv.ParseInt(r.PathValue("entry"), 10, 64)
-	if err1 != nil || err2 != nil {
-		adminError(w, badRequest("ledgerId/entryId", "want numbers, got %q/%q", r.PathValue("ledger"), r.PathValue("entry")))
-		return
-	}
-	t, err := b.existingTopic(r.Context(), name)
+// MessageByID reads the entry ledger:entry of a topic (admin.Messages).
+func (b *Broker) MessageByID(ctx context.Context, name string, ledger, entry int64) (admin.Message, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.Message{}, err
 	}
 	pos := managedledger.Position{LedgerID: ledger, EntryID: entry}
-	e, err := t.ml.ReadEntry(r.Context(), pos)
+	e, err := t.ml.ReadEntry(ctx, pos)
 	if err != nil {
-		adminError(w, fmt.Errorf("message %v of %s: %w (%v)", pos, name, errMessageNotFound, err))
-		return
+		return admin.Message{}, fmt.Errorf("message %v of %s: %w (%v)", pos, t.name, errMessageNotFound, err)
 	}
-	b.writeMessage(w, r, e)
+	return b.messageOf(ctx, e)
 }
 
-func (b *Broker) httpExamineMessage(w http.ResponseWriter, r *http.Request, name TopicName) {
-	q := r.URL.Query()
-	initial := q.Get("initialPosition")
-	if initial == "" {
-		initial = "latest"
-	}
-	n, err := int64(1), error(nil)
-	if s := q.Get("messagePosition"); s != "" {
-		n, err = strconv.ParseInt(s, 10, 64)
-	}
-	if err != nil || n < 1 || (initial != "latest" && initial != "earliest") {
-		adminError(w, badRequest("initialPosition/messagePosition", "want earliest or latest and a number from 1, got %q/%q",
-			q.Get("initialPosition"), q.Get("messagePosition")))
-		return
-	}
-	t, err := b.existingTopic(r.Context(), name)
+// ExamineMessage reads the n-th entry (from 1) from the start, or from
+// the end unless earliest (admin.Messages).
+func (b *Broker) ExamineMessage(ctx context.Context, name string, earliest bool, n int64) (admin.Message, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.Message{}, err
 	}
 	index := n - 1 // from the first stored entry
-	if initial == "latest" {
+	if !earliest {
 		index = t.ml.Entries() - n
 	}
-	e, err := nthEntry(r.Context(), t.ml, index)
+	e, err := nthEntry(ctx, t.ml, index)
 	if err != nil {
-		adminError(w, fmt.Errorf("examine %s: %w", name, err))
-		return
+		return admin.Message{}, fmt.Errorf("examine %s: %w", t.name, err)
 	}
-	b.writeMessage(w, r, e)
+	return b.messageOf(ctx, e)
 }
 
 // nthEntry reads the stored entry at index i (0: the first).
@@ -138,65 +102,28 @@ func nthUnacknowledged(ctx context.Context, ml managedledger.ManagedLedger, c ma
 	}
 }
 
-// writeMessage answers one entry as Pulsar's message endpoints do.
-func (b *Broker) writeMessage(w http.ResponseWriter, r *http.Request, e managedledger.Entry) {
+// messageOf decodes one entry for the admin API: its metadata, broker
+// entry metadata (nil when absent or unreadable) and payload,
+// decompressed.
+func (b *Broker) messageOf(ctx context.Context, e managedledger.Entry) (admin.Message, error) {
 	bem, parsed, err := wire.ParseStoredEntry(e.Data)
-	var md pb.MessageMetadata
+	md := &pb.MessageMetadata{}
 	if err == nil {
-		err = parsed.DecodeMetadata(&md)
+		err = parsed.DecodeMetadata(md)
 	}
 	var payload []byte
 	if err == nil {
-		payload, err = b.inflate.decompress(r.Context(), md.GetCompression(), parsed.Payload(), int(md.GetUncompressedSize()))
+		payload, err = b.inflate.decompress(ctx, md.GetCompression(), parsed.Payload(), int(md.GetUncompressedSize()))
 	}
 	if err != nil {
-		adminError(w, fmt.Errorf("entry %v: %w", e.Position, err))
-		return
+		return admin.Message{}, fmt.Errorf("entry %v: %w", e.Position, err)
 	}
-	messageHeaders(w.Header(), e.Position, &md)
-	brokerEntryHeaders(w.Header(), bem)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	_, _ = w.Write(payload)
-}
-
-// brokerEntryHeaders adds what Pulsar's admin API returns of the broker
-// entry metadata.
-func brokerEntryHeaders(h http.Header, bem []byte) {
-	if bem == nil {
-		return
-	}
-	var m pb.BrokerEntryMetadata
-	if proto.Unmarshal(bem, &m) != nil {
-		return
-	}
-	if m.BrokerTimestamp != nil {
-		h.Set("X-Pulsar-Broker-Entry-METADATA-timestamp", strconv.FormatUint(m.GetBrokerTimestamp(), 10))
-	}
-	if m.Index != nil {
-		h.Set("X-Pulsar-Broker-Entry-METADATA-index", strconv.FormatUint(m.GetIndex(), 10))
-	}
-}
-
-func messageHeaders(h http.Header, pos managedledger.Position, md *pb.MessageMetadata) {
-	h.Set("X-Pulsar-Message-ID", pos.String())
-	h.Set("X-Pulsar-Publish-Time", time.UnixMilli(int64(md.GetPublishTime())).UTC().Format("2006-01-02T15:04:05.000Z"))
-	h.Set("X-Pulsar-Producer-Name", md.GetProducerName())
-	h.Set("X-Pulsar-Sequence-Id", strconv.FormatUint(md.GetSequenceId(), 10))
-	if md.NumMessagesInBatch != nil {
-		h.Set("X-Pulsar-Num-Batch-Message", strconv.Itoa(int(md.GetNumMessagesInBatch())))
-	}
-	if md.EventTime != nil {
-		h.Set("X-Pulsar-Event-Time", time.UnixMilli(int64(md.GetEventTime())).UTC().Format("2006-01-02T15:04:05.000Z"))
-	}
-	if md.PartitionKey != nil {
-		h.Set("X-Pulsar-Partition-Key", md.GetPartitionKey())
-	}
-	if len(md.GetProperties()) > 0 {
-		props := make(map[string]string, len(md.GetProperties()))
-		for _, kv := range md.GetProperties() {
-			props[kv.GetKey()] = kv.GetValue()
+	m := admin.Message{ID: e.Position.String(), Metadata: md, Payload: payload}
+	if bem != nil {
+		var em pb.BrokerEntryMetadata
+		if proto.Unmarshal(bem, &em) == nil {
+			m.EntryMetadata = &em
 		}
-		raw, _ := json.Marshal(props)
-		h.Set("X-Pulsar-Property", string(raw))
 	}
+	return m, nil
 }

@@ -1,118 +1,87 @@
 package broker
 
-// Admin calls about a whole partitioned topic: partitioned-stats and
-// DELETE .../partitions. A partitioned topic has no owner of its own, so
-// these run on any broker and reach each partition where it is served:
-// here, or over HTTP on its owner (following redirects).
+// The admin calls about a whole partitioned topic (admin.Topics):
+// partitioned-stats, partition count, DELETE .../partitions. A partitioned
+// topic has no owner of its own, so these run on any broker and reach
+// each partition where it is served: here, or through the admin API of
+// its owner (admin.CallBroker, following redirects).
 //
 // Behaviour:
 //   - partitioned-stats sums the partitions' stats (subscriptions merged
-//     by name) and lists them by partition name when perPartition is not
-//     false, as Pulsar. A partition never used has zero stats.
-//   - DELETE .../partitions first checks every partition (412 while one has
-//     producers or consumers, unless force=true), then deletes the stored
-//     partitions, then the partition count and the schema. A partition that
-//     cannot be deleted stops it before the partition count goes.
+//     by name). A partition never used has zero stats.
+//   - DELETE .../partitions first checks every partition (errInUse while
+//     one has producers or consumers, unless force), then deletes the
+//     stored partitions, then the partition count and the schema. A
+//     partition that cannot be deleted stops it before the partition
+//     count goes.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/magnetar-io/magnetar/broker/ownership"
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-// remoteTimeout bounds one admin call to another broker.
-const remoteTimeout = 30 * time.Second
-
-type partitionedStatsJSON struct {
-	topicStatsJSON
-	Metadata   partitionedMetadata       `json:"metadata"`
-	Partitions map[string]topicStatsJSON `json:"partitions,omitempty"`
+// Partitions is a topic's partition count, 0 if it is not partitioned
+// (admin.Topics).
+func (b *Broker) Partitions(ctx context.Context, name string) (int, error) {
+	t, err := ParseTopicName(name)
+	if err != nil {
+		return 0, err
+	}
+	return b.partitions(ctx, t)
 }
 
-func (b *Broker) httpPartitionedStats(w http.ResponseWriter, r *http.Request, name TopicName) {
-	ctx := r.Context()
-	n, err := b.partitions(ctx, name)
+// CreatePartitioned records a partitioned topic with n partitions
+// (admin.Topics).
+func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int) error {
+	t, err := ParseTopicName(name)
+	if err != nil {
+		return err
+	}
+	return b.CreatePartitionedTopic(ctx, t, n)
+}
+
+// PartitionedStats sums the partitions' stats and lists them by
+// partition name (admin.Topics).
+func (b *Broker) PartitionedStats(ctx context.Context, name string) (admin.PartitionedTopicStats, error) {
+	t, err := adminTopic(name)
+	if err != nil {
+		return admin.PartitionedTopicStats{}, err
+	}
+	n, err := b.partitions(ctx, t)
 	if err == nil && n == 0 {
-		err = fmt.Errorf("topic %s: %w", name, errNotPartitioned)
+		err = fmt.Errorf("topic %s: %w", t, errNotPartitioned)
 	}
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.PartitionedTopicStats{}, err
 	}
-	out := partitionedStatsJSON{Metadata: partitionedMetadata{Partitions: n}, Partitions: map[string]topicStatsJSON{},
-		topicStatsJSON: topicStatsJSON{Subscriptions: map[string]subscriptionStatsJSON{}, Replication: map[string]struct{}{},
-			Publishers: []publisherStatsJSON{}}}
+	out := admin.NewPartitionedTopicStats(n)
 	for i := range n {
-		p := partitionName(name, i)
+		p := partitionName(t, i)
 		st, err := b.partitionStats(ctx, p)
 		if err != nil {
-			adminError(w, err)
-			return
+			return admin.PartitionedTopicStats{}, err
 		}
-		out.add(st)
+		out.Add(st)
 		out.Partitions[p.String()] = st
 	}
-	if r.URL.Query().Get("perPartition") == "false" {
-		out.Partitions = nil
-	}
-	writeJSON(w, out)
-}
-
-// add sums one partition's stats into the partitioned topic's.
-func (s *partitionedStatsJSON) add(p topicStatsJSON) {
-	s.MsgRateIn += p.MsgRateIn
-	s.MsgRateOut += p.MsgRateOut
-	s.MsgThroughputIn += p.MsgThroughputIn
-	s.MsgThroughputOut += p.MsgThroughputOut
-	if s.MsgRateIn > 0 {
-		s.AverageMsgSize = s.MsgThroughputIn / s.MsgRateIn
-	}
-	s.MsgInCounter += p.MsgInCounter
-	s.MsgOutCounter += p.MsgOutCounter
-	s.BytesInCounter += p.BytesInCounter
-	s.BytesOutCounter += p.BytesOutCounter
-	s.StorageSize += p.StorageSize
-	s.BacklogSize += p.BacklogSize
-	s.DeduplicationStatus = p.DeduplicationStatus
-	s.Publishers = append(s.Publishers, p.Publishers...)
-	for name, sub := range p.Subscriptions {
-		sum, ok := s.Subscriptions[name]
-		if !ok {
-			sum = subscriptionStatsJSON{Type: sub.Type, IsDurable: sub.IsDurable, Consumers: []consumerStatsJSON{}}
-		}
-		sum.MsgBacklog += sub.MsgBacklog
-		sum.MsgBacklogNoDelayed += sub.MsgBacklogNoDelayed
-		sum.BacklogSize += sub.BacklogSize
-		sum.MsgDelayed += sub.MsgDelayed
-		sum.UnackedMessages += sub.UnackedMessages
-		sum.MsgRateOut += sub.MsgRateOut
-		sum.Consumers = append(sum.Consumers, sub.Consumers...)
-		s.Subscriptions[name] = sum
-	}
+	return out, nil
 }
 
 // partitionStats is one partition's stats, from the broker serving it;
 // zero for a partition that does not exist yet.
-func (b *Broker) partitionStats(ctx context.Context, p TopicName) (topicStatsJSON, error) {
-	empty := topicStatsJSON{Subscriptions: map[string]subscriptionStatsJSON{}, Publishers: []publisherStatsJSON{}}
+func (b *Broker) partitionStats(ctx context.Context, p TopicName) (admin.TopicStats, error) {
+	empty := admin.TopicStats{Subscriptions: map[string]admin.SubscriptionStats{}, Publishers: []admin.PublisherStats{}}
 	res, err := b.lookup(ctx, p, false)
 	if err != nil {
 		return empty, err
 	}
 	if !res.Self {
-		var st topicStatsJSON
-		err := callBroker(ctx, http.MethodGet, brokerTopicURL(res, p, "/stats", nil), &st)
-		if statusOf(err) == http.StatusNotFound {
+		st, ok, err := admin.RemoteTopicStats(ctx, res, topicPath(p))
+		if !ok && err == nil {
 			return empty, nil
 		}
 		return st, err
@@ -128,8 +97,13 @@ func (b *Broker) partitionStats(ctx context.Context, p TopicName) (topicStatsJSO
 	return b.statsOf(t), nil
 }
 
-func (b *Broker) httpDeletePartitioned(w http.ResponseWriter, r *http.Request, name TopicName) {
-	ctx, force := r.Context(), r.URL.Query().Get("force") == "true"
+// DeletePartitioned deletes a partitioned topic: its partitions, wherever
+// they are served, then its partition count and schema (admin.Topics).
+func (b *Broker) DeletePartitioned(ctx context.Context, topicName string, force bool) error {
+	name, err := adminTopic(topicName)
+	if err != nil {
+		return err
+	}
 	n, err := b.partitions(ctx, name)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("topic %s: %w", name, errNotPartitioned)
@@ -147,11 +121,7 @@ func (b *Broker) httpDeletePartitioned(w http.ResponseWriter, r *http.Request, n
 		b.log.Info("partitioned topic deleted", "topic", name.String(), "partitions", n, "force", force)
 		err = b.deleteSchema(ctx, name)
 	}
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return err
 }
 
 // checkPartitionsIdle fails with errInUse if a partition has producers or
@@ -181,61 +151,16 @@ func (b *Broker) deletePartition(ctx context.Context, p TopicName) error {
 	if err != nil {
 		return err
 	}
-	if res.Self {
-		err = b.deleteTopic(ctx, p, true)
-	} else {
-		err = callBroker(ctx, http.MethodDelete, brokerTopicURL(res, p, "", url.Values{"force": {"true"}}), nil)
+	if !res.Self {
+		return admin.RemoteDeleteTopic(ctx, res, topicPath(p))
 	}
-	if errors.Is(err, errTopicNotFound) || statusOf(err) == http.StatusNotFound {
-		return nil
-	}
-	return err
-}
-
-// brokerTopicURL is the admin URL of a topic call on the broker a lookup
-// pointed to: the owner (authoritative) or one to ask again.
-func brokerTopicURL(res ownership.LookupResult, p TopicName, suffix string, q url.Values) string {
-	if q == nil {
-		q = url.Values{}
-	}
-	q.Set("authoritative", strconv.FormatBool(res.Authoritative || !res.Redirect))
-	return strings.TrimSuffix(res.HTTPURL, "/") + "/admin/v2/" + p.Domain + "/" + p.Tenant + "/" + p.Namespace + "/" +
-		url.PathEscape(p.Local) + suffix + "?" + q.Encode()
-}
-
-// remoteError is another broker's answer to an admin call; statusOf
-// passes its status on.
-type remoteError struct {
-	code   int
-	reason string
-}
-
-func (e *remoteError) Error() string { return e.reason }
-
-// callBroker makes an admin call on another broker and decodes its JSON
-// answer into out (nil: the body is ignored).
-func callBroker(ctx context.Context, method, target string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, target, err)
-	}
-	resp, err := (&http.Client{Timeout: remoteTimeout}).Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, target, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e struct {
-			Reason string `json:"reason"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return &remoteError{code: resp.StatusCode, reason: fmt.Sprintf("%s %s: %d %s", method, target, resp.StatusCode, e.Reason)}
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, target, err)
+	if err := b.deleteTopic(ctx, p, true); !errors.Is(err, errTopicNotFound) {
+		return err
 	}
 	return nil
+}
+
+// topicPath is p's parts for a call to another broker's admin API.
+func topicPath(p TopicName) admin.TopicPath {
+	return admin.TopicPath{Domain: p.Domain, Tenant: p.Tenant, Namespace: p.Namespace, Local: p.Local}
 }

@@ -1,7 +1,8 @@
 package broker
 
-// Topic stats and internal stats for the admin API, in the JSON shapes
-// pulsaradmin decodes (utils.TopicStats, utils.PersistentTopicInternalStats).
+// Topic stats and internal stats for the admin API (admin.Topics),
+// gathered under the topic's and subscriptions' locks into the JSON
+// shapes of package broker/admin.
 //
 // Behaviour:
 //   - stats: counters and rates of the last stats interval
@@ -18,10 +19,10 @@ package broker
 
 import (
 	"context"
-	"net/http"
 	"sort"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -30,71 +31,19 @@ import (
 // its individually acknowledged ranges.
 const maxAckScan = 10000
 
-type topicStatsJSON struct {
-	MsgRateIn           float64                          `json:"msgRateIn"`
-	MsgRateOut          float64                          `json:"msgRateOut"`
-	MsgThroughputIn     float64                          `json:"msgThroughputIn"`
-	MsgThroughputOut    float64                          `json:"msgThroughputOut"`
-	AverageMsgSize      float64                          `json:"averageMsgSize"`
-	MsgDropRate         float64                          `json:"msgDropRate"` // non-persistent topics
-	MsgInCounter        int64                            `json:"msgInCounter"`
-	MsgOutCounter       int64                            `json:"msgOutCounter"`
-	BytesInCounter      int64                            `json:"bytesInCounter"`
-	BytesOutCounter     int64                            `json:"bytesOutCounter"`
-	StorageSize         int64                            `json:"storageSize"`
-	BacklogSize         int64                            `json:"backlogSize"`
-	Publishers          []publisherStatsJSON             `json:"publishers"`
-	Subscriptions       map[string]subscriptionStatsJSON `json:"subscriptions"`
-	Replication         map[string]struct{}              `json:"replication"`
-	DeduplicationStatus string                           `json:"deduplicationStatus"`
-}
-
-type publisherStatsJSON struct {
-	AccessMode   string  `json:"accessMode"`
-	ProducerID   uint64  `json:"producerId"`
-	ProducerName string  `json:"producerName"`
-	Address      string  `json:"address"`
-	MsgRateIn    float64 `json:"msgRateIn"`
-}
-
-type subscriptionStatsJSON struct {
-	Type                string `json:"type"`
-	IsDurable           bool   `json:"isDurable"`
-	MsgBacklog          int64  `json:"msgBacklog"`
-	MsgBacklogNoDelayed int64  `json:"msgBacklogNoDelayed"`
-	BacklogSize         int64  `json:"backlogSize"`
-	MsgDelayed          int64  `json:"msgDelayed"`
-	UnackedMessages     int64  `json:"unackedMessages"`
-	// BlockedOnUnackedMsgs is Pulsar's
-	// blockedSubscriptionOnUnackedMsgs.
-	BlockedOnUnackedMsgs bool                `json:"blockedSubscriptionOnUnackedMsgs"`
-	ActiveConsumerName   string              `json:"activeConsumerName,omitempty"`
-	MsgRateOut           float64             `json:"msgRateOut"`
-	Consumers            []consumerStatsJSON `json:"consumers"`
-}
-
-type consumerStatsJSON struct {
-	ConsumerName         string  `json:"consumerName"`
-	AvailablePermits     int64   `json:"availablePermits"`
-	UnackedMessages      int64   `json:"unackedMessages"`
-	BlockedOnUnackedMsgs bool    `json:"blockedConsumerOnUnackedMsgs"`
-	Address              string  `json:"address"`
-	MsgRateOut           float64 `json:"msgRateOut"`
-}
-
-func (b *Broker) httpTopicStats(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, err := b.existingTopic(r.Context(), name)
+// TopicStats is a topic's stats (admin.Topics).
+func (b *Broker) TopicStats(ctx context.Context, name string) (admin.TopicStats, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.TopicStats{}, err
 	}
-	writeJSON(w, b.statsOf(t))
+	return b.statsOf(t), nil
 }
 
 // statsOf is a loaded topic's stats.
-func (b *Broker) statsOf(t *topic) topicStatsJSON {
+func (b *Broker) statsOf(t *topic) admin.TopicStats {
 	rates := t.rates.current()
-	st := topicStatsJSON{MsgRateIn: rates.MsgRateIn, MsgRateOut: rates.MsgRateOut,
+	st := admin.TopicStats{MsgRateIn: rates.MsgRateIn, MsgRateOut: rates.MsgRateOut,
 		MsgThroughputIn: rates.ThroughputIn, MsgThroughputOut: rates.ThroughputOut, MsgDropRate: rates.MsgDropRate,
 		MsgInCounter: t.stats.msgsIn.Load(), MsgOutCounter: t.stats.msgsOut.Load(),
 		BytesInCounter: t.stats.bytesIn.Load(), BytesOutCounter: t.stats.bytesOut.Load(),
@@ -114,16 +63,16 @@ func (b *Broker) statsOf(t *topic) topicStatsJSON {
 	return st
 }
 
-func (t *topic) publisherStats() []publisherStatsJSON {
+func (t *topic) publisherStats() []admin.PublisherStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]publisherStatsJSON, 0, len(t.producers))
+	out := make([]admin.PublisherStats, 0, len(t.producers))
 	for p := range t.producers {
 		mode := "Shared"
 		if t.exclusive == p {
 			mode = "Exclusive"
 		}
-		out = append(out, publisherStatsJSON{AccessMode: mode, ProducerID: p.id, ProducerName: p.name,
+		out = append(out, admin.PublisherStats{AccessMode: mode, ProducerID: p.id, ProducerName: p.name,
 			Address: p.conn.t.RemoteAddr().String()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerName < out[j].ProducerName })
@@ -132,7 +81,7 @@ func (t *topic) publisherStats() []publisherStatsJSON {
 
 // subscriptionStats covers the subscriptions, the durable cursors without
 // one (no consumer since the topic loaded) and the readers.
-func (t *topic) subscriptionStats() map[string]subscriptionStatsJSON {
+func (t *topic) subscriptionStats() map[string]admin.SubscriptionStats {
 	t.mu.Lock()
 	subs := make([]*subscription, 0, len(t.subs)+len(t.readers))
 	for _, s := range t.subs {
@@ -142,7 +91,7 @@ func (t *topic) subscriptionStats() map[string]subscriptionStatsJSON {
 		subs = append(subs, s)
 	}
 	t.mu.Unlock()
-	out := make(map[string]subscriptionStatsJSON, len(subs))
+	out := make(map[string]admin.SubscriptionStats, len(subs))
 	for _, s := range subs {
 		out[s.name] = s.stats()
 	}
@@ -151,14 +100,14 @@ func (t *topic) subscriptionStats() map[string]subscriptionStatsJSON {
 			continue
 		}
 		backlog := c.Backlog()
-		out[c.Name()] = subscriptionStatsJSON{Type: "None", IsDurable: true, MsgBacklog: backlog,
-			MsgBacklogNoDelayed: backlog, BacklogSize: c.BacklogSize(), Consumers: []consumerStatsJSON{}}
+		out[c.Name()] = admin.SubscriptionStats{Type: "None", IsDurable: true, MsgBacklog: backlog,
+			MsgBacklogNoDelayed: backlog, BacklogSize: c.BacklogSize(), Consumers: []admin.ConsumerStats{}}
 	}
 	return out
 }
 
 // stats is the subscription's part of the topic stats.
-func (s *subscription) stats() subscriptionStatsJSON {
+func (s *subscription) stats() admin.SubscriptionStats {
 	st := s.consumerStats()
 	st.MsgBacklog = s.cursor.Backlog()
 	st.MsgBacklogNoDelayed = max(st.MsgBacklog-st.MsgDelayed, 0)
@@ -173,14 +122,14 @@ func (s *subscription) consumerCounts(c *consumer) (permits, unacked int64) {
 	return c.permits, c.unacked
 }
 
-func (s *subscription) consumerStats() subscriptionStatsJSON {
+func (s *subscription) consumerStats() admin.SubscriptionStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := subscriptionStatsJSON{Type: s.subType.String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
+	st := admin.SubscriptionStats{Type: s.subType.String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
 		UnackedMessages: s.unacked, BlockedOnUnackedMsgs: s.blockedOnUnacked,
-		Consumers: make([]consumerStatsJSON, 0, len(s.consumers))}
+		Consumers: make([]admin.ConsumerStats, 0, len(s.consumers))}
 	for _, c := range s.consumers {
-		st.Consumers = append(st.Consumers, consumerStatsJSON{ConsumerName: c.name, AvailablePermits: c.permits,
+		st.Consumers = append(st.Consumers, admin.ConsumerStats{ConsumerName: c.name, AvailablePermits: c.permits,
 			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String()})
 	}
 	exclusive := s.subType == pb.CommandSubscribe_Exclusive || s.subType == pb.CommandSubscribe_Failover
@@ -190,76 +139,24 @@ func (s *subscription) consumerStats() subscriptionStatsJSON {
 	return st
 }
 
-type internalStatsJSON struct {
-	EntriesAddedCounter    int64                      `json:"entriesAddedCounter"`
-	NumberOfEntries        int64                      `json:"numberOfEntries"`
-	TotalSize              int64                      `json:"totalSize"`
-	CurrentLedgerEntries   int64                      `json:"currentLedgerEntries"`
-	CurrentLedgerSize      int64                      `json:"currentLedgerSize"`
-	WaitingCursorsCount    int                        `json:"waitingCursorsCount"`
-	PendingAddEntriesCount int                        `json:"pendingAddEntriesCount"`
-	LastConfirmedEntry     string                     `json:"lastConfirmedEntry"`
-	State                  string                     `json:"state"`
-	Ledgers                []ledgerInfoJSON           `json:"ledgers"`
-	Cursors                map[string]cursorStatsJSON `json:"cursors"`
-	SchemaLedgers          []struct{}                 `json:"schemaLedgers"`
-	CompactedLedger        compactedLedgerJSON        `json:"compactedLedger"`
-}
-
-type ledgerInfoJSON struct {
-	LedgerID        int64  `json:"ledgerId"`
-	Entries         int64  `json:"entries"`
-	Size            int64  `json:"size"`
-	Timestamp       int64  `json:"timestamp"`
-	Offloaded       bool   `json:"offloaded"`
-	MetaData        string `json:"metadata,omitempty"`
-	UnderReplicated bool   `json:"underReplicated"`
-}
-
-type compactedLedgerJSON struct {
-	LedgerID int64 `json:"ledgerId"`
-	Entries  int64 `json:"entries"`
-	Size     int64 `json:"size"`
-}
-
-type cursorStatsJSON struct {
-	MarkDeletePosition                       string           `json:"markDeletePosition"`
-	ReadPosition                             string           `json:"readPosition"`
-	WaitingReadOp                            bool             `json:"waitingReadOp"`
-	PendingReadOps                           int              `json:"pendingReadOps"`
-	MessagesConsumedCounter                  int64            `json:"messagesConsumedCounter"`
-	CursorLedger                             int64            `json:"cursorLedger"`
-	CursorLedgerLastEntry                    int64            `json:"cursorLedgerLastEntry"`
-	IndividuallyDeletedMessages              string           `json:"individuallyDeletedMessages"`
-	State                                    string           `json:"state"`
-	NumberOfEntriesSinceFirstNotAckedMessage int64            `json:"numberOfEntriesSinceFirstNotAckedMessage"`
-	TotalNonContiguousDeletedMessagesRange   int              `json:"totalNonContiguousDeletedMessagesRange"`
-	Properties                               map[string]int64 `json:"properties"`
-}
-
-func (b *Broker) httpInternalStats(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, err := b.existingTopic(r.Context(), name)
+// InternalStats is a topic's managed ledger and cursors (admin.Topics).
+func (b *Broker) InternalStats(ctx context.Context, name string) (admin.InternalStats, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.InternalStats{}, err
 	}
-	st, err := internalStatsOf(r.Context(), t)
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	writeJSON(w, st)
+	return internalStatsOf(ctx, t)
 }
 
-func internalStatsOf(ctx context.Context, t *topic) (internalStatsJSON, error) {
+func internalStatsOf(ctx context.Context, t *topic) (admin.InternalStats, error) {
 	last := t.ml.LastConfirmed()
-	st := internalStatsJSON{NumberOfEntries: t.ml.Entries(), TotalSize: t.ml.Size(),
+	st := admin.InternalStats{NumberOfEntries: t.ml.Entries(), TotalSize: t.ml.Size(),
 		CurrentLedgerEntries: max(last.EntryID+1, 0), LastConfirmedEntry: last.String(), State: "LedgerOpened",
-		Ledgers: []ledgerInfoJSON{}, Cursors: map[string]cursorStatsJSON{}, SchemaLedgers: []struct{}{},
-		CompactedLedger: compactedLedgerJSON{LedgerID: -1, Entries: -1, Size: -1}}
+		Ledgers: []admin.LedgerInfo{}, Cursors: map[string]admin.CursorStats{}, SchemaLedgers: []struct{}{},
+		CompactedLedger: admin.CompactedLedger{LedgerID: -1, Entries: -1, Size: -1}}
 	if ll, ok := t.ml.(managedledger.LedgerLister); ok {
 		for _, l := range ll.Ledgers() {
-			st.Ledgers = append(st.Ledgers, ledgerInfoJSON{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp})
+			st.Ledgers = append(st.Ledgers, admin.LedgerInfo{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp})
 		}
 		if n := len(st.Ledgers); n > 0 {
 			st.CurrentLedgerSize = st.Ledgers[n-1].Size
@@ -281,13 +178,13 @@ func internalStatsOf(ctx context.Context, t *topic) (internalStatsJSON, error) {
 	return st, nil
 }
 
-func cursorStatsOf(ctx context.Context, ml managedledger.ManagedLedger, c managedledger.Cursor) (cursorStatsJSON, error) {
+func cursorStatsOf(ctx context.Context, ml managedledger.ManagedLedger, c managedledger.Cursor) (admin.CursorStats, error) {
 	read := c.ReadPosition()
 	ranges, sinceUnacked, err := ackedRanges(ctx, ml, c, read)
 	if err != nil {
-		return cursorStatsJSON{}, err
+		return admin.CursorStats{}, err
 	}
-	return cursorStatsJSON{MarkDeletePosition: c.MarkDeletePosition().String(), ReadPosition: read.String(),
+	return admin.CursorStats{MarkDeletePosition: c.MarkDeletePosition().String(), ReadPosition: read.String(),
 		MessagesConsumedCounter: ml.Entries() - c.Backlog(), CursorLedger: -1, CursorLedgerLastEntry: -1,
 		IndividuallyDeletedMessages: formatRanges(ranges), State: "Open",
 		NumberOfEntriesSinceFirstNotAckedMessage: sinceUnacked, TotalNonContiguousDeletedMessagesRange: len(ranges),

@@ -1,43 +1,31 @@
 package broker
 
-// Admin REST API for subscriptions, as pulsaradmin (v0.19,
-// pkg/admin/subscription.go) calls it: .../{topic}/subscriptions,
-// .../{topic}/subscription/{sub}[/...] and
-// .../{topic}/all_subscription/expireMessages/{seconds}.
+// The subscription operations of the admin API (admin.Subscriptions);
+// package broker/admin parses the requests (and unescapes names).
 //
 // Behaviour:
 //   - A subscription is a durable cursor of the topic, whether or not a
 //     consumer attached since the topic loaded. Calls act on its dispatcher
 //     when it has one (so what consumers hold is dropped or sent again),
 //     else on the cursor alone. Readers are not listed (stats show them).
-//   - pulsaradmin escapes subscription names twice; they are unescaped once
-//     more here, as Pulsar does.
-//   - create (PUT, a MessageId body): Earliest, Latest (also an empty body)
-//     or an entry, which is then read next; 409 if it exists.
-//   - delete: 412 while consumers are connected unless force=true, which
+//   - delete: errInUse while consumers are connected unless force, which
 //     disconnects them; they resubscribe to a new subscription.
-//   - skip/{n} and skip_all acknowledge the next n unacknowledged entries
-//     (a batch entry counts once, where Pulsar counts its messages) or all.
-//   - resetcursor/{timestamp} and resetcursor (MessageId body) move the
-//     subscription so that the first entry published at or after the time,
-//     or the entry, is read next, and disconnect its consumers, as SEEK.
-//   - expireMessages/{seconds} acknowledges the entries published more than
-//     that long ago, as message TTL does (ttl.go); all_subscription does it
-//     on every subscription.
-//   - position/{n} answers the n-th unacknowledged entry (n from 1) as a
-//     message (admin_messages.go); pulsaradmin's peek asks 1, 2, ...
+//   - skip and clear acknowledge the next n unacknowledged entries (a batch
+//     entry counts once, where Pulsar counts its messages) or all.
+//   - reset moves the subscription so that the first entry published at or
+//     after the time, or the entry, is read next, and disconnects its
+//     consumers, as SEEK.
+//   - expire acknowledges the entries published before a time, as message
+//     TTL does (ttl.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"sort"
-	"strconv"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/managedledger"
 )
 
@@ -46,35 +34,6 @@ type subTarget struct {
 	name   string
 	s      *subscription // nil: no consumer attached since the topic loaded
 	cursor managedledger.Cursor
-}
-
-// subOp is an admin action on one subscription.
-type subOp func(ctx context.Context, r *http.Request, t *topic, st subTarget) error
-
-func (b *Broker) registerSubscriptionAdmin(tp string, own func(string, topicHandler)) {
-	sub := tp + "/subscription/{sub}"
-	own("GET "+tp+"/subscriptions", b.httpListSubscriptions)
-	own("PUT "+sub, b.httpCreateSubscription)
-	own("DELETE "+sub, b.onSubscription(deleteSubscription))
-	own("POST "+sub+"/skip/{n}", b.onSubscription(skipMessages))
-	own("POST "+sub+"/skip_all", b.onSubscription(clearBacklog))
-	own("POST "+sub+"/resetcursor/{timestamp}", b.onSubscription(resetToTime))
-	own("POST "+sub+"/resetcursor", b.onSubscription(resetToMessage))
-	own("POST "+sub+"/expireMessages/{seconds}", b.onSubscription(expireMessages))
-	own("POST "+tp+"/all_subscription/expireMessages/{seconds}", b.httpExpireAll)
-	own("GET "+sub+"/position/{n}", b.httpPeek)
-}
-
-// subscriptionName is the {sub} of the path, unescaped once more.
-func subscriptionName(r *http.Request) (string, error) {
-	name := r.PathValue("sub")
-	if u, err := url.PathUnescape(name); err == nil {
-		name = u
-	}
-	if name == "" {
-		return "", badRequest("subscription", "empty name")
-	}
-	return name, nil
 }
 
 // durableSub finds a subscription by name.
@@ -113,73 +72,35 @@ func (t *topic) durableSubNames() []string {
 }
 
 // targetOf loads the topic and finds the subscription a call is about.
-func (b *Broker) targetOf(r *http.Request, name TopicName) (*topic, subTarget, error) {
-	sub, err := subscriptionName(r)
-	if err != nil {
-		return nil, subTarget{}, err
-	}
-	t, err := b.existingTopic(r.Context(), name)
+func (b *Broker) targetOf(ctx context.Context, name, sub string) (*topic, subTarget, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
 		return nil, subTarget{}, err
 	}
 	st, ok := t.durableSub(sub)
 	if !ok {
-		return nil, subTarget{}, fmt.Errorf("subscription %s of %s: %w", sub, name, errSubNotFound)
+		return nil, subTarget{}, fmt.Errorf("subscription %s of %s: %w", sub, t.name, errSubNotFound)
 	}
 	return t, st, nil
 }
 
-// onSubscription serves a call that acts on one subscription and answers
-// 204.
-func (b *Broker) onSubscription(op subOp) topicHandler {
-	return func(w http.ResponseWriter, r *http.Request, name TopicName) {
-		t, st, err := b.targetOf(r, name)
-		if err == nil {
-			err = op(r.Context(), r, t, st)
-		}
-		if err != nil {
-			adminError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}
-}
-
-func (b *Broker) httpListSubscriptions(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, err := b.existingTopic(r.Context(), name)
+// Subscriptions lists a topic's subscriptions (admin.Subscriptions).
+func (b *Broker) Subscriptions(ctx context.Context, name string) ([]string, error) {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, t.durableSubNames())
+	return t.durableSubNames(), nil
 }
 
-func (b *Broker) httpCreateSubscription(w http.ResponseWriter, r *http.Request, name TopicName) {
-	sub, err := subscriptionName(r)
-	var t *topic
-	if err == nil {
-		t, err = b.existingTopic(r.Context(), name)
-	}
-	if err == nil {
-		err = createSubscription(r.Context(), r.Body, t, sub)
-	}
+// CreateSubscription opens a durable cursor at start (admin.Subscriptions).
+func (b *Broker) CreateSubscription(ctx context.Context, name, sub string, start admin.MessageID) error {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// createSubscription opens a durable cursor at the MessageId in body.
-func createSubscription(ctx context.Context, body io.Reader, t *topic, sub string) error {
 	if _, ok := t.durableSub(sub); ok {
 		return fmt.Errorf("subscription %s of %s: %w", sub, t.name, errExists)
-	}
-	start := messageIDJSON{LedgerID: latestLedger, EntryID: latestLedger}
-	if raw, err := io.ReadAll(io.LimitReader(body, 64<<10)); err == nil && len(raw) > 0 {
-		if start, err = decodeMessageID(raw); err != nil {
-			return err
-		}
 	}
 	initial := managedledger.Latest
 	if start.LedgerID < 0 {
@@ -189,28 +110,32 @@ func createSubscription(ctx context.Context, body io.Reader, t *topic, sub strin
 	if err != nil {
 		return fmt.Errorf("subscription %s of %s: %w", sub, t.name, err)
 	}
-	if start.LedgerID >= 0 && start.LedgerID != latestLedger {
-		if err := c.Reset(ctx, start.position()); err != nil {
+	if start.LedgerID >= 0 && start.LedgerID != admin.LatestLedger {
+		if err := c.Reset(ctx, positionOf(start)); err != nil {
 			_ = t.ml.DeleteCursor(ctx, sub) // no half-made subscription
-			return fmt.Errorf("subscription %s of %s: start at %v: %w", sub, t.name, start.position(), err)
+			return fmt.Errorf("subscription %s of %s: start at %v: %w", sub, t.name, positionOf(start), err)
 		}
 	}
-	t.b.log.Info("subscription created", "topic", t.name.String(), "subscription", sub, "start", start.position().String())
+	t.b.log.Info("subscription created", "topic", t.name.String(), "subscription", sub, "start", positionOf(start).String())
 	return nil
 }
 
-// deleteSubscription removes a subscription: refused while consumers are
+// DeleteSubscription removes a subscription: refused while consumers are
 // connected unless force, which disconnects them. The closed subscription
 // stays in the topic until its cursor is gone, so a consumer coming back
 // meanwhile is refused (and retries) rather than handed the dying cursor.
-func deleteSubscription(ctx context.Context, r *http.Request, t *topic, st subTarget) error {
+func (b *Broker) DeleteSubscription(ctx context.Context, name, sub string, force bool) error {
+	t, st, err := b.targetOf(ctx, name, sub)
+	if err != nil {
+		return err
+	}
 	if st.s != nil {
-		if err := st.s.closeForDelete(r.URL.Query().Get("force") == "true"); err != nil {
+		if err := st.s.closeForDelete(force); err != nil {
 			return err
 		}
 		st.s.disconnectConsumers()
 	}
-	err := t.ml.DeleteCursor(ctx, st.name)
+	err = t.ml.DeleteCursor(ctx, st.name)
 	if st.s != nil {
 		t.mu.Lock()
 		if t.subs[st.name] == st.s {
@@ -238,10 +163,12 @@ func (s *subscription) closeForDelete(force bool) error {
 	return nil
 }
 
-func skipMessages(ctx context.Context, r *http.Request, _ *topic, st subTarget) error {
-	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
-	if err != nil || n < 0 {
-		return badRequest("numMessages", "want a non-negative number, got %q", r.PathValue("n"))
+// SkipMessages acknowledges the next n unacknowledged entries
+// (admin.Subscriptions).
+func (b *Broker) SkipMessages(ctx context.Context, name, sub string, n int64) error {
+	_, st, err := b.targetOf(ctx, name, sub)
+	if err != nil {
+		return err
 	}
 	if err := st.cursor.SkipEntries(ctx, n); err != nil {
 		return fmt.Errorf("skip %d on subscription %s: %w", n, st.name, err)
@@ -250,7 +177,12 @@ func skipMessages(ctx context.Context, r *http.Request, _ *topic, st subTarget) 
 	return nil
 }
 
-func clearBacklog(ctx context.Context, _ *http.Request, _ *topic, st subTarget) error {
+// ClearBacklog acknowledges everything (admin.Subscriptions).
+func (b *Broker) ClearBacklog(ctx context.Context, name, sub string) error {
+	_, st, err := b.targetOf(ctx, name, sub)
+	if err != nil {
+		return err
+	}
 	if err := st.cursor.ClearBacklog(ctx); err != nil {
 		return fmt.Errorf("clear backlog of subscription %s: %w", st.name, err)
 	}
@@ -266,10 +198,12 @@ func (st subTarget) dropAcknowledged() {
 	}
 }
 
-func resetToTime(ctx context.Context, r *http.Request, t *topic, st subTarget) error {
-	ms, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
-	if err != nil || ms < 0 {
-		return badRequest("timestamp", "want milliseconds since the epoch, got %q", r.PathValue("timestamp"))
+// ResetCursorToTime moves the subscription to the first entry published
+// at or after ms (admin.Subscriptions).
+func (b *Broker) ResetCursorToTime(ctx context.Context, name, sub string, ms int64) error {
+	t, st, err := b.targetOf(ctx, name, sub)
+	if err != nil {
+		return err
 	}
 	pos, err := findByPublishTime(ctx, t.ml, uint64(ms))
 	if err != nil {
@@ -278,16 +212,13 @@ func resetToTime(ctx context.Context, r *http.Request, t *topic, st subTarget) e
 	return st.reset(ctx, pos)
 }
 
-func resetToMessage(ctx context.Context, r *http.Request, _ *topic, st subTarget) error {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		return badRequest("messageId", "read body: %v", err)
-	}
-	id, err := decodeMessageID(raw)
+// ResetCursor moves the subscription to an entry (admin.Subscriptions).
+func (b *Broker) ResetCursor(ctx context.Context, name, sub string, to admin.MessageID) error {
+	_, st, err := b.targetOf(ctx, name, sub)
 	if err != nil {
 		return err
 	}
-	return st.reset(ctx, id.position())
+	return st.reset(ctx, positionOf(to))
 }
 
 // reset moves the subscription so that pos is read next and disconnects
@@ -306,38 +237,28 @@ func (st subTarget) reset(ctx context.Context, pos managedledger.Position) error
 	return nil
 }
 
-func expireMessages(ctx context.Context, r *http.Request, t *topic, st subTarget) error {
-	cutoff, err := expiryCutoff(r)
+// ExpireMessages acknowledges what was published before cutoff
+// (admin.Subscriptions).
+func (b *Broker) ExpireMessages(ctx context.Context, name, sub string, cutoff time.Time) error {
+	t, st, err := b.targetOf(ctx, name, sub)
 	if err != nil {
 		return err
 	}
-	last, ok := lastPublishedBefore(ctx, t.ml, cutoff)
+	last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
 	if !ok {
 		return nil
 	}
 	return st.expireUpTo(ctx, last)
 }
 
-func (b *Broker) httpExpireAll(w http.ResponseWriter, r *http.Request, name TopicName) {
-	cutoff, err := expiryCutoff(r)
-	var t *topic
-	if err == nil {
-		t, err = b.existingTopic(r.Context(), name)
-	}
-	if err == nil {
-		err = expireAll(r.Context(), t, cutoff)
-	}
+// ExpireAllSubscriptions acknowledges, on every subscription, what was
+// published before cutoff (admin.Subscriptions).
+func (b *Broker) ExpireAllSubscriptions(ctx context.Context, name string, cutoff time.Time) error {
+	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
-		adminError(w, err)
-		return
+		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// expireAll acknowledges, on every subscription, what was published
-// before cutoff (ms).
-func expireAll(ctx context.Context, t *topic, cutoff uint64) error {
-	last, ok := lastPublishedBefore(ctx, t.ml, cutoff)
+	last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
 	if !ok {
 		return nil
 	}
@@ -353,16 +274,6 @@ func expireAll(ctx context.Context, t *topic, cutoff uint64) error {
 	return nil
 }
 
-// expiryCutoff is the publish time (ms) before which expireMessages
-// acknowledges.
-func expiryCutoff(r *http.Request) (uint64, error) {
-	secs, err := strconv.ParseInt(r.PathValue("seconds"), 10, 64)
-	if err != nil || secs < 0 {
-		return 0, badRequest("expireTimeInSeconds", "want a non-negative number, got %q", r.PathValue("seconds"))
-	}
-	return uint64(time.Now().Add(-time.Duration(secs) * time.Second).UnixMilli()), nil
-}
-
 // expireUpTo acknowledges everything up to pos (never moving back).
 func (st subTarget) expireUpTo(ctx context.Context, pos managedledger.Position) error {
 	if st.cursor.MarkDeletePosition().Compare(pos) >= 0 {
@@ -375,21 +286,16 @@ func (st subTarget) expireUpTo(ctx context.Context, pos managedledger.Position) 
 	return nil
 }
 
-func (b *Broker) httpPeek(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, st, err := b.targetOf(r, name)
+// PeekMessage is the subscription's n-th (from 1) unacknowledged entry
+// (admin.Subscriptions).
+func (b *Broker) PeekMessage(ctx context.Context, name, sub string, n int) (admin.Message, error) {
+	t, st, err := b.targetOf(ctx, name, sub)
 	if err != nil {
-		adminError(w, err)
-		return
+		return admin.Message{}, err
 	}
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 1 {
-		adminError(w, badRequest("messagePosition", "want a number from 1, got %q", r.PathValue("n")))
-		return
-	}
-	e, err := nthUnacknowledged(r.Context(), t.ml, st.cursor, n)
+	e, err := nthUnacknowledged(ctx, t.ml, st.cursor, n)
 	if err != nil {
-		adminError(w, fmt.Errorf("peek subscription %s: %w", st.name, err))
-		return
+		return admin.Message{}, fmt.Errorf("peek subscription %s: %w", st.name, err)
 	}
-	b.writeMessage(w, r, e)
+	return b.messageOf(ctx, e)
 }

@@ -1,49 +1,40 @@
 package broker
 
-// Admin REST API for topics, as Pulsar's PersistentTopics resource and as
-// pulsaradmin (v0.19, pkg/admin/topic.go) calls it:
-// /admin/v2/{persistent|non-persistent}/{tenant}/{namespace}[/{topic}/...].
-// Subscriptions are in admin_subscriptions.go, stats in admin_stats.go,
-// messages in admin_messages.go.
+// The topic operations of the admin API (admin.Topics): package
+// broker/admin routes and parses the requests and writes the answers;
+// these find, create, delete and terminate topics under the broker's
+// locks. Subscriptions are in admin_subscriptions.go, stats in
+// admin_stats.go, messages in admin_messages.go, partitioned topics in
+// admin_partitioned.go.
 //
 // Behaviour:
-//   - A request about one topic that another broker serves (cluster mode)
-//     is answered 307 to that broker, as Pulsar does; the topic is loaded
-//     only through getTopic, which checks ownership again. Partitioned-topic
-//     calls are answered here and reach partitions on other brokers over
-//     HTTP.
+//   - The topic is loaded only through getTopic, which checks ownership
+//     again (the admin layer redirected calls about topics served
+//     elsewhere).
 //   - A topic exists when it is loaded, stored (the managed-ledger factory
 //     lists it) or a partition of a partitioned topic. Calls about other
-//     topics answer 404 instead of creating them.
-//   - Errors are {"reason": ...}: 400 bad input, 404 no such topic or
-//     subscription, 409 exists, 412 precondition (clients connected, no
-//     metadata store), 501 what the storage or broker cannot do (deleting
-//     a managed ledger when the factory is no managedledger.Deleter,
-//     non-persistent topics),
-//     503 topic moved while the call ran, 500 others. Checks run before
-//     changes, so a refused call changes nothing.
+//     topics fail with errTopicNotFound instead of creating them.
+//   - Checks run before changes, so a refused call changes nothing.
 //   - Deleting a topic deletes its managed ledger (managedledger.Deleter:
 //     metadata, then ledgers and cursor ledgers). Connected clients make
-//     it 412 unless force=true, which disconnects them first; a client
+//     it errInUse unless force, which disconnects them first; a client
 //     that reconnects afterwards finds a new, empty topic (auto creation).
 //   - Terminate stops the stream (ManagedLedger.Terminate): sends fail with
 //     TopicTerminatedError and new producers are refused, also after a
-//     reload. It answers the last message id. Consumers at the end are told
-//     REACHED_END_OF_TOPIC where their client handles it (subscription.go).
-//   - Topic properties sent with a create are not stored (no place yet).
+//     reload. Consumers at the end are told REACHED_END_OF_TOPIC where
+//     their client handles it (subscription.go).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -52,113 +43,57 @@ import (
 // CreatePartitionedTopic does).
 const maxPartitions = 10000
 
-// Admin errors with their HTTP statuses (statusOf).
+// Admin errors: admin.StatusOf maps them to HTTP statuses.
 var (
-	errTopicNotFound    = errors.New("topic not found")
-	errSubNotFound      = errors.New("subscription not found")
-	errMessageNotFound  = errors.New("message not found")
-	errExists           = errors.New("already exists")
-	errInUse            = errors.New("has connected producers or consumers (use force=true to disconnect them)")
-	errBadRequest       = errors.New("bad request")
-	errNotSupported     = errors.New("not supported")
-	errNotPartitioned   = errors.New("topic is not partitioned")
-	errMetadataRequired = errors.New("no metadata store: partitioned topics are unavailable")
+	errTopicNotFound    = admin.ErrTopicNotFound
+	errSubNotFound      = admin.ErrSubscriptionNotFound
+	errMessageNotFound  = admin.ErrMessageNotFound
+	errExists           = admin.ErrTopicExists
+	errInUse            = admin.ErrInUse
+	errNotSupported     = admin.ErrNotSupported
+	errNotPartitioned   = admin.ErrNotPartitioned
+	errMetadataRequired = admin.ErrMetadataRequired
 )
 
-// statusOf maps an admin error to Pulsar's HTTP status.
-func statusOf(err error) int {
-	if re := (*remoteError)(nil); errors.As(err, &re) {
-		return re.code
-	}
-	switch {
-	case errors.Is(err, errBadRequest), errors.Is(err, metadata.ErrInvalidPath):
-		return http.StatusBadRequest
-	case errors.Is(err, errTopicNotFound), errors.Is(err, errSubNotFound), errors.Is(err, errMessageNotFound),
-		errors.Is(err, errNotPartitioned):
-		return http.StatusNotFound
-	case errors.Is(err, errExists), errors.Is(err, metadata.ErrExists), errors.Is(err, metadata.ErrBadVersion):
-		return http.StatusConflict
-	case errors.Is(err, errInUse), errors.Is(err, errMetadataRequired):
-		return http.StatusPreconditionFailed
-	case errors.Is(err, errNotSupported):
-		return http.StatusNotImplemented
-	case errors.Is(err, errNotOwner):
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-func adminError(w http.ResponseWriter, err error) { httpError(w, statusOf(err), err.Error()) }
-
 func badRequest(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", errBadRequest, field, fmt.Sprintf(format, args...))
+	return admin.BadRequest(field, "%s", fmt.Sprintf(format, args...))
 }
 
-// topicHandler serves a call about one topic, already routed to this broker.
-type topicHandler func(w http.ResponseWriter, r *http.Request, name TopicName)
-
-// registerAdmin adds the topic and subscription endpoints and, with a
-// schema registry, its /admin/v2/schemas endpoints.
-func (b *Broker) registerAdmin(mux *http.ServeMux) {
-	b.registerTopicAdmin(mux)
-	if b.cfg.Schemas != nil {
-		b.cfg.Schemas.Register(mux)
+// adminTopic parses the topic name of an admin call.
+func adminTopic(name string) (TopicName, error) {
+	t, err := ParseTopicName(name)
+	if err != nil {
+		return TopicName{}, badRequest("topic", "%v", err)
 	}
+	return t, nil
 }
 
-// registerTopicAdmin adds the topic and subscription endpoints. Patterns
-// name the domain literally, so they never overlap the other /admin/v2
-// resources (namespaces, clusters, schemas, brokers).
-func (b *Broker) registerTopicAdmin(mux *http.ServeMux) {
-	for _, domain := range []string{"persistent", "non-persistent"} {
-		ns := "/admin/v2/" + domain + "/{tenant}/{namespace}"
-		tp := ns + "/{topic}"
-		mux.HandleFunc("GET "+ns, b.httpListTopics(domain))
-		mux.HandleFunc("GET "+ns+"/partitioned", b.httpListPartitioned(domain))
-		own := func(pattern string, h topicHandler) { mux.HandleFunc(pattern, b.routed(domain, h)) }
-		here := func(pattern string, h topicHandler) { mux.HandleFunc(pattern, b.parsed(domain, h)) }
-		own("PUT "+tp, b.httpCreateTopic)
-		own("DELETE "+tp, b.httpDeleteTopic)
-		here("POST "+tp+"/partitions", b.httpUpdatePartitions)
-		here("DELETE "+tp+"/partitions", b.httpDeletePartitioned)
-		own("POST "+tp+"/terminate", b.httpTerminate)
-		own("GET "+tp+"/lastMessageId", b.httpLastMessageID)
-		own("GET "+tp+"/stats", b.httpTopicStats)
-		here("GET "+tp+"/partitioned-stats", b.httpPartitionedStats)
-		own("GET "+tp+"/internalStats", b.httpInternalStats)
-		own("GET "+tp+"/ledger/{ledger}/entry/{entry}", b.httpMessageByID)
-		own("GET "+tp+"/examinemessage", b.httpExamineMessage)
-		b.registerSubscriptionAdmin(tp, own)
+// CheckTopic says why name is not a valid topic name (admin.Topics).
+func (b *Broker) CheckTopic(name string) error {
+	_, err := ParseTopicName(name)
+	return err
+}
+
+// LookupTopic says which broker serves the topic (admin.Topics).
+func (b *Broker) LookupTopic(ctx context.Context, name string, authoritative bool) (ownership.LookupResult, error) {
+	t, err := ParseTopicName(name)
+	if err != nil {
+		return ownership.LookupResult{}, err
 	}
+	return b.lookup(ctx, t, authoritative)
 }
 
-// parsed adapts h to a route: the topic comes from the path.
-func (b *Broker) parsed(domain string, h topicHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		name, err := ParseTopicName(domain + "://" + r.PathValue("tenant") + "/" + r.PathValue("namespace") + "/" + r.PathValue("topic"))
-		if err != nil {
-			adminError(w, badRequest("topic", "%v", err))
-			return
-		}
-		h(w, r, name)
+// AdvertisedAddress is the host:port clients connect to (admin.Topics).
+func (b *Broker) AdvertisedAddress() string { return b.advertisedAddress() }
+
+// existingAdminTopic loads the topic an admin call names; errTopicNotFound
+// when it does not exist.
+func (b *Broker) existingAdminTopic(ctx context.Context, name string) (*topic, error) {
+	t, err := adminTopic(name)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// routed is parsed, and sends calls about topics served elsewhere to
-// their broker.
-func (b *Broker) routed(domain string, h topicHandler) http.HandlerFunc {
-	return b.parsed(domain, func(w http.ResponseWriter, r *http.Request, name TopicName) {
-		res, err := b.lookup(r.Context(), name, r.URL.Query().Get("authoritative") == "true")
-		if err != nil {
-			httpError(w, http.StatusServiceUnavailable, err.Error())
-			return
-		}
-		if !res.Self {
-			redirectTo(w, r, res.HTTPURL, true)
-			return
-		}
-		h(w, r, name)
-	})
+	return b.existingTopic(ctx, t)
 }
 
 // loadedTopic returns the topic if it is loaded here.
@@ -271,69 +206,153 @@ func (t *topic) clients() (producers, consumers int) {
 	return producers, consumers
 }
 
-// namespaceFromPath is the {tenant}/{namespace} of an admin path, checked
-// as Pulsar checks them (a bad name is the caller's mistake: 400).
-func namespaceFromPath(r *http.Request) (tenant, ns string, err error) {
-	tenant, ns = r.PathValue("tenant"), r.PathValue("namespace")
+// DomainTopics lists a namespace's topics of one domain (admin.Topics):
+// the persistent ones stored or loaded, the non-persistent ones this
+// broker serves (each broker lists what it serves).
+func (b *Broker) DomainTopics(ctx context.Context, domain, tenant, ns string) ([]string, error) {
+	if err := checkNamespace(tenant, ns); err != nil {
+		return nil, err
+	}
+	if domain == "persistent" {
+		return b.persistentTopics(ctx, tenant, ns)
+	}
+	if np := b.loadedNonPersistentTopics(tenant, ns); len(np) > 0 {
+		return np, nil
+	}
+	return []string{}, nil
+}
+
+// checkNamespace checks the {tenant}/{namespace} of an admin call as
+// Pulsar checks them (a bad name is the caller's mistake).
+func checkNamespace(tenant, ns string) error {
 	if err := checkNamedEntity(tenant); err != nil {
-		return "", "", badRequest("tenant", "%v", err)
+		return badRequest("tenant", "%v", err)
 	}
 	if err := checkNamedEntity(ns); err != nil {
-		return "", "", badRequest("namespace", "%v", err)
+		return badRequest("namespace", "%v", err)
 	}
-	return tenant, ns, nil
+	return nil
 }
 
-func (b *Broker) httpListTopics(domain string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := namespaceFromPath(r); err != nil {
-			adminError(w, err)
-			return
-		}
-		topics := []string{}
-		if domain == "persistent" {
-			var err error
-			if topics, err = b.persistentTopics(r.Context(), r.PathValue("tenant"), r.PathValue("namespace")); err != nil {
-				adminError(w, err)
-				return
-			}
-		} else if np := b.loadedNonPersistentTopics(r.PathValue("tenant"), r.PathValue("namespace")); len(np) > 0 {
-			topics = np // this broker's; each broker lists what it serves
-		}
-		writeJSON(w, topics)
+// PartitionedTopics lists a namespace's partitioned topics of one domain
+// (admin.Topics); none without a metadata store.
+func (b *Broker) PartitionedTopics(ctx context.Context, domain, tenant, ns string) ([]string, error) {
+	if err := checkNamespace(tenant, ns); err != nil {
+		return nil, err
 	}
+	topics := []string{}
+	if b.cfg.Metadata == nil {
+		return topics, nil
+	}
+	dir := "/admin/partitioned-topics/" + tenant + "/" + ns + "/" + domain
+	names, err := b.cfg.Metadata.Children(ctx, dir)
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return nil, fmt.Errorf("list partitioned topics of %s/%s: %w", tenant, ns, err)
+	}
+	for _, n := range names {
+		topics = append(topics, domain+"://"+tenant+"/"+ns+"/"+n)
+	}
+	return topics, nil
 }
 
-func (b *Broker) httpListPartitioned(domain string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, ns, err := namespaceFromPath(r)
-		if err != nil {
-			adminError(w, err)
-			return
-		}
-		topics := []string{}
-		if b.cfg.Metadata != nil {
-			dir := "/admin/partitioned-topics/" + tenant + "/" + ns + "/" + domain
-			names, err := b.cfg.Metadata.Children(r.Context(), dir)
-			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-				adminError(w, fmt.Errorf("list partitioned topics of %s/%s: %w", tenant, ns, err))
-				return
-			}
-			for _, n := range names {
-				topics = append(topics, domain+"://"+tenant+"/"+ns+"/"+n)
-			}
-		}
-		writeJSON(w, topics)
+// CreateTopic creates a non-partitioned topic, its managed ledger
+// (admin.Topics).
+func (b *Broker) CreateTopic(ctx context.Context, name string) error {
+	t, err := adminTopic(name)
+	if err != nil {
+		return err
 	}
+	return b.createTopic(ctx, t)
 }
 
-// httpCreateTopic creates a non-partitioned topic (its managed ledger).
-func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request, name TopicName) {
-	if err := b.createTopic(r.Context(), name); err != nil {
-		adminError(w, err)
-		return
+// DeleteTopic deletes a non-partitioned topic served here and its schema
+// (admin.Topics).
+func (b *Broker) DeleteTopic(ctx context.Context, name string, force bool) error {
+	t, err := adminTopic(name)
+	if err != nil {
+		return err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if ok, err := b.isPartitioned(ctx, t); err != nil || ok {
+		if err == nil {
+			err = fmt.Errorf("topic %s: %w as a partitioned topic: delete it with DELETE .../partitions", t, errExists)
+		}
+		return err
+	}
+	if err := b.deleteTopic(ctx, t, force); err != nil {
+		return err
+	}
+	return b.deleteSchema(ctx, t)
+}
+
+// UpdatePartitions raises a partitioned topic's partition count; it can
+// only grow (admin.Topics).
+func (b *Broker) UpdatePartitions(ctx context.Context, name string, n int) error {
+	t, err := adminTopic(name)
+	if err != nil {
+		return err
+	}
+	return b.updatePartitions(ctx, t, n)
+}
+
+// Terminate stops the topic's stream and answers its last message id
+// (admin.Topics).
+func (b *Broker) Terminate(ctx context.Context, name string) (admin.MessageID, error) {
+	t, err := b.existingAdminTopic(ctx, name)
+	if err != nil {
+		return admin.MessageID{}, err
+	}
+	pos, err := t.ml.Terminate(ctx)
+	if err != nil {
+		return admin.MessageID{}, fmt.Errorf("terminate %s: %w", t.name, err)
+	}
+	t.terminated.Store(true)
+	for _, s := range t.allSubs() {
+		s.wakeAtEnd()
+	}
+	b.log.Info("topic terminated", "topic", t.name.String(), "last", pos.String())
+	return messageIDOf(t.name, pos, -1), nil
+}
+
+// LastMessageID is the id of the topic's last message, the last of its
+// batch (admin.Topics).
+func (b *Broker) LastMessageID(ctx context.Context, name string) (admin.MessageID, error) {
+	t, err := b.existingAdminTopic(ctx, name)
+	if err != nil {
+		return admin.MessageID{}, err
+	}
+	last := t.ml.LastConfirmed()
+	batch := -1
+	if e, err := t.ml.ReadEntry(ctx, last); err == nil {
+		if n := entryInfoOf(e.Data).messages; n > 1 {
+			batch = n - 1
+		}
+	}
+	return messageIDOf(t.name, last, batch), nil
+}
+
+// UnloadTopic closes the topic here; its clients reconnect and it loads
+// again (admin.Topics).
+func (b *Broker) UnloadTopic(ctx context.Context, name string) {
+	t, err := ParseTopicName(name)
+	if err != nil {
+		return // the admin layer checked the name
+	}
+	key := t.String()
+	b.unloadWhere(ctx, func(x *topic) bool { return x.name.String() == key })
+}
+
+func messageIDOf(name TopicName, p managedledger.Position, batch int) admin.MessageID {
+	partition := -1
+	if _, i, ok := partitionOf(name); ok {
+		partition = i
+	}
+	return admin.MessageID{LedgerID: p.LedgerID, EntryID: p.EntryID, PartitionIndex: partition, BatchIndex: batch}
+}
+
+// positionOf is where a message id points: pulsaradmin's Earliest (-1:-1)
+// is before the first entry, Latest (max:max) after the last.
+func positionOf(m admin.MessageID) managedledger.Position {
+	return managedledger.Position{LedgerID: m.LedgerID, EntryID: m.EntryID}
 }
 
 func (b *Broker) createTopic(ctx context.Context, name TopicName) error {
@@ -358,26 +377,6 @@ func (b *Broker) createTopic(ctx context.Context, name TopicName) error {
 func (b *Broker) isPartitioned(ctx context.Context, name TopicName) (bool, error) {
 	n, err := b.partitions(ctx, name)
 	return n > 0, err
-}
-
-func (b *Broker) httpDeleteTopic(w http.ResponseWriter, r *http.Request, name TopicName) {
-	ctx, force := r.Context(), r.URL.Query().Get("force") == "true"
-	if ok, err := b.isPartitioned(ctx, name); err != nil || ok {
-		if err == nil {
-			err = fmt.Errorf("topic %s: %w as a partitioned topic: delete it with DELETE .../partitions", name, errExists)
-		}
-		adminError(w, err)
-		return
-	}
-	if err := b.deleteTopic(ctx, name, force); err != nil {
-		adminError(w, err)
-		return
-	}
-	if err := b.deleteSchema(ctx, name); err != nil {
-		adminError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // deleteTopic deletes a topic served here: refused while clients are
@@ -445,41 +444,6 @@ func (b *Broker) deleteSchema(ctx context.Context, name TopicName) error {
 	return nil
 }
 
-// httpUpdatePartitions raises a partitioned topic's partition count (the
-// body is the new count); it can only grow.
-func (b *Broker) httpUpdatePartitions(w http.ResponseWriter, r *http.Request, name TopicName) {
-	n, err := decodePartitionCount(r.Body)
-	if err == nil {
-		err = b.updatePartitions(r.Context(), name, n)
-	}
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// decodePartitionCount reads a partition count body: a number, or
-// pulsaradmin's {"partitions": N, "properties": {...}} (the properties are
-// not stored).
-func decodePartitionCount(body io.Reader) (int, error) {
-	raw, err := io.ReadAll(io.LimitReader(body, 64<<10))
-	if err != nil {
-		return 0, badRequest("partitions", "read body: %v", err)
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err == nil {
-		return n, nil
-	}
-	var md struct {
-		Partitions *int `json:"partitions"`
-	}
-	if err := json.Unmarshal(raw, &md); err != nil || md.Partitions == nil {
-		return 0, badRequest("partitions", "body must be the number of partitions or {\"partitions\": N}")
-	}
-	return *md.Partitions, nil
-}
-
 func (b *Broker) updatePartitions(ctx context.Context, name TopicName, n int) error {
 	if b.cfg.Metadata == nil {
 		return errMetadataRequired
@@ -512,73 +476,4 @@ func (b *Broker) updatePartitions(ctx context.Context, name TopicName, n int) er
 	}
 	b.log.Info("partitioned topic updated", "topic", name.String(), "partitions", n, "was", int(cur))
 	return nil
-}
-
-func (b *Broker) httpTerminate(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, err := b.existingTopic(r.Context(), name)
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	pos, err := t.ml.Terminate(r.Context())
-	if err != nil {
-		adminError(w, fmt.Errorf("terminate %s: %w", name, err))
-		return
-	}
-	t.terminated.Store(true)
-	for _, s := range t.allSubs() {
-		s.wakeAtEnd()
-	}
-	b.log.Info("topic terminated", "topic", name.String(), "last", pos.String())
-	writeJSON(w, messageIDOf(name, pos, -1))
-}
-
-func (b *Broker) httpLastMessageID(w http.ResponseWriter, r *http.Request, name TopicName) {
-	t, err := b.existingTopic(r.Context(), name)
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	last := t.ml.LastConfirmed()
-	batch := -1
-	if e, err := t.ml.ReadEntry(r.Context(), last); err == nil {
-		if n := entryInfoOf(e.Data).messages; n > 1 {
-			batch = n - 1
-		}
-	}
-	writeJSON(w, messageIDOf(name, last, batch))
-}
-
-// messageIDJSON is Pulsar's MessageId in the REST API.
-type messageIDJSON struct {
-	LedgerID       int64 `json:"ledgerId"`
-	EntryID        int64 `json:"entryId"`
-	PartitionIndex int   `json:"partitionIndex"`
-	BatchIndex     int   `json:"batchIndex"`
-}
-
-func messageIDOf(name TopicName, p managedledger.Position, batch int) messageIDJSON {
-	partition := -1
-	if _, i, ok := partitionOf(name); ok {
-		partition = i
-	}
-	return messageIDJSON{LedgerID: p.LedgerID, EntryID: p.EntryID, PartitionIndex: partition, BatchIndex: batch}
-}
-
-// latestLedger is the ledger (and entry) id of pulsaradmin's Latest.
-const latestLedger = math.MaxInt64
-
-// position is where a message id points: pulsaradmin's Earliest (-1:-1)
-// is before the first entry, Latest (max:max) after the last.
-func (m messageIDJSON) position() managedledger.Position {
-	return managedledger.Position{LedgerID: m.LedgerID, EntryID: m.EntryID}
-}
-
-// decodeMessageID reads a MessageId body.
-func decodeMessageID(raw []byte) (messageIDJSON, error) {
-	var m messageIDJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return m, badRequest("messageId", "body must be {\"ledgerId\": L, \"entryId\": E}: %v", err)
-	}
-	return m, nil
 }

@@ -16,7 +16,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -26,13 +25,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
 // errNotOwner is the error of a topic load for a bundle this broker does
 // not own.
-var errNotOwner = errors.New("the topic's namespace bundle is not served by this broker")
+var errNotOwner = admin.ErrNotOwner
 
 // EnableOwnership starts the ownership service: this broker registers,
 // joins the leader election and from now on serves only the bundles it

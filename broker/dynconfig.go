@@ -7,7 +7,8 @@ package broker
 // every broker watches the node and applies it over the values it was
 // started with. Deleting an override reverts to the started value.
 //
-// Endpoints (pulsaradmin's Brokers):
+// Package broker/admin serves the endpoints (pulsaradmin's Brokers)
+// through the DynamicConfig methods below:
 //
 //	GET    /admin/v2/brokers/configuration                  dynamic keys
 //	GET    /admin/v2/brokers/configuration/values           the overrides stored
@@ -21,11 +22,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -231,93 +233,75 @@ func changeOverrides(ctx context.Context, store metadata.Store, change func(map[
 	}
 }
 
-func (b *Broker) registerDynamicConfigAdmin(mux *http.ServeMux) {
-	mux.HandleFunc("GET /admin/v2/brokers/configuration", func(w http.ResponseWriter, _ *http.Request) {
-		keys := make([]string, 0, len(dynamicKeys()))
-		for k := range dynamicKeys() {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		writeJSON(w, keys)
-	})
-	mux.HandleFunc("GET /admin/v2/brokers/configuration/values", b.httpDynamicValues)
-	mux.HandleFunc("POST /admin/v2/brokers/configuration/{key}/{value}", b.httpUpdateDynamic)
-	mux.HandleFunc("DELETE /admin/v2/brokers/configuration/{key}", b.httpDeleteDynamic)
-	mux.HandleFunc("GET /admin/v2/brokers/configuration/runtime", b.httpRuntimeConfig)
-	mux.HandleFunc("GET /admin/v2/brokers/internal-configuration", b.httpInternalConfig)
+// DynamicKeys are the settings update-dynamic-config accepts, sorted
+// (admin.DynamicConfig).
+func (b *Broker) DynamicKeys() []string {
+	keys := make([]string, 0, len(dynamicKeys()))
+	for k := range dynamicKeys() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
-func (b *Broker) httpDynamicValues(w http.ResponseWriter, r *http.Request) {
+// DynamicOverrides are the overrides stored (admin.DynamicConfig).
+func (b *Broker) DynamicOverrides(ctx context.Context) (map[string]string, error) {
 	if b.cfg.Metadata == nil {
-		adminError(w, errMetadataRequired)
-		return
+		return nil, errMetadataRequired
 	}
-	overrides, _, err := readOverrides(r.Context(), b.cfg.Metadata)
-	if err != nil {
-		adminError(w, err)
-		return
-	}
-	writeJSON(w, overrides)
+	overrides, _, err := readOverrides(ctx, b.cfg.Metadata)
+	return overrides, err
 }
 
-func (b *Broker) httpUpdateDynamic(w http.ResponseWriter, r *http.Request) {
-	k, v := r.PathValue("key"), r.PathValue("value")
+// SetDynamic stores an override, checked against the started settings
+// (admin.DynamicConfig); every broker applies it when it sees it.
+func (b *Broker) SetDynamic(ctx context.Context, k, v string) error {
 	key, ok := dynamicKeys()[k]
 	switch {
 	case b.cfg.Metadata == nil:
-		adminError(w, errMetadataRequired)
-		return
+		return errMetadataRequired
 	case !ok:
-		httpError(w, http.StatusPreconditionFailed, fmt.Sprintf("%s is not a dynamic configuration (GET /admin/v2/brokers/configuration lists them)", k))
-		return
+		return admin.Errorf(resources.ErrPrecondition, "%s is not a dynamic configuration (GET /admin/v2/brokers/configuration lists them)", k)
 	}
 	if err := key.set(startedSettings(b.cfg), v); err != nil {
-		httpError(w, http.StatusPreconditionFailed, fmt.Sprintf("%s: invalid value %q: %v", k, v, err))
-		return
+		return admin.Errorf(resources.ErrPrecondition, "%s: invalid value %q: %v", k, v, err)
 	}
-	if err := changeOverrides(r.Context(), b.cfg.Metadata, func(o map[string]string) error { o[k] = v; return nil }); err != nil {
-		adminError(w, err)
-		return
+	if err := changeOverrides(ctx, b.cfg.Metadata, func(o map[string]string) error { o[k] = v; return nil }); err != nil {
+		return err
 	}
 	b.log.Info("dynamic configuration updated", "key", k, "value", v)
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (b *Broker) httpDeleteDynamic(w http.ResponseWriter, r *http.Request) {
-	k := r.PathValue("key")
+// DeleteDynamic removes an override, reverting to the started value
+// (admin.DynamicConfig); errNotSet if there is none.
+func (b *Broker) DeleteDynamic(ctx context.Context, k string) error {
 	if b.cfg.Metadata == nil {
-		adminError(w, errMetadataRequired)
-		return
+		return errMetadataRequired
 	}
 	if _, ok := dynamicKeys()[k]; !ok {
-		httpError(w, http.StatusPreconditionFailed, fmt.Sprintf("%s is not a dynamic configuration", k))
-		return
+		return admin.Errorf(resources.ErrPrecondition, "%s is not a dynamic configuration", k)
 	}
-	err := changeOverrides(r.Context(), b.cfg.Metadata, func(o map[string]string) error {
+	err := changeOverrides(ctx, b.cfg.Metadata, func(o map[string]string) error {
 		if _, set := o[k]; !set {
 			return fmt.Errorf("%w: no override of %s", errNotSet, k)
 		}
 		delete(o, k)
 		return nil
 	})
-	if errors.Is(err, errNotSet) {
-		httpError(w, http.StatusNotFound, err.Error())
-		return
-	}
 	if err != nil {
-		adminError(w, err)
-		return
+		return err
 	}
 	b.log.Info("dynamic configuration override removed", "key", k)
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-var errNotSet = errors.New("not set")
+var errNotSet = admin.ErrNotSet
 
-// httpRuntimeConfig lists the settings in effect on this broker: the
-// dynamic ones with their overrides applied, and the others it was
-// started with.
-func (b *Broker) httpRuntimeConfig(w http.ResponseWriter, _ *http.Request) {
+// RuntimeConfig lists the settings in effect on this broker: the dynamic
+// ones with their overrides applied, and the others it was started with
+// (admin.DynamicConfig).
+func (b *Broker) RuntimeConfig() map[string]string {
 	out := map[string]string{
 		"clusterName":                         b.cfg.ClusterName,
 		"maxMessageSize":                      strconv.Itoa(b.cfg.MaxMessageSize),
@@ -333,13 +317,13 @@ func (b *Broker) httpRuntimeConfig(w http.ResponseWriter, _ *http.Request) {
 	for k, key := range dynamicKeys() {
 		out[k] = key.get(s)
 	}
-	writeJSON(w, out)
+	return out
 }
 
-// httpInternalConfig names the metadata stores, as Pulsar's
-// InternalConfigurationData.
-func (b *Broker) httpInternalConfig(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]string{"zookeeperServers": b.cfg.MetadataStoreURL, "metadataStoreUrl": b.cfg.MetadataStoreURL,
+// InternalConfig names the metadata stores, as Pulsar's
+// InternalConfigurationData (admin.DynamicConfig).
+func (b *Broker) InternalConfig() map[string]string {
+	return map[string]string{"zookeeperServers": b.cfg.MetadataStoreURL, "metadataStoreUrl": b.cfg.MetadataStoreURL,
 		"configurationStoreServers": b.cfg.ConfigurationStoreURL, "configurationMetadataStoreUrl": b.cfg.ConfigurationStoreURL,
-		"bookkeeperMetadataServiceUri": b.cfg.MetadataStoreURL, "stateStorageServiceUrl": ""})
+		"bookkeeperMetadataServiceUri": b.cfg.MetadataStoreURL, "stateStorageServiceUrl": ""}
 }

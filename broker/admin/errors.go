@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 
@@ -62,37 +63,102 @@ func encode(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// StatusOf maps an error from package resources (or the metadata store
-// beneath it) to the status Pulsar answers with:
+// Errors of the broker's own admin calls (topics, subscriptions,
+// messages, dynamic configuration). Package broker returns them wrapped
+// with context; StatusOf maps them.
+var (
+	ErrTopicNotFound        = errors.New("topic not found")
+	ErrSubscriptionNotFound = errors.New("subscription not found")
+	ErrMessageNotFound      = errors.New("message not found")
+	ErrTopicExists          = errors.New("already exists")
+	ErrInUse                = errors.New("has connected producers or consumers (use force=true to disconnect them)")
+	ErrBadRequest           = errors.New("bad request")
+	ErrNotSupported         = errors.New("not supported")
+	ErrNotPartitioned       = errors.New("topic is not partitioned")
+	ErrMetadataRequired     = errors.New("no metadata store: partitioned topics are unavailable")
+	// ErrNotOwner is a topic whose bundle this broker does not serve
+	// (it moved while the call ran).
+	ErrNotOwner = errors.New("the topic's namespace bundle is not served by this broker")
+	// ErrNotSet is a dynamic configuration key without an override.
+	ErrNotSet = errors.New("not set")
+)
+
+// BadRequest is ErrBadRequest naming the field at fault.
+func BadRequest(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrBadRequest, field, fmt.Sprintf(format, args...))
+}
+
+// kindError is an error of a kind (a sentinel, for StatusOf) whose
+// message does not repeat the kind's text: some of Pulsar's reasons are
+// the whole message.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// Errorf is fmt.Errorf(format, args...) that also is kind (errors.Is).
+func Errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+// StatusOf maps an error of package resources (or the metadata store
+// beneath it) or of the broker's admin calls to the status Pulsar
+// answers with; it is the only such mapping:
 //
-//	ErrInvalid                      400 Bad Request
-//	ErrNotAllowed                   403 Forbidden
-//	ErrNotFound                     404 Not Found
-//	ErrExists, ErrNotEmpty,
-//	ErrConflict, CAS give-up        409 Conflict
-//	ErrPrecondition                 412 Precondition Failed
-//	a store that is unreachable     503 Service Unavailable
-//	anything else (ErrCorrupt ...)  500 Internal Server Error
+//	another broker's answer (RemoteError)  its status
+//	ErrInvalid, ErrBadRequest              400 Bad Request
+//	ErrNotAllowed                          403 Forbidden
+//	ErrNotFound, ErrTopicNotFound,
+//	ErrSubscriptionNotFound,
+//	ErrMessageNotFound, ErrNotPartitioned,
+//	ErrNotSet                              404 Not Found
+//	ErrExists, ErrNotEmpty, ErrConflict,
+//	ErrTopicExists, CAS give-up,
+//	metadata ErrExists, ErrBadVersion      409 Conflict
+//	ErrPrecondition, ErrInUse,
+//	ErrMetadataRequired                    412 Precondition Failed
+//	ErrNotSupported                        501 Not Implemented
+//	ErrNotOwner, a store that is
+//	unreachable                            503 Service Unavailable
+//	anything else (ErrCorrupt ...)         500 Internal Server Error
 func StatusOf(err error) int {
+	if re := (*RemoteError)(nil); errors.As(err, &re) {
+		return re.Status
+	}
 	switch {
 	case err == nil:
 		return http.StatusOK
-	case errors.Is(err, resources.ErrInvalid), errors.Is(err, metadata.ErrInvalidPath):
+	case errors.Is(err, resources.ErrInvalid), errors.Is(err, metadata.ErrInvalidPath), errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
 	case errors.Is(err, resources.ErrNotAllowed):
 		return http.StatusForbidden
-	case errors.Is(err, resources.ErrNotFound):
+	case errors.Is(err, resources.ErrNotFound), isAny(err, ErrTopicNotFound, ErrSubscriptionNotFound,
+		ErrMessageNotFound, ErrNotPartitioned, ErrNotSet):
 		return http.StatusNotFound
-	case errors.Is(err, resources.ErrExists), errors.Is(err, resources.ErrNotEmpty),
-		errors.Is(err, resources.ErrConflict), errors.Is(err, metadata.ErrCASRetriesExhausted):
+	case isAny(err, resources.ErrExists, resources.ErrNotEmpty, resources.ErrConflict, metadata.ErrCASRetriesExhausted,
+		ErrTopicExists, metadata.ErrExists, metadata.ErrBadVersion):
 		return http.StatusConflict
-	case errors.Is(err, resources.ErrPrecondition):
+	case isAny(err, resources.ErrPrecondition, ErrInUse, ErrMetadataRequired):
 		return http.StatusPreconditionFailed
-	case errors.Is(err, metadata.ErrSessionLost), errors.Is(err, metadata.ErrClosed),
-		errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrNotSupported):
+		return http.StatusNotImplemented
+	case isAny(err, ErrNotOwner, metadata.ErrSessionLost, metadata.ErrClosed, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
+}
+
+// isAny is errors.Is for any of targets.
+func isAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // fail answers with err's status; server-side failures are logged, the
