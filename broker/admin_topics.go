@@ -526,6 +526,11 @@ func (b *Broker) httpTerminate(w http.ResponseWriter, r *http.Request, name Topi
 		return
 	}
 	t.terminated.Store(true)
+	// As Pulsar, producers are disconnected: their clients reconnect, are
+	// refused with TopicTerminatedError and fail what they still hold.
+	for _, p := range t.takeProducers() {
+		p.fence()
+	}
 	for _, s := range t.allSubs() {
 		s.wakeAtEnd()
 	}

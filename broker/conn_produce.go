@@ -137,8 +137,11 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	if err != nil {
 		c.dropProducer(p)
 		code := pb.ServerError_ServiceNotReady
-		if errors.Is(err, errProducerBusy) {
+		switch {
+		case errors.Is(err, errProducerBusy), errors.Is(err, errProducerNameInUse):
 			code = pb.ServerError_ProducerBusy
+		case errors.Is(err, errProducerFenced):
+			code = pb.ServerError_ProducerFenced
 		}
 		_ = c.sendError(reqID, code, err.Error())
 		return
