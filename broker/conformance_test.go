@@ -173,3 +173,34 @@ func TestFailoverTakeoverSkipsAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// A pattern consumer subscribed right after partitioned topics are
+// created finds their partitions, though nothing was written to them yet:
+// Pulsar creates the partitions with the partitioned topic, so the
+// namespace's topic list has them (the suite's
+// TestRegexTopicGetLastMessageIDs and TestRegexConsumerReconsumeLater;
+// the list had none, and the consumer found them only at its next
+// discovery, a minute later).
+func TestPatternConsumerFindsNewPartitions(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	for _, name := range []string{"rx-a", "rx-b"} {
+		if err := env.admin.Topics().Create(topicName(t, "persistent://public/default/"+name), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := newClient(t, env.url)
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{TopicsPattern: "persistent://public/default/rx-.*",
+		SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ids, err := cons.GetLastMessageIDs()
+	if err != nil || len(ids) != 4 {
+		t.Fatalf("pattern consumer sees %d partitions (%v), want 4", len(ids), err)
+	}
+	produce(t, client, "persistent://public/default/rx-b", 10, false)
+	if got := receive(t, cons, 10, true); len(got) != 10 {
+		t.Fatalf("received %d", len(got))
+	}
+}
