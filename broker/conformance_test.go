@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,40 @@ func TestPatternConsumerFindsNewPartitions(t *testing.T) {
 	if got := receive(t, cons, 10, true); len(got) != 10 {
 		t.Fatalf("received %d", len(got))
 	}
+}
+
+// A producer naming an initial subscription creates it at the earliest
+// position: the Go client's dead-letter producer does, so a DLQ consumer
+// that subscribes later finds every dead-lettered message (the suite's
+// TestDeadLetterTopicWithInitialSubscription; the subscription was not
+// created and the consumer, starting at the latest, found none).
+func TestProducerInitialSubscription(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	const topic, dlq = "dlq-init", "dlq-init-my-sub-DLQ"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "my-sub", Type: pulsar.Shared,
+		NackRedeliveryDelay: 100 * time.Millisecond,
+		DLQ:                 &pulsar.DLQPolicy{MaxDeliveries: 1, DeadLetterTopic: dlq, InitialSubscriptionName: "init-sub"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	produce(t, c, topic, 10, false)
+	for range 20 { // each message is nacked until it is dead-lettered
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		cons.Nack(m)
+	}
+	dlqCons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: dlq, SubscriptionName: "init-sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlqCons.Close()
+	got := receive(t, dlqCons, 10, true)
+	sort.Strings(got)
+	expectOrdered(t, got, 10)
 }
