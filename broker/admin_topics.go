@@ -306,6 +306,11 @@ func (b *Broker) Terminate(ctx context.Context, name string) (admin.MessageID, e
 		return admin.MessageID{}, fmt.Errorf("terminate %s: %w", t.name, err)
 	}
 	t.terminated.Store(true)
+	// As Pulsar, producers are disconnected: their clients reconnect, are
+	// refused with TopicTerminatedError and fail what they still hold.
+	for _, p := range t.takeProducers() {
+		p.fence()
+	}
 	for _, s := range t.allSubs() {
 		s.wakeAtEnd()
 	}

@@ -68,6 +68,14 @@ func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
 func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	reqID := cmd.GetRequestId()
 	ctx := c.ctx
+	// A client that reconnects a live consumer on the same connection
+	// (the Go client's reconnectToBroker) subscribes again with the same
+	// id: answered before anything is opened, as Pulsar answers it, so
+	// that a reader does not get a second private cursor.
+	if existing := c.consumer(cmd.GetConsumerId()); existing != nil {
+		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
+		return
+	}
 	t, err := c.b.clientTopic(ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
@@ -94,7 +102,11 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	}
 	// Taken on the connection first, for the reason openProducer gives.
 	if existing, ok := c.registerConsumer(cs); !ok {
-		c.answerExistingConsumer(existing, sub, reqID)
+		if !sub.durable {
+			t.removeReader(sub)
+			sub.close()
+		}
+		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
 		return
 	}
 	if err := sub.addConsumer(cs, int64(limits.unackedPerSub)); err != nil {
@@ -198,11 +210,11 @@ func (c *serverConn) registerConsumer(cs *consumer) (existing *consumer, ok bool
 
 // answerExistingConsumer answers a SUBSCRIBE whose id is taken on this
 // connection, as answerExistingProducer does for producers.
-func (c *serverConn) answerExistingConsumer(existing *consumer, sub *subscription, reqID uint64) {
+func (c *serverConn) answerExistingConsumer(existing *consumer, topic TopicName, sub string, reqID uint64) {
 	switch {
 	case existing == nil:
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, "connection is closing")
-	case existing.sub != sub:
+	case existing.sub.topic.name != topic || existing.sub.name != sub:
 		_ = c.sendError(reqID, pb.ServerError_ConsumerBusy, fmt.Sprintf("consumer id %d is in use on this connection", existing.id))
 	case !existing.created.Load():
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("consumer id %d is still being created", existing.id))

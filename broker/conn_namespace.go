@@ -5,7 +5,10 @@ package broker
 //
 // Behaviour:
 //   - GET_TOPICS_OF_NAMESPACE lists the namespace's persistent topics (the
-//     stored ones and the loaded ones); the pattern is left to the client
+//     stored ones, the loaded ones and every partition of its partitioned
+//     topics, which Pulsar creates with the partitioned topic, so that a
+//     pattern consumer finds partitions nothing has written to yet); the
+//     pattern is left to the client
 //     (filtered=false), as the protocol allows.
 //   - SEEK (by message id or publish time) resets the subscription so that
 //     the next message read is the target, answers SUCCESS, then closes the
@@ -81,6 +84,13 @@ func (b *Broker) persistentTopics(ctx context.Context, tenant, ns string) ([]str
 		}
 	}
 	b.mu.Unlock()
+	partitions, err := b.partitionsOfNamespace(ctx, tenant, ns)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range partitions {
+		seen[p] = true
+	}
 	topics := make([]string, 0, len(seen))
 	for t := range seen {
 		topics = append(topics, t)

@@ -24,11 +24,16 @@ package broker
 //     connection, as Pulsar does; one for a producer closed recently (the
 //     last 256 on the connection) is ignored: it was in flight when the
 //     producer closed, and the client resends it after reopening.
+//   - A producer may name an initial subscription (the Go client's DLQ
+//     producer does, DLQPolicy.InitialSubscriptionName): it is created at
+//     the earliest position unless it exists, so that nothing published
+//     before its first consumer comes is lost to it, as on Pulsar.
 //   - A terminated topic refuses producers (TopicTerminatedError); a
 //     producer's schema is registered first (conn_schema.go) and its
 //     version returned in PRODUCER_SUCCESS.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -80,12 +85,13 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 		producerName = fmt.Sprintf("%s-%d", c.b.cfg.ClusterName, c.b.names.n.Add(1))
 	}
 	c.goSafe("PRODUCER", func() {
-		c.openProducer(name, id, reqID, producerName, cmd.GetProducerAccessMode(), cmd.GetSchema())
+		c.openProducer(name, id, reqID, producerName, cmd)
 	})
 	return nil
 }
 
-func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, mode pb.ProducerAccessMode, sch *pb.Schema) {
+func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, cmd *pb.CommandProducer) {
+	mode, sch := cmd.GetProducerAccessMode(), cmd.GetSchema()
 	t, err := c.b.clientTopic(c.ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
@@ -101,6 +107,10 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	}
 	if err := t.admitProducerCount(c.ctx); err != nil {
 		_ = c.sendError(reqID, pb.ServerError_ProducerBusy, err.Error()) // as Pulsar answers a limit
+		return
+	}
+	if err := t.createInitialSubscription(c.ctx, cmd.GetInitialSubscriptionName()); err != nil {
+		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
 	schemaVersion, err := c.b.registerSchema(c.ctx, name, sch)
@@ -137,8 +147,11 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 	if err != nil {
 		c.dropProducer(p)
 		code := pb.ServerError_ServiceNotReady
-		if errors.Is(err, errProducerBusy) {
+		switch {
+		case errors.Is(err, errProducerBusy), errors.Is(err, errProducerNameInUse):
 			code = pb.ServerError_ProducerBusy
+		case errors.Is(err, errProducerFenced):
+			code = pb.ServerError_ProducerFenced
 		}
 		_ = c.sendError(reqID, code, err.Error())
 		return
@@ -361,4 +374,17 @@ func (c *serverConn) handleCloseProducer(cmd *pb.CommandCloseProducer) error {
 		p.topic.removeProducer(p)
 	}
 	return c.sendSuccess(cmd.GetRequestId())
+}
+
+// createInitialSubscription opens the durable cursor a producer asked
+// for, at the earliest position, if the topic is persistent and has no
+// cursor of that name (an existing one is left where it is).
+func (t *topic) createInitialSubscription(ctx context.Context, sub string) error {
+	if sub == "" || !t.name.Persistent() {
+		return nil
+	}
+	if _, err := t.ml.OpenCursor(ctx, sub, managedledger.CursorOptions{Initial: managedledger.Earliest}); err != nil {
+		return fmt.Errorf("initial subscription %s of %s: %w", sub, t.name, err)
+	}
+	return nil
 }

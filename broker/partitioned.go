@@ -47,6 +47,34 @@ func (b *Broker) partitions(ctx context.Context, t TopicName) (int, error) {
 	return md.Partitions, nil
 }
 
+// partitionsOfNamespace names every partition of tenant/ns's persistent
+// partitioned topics, as the metadata store records them.
+func (b *Broker) partitionsOfNamespace(ctx context.Context, tenant, ns string) ([]string, error) {
+	if b.cfg.Metadata == nil {
+		return nil, nil
+	}
+	dir := "/admin/partitioned-topics/" + tenant + "/" + ns + "/persistent"
+	locals, err := b.cfg.Metadata.Children(ctx, dir)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list partitioned topics of %s/%s: %w", tenant, ns, err)
+	}
+	var out []string
+	for _, local := range locals {
+		base := TopicName{Domain: "persistent", Tenant: tenant, Namespace: ns, Local: local}
+		n, err := b.partitions(ctx, base)
+		if err != nil {
+			return nil, err
+		}
+		for i := range n {
+			out = append(out, partitionName(base, i).String())
+		}
+	}
+	return out, nil
+}
+
 // CreatePartitionedTopic records a partitioned topic with n partitions;
 // it fails if the topic is already partitioned.
 func (b *Broker) CreatePartitionedTopic(ctx context.Context, t TopicName, n int) error {

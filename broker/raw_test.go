@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -237,10 +238,12 @@ func TestProducerAccessModes(t *testing.T) {
 	if cmd := a.openProducer("excl", 1, 1, pb.ProducerAccessMode_Exclusive); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
 		t.Fatalf("first exclusive producer: %v", cmd)
 	}
-	for _, mode := range []pb.ProducerAccessMode{pb.ProducerAccessMode_Shared, pb.ProducerAccessMode_Exclusive} {
+	// As Pulsar answers: a Shared producer is busy, an Exclusive one fenced.
+	for mode, want := range map[pb.ProducerAccessMode]pb.ServerError{
+		pb.ProducerAccessMode_Shared: pb.ServerError_ProducerBusy, pb.ProducerAccessMode_Exclusive: pb.ServerError_ProducerFenced} {
 		cmd := b.openProducer("excl", 2, 2, mode)
-		if cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetError() != pb.ServerError_ProducerBusy {
-			t.Fatalf("%v producer next to an exclusive one: %v", mode, cmd)
+		if cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetError() != want {
+			t.Fatalf("%v producer next to an exclusive one: %v, want %v", mode, cmd, want)
 		}
 	}
 	// WaitForExclusive: not ready until the holder closes.
@@ -300,6 +303,20 @@ func TestRepeatedCreateIsIdempotent(t *testing.T) {
 	}
 	if cmd := subscribe("other", 22); cmd.GetType() != pb.BaseCommand_ERROR || cmd.GetError().GetError() != pb.ServerError_ConsumerBusy {
 		t.Fatalf("SUBSCRIBE of another subscription with a taken id: %v", cmd)
+	}
+	// A reader (non-durable) subscribed again with its id, as the Go
+	// client's reconnectToBroker does on a live connection, is answered
+	// with success too (it was ConsumerBusy: every reader SUBSCRIBE made
+	// a new private subscription, so the id was "in use" by another).
+	for i := range 2 {
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: ptr("again"), Subscription: ptr("reader-x"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+			ConsumerId: ptr(uint64(6)), RequestId: ptr(uint64(30 + i)), Durable: ptr(false),
+			StartMessageId: &pb.MessageIdData{LedgerId: ptr(uint64(math.MaxInt64)), EntryId: ptr(uint64(math.MaxInt64))}}})
+		cmd, err := r.read()
+		if err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS || cmd.GetSuccess().GetRequestId() != uint64(30+i) {
+			t.Fatalf("reader SUBSCRIBE %d: %v %v", i, cmd, err)
+		}
 	}
 }
 

@@ -68,8 +68,14 @@ type waitingProducer struct {
 
 var (
 	errProducerBusy = errors.New("topic has a producer with exclusive access, or producers that prevent it")
-	errTopicClosing = errors.New("topic is closing")
-	errTopicFenced  = errors.New("topic is fenced after a failed write; reconnect the producer")
+	// errProducerFenced refuses an Exclusive producer while others are
+	// connected (Pulsar's ProducerFencedException).
+	errProducerFenced = errors.New("topic has other producers: exclusive access refused")
+	// errProducerNameInUse refuses a producer whose name another live
+	// producer of the topic has (Pulsar's NamingException, ProducerBusy).
+	errProducerNameInUse = errors.New("a producer with this name is already connected to the topic")
+	errTopicClosing      = errors.New("topic is closing")
+	errTopicFenced       = errors.New("topic is fenced after a failed write; reconnect the producer")
 )
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
@@ -226,6 +232,9 @@ func (t *topic) addProducer(p *producer, mode pb.ProducerAccessMode, grant func(
 	if t.publishFenced() { // answered ServiceNotReady: the client retries
 		return 0, false, nil, errTopicFenced
 	}
+	if t.nameTakenLocked(p) {
+		return 0, false, nil, fmt.Errorf("producer %q: %w", p.name, errProducerNameInUse)
+	}
 	switch mode {
 	case pb.ProducerAccessMode_Shared:
 		if t.exclusive != nil {
@@ -245,11 +254,30 @@ func (t *topic) addProducer(p *producer, mode pb.ProducerAccessMode, grant func(
 		}
 	default: // Exclusive
 		if len(t.producers) > 0 {
-			return 0, false, nil, errProducerBusy
+			return 0, false, nil, errProducerFenced
 		}
 	}
 	t.grantLocked(p)
 	return t.epoch, true, fenced, nil
+}
+
+// nameTakenLocked reports whether another producer of the topic, granted
+// or waiting, has p's name. One whose connection is gone no longer
+// counts: a client that reconnects before the broker has seen its old
+// connection close gets its name back, as on Pulsar.
+func (t *topic) nameTakenLocked(p *producer) bool {
+	taken := func(q *producer) bool { return q != p && q.name == p.name && q.conn.ctx.Err() == nil }
+	for q := range t.producers {
+		if taken(q) {
+			return true
+		}
+	}
+	for _, w := range t.waiting {
+		if taken(w.p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *topic) grantLocked(p *producer) {
@@ -319,7 +347,13 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 
 func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (managedledger.Cursor, error) {
 	if !cmd.GetDurable() {
+		// Without a start message id (a NonDurable consumer rather than
+		// a reader) the initial position decides, as on Pulsar: Latest
+		// (the default) starts after the last entry, not at the first.
 		start := managedledger.Position{LedgerID: -1, EntryID: -1}
+		if cmd.GetStartMessageId() == nil && cmd.GetInitialPosition() == pb.CommandSubscribe_Latest {
+			start = t.ml.LastConfirmed()
+		}
 		if id := cmd.GetStartMessageId(); id != nil {
 			start = managedledger.Position{LedgerID: int64(id.GetLedgerId()), EntryID: int64(id.GetEntryId())}
 			// Start AT the entry (the cursor starts after its argument):

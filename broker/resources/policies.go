@@ -2,6 +2,7 @@ package resources
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 )
 
@@ -67,15 +68,16 @@ type BacklogQuota struct {
 // backlogQuotaJSON adds "limit", the pre-2.9.1 name of limitSize, which
 // Pulsar still writes and reads when limitSize is absent.
 type backlogQuotaJSON struct {
-	Limit     *int64          `json:"limit,omitempty"`
-	LimitSize *int64          `json:"limitSize,omitempty"`
-	LimitTime int             `json:"limitTime"`
+	Limit     *lenientInt     `json:"limit,omitempty"`
+	LimitSize *lenientInt     `json:"limitSize,omitempty"`
+	LimitTime lenientInt      `json:"limitTime"`
 	Policy    RetentionPolicy `json:"policy"`
 }
 
 // MarshalJSON writes limitSize and, for older readers, limit.
 func (q BacklogQuota) MarshalJSON() ([]byte, error) {
-	return json.Marshal(backlogQuotaJSON{Limit: &q.LimitSize, LimitSize: &q.LimitSize, LimitTime: q.LimitTime, Policy: q.Policy})
+	size := lenientInt(q.LimitSize)
+	return json.Marshal(backlogQuotaJSON{Limit: &size, LimitSize: &size, LimitTime: lenientInt(q.LimitTime), Policy: q.Policy})
 }
 
 // UnmarshalJSON reads limitSize, falling back to limit.
@@ -84,13 +86,36 @@ func (q *BacklogQuota) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	*q = BacklogQuota{LimitTime: v.LimitTime, Policy: v.Policy}
+	*q = BacklogQuota{LimitTime: int(v.LimitTime), Policy: v.Policy}
 	switch {
 	case v.LimitSize != nil:
-		q.LimitSize = *v.LimitSize
+		q.LimitSize = int64(*v.LimitSize)
 	case v.Limit != nil:
-		q.LimitSize = *v.Limit
+		q.LimitSize = int64(*v.Limit)
 	}
+	return nil
+}
+
+// lenientInt is an integer that may also be written as a JSON string of
+// one ("10240"), which Pulsar's JSON reader (Jackson, coercing scalars)
+// accepts and clients send.
+type lenientInt int64
+
+func (n lenientInt) MarshalJSON() ([]byte, error) { return json.Marshal(int64(n)) }
+
+func (n *lenientInt) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		data = []byte(s)
+	}
+	var v int64
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("want an integer, got %s", data)
+	}
+	*n = lenientInt(v)
 	return nil
 }
 

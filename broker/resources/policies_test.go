@@ -269,3 +269,22 @@ func decodeMap(t *testing.T, raw []byte) map[string]any {
 	}
 	return m
 }
+
+// Pulsar's JSON reader (Jackson) takes a number written as a string, and
+// the Go client's own suite sets a quota that way:
+// {"limit": "10240", "policy": "producer_request_hold"}. It was refused
+// with 400, so the quota was silently not set.
+func TestBacklogQuotaReadsNumbersWrittenAsStrings(t *testing.T) {
+	var q BacklogQuota
+	if err := json.Unmarshal([]byte(`{"limit": "10240", "limitTime": "-1", "policy": "producer_request_hold"}`), &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.LimitSize != 10240 || q.LimitTime != -1 || q.Policy != ProducerRequestHold {
+		t.Fatalf("got %+v", q)
+	}
+	for _, bad := range []string{`{"limit": "ten"}`, `{"limitSize": "1.5"}`, `{"limitTime": true}`} {
+		if err := json.Unmarshal([]byte(bad), &q); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
