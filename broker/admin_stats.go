@@ -73,7 +73,8 @@ func (t *topic) publisherStats() []admin.PublisherStats {
 			mode = "Exclusive"
 		}
 		out = append(out, admin.PublisherStats{AccessMode: mode, ProducerID: p.id, ProducerName: p.name,
-			Address: p.conn.t.RemoteAddr().String()})
+			Address: p.conn.t.RemoteAddr().String(), ClientVersion: p.client.version,
+			ConnectedSince: p.client.connectedSince(), Metadata: p.client.metadata})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerName < out[j].ProducerName })
 	return out
@@ -130,7 +131,8 @@ func (s *subscription) consumerStats() admin.SubscriptionStats {
 		Consumers: make([]admin.ConsumerStats, 0, len(s.consumers))}
 	for _, c := range s.consumers {
 		st.Consumers = append(st.Consumers, admin.ConsumerStats{ConsumerName: c.name, AvailablePermits: c.permits,
-			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String()})
+			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String(),
+			ClientVersion: c.client.version, ConnectedSince: c.client.connectedSince(), Metadata: c.client.metadata})
 	}
 	exclusive := s.subType == pb.CommandSubscribe_Exclusive || s.subType == pb.CommandSubscribe_Failover
 	if active := s.activeLocked(); exclusive && len(active) > 0 {

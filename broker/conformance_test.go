@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/log"
 )
 
 // Two live producers of one topic cannot share a name (Pulsar's
@@ -240,4 +241,44 @@ func TestProducerInitialSubscription(t *testing.T) {
 	got := receive(t, dlqCons, 10, true)
 	sort.Strings(got)
 	expectOrdered(t, got, 10)
+}
+
+// Topic stats show each producer's and consumer's client version (as its
+// CONNECT said, with the client's description) and the metadata it was
+// created with, as Pulsar's do (the suite's TestClientVersion,
+// TestProducerMetadata and TestConsumerMetadata; neither was shown).
+func TestStatsShowClientVersionAndMetadata(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const name = "persistent://public/default/client-info"
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: env.url, Description: "stats-test",
+		Logger: log.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p := newProducer(t, client, name, pulsar.ProducerOptions{Properties: map[string]string{"role": "writer"}})
+	defer p.Close()
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: name, SubscriptionName: "s",
+		Properties: map[string]string{"team": "a", "tier": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	st, err := env.admin.Topics().GetStats(topicName(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Publishers) != 1 {
+		t.Fatalf("publishers: %+v", st.Publishers)
+	}
+	pub := st.Publishers[0]
+	if !strings.HasPrefix(pub.ClientVersion, "Pulsar-Go-version") || !strings.HasSuffix(pub.ClientVersion, "-stats-test") ||
+		pub.Metadata["role"] != "writer" || pub.ConnectedSince == "" {
+		t.Fatalf("publisher stats: version %q, metadata %v, connected since %q", pub.ClientVersion, pub.Metadata, pub.ConnectedSince)
+	}
+	cs := st.Subscriptions["s"].Consumers
+	if len(cs) != 1 || !strings.HasSuffix(cs[0].ClientVersion, "-stats-test") || len(cs[0].Metadata) != 2 ||
+		cs[0].Metadata["team"] != "a" || cs[0].Metadata["tier"] != "1" {
+		t.Fatalf("consumer stats: %+v", cs)
+	}
 }

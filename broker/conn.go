@@ -62,6 +62,9 @@ type serverConn struct {
 	closed    bool
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
+	// clientVersion (guarded by mu) is what the client's CONNECT said it
+	// is; stats show it for each producer and consumer, as Pulsar's do.
+	clientVersion string
 	// brokerEntryMetadata: MESSAGE frames carry the stored broker entry
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.

@@ -17,6 +17,7 @@ package broker
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -32,6 +33,7 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		return fmt.Errorf("second CONNECT on one connection")
 	}
 	c.connected = true
+	c.clientVersion = cmd.GetClientVersion()
 	c.mu.Unlock()
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
 	c.log.Debug("client connected", "client", cmd.GetClientVersion(), "protocol", version)
@@ -120,4 +122,33 @@ func (c *serverConn) sendPartitions(id uint64, n int, code pb.ServerError, err e
 		resp.Partitions = ptr(uint32(n))
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA_RESPONSE.Enum(), PartitionMetadataResponse: resp})
+}
+
+// clientInfo is what stats show about a producer's or consumer's client,
+// fixed when it is created.
+type clientInfo struct {
+	version   string
+	metadata  map[string]string
+	connected time.Time
+}
+
+// clientInfo describes a producer or consumer created now on c with the
+// metadata its client gave.
+func (c *serverConn) clientInfo(metadata []*pb.KeyValue) clientInfo {
+	c.mu.Lock()
+	version := c.clientVersion
+	c.mu.Unlock()
+	info := clientInfo{version: version, connected: time.Now()}
+	if len(metadata) > 0 {
+		info.metadata = make(map[string]string, len(metadata))
+		for _, kv := range metadata {
+			info.metadata[kv.GetKey()] = kv.GetValue()
+		}
+	}
+	return info
+}
+
+// connectedSince is Pulsar's stats timestamp (ISO 8601, milliseconds).
+func (i clientInfo) connectedSince() string {
+	return i.connected.UTC().Format("2006-01-02T15:04:05.000Z")
 }

@@ -54,6 +54,7 @@ type consumer struct {
 	// toldActive (guarded by sub.mu): the active state last sent in an
 	// ACTIVE_CONSUMER_CHANGE, nil before the first (activeconsumer.go).
 	toldActive *bool
+	client     clientInfo
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
@@ -96,7 +97,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		return
 	}
 	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub,
-		maxUnacked: int64(limits.unackedPerConsumer)}
+		maxUnacked: int64(limits.unackedPerConsumer), client: c.clientInfo(cmd.GetMetadata())}
 	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
 		cs.hashRanges = meta.GetHashRanges()
 	}

@@ -55,6 +55,7 @@ type producer struct {
 	// to copy or encode while another goroutine encodes it (proto keeps
 	// its size cache in the message).
 	created atomic.Pointer[producerCreated]
+	client  clientInfo
 }
 
 // producerCreated is a PRODUCER_SUCCESS but for its request id.
@@ -118,7 +119,7 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return
 	}
-	p := &producer{id: id, name: producerName, topic: t, conn: c}
+	p := &producer{id: id, name: producerName, topic: t, conn: c, client: c.clientInfo(cmd.GetMetadata())}
 	// The id is taken on the connection before the topic admits the
 	// producer. A topic closing in between then fences a producer the
 	// connection knows and drops it there; the other order left the

@@ -32,6 +32,10 @@ type PublisherStats struct {
 	ProducerName string  `json:"producerName"`
 	Address      string  `json:"address"`
 	MsgRateIn    float64 `json:"msgRateIn"`
+	// ClientVersion is what the client's CONNECT said it is.
+	ClientVersion  string            `json:"clientVersion"`
+	ConnectedSince string            `json:"connectedSince"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
 }
 
 // SubscriptionStats is one subscription's (or reader's) part of the
@@ -60,6 +64,10 @@ type ConsumerStats struct {
 	BlockedOnUnackedMsgs bool    `json:"blockedConsumerOnUnackedMsgs"`
 	Address              string  `json:"address"`
 	MsgRateOut           float64 `json:"msgRateOut"`
+	// ClientVersion is what the client's CONNECT said it is.
+	ClientVersion  string            `json:"clientVersion"`
+	ConnectedSince string            `json:"connectedSince"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
 }
 
 // PartitionedMetadata is a partitioned topic's partition count.
