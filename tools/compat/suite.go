@@ -51,7 +51,7 @@ func findModule(ctx context.Context, repo string) (module, error) {
 func buildTestBinary(ctx context.Context, m module, out string, logf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	logf("building the %s@%s test binary (first time: several minutes)", m.Path, m.Version)
+	logf("building the %s@%s test binary (several minutes the first time, cached after)", m.Path, m.Version)
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./pulsar")
 	cmd.Dir = m.Dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
