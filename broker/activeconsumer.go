@@ -34,11 +34,15 @@ func (s *subscription) notifyActiveConsumers() {
 	}
 	var out []notice
 	s.mu.Lock()
+	activeIndex := 0
+	if len(s.consumers) > 0 {
+		activeIndex = s.activeIndexLocked()
+	}
 	for i, c := range s.consumers {
 		if !c.created.Load() {
 			continue // told once its SUBSCRIBE succeeded
 		}
-		active := i == 0 // consumers are in name order; the first is active
+		active := i == activeIndex
 		if c.toldActive == nil || *c.toldActive != active {
 			c.toldActive = &active
 			out = append(out, notice{c, active})

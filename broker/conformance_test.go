@@ -282,3 +282,66 @@ func TestStatsShowClientVersionAndMetadata(t *testing.T) {
 		t.Fatalf("consumer stats: %+v", cs)
 	}
 }
+
+// On a partitioned topic a Failover subscription's partitions spread over
+// its consumers: partition i's active consumer is the (i mod n)-th in name
+// order, as Pulsar picks it (the suite's
+// TestPartitionTopic_ActiveConsumerChanged; the first consumer was active
+// on every partition). When one leaves, the rest cover all partitions.
+func TestFailoverSpreadsPartitions(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const name = "persistent://public/default/fo-parts"
+	if err := env.admin.Topics().Create(topicName(t, name), 3); err != nil {
+		t.Fatal(err)
+	}
+	client := newClient(t, env.url)
+	var consumers []pulsar.Consumer
+	for i := range 3 {
+		c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: name, SubscriptionName: "s", Type: pulsar.Failover,
+			Name: fmt.Sprintf("consumer-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		consumers = append(consumers, c)
+	}
+	active := func(partition int) string {
+		t.Helper()
+		st, err := env.admin.Topics().GetStats(topicName(t, fmt.Sprintf("%s-partition-%d", name, partition)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Subscriptions["s"].ActiveConsumerName
+	}
+	for p := range 3 {
+		if got, want := active(p), fmt.Sprintf("consumer-%d", p); got != want {
+			t.Fatalf("partition %d: active %q, want %q", p, got, want)
+		}
+	}
+	consumers[0].Close()
+	eventually(t, "the others cover every partition", func() error {
+		for p := range 3 {
+			if got, want := active(p), fmt.Sprintf("consumer-%d", 1+p%2); got != want {
+				return fmt.Errorf("partition %d: active %q, want %q", p, got, want)
+			}
+		}
+		return nil
+	})
+	produce(t, client, name, 30, false)
+	n := 0
+	for _, c := range consumers[1:] {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		for {
+			m, err := c.Receive(ctx)
+			if err != nil {
+				break
+			}
+			_ = c.Ack(m)
+			n++
+		}
+		cancel()
+	}
+	if n != 30 {
+		t.Fatalf("the remaining consumers received %d of 30", n)
+	}
+}

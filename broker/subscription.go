@@ -49,11 +49,14 @@ import (
 // Lock rules: mu guards every field below it. Cursor reads and connection
 // writes happen after mu is released.
 type subscription struct {
-	topic   *topic
-	name    string
-	subType pb.CommandSubscribe_SubType
-	cursor  managedledger.Cursor
-	durable bool
+	topic *topic
+	name  string
+	// partition is the topic's partition index, -1 if it is not a
+	// partition (activeIndexLocked).
+	partition int
+	subType   pb.CommandSubscribe_SubType
+	cursor    managedledger.Cursor
+	durable   bool
 
 	mu          sync.Mutex
 	consumers   []*consumer
@@ -98,7 +101,11 @@ const maxReplay = 10000
 const maxPermits = 1 << 16
 
 func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType, cursor managedledger.Cursor, durable bool) *subscription {
-	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable,
+	partition := -1
+	if _, i, ok := partitionOf(t.name); ok {
+		partition = i
+	}
+	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable, partition: partition,
 		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
 		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
 }
@@ -117,7 +124,7 @@ func (s *subscription) addConsumer(c *consumer, maxUnacked int64) error {
 	}
 	var active *consumer
 	if len(s.consumers) > 0 {
-		active = s.consumers[0]
+		active = s.consumers[s.activeIndexLocked()]
 		if s.subType == pb.CommandSubscribe_Key_Shared && s.lastRead != nil {
 			at := *s.lastRead
 			c.joinedAfter = &at
@@ -130,7 +137,7 @@ func (s *subscription) addConsumer(c *consumer, maxUnacked int64) error {
 		sort.SliceStable(s.consumers, func(i, j int) bool { return s.consumers[i].name < s.consumers[j].name })
 	}
 	if s.subType == pb.CommandSubscribe_Failover {
-		if active != nil && s.consumers[0] != active {
+		if active != nil && s.consumers[s.activeIndexLocked()] != active {
 			// The new consumer is now the active one: what the old one
 			// holds goes out again, in order, to the new one.
 			s.redeliverLocked(active, nil)
@@ -145,6 +152,7 @@ var errConsumerBusy = errors.New("exclusive subscription already has a consumer"
 // reader's subscription ends with its consumer.
 func (s *subscription) removeConsumer(c *consumer) {
 	s.mu.Lock()
+	before := s.singleActiveLocked()
 	for i, x := range s.consumers {
 		if x == c {
 			s.consumers = append(s.consumers[:i], s.consumers[i+1:]...)
@@ -152,6 +160,11 @@ func (s *subscription) removeConsumer(c *consumer) {
 		}
 	}
 	s.redeliverLocked(c, nil)
+	if after := s.singleActiveLocked(); before != nil && before != c && after != before {
+		// On a partition the active consumer moves when another leaves:
+		// what the old one holds goes out again, in order, to the new one.
+		s.redeliverLocked(before, nil)
+	}
 	last := len(s.consumers) == 0
 	s.mu.Unlock()
 	if last && !s.durable {
@@ -196,7 +209,29 @@ func (s *subscription) activeLocked() []*consumer {
 	if s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared {
 		return s.consumers
 	}
-	return s.consumers[:1]
+	i := s.activeIndexLocked()
+	return s.consumers[i : i+1]
+}
+
+// singleActiveLocked is the active consumer of a Failover subscription,
+// nil for other types or without consumers.
+func (s *subscription) singleActiveLocked() *consumer {
+	if s.subType != pb.CommandSubscribe_Failover || len(s.consumers) == 0 {
+		return nil
+	}
+	return s.consumers[s.activeIndexLocked()]
+}
+
+// activeIndexLocked is the index of the single active consumer among the
+// consumers (in name order), as Pulsar picks it: on a partition of a
+// partitioned topic the partition index modulo their number, so that the
+// partitions spread over the consumers of a Failover subscription;
+// otherwise the first. There must be a consumer.
+func (s *subscription) activeIndexLocked() int {
+	if s.partition < 0 {
+		return 0
+	}
+	return s.partition % len(s.consumers)
 }
 
 func (s *subscription) permitsLocked() int64 {
