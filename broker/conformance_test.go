@@ -345,3 +345,43 @@ func TestFailoverSpreadsPartitions(t *testing.T) {
 		t.Fatalf("the remaining consumers received %d of 30", n)
 	}
 }
+
+// A reader that seeks by time to now reads only what is sent afterwards:
+// the SEEK disconnects it and its client subscribes again with its
+// original start id (earliest here), which must not restart it
+// (the suite's TestReaderWithSeekByTime; it read everything again).
+func TestReaderSeekByTimeResumesAtTheSeek(t *testing.T) {
+	for _, start := range []pulsar.MessageID{pulsar.EarliestMessageID(), pulsar.LatestMessageID()} {
+		t.Run(fmt.Sprint(start), func(t *testing.T) {
+			_, url := startBroker(t)
+			c := newClient(t, url)
+			const topic = "seek-time-reader"
+			produce(t, c, topic, 10, false)
+			r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if err := r.SeekByTime(time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if r.HasNext() {
+				t.Fatal("HasNext after seeking to now")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if m, err := r.Next(ctx); err == nil {
+				t.Fatalf("read %q after seeking to now", m.Payload())
+			}
+			cancel()
+			produce(t, c, topic, 5, false)
+			for i := range 5 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				m, err := r.Next(ctx)
+				cancel()
+				if err != nil || string(m.Payload()) != fmt.Sprintf("m-%05d", i) {
+					t.Fatalf("message %d after the seek: %v %v", i, m, err)
+				}
+			}
+		})
+	}
+}

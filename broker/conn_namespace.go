@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -116,6 +117,9 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 		}
 		_ = c.sendSuccess(reqID)
 		cs.sub.disconnectConsumers()
+		if !cs.sub.durable {
+			time.AfterFunc(readerReturnWindow, cs.sub.closeIfAbandoned)
+		}
 	})
 	return nil
 }

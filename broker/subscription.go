@@ -866,6 +866,32 @@ func (s *subscription) disconnectConsumers() {
 	}
 }
 
+// awaitingReturn reports whether the subscription is open without a
+// consumer: one a SEEK disconnected and its client has not resubscribed.
+func (s *subscription) awaitingReturn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.closed && len(s.consumers) == 0
+}
+
+// readerReturnWindow is how long a reader's subscription waits for its
+// client to come back after a SEEK disconnected it.
+const readerReturnWindow = 30 * time.Second
+
+// closeIfAbandoned ends a reader's subscription that no consumer came
+// back to after a SEEK, so its cursor does not pin the topic's ledgers.
+func (s *subscription) closeIfAbandoned() {
+	s.mu.Lock()
+	abandoned := !s.closed && len(s.consumers) == 0
+	s.mu.Unlock()
+	if !abandoned {
+		return
+	}
+	s.topic.removeReader(s)
+	s.close()
+	_ = s.cursor.Close(context.Background())
+}
+
 func (s *subscription) close() {
 	s.mu.Lock()
 	s.closed = true

@@ -325,6 +325,11 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 		return s, nil
 	}
 	t.mu.Unlock()
+	if !cmd.GetDurable() {
+		if s := t.returningReader(name); s != nil {
+			return s, nil
+		}
+	}
 	cursor, err := t.openCursor(ctx, cmd)
 	if err != nil {
 		return nil, err
@@ -436,6 +441,21 @@ func (t *topic) removeSubscription(s *subscription) {
 	if t.subs[s.name] == s {
 		delete(t.subs, s.name)
 	}
+}
+
+// returningReader is the reader subscription named name that a SEEK left
+// without its consumer, if any: the client subscribes again and resumes
+// where the seek put the cursor, its start message id ignored, as Pulsar
+// reuses a non-durable subscription that still exists.
+func (t *topic) returningReader(name string) *subscription {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.readers {
+		if s.name == name && s.awaitingReturn() {
+			return s
+		}
+	}
+	return nil
 }
 
 func (t *topic) removeReader(s *subscription) {
