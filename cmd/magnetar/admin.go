@@ -431,13 +431,19 @@ func flatten(prefix string, x any, out *[][2]string) {
 	}
 }
 
-// shortFlags are pulsar-admin's one-letter forms of flags our commands
-// define under the long name, in order of precedence.
+// shortFlags are pulsar-admin's other forms (one-letter, short and
+// camel-case spellings) of flags our commands define under the long name,
+// in order of precedence.
 func shortFlags() []struct{ long, short string } {
 	return []struct{ long, short string }{
 		{"partitions", "p"}, {"subscription", "s"}, {"force", "f"}, {"time", "t"}, {"size", "s"},
 		{"count", "n"}, {"messageId", "m"}, {"bundle", "b"}, {"clusters", "c"}, {"role", "r"},
 		{"type", "t"}, {"limit-size", "l"}, {"policy", "p"}, {"filename", "f"}, {"config", "c"}, {"value", "v"},
+		{"admin-roles", "r"}, {"allowed-clusters", "c"}, {"bundles", "b"}, {"ttl", "messageTTL"},
+		{"limit-size", "limit"}, {"limit-time", "lt"}, {"limit-time", "limitTime"}, {"enable", "e"}, {"disable", "d"},
+		{"unload", "u"}, {"expireTime", "t"}, {"initialPosition", "i"}, {"messagePosition", "m"},
+		{"ledger-id", "l"}, {"ledger-id", "ledgerId"}, {"entry-id", "e"}, {"entry-id", "entryId"},
+		{"compatibility", "c"}, {"all", "a"},
 	}
 }
 

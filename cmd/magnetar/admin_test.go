@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -630,4 +631,53 @@ func adminSchemas(a adminCLI) {
 	a.ok("schemas", "delete", "schemed")
 	wantContains(t, "deleted schema", a.fails(1, "schemas", "get", "schemed"), "HTTP 404")
 	wantContains(t, "bad file", a.fails(1, "schemas", "upload", "schemed", "--filename", filepath.Join(t.TempDir(), "none")), "no such file")
+}
+
+// Every pulsar-admin short flag (and long spelling) of a command we
+// implement is accepted, as pulsar-admin's own scripts use them: the Go
+// client's suite runs "tenants update public -r anonymous", refused
+// before with "flag provided but not defined: -r".
+func TestAdminAcceptsPulsarAdminFlagForms(t *testing.T) {
+	want := map[string][]string{
+		"tenants create":                  {"r", "c", "admin-roles", "allowed-clusters"},
+		"tenants update":                  {"r", "c"},
+		"namespaces create":               {"b", "c", "bundles", "clusters"},
+		"namespaces set-retention":        {"s", "t"},
+		"namespaces set-message-ttl":      {"ttl", "messageTTL"},
+		"namespaces set-backlog-quota":    {"l", "limit", "lt", "limitTime", "p", "t"},
+		"namespaces set-deduplication":    {"e", "d", "enable", "disable"},
+		"namespaces split-bundle":         {"b", "u"},
+		"topics create-partitioned-topic": {"p"},
+		"topics delete":                   {"f"},
+		"topics create-subscription":      {"s", "m"},
+		"topics unsubscribe":              {"s", "f"},
+		"topics skip":                     {"s", "n"},
+		"topics clear-backlog":            {"s"},
+		"topics reset-cursor":             {"s", "t", "m"},
+		"topics expire-messages":          {"s", "t", "expireTime"},
+		"topics peek-messages":            {"s", "n"},
+		"topics examine-message":          {"i", "m", "initialPosition", "messagePosition"},
+		"topics get-message-by-id":        {"l", "e", "ledgerId", "entryId"},
+	}
+	flags := map[string]*flag.FlagSet{}
+	for _, g := range adminGroups() {
+		for _, c := range g.cmds {
+			fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+			c.setup(fs)
+			addShortFlags(fs)
+			flags[g.name+" "+c.name] = fs
+		}
+	}
+	for cmd, names := range want {
+		fs, ok := flags[cmd]
+		if !ok {
+			t.Errorf("no command %q", cmd)
+			continue
+		}
+		for _, n := range names {
+			if fs.Lookup(n) == nil {
+				t.Errorf("%s: pulsar-admin's -%s is not accepted", cmd, n)
+			}
+		}
+	}
 }
