@@ -125,7 +125,7 @@ type Config struct {
 	// partitioned.
 	Metadata metadata.Store
 	// ClusterMetadata is the cluster's metadata store (metadataStoreUrl),
-	// where bookies register (bookie.AvailablePath): GET
+	// where bookies register (registry.AvailablePath): GET
 	// /admin/v2/bookies/all lists them. It is Metadata when one store
 	// serves both; nil answers that endpoint 412.
 	ClusterMetadata metadata.Store
