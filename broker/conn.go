@@ -276,16 +276,16 @@ func (c *serverConn) sendSuccess(requestID uint64) error {
 
 // sendMessage writes a MESSAGE frame: header, then the stored entry bytes
 // unchanged, in one vectored write.
-func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, redeliveries uint32, ackSet []int64) {
+// h carries the redelivery count, ack set and epoch; the ids are set here.
+func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, h wire.MessageHeader) {
 	data := e.Data
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)
 	}
 	// One allocation per message: the header stays referenced until the
 	// event loop has written it.
-	hdr, err := wire.AppendMessageFrameHeader(make([]byte, 0, 48), wire.MessageHeader{ConsumerID: consumerID,
-		LedgerID: uint64(e.Position.LedgerID), EntryID: uint64(e.Position.EntryID), RedeliveryCount: redeliveries,
-		AckSet: ackSet}, len(data))
+	h.ConsumerID, h.LedgerID, h.EntryID = consumerID, uint64(e.Position.LedgerID), uint64(e.Position.EntryID)
+	hdr, err := wire.AppendMessageFrameHeader(make([]byte, 0, 48), h, len(data))
 	if err != nil {
 		c.log.Error("cannot encode MESSAGE", "err", err)
 		return

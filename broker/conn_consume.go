@@ -55,6 +55,11 @@ type consumer struct {
 	// ACTIVE_CONSUMER_CHANGE, nil before the first (activeconsumer.go).
 	toldActive *bool
 	client     clientInfo
+	// epoch and hasEpoch (guarded by sub.mu) are the consumer epoch its
+	// SUBSCRIBE or latest redelivery request set, sent with every message
+	// so that its client drops what an older epoch had in flight.
+	epoch    uint64
+	hasEpoch bool
 }
 
 func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
@@ -97,7 +102,8 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		return
 	}
 	cs := &consumer{id: cmd.GetConsumerId(), name: cmd.GetConsumerName(), conn: c, sub: sub,
-		maxUnacked: int64(limits.unackedPerConsumer), client: c.clientInfo(cmd.GetMetadata())}
+		maxUnacked: int64(limits.unackedPerConsumer), client: c.clientInfo(cmd.GetMetadata()),
+		epoch: cmd.GetConsumerEpoch(), hasEpoch: cmd.ConsumerEpoch != nil}
 	if meta := cmd.GetKeySharedMeta(); meta.GetKeySharedMode() == pb.KeySharedMode_STICKY {
 		cs.hashRanges = meta.GetHashRanges()
 	}
@@ -189,11 +195,17 @@ func (c *serverConn) handleRedeliver(cmd *pb.CommandRedeliverUnacknowledgedMessa
 	if cs == nil {
 		return nil
 	}
+	// The ids count only in individual-ack mode, as on Pulsar: an
+	// Exclusive or Failover consumer gets everything it has not
+	// acknowledged again (and a client that cleared its queue waits for
+	// all of it).
 	var positions []managedledger.Position
-	for _, id := range cmd.GetMessageIds() {
-		positions = append(positions, position(id))
+	if cs.sub.individualAck() {
+		for _, id := range cmd.GetMessageIds() {
+			positions = append(positions, position(id))
+		}
 	}
-	cs.sub.redeliver(cs, positions)
+	cs.sub.redeliver(cs, positions, cmd.ConsumerEpoch)
 	return nil
 }
 

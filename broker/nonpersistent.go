@@ -24,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -52,7 +53,7 @@ func (s *subscription) push(e managedledger.Entry) {
 	s.mu.Unlock()
 	s.topic.stats.msgsOut.Add(int64(info.messages))
 	s.topic.stats.bytesOut.Add(int64(len(e.Data)))
-	c.conn.sendMessage(c.id, e, 0, nil)
+	c.conn.sendMessage(c.id, e, wire.MessageHeader{})
 }
 
 // publishNonPersistent gives an entry to every subscription of a

@@ -140,7 +140,7 @@ func (s *subscription) addConsumer(c *consumer, maxUnacked int64) error {
 		if active != nil && s.consumers[s.activeIndexLocked()] != active {
 			// The new consumer is now the active one: what the old one
 			// holds goes out again, in order, to the new one.
-			s.redeliverLocked(active, nil)
+			s.redeliverLocked(active, nil, false)
 		}
 	}
 	return nil
@@ -159,11 +159,11 @@ func (s *subscription) removeConsumer(c *consumer) {
 			break
 		}
 	}
-	s.redeliverLocked(c, nil)
+	s.redeliverLocked(c, nil, false)
 	if after := s.singleActiveLocked(); before != nil && before != c && after != before {
 		// On a partition the active consumer moves when another leaves:
 		// what the old one holds goes out again, in order, to the new one.
-		s.redeliverLocked(before, nil)
+		s.redeliverLocked(before, nil, false)
 	}
 	last := len(s.consumers) == 0
 	s.mu.Unlock()
@@ -414,6 +414,10 @@ type delivery struct {
 	entry  managedledger.Entry
 	count  uint32
 	ackSet []int64 // a partly acknowledged batch's remaining messages
+	// epoch is the consumer's when the entry went to it (hasEpoch: it
+	// subscribed or redelivered with one).
+	epoch    uint64
+	hasEpoch bool
 }
 
 func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedledger.Entry, err error) {
@@ -449,7 +453,8 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
 	for _, d := range out {
-		d.c.conn.sendMessage(d.c.id, d.entry, d.count, d.ackSet)
+		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
+			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
 	}
 	s.mu.Lock()
 	s.reading = false
@@ -501,7 +506,8 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		s.addInflightLocked(e.Position, inflightEntry{c: c, slot: slot, messages: int32(messages)})
 		s.topic.stats.msgsOut.Add(int64(messages))
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
-		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position], ackSet: ackSet})
+		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position], ackSet: ackSet,
+			epoch: c.epoch, hasEpoch: c.hasEpoch})
 	}
 	return out, deferred
 }
@@ -794,19 +800,33 @@ func applyUnackedLimit(blocked *bool, count, limit int64) (unblocked bool) {
 }
 
 // redeliver sends c's unacknowledged entries (or just positions) again.
-func (s *subscription) redeliver(c *consumer, positions []managedledger.Position) {
+func (s *subscription) redeliver(c *consumer, positions []managedledger.Position, epoch *uint64) {
 	s.mu.Lock()
-	s.redeliverLocked(c, positions)
+	if epoch != nil {
+		c.epoch, c.hasEpoch = *epoch, true
+	}
+	s.redeliverLocked(c, positions, s.individualAck())
 	s.mu.Unlock()
 	s.dispatch()
 }
 
+// individualAck reports whether the subscription acknowledges message by
+// message (Shared, Key_Shared), Pulsar's isIndividualAckMode: only those
+// take the ids of a redelivery request and count redeliveries.
+func (s *subscription) individualAck() bool {
+	return s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared
+}
+
 // redeliverLocked moves c's in-flight entries (all, or those listed) to
-// the replay set with their redelivery count raised.
-func (s *subscription) redeliverLocked(c *consumer, positions []managedledger.Position) {
+// the replay set, raising their redelivery count if counted. As Pulsar
+// counts, only a client's request counts, and only on Shared and
+// Key_Shared; what a consumer held when it left comes again uncounted.
+func (s *subscription) redeliverLocked(c *consumer, positions []managedledger.Position, counted bool) {
 	take := func(p managedledger.Position, in inflightEntry) {
 		s.removeInflightLocked(p) // the caller dispatches anyway
-		s.redelivered[p]++
+		if counted {
+			s.redelivered[p]++
+		}
 		s.replay[p] = in.slot
 	}
 	if positions == nil {
@@ -855,7 +875,7 @@ func (s *subscription) disconnectConsumers() {
 	consumers := s.consumers
 	s.consumers = nil
 	for _, c := range consumers {
-		s.redeliverLocked(c, nil)
+		s.redeliverLocked(c, nil, false)
 	}
 	s.mu.Unlock()
 	for _, c := range consumers {

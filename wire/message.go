@@ -22,6 +22,11 @@ type MessageHeader struct {
 	EntryID         uint64
 	RedeliveryCount uint32
 	AckSet          []int64 // a partly acknowledged batch's remaining messages, or nil
+	// ConsumerEpoch is written when HasEpoch is set: the epoch of the
+	// consumer the message went to (Exclusive and Failover; a client drops
+	// messages of an epoch older than its own).
+	ConsumerEpoch uint64
+	HasEpoch      bool
 }
 
 // SendReceipt is a SEND_RECEIPT (BaseCommand.send_receipt, field 7).
@@ -42,6 +47,7 @@ const (
 	fieldMsgMessageID           = 2 // CommandMessage.message_id
 	fieldMsgRedelivery          = 3 // CommandMessage.redelivery_count
 	fieldMsgAckSet              = 4 // CommandMessage.ack_set (repeated, unpacked)
+	fieldMsgConsumerEpoch       = 5 // CommandMessage.consumer_epoch
 	fieldReceiptProducerID      = 1 // CommandSendReceipt.producer_id
 	fieldReceiptSequenceID      = 2 // CommandSendReceipt.sequence_id
 	fieldReceiptMessageID       = 3 // CommandSendReceipt.message_id
@@ -106,6 +112,9 @@ func AppendMessageFrameHeader(dst []byte, h MessageHeader, entryLen int) ([]byte
 	for _, w := range h.AckSet {
 		msgLen += varintFieldLen(uint64(w))
 	}
+	if h.HasEpoch {
+		msgLen += varintFieldLen(h.ConsumerEpoch)
+	}
 	total := uint64(sizeLen) + uint64(commandLen(typeMessage, msgLen)) + uint64(entryLen)
 	if entryLen < 0 || total > math.MaxUint32 {
 		return dst, fmt.Errorf("wire: MESSAGE frame header: entry of %d bytes does not fit a frame", entryLen)
@@ -116,6 +125,9 @@ func AppendMessageFrameHeader(dst []byte, h MessageHeader, entryLen int) ([]byte
 	dst = appendVarintField(dst, fieldMsgRedelivery, uint64(h.RedeliveryCount))
 	for _, w := range h.AckSet {
 		dst = appendVarintField(dst, fieldMsgAckSet, uint64(w))
+	}
+	if h.HasEpoch {
+		dst = appendVarintField(dst, fieldMsgConsumerEpoch, h.ConsumerEpoch)
 	}
 	return dst, nil
 }

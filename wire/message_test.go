@@ -20,6 +20,8 @@ func TestMessageFrameHeaderMatchesGenerated(t *testing.T) {
 			EntryID:         rapid.Uint64().Draw(t, "entry"),
 			RedeliveryCount: rapid.Uint32().Draw(t, "redelivery"),
 			AckSet:          rapid.SliceOfN(rapid.Int64(), 0, 4).Draw(t, "ackSet"),
+			HasEpoch:        rapid.Bool().Draw(t, "hasEpoch"),
+			ConsumerEpoch:   rapid.Uint64().Draw(t, "epoch"),
 		}
 		if len(h.AckSet) == 0 {
 			h.AckSet = nil
@@ -32,6 +34,9 @@ func TestMessageFrameHeaderMatchesGenerated(t *testing.T) {
 		cmd := &pb.BaseCommand{Type: pb.BaseCommand_MESSAGE.Enum(), Message: &pb.CommandMessage{
 			ConsumerId: &h.ConsumerID, MessageId: &pb.MessageIdData{LedgerId: &h.LedgerID, EntryId: &h.EntryID},
 			RedeliveryCount: &h.RedeliveryCount, AckSet: h.AckSet}}
+		if h.HasEpoch {
+			cmd.Message.ConsumerEpoch = &h.ConsumerEpoch
+		}
 		want, err := wire.AppendPayloadFrameHeader(nil, cmd, nil, entryLen)
 		if err != nil {
 			t.Fatal(err)
