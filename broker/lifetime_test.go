@@ -100,11 +100,11 @@ func TestBrokerCloseUnderLoadLeavesNothingRunning(t *testing.T) {
 	// notice their connections closed, so keep asking for up to 20 s.
 	opts := []goleak.Option{before,
 		goleak.IgnoreAnyFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages")}
-	var err error
+	var leak error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if err = goleak.Find(opts...); err == nil {
+		if leak = goleak.Find(opts...); leak == nil {
 			return
 		}
 	}
-	t.Fatal(err)
+	t.Fatal(leak)
 }
