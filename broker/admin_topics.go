@@ -80,7 +80,11 @@ func (b *Broker) LookupTopic(ctx context.Context, name string, authoritative boo
 	if err != nil {
 		return ownership.LookupResult{}, err
 	}
-	return b.lookup(ctx, t, authoritative)
+	res, err := b.lookup(ctx, t, authoritative)
+	if err == nil && res.Self && res.HTTPURLTLS == "" && b.cfg.AdvertisedWebAddressTLS != "" {
+		res.HTTPURLTLS = "https://" + b.cfg.AdvertisedWebAddressTLS
+	}
+	return res, err
 }
 
 // AdvertisedAddress is the host:port clients connect to (admin.Topics).

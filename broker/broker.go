@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
@@ -139,7 +140,18 @@ type Config struct {
 	// schema is stored, producers' schemas are accepted unchecked and
 	// GET_SCHEMA answers an error.
 	Schemas *schema.Registry
-	Logger  *slog.Logger
+	// Authentication is authenticationEnabled's providers (nil: off, every
+	// client is let in without a role; conn_auth.go and httpauth.go).
+	Authentication *auth.Authenticator
+	// Authorization is authorizationEnabled's authorizer (nil: off,
+	// everyone may do everything).
+	Authorization *auth.Authorizer
+	// AdvertisedAddressTLS is host:port of brokerServicePortTls and
+	// AdvertisedWebAddressTLS of webServicePortTls, told to clients in
+	// lookups as brokerServiceUrlTls and httpUrlTls ("": none; ServeTLS
+	// fills the first from its listener).
+	AdvertisedAddressTLS, AdvertisedWebAddressTLS string
+	Logger                                        *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -198,6 +210,8 @@ type Broker struct {
 	// advertised is the host:port clients are sent to; set once the
 	// listener's port is known, read by connection goroutines.
 	advertised atomic.Pointer[string]
+	// advertisedTLS is the same for the TLS port (nil: none).
+	advertisedTLS atomic.Pointer[string]
 	// own is the ownership service in cluster mode (nil: serve all).
 	own atomic.Pointer[ownership.Service]
 	cpu cpuSampler // sampled by load reports

@@ -171,11 +171,14 @@ func memoryUsage() ownership.ResourceUsage {
 func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool) (ownership.LookupResult, error) {
 	svc := b.own.Load()
 	if svc == nil {
-		return ownership.LookupResult{BrokerURL: "pulsar://" + b.advertisedAddress(), Self: true}, nil
+		return ownership.LookupResult{BrokerURL: "pulsar://" + b.advertisedAddress(), BrokerURLTLS: b.brokerURLTLS(), Self: true}, nil
 	}
 	res, err := svc.Lookup(ctx, namespaceOf(name), name.String(), authoritative)
 	if err != nil {
 		return res, fmt.Errorf("lookup %s: %w", name, err)
+	}
+	if res.Self && res.BrokerURLTLS == "" {
+		res.BrokerURLTLS = b.brokerURLTLS()
 	}
 	return res, nil
 }

@@ -65,6 +65,9 @@ type serverConn struct {
 	// clientVersion (guarded by mu) is what the client's CONNECT said it
 	// is; stats show it for each producer and consumer, as Pulsar's do.
 	clientVersion string
+	// role (guarded by mu) is the authenticated role, set at CONNECT
+	// ("" with authentication off; conn_auth.go).
+	role string
 	// brokerEntryMetadata: MESSAGE frames carry the stored broker entry
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.

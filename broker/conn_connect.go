@@ -16,6 +16,8 @@ package broker
 
 import (
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"strings"
 	"time"
 
@@ -32,7 +34,14 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		c.mu.Unlock()
 		return fmt.Errorf("second CONNECT on one connection")
 	}
+	c.mu.Unlock()
+	role, err := c.authenticate(cmd)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
 	c.connected = true
+	c.role = role
 	c.clientVersion = cmd.GetClientVersion()
 	c.mu.Unlock()
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
@@ -72,6 +81,10 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 	}
 	c.goSafe("LOOKUP", func() { // may read and write the metadata store
 		defer c.b.lookups.Release(1)
+		if code, err := c.authorizeTopic(auth.OpLookup, name, ""); err != nil {
+			_ = c.sendLookupFailed(id, code, err)
+			return
+		}
 		res, err := c.b.lookup(c.ctx, name, cmd.GetAuthoritative())
 		if err != nil {
 			// Retriable: the client looks up again after a back-off.
@@ -80,6 +93,9 @@ func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
 		}
 		resp := &pb.CommandLookupTopicResponse{RequestId: &id, BrokerServiceUrl: &res.BrokerURL,
 			Response: pb.CommandLookupTopicResponse_Connect.Enum(), Authoritative: ptr(true)}
+		if res.BrokerURLTLS != "" {
+			resp.BrokerServiceUrlTls = &res.BrokerURLTLS
+		}
 		if res.Redirect {
 			resp.Response = pb.CommandLookupTopicResponse_Redirect.Enum()
 			resp.Authoritative = ptr(res.Authoritative)
@@ -103,6 +119,10 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 	}
 	c.goSafe("PARTITIONED_METADATA", func() { // reads the configuration store
 		ctx := c.ctx
+		if code, err := c.authorizeTopic(auth.OpLookup, name, ""); err != nil {
+			_ = c.sendPartitions(id, 0, code, err)
+			return
+		}
 		n, err := c.b.partitions(ctx, name)
 		if err == nil && n == 0 {
 			n, err = c.b.autoCreatePartitioned(ctx, name)

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -80,6 +81,10 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	// that a reader does not get a second private cursor.
 	if existing := c.consumer(cmd.GetConsumerId()); existing != nil {
 		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
+		return
+	}
+	if code, err := c.authorizeTopic(auth.OpConsume, name, cmd.GetSubscription()); err != nil {
+		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
 	t, err := c.b.clientTopic(ctx, name)

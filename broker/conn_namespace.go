@@ -35,6 +35,11 @@ func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamesp
 	if !ok || tenant == "" || ns == "" || strings.Contains(ns, "/") {
 		return c.sendError(reqID, pb.ServerError_InvalidTopicName, fmt.Sprintf("namespace %q: want tenant/namespace", cmd.GetNamespace()))
 	}
+	if z := c.b.cfg.Authorization; z != nil {
+		if err := z.AllowNamespaceTopics(c.ctx, c.connRole(), tenant, ns); err != nil {
+			return c.sendError(reqID, authErrorCode(err), err.Error())
+		}
+	}
 	var topics []string
 	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
 		var err error

@@ -39,6 +39,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -93,6 +94,10 @@ func (c *serverConn) handleProducer(cmd *pb.CommandProducer) error {
 
 func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName string, cmd *pb.CommandProducer) {
 	mode, sch := cmd.GetProducerAccessMode(), cmd.GetSchema()
+	if code, err := c.authorizeTopic(auth.OpProduce, name, ""); err != nil {
+		_ = c.sendError(reqID, code, err.Error())
+		return
+	}
 	t, err := c.b.clientTopic(c.ctx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())

@@ -12,7 +12,8 @@ import (
 // HTTPHandler serves the broker's HTTP port: the admin REST API and
 // topic lookup (package broker/admin, with the broker behind its
 // interfaces; schemas in broker/schema) and /status.html, with request
-// bodies bounded and handler panics recovered.
+// bodies bounded, handler panics recovered, and every request
+// authenticated and authorized when security is on (httpauth.go).
 func (b *Broker) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	admin.RegisterBroker(mux, b, b.log)
@@ -24,7 +25,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 			ClusterName: b.cfg.ClusterName, Logger: b.log})
 	}
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
-	return b.recoverHTTP(b.limitBody(mux))
+	return b.recoverHTTP(b.limitBody(b.authHTTP(mux)))
 }
 
 // limitBody bounds request bodies at maxMessageSize plus the frame

@@ -56,3 +56,14 @@ func (b *Broker) advertisedAddress() string {
 	}
 	return b.cfg.AdvertisedAddress
 }
+
+// brokerURLTLS is this broker's pulsar+ssl:// URL ("" without a TLS port).
+func (b *Broker) brokerURLTLS() string {
+	if a := b.advertisedTLS.Load(); a != nil {
+		return "pulsar+ssl://" + *a
+	}
+	if b.cfg.AdvertisedAddressTLS != "" {
+		return "pulsar+ssl://" + b.cfg.AdvertisedAddressTLS
+	}
+	return ""
+}

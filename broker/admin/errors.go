@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -131,6 +132,10 @@ func StatusOf(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized
+	case errors.Is(err, auth.ErrForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, resources.ErrInvalid), errors.Is(err, metadata.ErrInvalidPath), errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest
 	case errors.Is(err, resources.ErrNotAllowed):

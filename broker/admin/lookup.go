@@ -43,14 +43,31 @@ func (a *brokerAPI) lookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.Redirect {
-		redirectTo(w, r, res.HTTPURL, res.Authoritative)
+		to := res.HTTPURL
+		if r.TLS != nil && res.HTTPURLTLS != "" { // a TLS client stays on TLS
+			to = res.HTTPURLTLS
+		}
+		redirectTo(w, r, to, res.Authoritative)
 		return
 	}
-	httpURL := res.HTTPURL
+	httpURL, httpURLTLS := res.HTTPURL, res.HTTPURLTLS
 	if res.Self || httpURL == "" {
-		httpURL = "http://" + webHost(r, a.b.AdvertisedAddress())
+		if r.TLS != nil {
+			httpURLTLS = "https://" + webHost(r, a.b.AdvertisedAddress())
+		} else {
+			httpURL = "http://" + webHost(r, a.b.AdvertisedAddress())
+		}
 	}
-	WriteJSON(w, map[string]string{"brokerUrl": res.BrokerURL, "httpUrl": httpURL})
+	// Pulsar's LookupData: a client of an https:// service URL connects to
+	// brokerUrlTls, others to brokerUrl.
+	out := map[string]string{"brokerUrl": res.BrokerURL, "httpUrl": httpURL}
+	if res.BrokerURLTLS != "" {
+		out["brokerUrlTls"] = res.BrokerURLTLS
+	}
+	if httpURLTLS != "" {
+		out["httpUrlTls"] = httpURLTLS
+	}
+	WriteJSON(w, out)
 }
 
 // webHost is the host:port the client reached us on for HTTP, falling

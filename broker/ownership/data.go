@@ -56,6 +56,9 @@ type Load struct {
 type BrokerData struct {
 	WebServiceURL    string `json:"webServiceUrl"`
 	PulsarServiceURL string `json:"pulsarServiceUrl"`
+	// The TLS ports' URLs, omitted when off.
+	WebServiceURLTLS    string `json:"webServiceUrlTls,omitempty"`
+	PulsarServiceURLTLS string `json:"pulsarServiceUrlTls,omitempty"`
 	Load
 	NumBundles    int      `json:"numBundles"`
 	Bundles       []string `json:"bundles"`
@@ -77,7 +80,10 @@ func (d BrokerData) msgRate() float64 { return d.MsgRateIn + d.MsgRateOut }
 type OwnerData struct {
 	NativeURL string `json:"nativeUrl"`
 	HTTPURL   string `json:"httpUrl"`
-	Disabled  bool   `json:"disabled"`
+	// The TLS ports' URLs, omitted when off.
+	NativeURLTLS string `json:"nativeUrlTls,omitempty"`
+	HTTPURLTLS   string `json:"httpUrlTls,omitempty"`
+	Disabled     bool   `json:"disabled"`
 }
 
 // LeaderInfo is the leader node's value (Pulsar's LeaderBroker).

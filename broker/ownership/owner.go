@@ -14,6 +14,8 @@ import (
 type LookupResult struct {
 	BrokerURL string // pulsar://host:port
 	HTTPURL   string // http://host:port
+	// BrokerURLTLS and HTTPURLTLS are the TLS ports' ("" when off).
+	BrokerURLTLS, HTTPURLTLS string
 	// Redirect: ask BrokerURL again (with Authoritative) rather than
 	// connect to it.
 	Redirect      bool
@@ -70,7 +72,8 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	if !s.IsLeader() {
 		leader, ok := s.leaderBroker(ctx)
 		if ok && leader.WebServiceURL != s.cfg.WebServiceURL {
-			return LookupResult{BrokerURL: leader.PulsarServiceURL, HTTPURL: leader.WebServiceURL, Redirect: true}, true, nil
+			return LookupResult{BrokerURL: leader.PulsarServiceURL, HTTPURL: leader.WebServiceURL,
+				BrokerURLTLS: leader.PulsarServiceURLTLS, HTTPURLTLS: leader.WebServiceURLTLS, Redirect: true}, true, nil
 		}
 	}
 	id, data, err := s.leastLoaded(ctx, b)
@@ -80,11 +83,13 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	if id == s.cfg.BrokerID {
 		return LookupResult{Self: true}, false, nil
 	}
-	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL}, false, nil
+	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL,
+		BrokerURLTLS: data.PulsarServiceURLTLS, HTTPURLTLS: data.WebServiceURLTLS}, false, nil
 }
 
 func (s *Service) connectTo(od OwnerData) LookupResult {
-	return LookupResult{BrokerURL: od.NativeURL, HTTPURL: od.HTTPURL, Self: od.NativeURL == s.self.NativeURL}
+	return LookupResult{BrokerURL: od.NativeURL, HTTPURL: od.HTTPURL, BrokerURLTLS: od.NativeURLTLS, HTTPURLTLS: od.HTTPURLTLS,
+		Self: od.NativeURL == s.self.NativeURL}
 }
 
 // maybeStale reports whether od names this broker for a bundle it does

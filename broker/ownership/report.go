@@ -50,6 +50,7 @@ func (s *Service) report() BrokerData {
 	}
 	sort.Strings(names)
 	return BrokerData{WebServiceURL: s.cfg.WebServiceURL, PulsarServiceURL: s.cfg.PulsarServiceURL,
+		WebServiceURLTLS: s.cfg.WebServiceURLTLS, PulsarServiceURLTLS: s.cfg.PulsarServiceURLTLS,
 		Load: load, NumBundles: len(names), Bundles: names, LastUpdate: s.cfg.Now().UnixMilli(),
 		BrokerVersion: s.cfg.Version}
 }

@@ -23,7 +23,10 @@ type Config struct {
 	BrokerID         string
 	WebServiceURL    string // http://host:port
 	PulsarServiceURL string // pulsar://host:port
-	Version          string
+	// WebServiceURLTLS and PulsarServiceURLTLS are the TLS ports'
+	// (https://, pulsar+ssl://; "" when off), told to clients in lookups.
+	WebServiceURLTLS, PulsarServiceURLTLS string
+	Version                               string
 	// Boundaries returns a namespace's bundle boundaries (its policies);
 	// nil means DefaultBundles even bundles everywhere.
 	Boundaries func(ctx context.Context, namespace string) ([]uint32, error)
@@ -166,7 +169,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("ownership: watch %s: %w", brokersRoot, err)
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, log: cfg.Logger, owners: owners, loads: loads,
-		self: OwnerData{NativeURL: cfg.PulsarServiceURL, HTTPURL: cfg.WebServiceURL},
+		self: OwnerData{NativeURL: cfg.PulsarServiceURL, HTTPURL: cfg.WebServiceURL,
+			NativeURLTLS: cfg.PulsarServiceURLTLS, HTTPURLTLS: cfg.WebServiceURLTLS},
 		stop: make(chan struct{}), changed: make(chan struct{}, 1)}
 	s.mu.owned = map[string]Bundle{}
 	s.mu.pending = map[string]map[string]time.Time{}

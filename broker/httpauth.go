@@ -1,0 +1,246 @@
+package broker
+
+// Authentication and authorization of the HTTP port, in one place: every
+// request passes authHTTP before the admin API, lookup or schema handlers.
+//
+// Behaviour:
+//   - Credentials: Authorization: Bearer <token> (token), Authorization:
+//     Basic (basic), else the TLS client certificate (tls), else the
+//     anonymous role. Bad credentials answer 401 with Pulsar's
+//     {"reason": ...}; a role not allowed answers 403.
+//   - What each path needs (httpAccess), as Pulsar's REST resources check:
+//     topic lookup, partitions and other topic reads: produce or consume;
+//     subscription operations and message reads: consume; listing a
+//     namespace's topics: a grant in the namespace; other namespace and
+//     topic operations, reading a tenant: the tenant's admin; listing,
+//     creating, changing and deleting tenants, clusters (but reading
+//     them), brokers, bookies, broker stats and anything not listed:
+//     superuser. /status.html is open.
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/auth"
+)
+
+// authHTTP authenticates and authorizes each request (off when neither is
+// configured).
+func (b *Broker) authHTTP(next http.Handler) http.Handler {
+	authn, authz := b.cfg.Authentication, b.cfg.Authorization
+	if authn == nil && authz == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role := ""
+		if authn != nil {
+			var err error
+			if role, err = authn.Authenticate(httpCredentials(r)); err != nil {
+				b.log.Warn("HTTP authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
+				admin.WriteError(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+		}
+		if authz != nil {
+			if err := b.authorizeHTTP(r, role); err != nil {
+				admin.WriteError(w, admin.StatusOf(err), err.Error())
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// RequireSuperUser guards an operator endpoint (/debug/pprof) mounted
+// outside HTTPHandler: with authorization on only superusers reach it.
+func (b *Broker) RequireSuperUser(next http.Handler) http.Handler {
+	authn, authz := b.cfg.Authentication, b.cfg.Authorization
+	if authz == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		role := ""
+		if authn != nil {
+			var err error
+			if role, err = authn.Authenticate(httpCredentials(r)); err != nil {
+				admin.WriteError(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+		}
+		if err := authz.AllowSuperUser(role, "use "+r.URL.Path); err != nil {
+			admin.WriteError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpCredentials are the request's credentials.
+func httpCredentials(r *http.Request) auth.Credentials {
+	c := auth.Credentials{}
+	if r.TLS != nil {
+		c.PeerCertificates = r.TLS.PeerCertificates
+	}
+	h := r.Header.Get("Authorization")
+	scheme, value, _ := strings.Cut(h, " ")
+	switch strings.ToLower(scheme) {
+	case "bearer":
+		c.Method, c.Data = "token", []byte(strings.TrimSpace(value))
+	case "basic":
+		c.Method = "basic"
+		if d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value)); err == nil {
+			c.Data = d
+		}
+	case "":
+		if len(c.PeerCertificates) > 0 {
+			c.Method = "tls"
+		}
+	default:
+		c.Method = strings.ToLower(scheme) // not enabled: refused
+	}
+	return c
+}
+
+// access is what a request needs.
+type access int
+
+const (
+	accessOpen access = iota
+	accessAuthenticated
+	accessSuperUser
+	accessTenantAdmin
+	accessNamespaceTopics
+	accessLookup
+	accessProduce
+	accessConsume
+)
+
+// httpRequirement is what a request needs, and of which tenant,
+// namespace or topic.
+type httpRequirement struct {
+	access            access
+	tenant, namespace string
+	topic             TopicName
+}
+
+// httpAccess classifies a request by method and path.
+func httpAccess(method, path string) httpRequirement {
+	if path == "/status.html" {
+		return httpRequirement{access: accessOpen}
+	}
+	read := method == http.MethodGet || method == http.MethodHead
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) >= 7 && parts[0] == "lookup" && parts[1] == "v2" && parts[2] == "topic" {
+		return topicRequirement(accessLookup, parts[3:])
+	}
+	if len(parts) < 3 || parts[0] != "admin" || parts[1] != "v2" {
+		return httpRequirement{access: accessSuperUser}
+	}
+	rest := parts[2:]
+	switch rest[0] {
+	case "tenants":
+		if len(rest) == 2 && read {
+			return httpRequirement{access: accessTenantAdmin, tenant: rest[1]}
+		}
+		return httpRequirement{access: accessSuperUser}
+	case "clusters":
+		if read {
+			return httpRequirement{access: accessAuthenticated}
+		}
+		return httpRequirement{access: accessSuperUser}
+	case "namespaces":
+		switch {
+		case len(rest) < 2:
+			return httpRequirement{access: accessSuperUser}
+		case len(rest) == 4 && rest[3] == "topics" && read:
+			return httpRequirement{access: accessNamespaceTopics, tenant: rest[1], namespace: rest[2]}
+		}
+		return httpRequirement{access: accessTenantAdmin, tenant: rest[1]}
+	case "persistent", "non-persistent":
+		if len(rest) == 3 || (len(rest) == 4 && rest[3] == "partitioned") {
+			if read {
+				return httpRequirement{access: accessNamespaceTopics, tenant: rest[1], namespace: rest[2]}
+			}
+			return httpRequirement{access: accessTenantAdmin, tenant: rest[1]}
+		}
+		if len(rest) < 4 {
+			return httpRequirement{access: accessSuperUser}
+		}
+		return topicRequirement(topicAccess(read, rest[4:]), rest)
+	case "schemas":
+		if len(rest) < 4 {
+			return httpRequirement{access: accessSuperUser}
+		}
+		op := accessTenantAdmin
+		switch {
+		case read:
+			op = accessLookup
+		case method == http.MethodPost:
+			op = accessProduce
+		}
+		return topicRequirement(op, append([]string{"persistent"}, rest[1:]...))
+	}
+	return httpRequirement{access: accessSuperUser}
+}
+
+// topicAccess is what an operation on a topic needs, given the path after
+// the topic's name.
+func topicAccess(read bool, sub []string) access {
+	for _, s := range sub {
+		switch s {
+		case "subscription", "subscriptions", "examinemessage", "ledger", "backlog":
+			return accessConsume
+		}
+	}
+	if read {
+		return accessLookup
+	}
+	return accessTenantAdmin
+}
+
+// topicRequirement names the topic of domain/tenant/ns/topic.
+func topicRequirement(a access, p []string) httpRequirement {
+	name := TopicName{Domain: p[0], Tenant: p[1], Namespace: p[2], Local: p[3]}
+	if name.Domain != "non-persistent" {
+		name.Domain = "persistent"
+	}
+	return httpRequirement{access: a, tenant: name.Tenant, namespace: name.Namespace, topic: name}
+}
+
+// authorizeHTTP decides a request for role.
+func (b *Broker) authorizeHTTP(r *http.Request, role string) error {
+	z := b.cfg.Authorization
+	req := httpAccess(r.Method, r.URL.EscapedPath())
+	if req.topic.Local != "" {
+		if local, err := url.PathUnescape(req.topic.Local); err == nil {
+			req.topic.Local = local
+		}
+	}
+	what := r.Method + " " + r.URL.Path
+	ctx := r.Context()
+	switch req.access {
+	case accessOpen:
+		return nil
+	case accessAuthenticated:
+		if role == "" && !z.IsSuperUser(role) {
+			return auth.ErrForbidden
+		}
+		return nil
+	case accessSuperUser:
+		return z.AllowSuperUser(role, what)
+	case accessTenantAdmin:
+		return z.AllowTenantAdmin(ctx, role, req.tenant, what)
+	case accessNamespaceTopics:
+		return z.AllowNamespaceTopics(ctx, role, req.tenant, req.namespace)
+	case accessLookup:
+		return z.AllowTopic(ctx, role, auth.OpLookup, authTopic(req.topic), "")
+	case accessProduce:
+		return z.AllowTopic(ctx, role, auth.OpProduce, authTopic(req.topic), "")
+	case accessConsume:
+		return z.AllowTopic(ctx, role, auth.OpConsume, authTopic(req.topic), "")
+	}
+	return z.AllowSuperUser(role, what)
+}
