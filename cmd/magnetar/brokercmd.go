@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
@@ -36,12 +34,13 @@ type brokerFlags struct {
 	reportEvery   time.Duration
 	lb            ownership.LoadBalancerConfig
 	brokerSettings
+	security securitySettings
 }
 
 const defaultBrokerConf = "conf/broker.conf"
 
 func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
-	f := brokerFlags{brokerSettings: defaultBrokerSettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
+	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
 		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
 	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -74,6 +73,7 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 	}
 	setters := f.brokerSettings.setters()
 	f.listenFlags.addSetters(setters)
+	f.security.addSetters(setters)
 	for k, v := range map[string]confSetter{
 		"metadataStoreUrl":                                setString(&f.metadataURL),
 		"configurationMetadataStoreUrl":                   setString(&f.configURL),
@@ -177,7 +177,6 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	brokerAddr := f.brokerAddr()
-	webAddr := f.webAddr()
 	res, err := resources.New(ctx, configStore, resources.Options{Logger: log})
 	if err != nil {
 		return err
@@ -189,26 +188,26 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	bcfg.ClusterMetadata = store
-	b := broker.New(bcfg, mls)
-	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
+	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err
 	}
-	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log)
+	sec.apply(&bcfg, f.listenFlags, f.security)
+	b := broker.New(bcfg, mls)
+	p, err := servePorts(b, f.listenFlags, f.security, sec, log)
 	if err != nil {
-		srv.Close(context.Background())
 		return err
 	}
 	sessionLost := make(chan struct{})
-	ocfg := f.ownershipConfig(store)
+	ocfg := f.ownershipConfig(store, f.security)
 	ocfg.ReportInterval, ocfg.LoadBalancer = f.reportEvery, f.lb
 	ocfg.OnSessionLost = func() { close(sessionLost) }
 	own, err := b.EnableOwnership(ctx, ocfg)
 	if err != nil {
-		srv.Close(context.Background())
+		_ = p.close(context.Background())
 		return err
 	}
-	fmt.Fprintf(stdout, "magnetar broker ready: pulsar://%s http://%s cluster %s\n", brokerAddr, webAddr, f.cluster)
+	fmt.Fprintf(stdout, "magnetar broker ready: %s cluster %s\n", f.readyLine(f.security), f.cluster)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -221,5 +220,5 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	// Releasing the bundles first closes their topics, so clients move to
 	// the other brokers at once.
 	own.Close(sctx)
-	return errors.Join(runErr, web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+	return errors.Join(runErr, p.close(sctx), b.Close(sctx))
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
@@ -211,8 +212,8 @@ func (l *listenFlags) addSetters(setters map[string]confSetter) {
 	setters["clusterName"] = setString(&l.cluster)
 	setters["bindAddress"] = setString(&l.bindAddr)
 	setters["advertisedAddress"] = setString(&l.advertised)
-	setters["brokerServicePort"] = setInt(&l.brokerPort)
-	setters["webServicePort"] = setInt(&l.webPort)
+	setters["brokerServicePort"] = setPort(&l.brokerPort)
+	setters["webServicePort"] = setPort(&l.webPort)
 }
 
 // setByFlag returns the configuration keys given as flags (flags win
@@ -238,9 +239,29 @@ func (l *listenFlags) webAddr() string {
 }
 
 // ownershipConfig names this broker in the cluster's registry.
-func (l *listenFlags) ownershipConfig(store metadata.Store) ownership.Config {
+func (l *listenFlags) ownershipConfig(store metadata.Store, s securitySettings) ownership.Config {
+	pulsarTLS, webTLS := s.tlsURLs(*l)
 	return ownership.Config{Store: store, BrokerID: l.webAddr(), WebServiceURL: "http://" + l.webAddr(),
-		PulsarServiceURL: "pulsar://" + l.brokerAddr(), Version: "magnetar-" + version}
+		PulsarServiceURL: "pulsar://" + l.brokerAddr(), PulsarServiceURLTLS: pulsarTLS, WebServiceURLTLS: webTLS,
+		Version: "magnetar-" + version}
+}
+
+// readyLine lists the URLs served, for the ready message.
+func (l *listenFlags) readyLine(s securitySettings) string {
+	var urls []string
+	if l.brokerPort != portOff {
+		urls = append(urls, "pulsar://"+l.brokerAddr())
+	}
+	if l.webPort != portOff {
+		urls = append(urls, "http://"+l.webAddr())
+	}
+	pulsarTLS, webTLS := s.tlsURLs(*l)
+	for _, u := range []string{pulsarTLS, webTLS} {
+		if u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return strings.Join(urls, " ")
 }
 
 // confFile is the configuration file to read: the one given, else def if

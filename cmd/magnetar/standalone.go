@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -30,6 +28,7 @@ type standaloneFlags struct {
 	storageKind string
 	listenFlags
 	brokerSettings
+	security securitySettings
 	// journal and storage are the in-process bookie's journal (journal*
 	// keys) and ledger storage (dbStorage_* keys).
 	journal journalSettings
@@ -48,7 +47,7 @@ type standaloneFlags struct {
 const defaultStandaloneConf = "conf/standalone.conf"
 
 func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
-	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings()}
+	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), security: defaultSecuritySettings()}
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
@@ -86,6 +85,7 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	}
 	setters := f.brokerSettings.setters()
 	f.listenFlags.addSetters(setters)
+	f.security.addSetters(setters)
 	for k, v := range f.storage.confKeys() {
 		setters[k] = v
 	}
@@ -168,31 +168,30 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	bcfg.ClusterMetadata = store
-	b := broker.New(bcfg, ledgers)
-	srv, err := b.Serve(net.JoinHostPort(f.bindAddr, strconv.Itoa(f.brokerPort)))
+	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err
 	}
-	web, err := serveWeb(b, net.JoinHostPort(f.bindAddr, strconv.Itoa(f.webPort)), log, collectors...)
+	sec.apply(&bcfg, f.listenFlags, f.security)
+	b := broker.New(bcfg, ledgers)
+	p, err := servePorts(b, f.listenFlags, f.security, sec, log, collectors...)
 	if err != nil {
-		srv.Close(context.Background())
 		return err
 	}
 	// Standalone owns its bundles like any broker, so lookups, unloads
 	// and the brokers admin endpoints behave as in a cluster.
-	own, err := b.EnableOwnership(ctx, f.ownershipConfig(store))
+	own, err := b.EnableOwnership(ctx, f.ownershipConfig(store, f.security))
 	if err != nil {
-		srv.Close(context.Background())
+		_ = p.close(context.Background())
 		return err
 	}
 	defer own.Close(context.Background())
-	fmt.Fprintf(stdout, "magnetar standalone ready: pulsar://%s http://%s\n",
-		f.brokerAddr(), f.webAddr())
+	fmt.Fprintf(stdout, "magnetar standalone ready: %s\n", f.readyLine(f.security))
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return errors.Join(web.Shutdown(sctx), srv.Close(sctx), b.Close(sctx))
+	return errors.Join(p.close(sctx), b.Close(sctx))
 }
 
 // metadataStoreURL is metadataStoreUrl, by default local:<data-dir>/metadata.
@@ -228,15 +227,19 @@ func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standal
 		"pulsar://"+f.brokerAddr())
 }
 
-// serveWeb starts the HTTP server: lookup and partitions, /metrics,
-// /debug/pprof.
-func serveWeb(b *broker.Broker, addr string, log *slog.Logger, extra ...prometheus.Collector) (*http.Server, error) {
+// webMux is the HTTP port's handler: the broker's (admin API, lookup,
+// schemas), /metrics and /debug/pprof (superusers only when authorization
+// is on).
+func webMux(b *broker.Broker, extra ...prometheus.Collector) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/", b.HTTPHandler())
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		broker.NewMetrics(b))
 	reg.MustRegister(extra...)
-	addOpsHandlers(mux, reg)
-	return serveHTTP(addr, mux, "web service (HTTP lookup)", log)
+	ops := http.NewServeMux()
+	addOpsHandlers(ops, reg)
+	mux.Handle("/metrics", ops)
+	mux.Handle("/debug/pprof/", b.RequireSuperUser(ops))
+	return mux
 }
