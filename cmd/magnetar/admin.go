@@ -37,7 +37,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 )
 
@@ -120,18 +119,25 @@ func adminGroups() []adminGroup {
 // adminGlobals are the flags every admin command takes.
 type adminGlobals struct {
 	url, output string
+	sec         adminSecurity // adminauth.go
 }
 
 func (g *adminGlobals) define(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "admin-url", g.url, "admin service URL (env MAGNETAR_ADMIN_URL)")
+	fs.StringVar(&g.url, "admin-url", g.url, "admin service URL (env MAGNETAR_ADMIN_URL; client.conf webServiceUrl)")
 	fs.StringVar(&g.output, "output", g.output, "output format: text or json")
+	g.sec.define(fs)
 }
 
 // runAdmin is magnetar admin.
 func runAdmin(args []string, stdout, stderr io.Writer) int {
 	g := adminGlobals{url: os.Getenv("MAGNETAR_ADMIN_URL"), output: "text"}
-	if g.url == "" {
+	fromEnv := g.url != ""
+	if !fromEnv {
 		g.url = defaultAdminURL
+	}
+	if err := g.applyClientConf(fromEnv); err != nil {
+		fmt.Fprintf(stderr, "magnetar admin: %v\n", err)
+		return 2
 	}
 	fs := flag.NewFlagSet("magnetar admin", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -206,11 +212,11 @@ func runAdminCmd(grp adminGroup, c adminCmd, g adminGlobals, args []string, stdo
 	if u, err := url.Parse(g.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return adminUsageExit(fmt.Errorf("--admin-url %q: want http://host:port or https://host:port", g.url), stdout, stderr, name, usage)
 	}
-	api, err := admin.New(&config.Config{WebServiceURL: g.url})
+	api, raw, err := g.sec.clients(g.url)
 	if err != nil {
-		return adminUsageExit(fmt.Errorf("--admin-url: %v", err), stdout, stderr, name, usage)
+		return adminUsageExit(err, stdout, stderr, name, usage)
 	}
-	env := &adminEnv{api: api, raw: newAdminRest(g.url), url: g.url}
+	env := &adminEnv{api: api, raw: raw, url: g.url}
 	reply, err := action(env, pos)
 	var ue *adminUsageError
 	switch {

@@ -40,11 +40,6 @@ import (
 // maxRawBody bounds what a raw call reads: one message, or an error.
 const maxRawBody = 64 << 20
 
-func newAdminRest(serviceURL string) *rest.Client {
-	return &rest.Client{ServiceURL: serviceURL, HTTPClient: &http.Client{Timeout: admin.DefaultHTTPTimeOutDuration},
-		VersionInfo: "magnetar-admin"}
-}
-
 // adminPath is an /admin/v2 path with each part escaped.
 func adminPath(parts ...string) string {
 	esc := make([]string, len(parts))
