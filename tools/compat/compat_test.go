@@ -182,7 +182,8 @@ func TestRenderReport(t *testing.T) {
 
 func TestSuiteConfAndUnusedKeys(t *testing.T) {
 	conf := suiteConf([]byte("tlsCertificateFilePath=/pulsar/certs/broker-cert.pem\ntokenSecretKey=file:///pulsar/tokens/secret.key\n"), "/mod")
-	want := "tlsCertificateFilePath=/mod/integration-tests/certs/broker-cert.pem\ntokenSecretKey=file:///mod/integration-tests/tokens/secret.key\n"
+	want := "tlsCertificateFilePath=/mod/integration-tests/certs/broker-cert.pem\ntokenSecretKey=file:///mod/integration-tests/tokens/secret.key\n" +
+		"basicAuthConf=/mod/integration-tests/conf/.htpasswd\n"
 	if string(conf) != want {
 		t.Errorf("got %q, want %q", conf, want)
 	}

@@ -169,7 +169,7 @@ func (h *harness) startStandalone(ctx context.Context, fresh bool) error {
 		return err
 	}
 	if fresh {
-		for _, f := range setup(ctx, h.magnetar, logf) {
+		for _, f := range setup(ctx, h.magnetar, h.mod.Dir, logf) {
 			h.event(f)
 		}
 	}

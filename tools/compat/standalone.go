@@ -25,11 +25,17 @@ var suitePorts = []int{6650, 8080, 6651, 8443}
 const metricsURL = "http://localhost:8080/metrics"
 
 // suiteConf is the suite's standalone.conf with its docker paths
-// (/pulsar/certs, /pulsar/tokens) pointed at the module's own files.
+// (/pulsar/certs, /pulsar/tokens) pointed at the module's own files, and
+// the basic-authentication users file the suite's Dockerfile passes as
+// -Dpulsar.auth.basic.conf given as basicAuthConf.
 func suiteConf(conf []byte, moduleDir string) []byte {
 	s := string(conf)
 	s = strings.ReplaceAll(s, "/pulsar/certs", filepath.Join(moduleDir, "integration-tests", "certs"))
 	s = strings.ReplaceAll(s, "/pulsar/tokens", filepath.Join(moduleDir, "integration-tests", "tokens"))
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	s += "basicAuthConf=" + filepath.Join(moduleDir, "integration-tests", "conf", ".htpasswd") + "\n"
 	return []byte(s)
 }
 
@@ -161,13 +167,17 @@ var setupCommands = [][]string{
 	{"namespaces", "grant-permission", "private/auth", "--actions", "produce,consume", "--role", "token-principal"},
 }
 
-// setup runs the suite's setup; each failure is returned as a note and
-// the rest still run.
-func setup(ctx context.Context, bin string, logf func(string, ...any)) []string {
+// setup runs the suite's setup as the superuser admin (the suite's
+// admin-token; in the suite's container pulsar-admin's client.conf
+// authenticates as admin too); each failure is returned as a note and the
+// rest still run.
+func setup(ctx context.Context, bin, moduleDir string, logf func(string, ...any)) []string {
 	var failed []string
+	creds := []string{"admin", "--auth-plugin", "token", "--auth-params",
+		"file://" + filepath.Join(moduleDir, "integration-tests", "tokens", "admin-token")}
 	for _, args := range setupCommands {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		out, err := exec.CommandContext(cctx, bin, append([]string{"admin"}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(cctx, bin, append(creds, args...)...).CombinedOutput()
 		cancel()
 		line := "magnetar admin " + strings.Join(args, " ")
 		if err != nil {
