@@ -91,10 +91,12 @@ func usageErrorf(format string, args ...any) error {
 	return &adminUsageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// flagGiven reports whether the flag was set on the command line.
+// flagGiven reports whether the flag was set on the command line, under
+// its name or one of its short forms (addShortFlags: they share its Value).
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	named := fs.Lookup(name)
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name || (named != nil && f.Value == named.Value) })
 	return given
 }
 

@@ -26,6 +26,7 @@ func commands() []command {
 		{"initialize-cluster-metadata", "record a cluster (and public/default) in the configuration store", runInitCluster},
 		{"bookie", "run a bookie (storage node); bookie format, bookie shell ledgers/read-entry/list-bookies", runBookie},
 		{"admin", "administer a cluster over the admin REST API (pulsar-admin's commands)", runAdmin},
+		{"tokens", "create and check JWTs for token authentication (pulsar tokens's commands)", runTokens},
 	}
 }
 
