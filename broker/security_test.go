@@ -1,0 +1,434 @@
+package broker
+
+// The authorization matrix (testdata/security_matrix.txt) over plaintext
+// and TLS, and bad input on the secured ports.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/magnetar-io/magnetar/broker/auth"
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// testCA is a certificate authority for tests.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a certificate for cn (a server certificate for 127.0.0.1
+// when server) and its key, PEM.
+func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
+	c, k := ca.issue(t, cn, false)
+	cert, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// securedBroker is a broker with token, TLS and basic authentication and
+// authorization on, serving binary and HTTP, plaintext and TLS.
+type securedBroker struct {
+	b           *Broker
+	bin, binTLS string // host:port
+	web, webTLS string // base URLs
+	ca, rogue   *testCA
+	secret      []byte
+	logs        *syncBuffer
+	tlsFiles    auth.TLSFiles
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func startSecuredBroker(t *testing.T) *securedBroker {
+	t.Helper()
+	sb := &securedBroker{ca: newTestCA(t, "test CA"), rogue: newTestCA(t, "rogue CA"), secret: []byte("0123456789abcdef0123456789abcdef"),
+		logs: &syncBuffer{}}
+	dir := t.TempDir()
+	certPEM, keyPEM := sb.ca.issue(t, "broker", true)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sb.tlsFiles = auth.TLSFiles{CertFile: write("broker.pem", certPEM), KeyFile: write("broker.key", keyPEM),
+		TrustCertsFile: write("ca.pem", sb.ca.pem)}
+	serverTLS, err := auth.NewServerTLS(sb.tlsFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	store := metadata.NewMemoryServer().NewSession()
+	res, err := resources.New(context.Background(), store, resources.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(res.Close)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(res.CreateCluster(ctx, "test", resources.ClusterData{ServiceURL: "http://localhost:1"}))
+	must(res.CreateTenant(ctx, "t", resources.TenantInfo{AdminRoles: []string{"admin-t"}, AllowedClusters: []string{"test"}}))
+	must(res.CreateTenant(ctx, "o", resources.TenantInfo{AdminRoles: []string{"admin-o"}, AllowedClusters: []string{"test"}}))
+	p := resources.NewPolicies()
+	p.AuthPolicies.NamespaceAuth = map[string][]resources.AuthAction{
+		"producer": {resources.ActionProduce}, "consumer": {resources.ActionConsume}}
+	_, err = res.CreateNamespace(ctx, "t", "ns", p)
+	must(err)
+
+	tokens, err := auth.NewTokenProvider(auth.TokenConfig{SecretKey: sb.secret})
+	must(err)
+	cfg := Config{ClusterName: "test", Metadata: store, Resources: res,
+		Logger:         slog.New(slog.NewTextHandler(sb.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Authentication: auth.NewAuthenticator("anon", tokens, auth.TLSProvider{}),
+		Authorization:  auth.NewAuthorizer([]string{"super"}, false, res)}
+	b := New(cfg, testLedgers(t, 0))
+	sb.b = b
+	srv, err := b.Serve("127.0.0.1:0")
+	must(err)
+	tsrv, err := b.ServeTLS("127.0.0.1:0", serverTLS.Config())
+	must(err)
+	web := httptest.NewServer(b.HTTPHandler())
+	webTLS := httptest.NewUnstartedServer(b.HTTPHandler())
+	webTLS.TLS = serverTLS.Config()
+	webTLS.StartTLS()
+	t.Cleanup(func() {
+		web.Close()
+		webTLS.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+		_ = tsrv.Close(ctx)
+		_ = b.Close(ctx)
+	})
+	sb.bin, sb.binTLS = srv.Addr().String(), tsrv.Addr().String()
+	sb.web, sb.webTLS = web.URL, webTLS.URL
+	return sb
+}
+
+// identity is one matrix column: credentials and, over TLS, a certificate.
+type identity struct {
+	method string
+	data   string
+	cert   *tls.Certificate
+}
+
+func (sb *securedBroker) token(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (sb *securedBroker) identities(t *testing.T) map[string]identity {
+	tok := func(sub string) identity {
+		return identity{method: "token", data: sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"sub": sub})}
+	}
+	adminCert := sb.ca.clientCert(t, "admin-t")
+	rogueCert := sb.rogue.clientCert(t, "super")
+	return map[string]identity{
+		"super": tok("super"), "admin": tok("admin-t"), "other": tok("admin-o"),
+		"produce": tok("producer"), "consume": tok("consumer"), "none": tok("nobody"), "anon": {},
+		"expired": {method: "token", data: sb.token(t, jwt.SigningMethodHS256, sb.secret,
+			jwt.MapClaims{"sub": "super", "exp": time.Now().Add(-time.Minute).Unix()})},
+		"algnone": {method: "token", data: sb.token(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "super"})},
+		"otherkey": {method: "token", data: sb.token(t, jwt.SigningMethodHS256, []byte("another secret, not the broker's!"),
+			jwt.MapClaims{"sub": "super"})},
+		"noclaim":       {method: "token", data: sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"role": "super"})},
+		"cert@tls":      {method: "tls", cert: &adminCert},
+		"untrusted@tls": {method: "tls", cert: &rogueCert},
+	}
+}
+
+func (sb *securedBroker) clientTLS(id identity) *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(sb.ca.cert)
+	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	if id.cert != nil {
+		// Always sent, even when its CA is not among those the broker
+		// names (Go's client would then send none).
+		cert := id.cert
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	return cfg
+}
+
+// matrixRow is one line of the matrix file.
+type matrixRow struct {
+	line          int
+	kind, op, arg string
+	want          []string
+}
+
+func readMatrix(t *testing.T) ([]string, []matrixRow) {
+	t.Helper()
+	f, err := os.Open("testdata/security_matrix.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var columns []string
+	var rows []matrixRow
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if fields[0] == "columns" {
+			columns = fields[1:]
+			continue
+		}
+		if len(fields) != 3+len(columns) {
+			t.Fatalf("security_matrix.txt:%d: %d answers for %d columns", n, len(fields)-3, len(columns))
+		}
+		rows = append(rows, matrixRow{line: n, kind: fields[0], op: fields[1], arg: fields[2], want: fields[3:]})
+	}
+	return columns, rows
+}
+
+func TestSecurityMatrix(t *testing.T) {
+	sb := startSecuredBroker(t)
+	ids := sb.identities(t)
+	columns, rows := readMatrix(t)
+	for _, overTLS := range []bool{false, true} {
+		transport := "plaintext"
+		if overTLS {
+			transport = "tls"
+		}
+		for _, row := range rows {
+			for i, col := range columns {
+				if strings.HasSuffix(col, "@tls") && !overTLS {
+					continue
+				}
+				name := fmt.Sprintf("%s/%s_%s_%s/%s", transport, row.kind, row.op, strings.ReplaceAll(row.arg, "/", "_"), col)
+				t.Run(name, func(t *testing.T) {
+					var got string
+					if row.kind == "binary" {
+						got = sb.binaryAnswer(t, ids[col], overTLS, row.op, row.arg)
+					} else {
+						got = sb.httpAnswer(t, ids[col], overTLS, row.op, row.arg)
+					}
+					if got != row.want[i] {
+						t.Errorf("security_matrix.txt:%d: %s %s %s as %s over %s: got %s, want %s",
+							row.line, row.kind, row.op, row.arg, col, transport, got, row.want[i])
+					}
+				})
+			}
+		}
+	}
+	// No credential reached the log.
+	logs := sb.logs.String()
+	for col, id := range ids {
+		if id.data != "" && strings.Contains(logs, id.data) {
+			t.Errorf("the %s token was logged", col)
+		}
+	}
+}
+
+// dial connects to the binary port; "" and the client, or "handshake".
+func (sb *securedBroker) dial(t *testing.T, id identity, overTLS bool) (*rawClient, string) {
+	t.Helper()
+	if !overTLS {
+		return dialRaw(t, sb.bin), ""
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", sb.binTLS, sb.clientTLS(id))
+	if err != nil {
+		return nil, "handshake"
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, conn: c}, ""
+}
+
+func (sb *securedBroker) binaryAnswer(t *testing.T, id identity, overTLS bool, op, arg string) string {
+	r, failed := sb.dial(t, id, overTLS)
+	if failed != "" {
+		return failed
+	}
+	connect := &pb.CommandConnect{ClientVersion: ptr("matrix-test"), ProtocolVersion: ptr(int32(20))}
+	if id.method != "" {
+		connect.AuthMethodName = ptr(id.method)
+		connect.AuthData = []byte(id.data)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: connect})
+	cmd, err := r.read()
+	if err != nil {
+		if overTLS {
+			return "handshake" // TLS 1.3: a refused client certificate shows on the first read
+		}
+		t.Fatalf("CONNECT: %v", err)
+	}
+	if cmd.GetType() == pb.BaseCommand_ERROR {
+		if cmd.GetError().GetError() == pb.ServerError_AuthenticationError {
+			expectClosed(t, r)
+		}
+		return cmd.GetError().GetError().String()
+	}
+	if cmd.GetType() != pb.BaseCommand_CONNECTED {
+		t.Fatalf("CONNECT answered %v", cmd.GetType())
+	}
+	topic := "persistent://" + arg
+	switch op {
+	case "PRODUCER":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
+			Topic: &topic, ProducerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
+	case "SUBSCRIBE":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: &topic, Subscription: ptr("s"), SubType: pb.CommandSubscribe_Shared.Enum(),
+			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
+	case "LOOKUP":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+			Topic: &topic, RequestId: ptr(uint64(1))}})
+	case "PARTITIONED_METADATA":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_PARTITIONED_METADATA.Enum(), PartitionMetadata: &pb.CommandPartitionedTopicMetadata{
+			Topic: &topic, RequestId: ptr(uint64(1))}})
+	case "GET_TOPICS_OF_NAMESPACE":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
+			Namespace: &arg, RequestId: ptr(uint64(1))}})
+	default:
+		t.Fatalf("matrix: unknown binary command %s", op)
+	}
+	for {
+		cmd, err := r.read()
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		switch cmd.GetType() {
+		case pb.BaseCommand_PING:
+			continue
+		case pb.BaseCommand_ERROR:
+			return cmd.GetError().GetError().String()
+		case pb.BaseCommand_LOOKUP_RESPONSE:
+			if l := cmd.GetLookupTopicResponse(); l.GetResponse() == pb.CommandLookupTopicResponse_Failed {
+				return l.GetError().String()
+			}
+			if overTLS && cmd.GetLookupTopicResponse().GetBrokerServiceUrlTls() == "" {
+				t.Errorf("LOOKUP over TLS answered no brokerServiceUrlTls")
+			}
+		case pb.BaseCommand_PARTITIONED_METADATA_RESPONSE:
+			if p := cmd.GetPartitionMetadataResponse(); p.GetResponse() == pb.CommandPartitionedTopicMetadataResponse_Failed {
+				return p.GetError().String()
+			}
+		}
+		return "ok"
+	}
+}
+
+func (sb *securedBroker) httpAnswer(t *testing.T, id identity, overTLS bool, method, path string) string {
+	base := sb.web
+	client := &http.Client{Timeout: 10 * time.Second}
+	if overTLS {
+		base = sb.webTLS
+		client.Transport = &http.Transport{TLSClientConfig: sb.clientTLS(id)}
+	}
+	req, err := http.NewRequest(method, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.method == "token" {
+		req.Header.Set("Authorization", "Bearer "+id.data)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue interface{ Unwrap() error }
+		if overTLS && errors.As(err, &ue) {
+			return "handshake"
+		}
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return fmt.Sprint(resp.StatusCode)
+}
