@@ -432,3 +432,99 @@ func (sb *securedBroker) httpAnswer(t *testing.T, id identity, overTLS bool, met
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return fmt.Sprint(resp.StatusCode)
 }
+
+// Bad input on the secured ports costs only its connection: a clear error
+// to the client where the protocol allows one, a log line with the remote
+// address, no credential in the log, the broker still serving.
+func TestSecurityBadInput(t *testing.T) {
+	sb := startSecuredBroker(t)
+	ids := sb.identities(t)
+	expectWarn := func(t *testing.T, what, remote string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, line := range strings.Split(sb.logs.String(), "\n") {
+				if strings.Contains(line, what) && strings.Contains(line, remote) {
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("no log line %q naming %s in:\n%s", what, remote, sb.logs.String())
+	}
+	stillServing := func(t *testing.T) {
+		t.Helper()
+		if got := sb.binaryAnswer(t, ids["produce"], true, "PRODUCER", "t/ns/still"); got != "ok" {
+			t.Fatalf("after bad input, PRODUCER over TLS: %s", got)
+		}
+		if got := sb.binaryAnswer(t, ids["produce"], false, "PRODUCER", "t/ns/still"); got != "ok" {
+			t.Fatalf("after bad input, PRODUCER over plaintext: %s", got)
+		}
+	}
+
+	t.Run("plaintext to the TLS port", func(t *testing.T) {
+		r := dialRaw(t, sb.binTLS)
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+			ClientVersion: ptr("plain"), ProtocolVersion: ptr(int32(20))}})
+		expectClosed(t, r)
+		expectWarn(t, "TLS handshake failed", r.conn.LocalAddr().String())
+		stillServing(t)
+	})
+	t.Run("garbage before the handshake", func(t *testing.T) {
+		r := dialRaw(t, sb.binTLS)
+		r.write(bytes.Repeat([]byte{0x16, 0x03, 0x01, 0xff, 0xff, 0x00}, 1000))
+		expectClosed(t, r)
+		expectWarn(t, "TLS handshake failed", r.conn.LocalAddr().String())
+		stillServing(t)
+	})
+	t.Run("HTTP plaintext to the HTTPS port", func(t *testing.T) {
+		resp, err := http.Get("http://" + strings.TrimPrefix(sb.webTLS, "https://") + "/admin/v2/clusters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("HTTP to the HTTPS port: %d, want 400", resp.StatusCode)
+		}
+		stillServing(t)
+	})
+	huge := identity{method: "token", data: strings.Repeat("A", 1<<20)}
+	noClaim := ids["noclaim"]
+	for _, tc := range []struct {
+		name, wantMessage string
+		id                identity
+	}{
+		{"huge auth_data", "longer than", huge},
+		{"token without the role claim", `no "sub" claim`, noClaim},
+		{"token signed with another key", "signature is invalid", ids["otherkey"]},
+		{"expired token", "expired", ids["expired"]},
+	} {
+		for _, overTLS := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s tls=%v", tc.name, overTLS), func(t *testing.T) {
+				r, _ := sb.dial(t, tc.id, overTLS)
+				r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+					ClientVersion: ptr("bad"), ProtocolVersion: ptr(int32(20)),
+					AuthMethodName: ptr(tc.id.method), AuthData: []byte(tc.id.data)}})
+				cmd, err := r.read()
+				if err != nil {
+					t.Fatalf("CONNECT: %v", err)
+				}
+				e := cmd.GetError()
+				if e.GetError() != pb.ServerError_AuthenticationError || !strings.Contains(e.GetMessage(), tc.wantMessage) {
+					t.Errorf("CONNECT answered %v %q, want AuthenticationError saying %q", cmd.GetType(), e.GetMessage(), tc.wantMessage)
+				}
+				expectClosed(t, r)
+				expectWarn(t, "authentication failed", r.conn.LocalAddr().String())
+				stillServing(t)
+			})
+		}
+	}
+	for col, id := range ids {
+		if id.data != "" && strings.Contains(sb.logs.String(), id.data) {
+			t.Errorf("the %s token was logged", col)
+		}
+	}
+	if strings.Contains(sb.logs.String(), string(sb.secret)) || strings.Contains(sb.logs.String(), huge.data[:64]) {
+		t.Error("a secret or the auth data was logged")
+	}
+}
