@@ -28,6 +28,8 @@ const portOff = -1
 
 // securitySettings are the TLS, authentication and authorization keys.
 type securitySettings struct {
+	// brokerPortTLS and webPortTLS are brokerServicePortTls and
+	// webServicePortTls; 0 (Pulsar's default, empty) is off.
 	brokerPortTLS, webPortTLS    int
 	certFile, keyFile, trustFile string
 	allowInsecure, requireCert   bool
@@ -47,13 +49,13 @@ type securitySettings struct {
 }
 
 func defaultSecuritySettings() securitySettings {
-	return securitySettings{brokerPortTLS: portOff, webPortTLS: portOff, certRefresh: 300 * time.Second}
+	return securitySettings{certRefresh: 300 * time.Second}
 }
 
 func (s *securitySettings) addSetters(setters map[string]confSetter) {
 	for k, v := range map[string]confSetter{
-		"brokerServicePortTls":                 setPort(&s.brokerPortTLS),
-		"webServicePortTls":                    setPort(&s.webPortTLS),
+		"brokerServicePortTls":                 setTLSPort(&s.brokerPortTLS),
+		"webServicePortTls":                    setTLSPort(&s.webPortTLS),
 		"tlsEnabled":                           setBool(&s.tlsEnabled),
 		"tlsCertificateFilePath":               setString(&s.certFile),
 		"tlsKeyFilePath":                       setString(&s.keyFile),
@@ -89,9 +91,20 @@ func setPort(p *int) confSetter {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 65535 {
-			return fmt.Errorf("want a port number or nothing (off), got %q", v)
+			return fmt.Errorf("want an integer port (0-65535), or nothing for off, got %q", v)
 		}
 		*p = n
+		return nil
+	}
+}
+
+// setTLSPort reads a TLS port; empty is off (0).
+func setTLSPort(p *int) confSetter {
+	return func(v string) error {
+		if err := setPort(p)(v); err != nil {
+			return err
+		}
+		*p = max(*p, 0)
 		return nil
 	}
 }
@@ -106,7 +119,7 @@ type security struct {
 // build checks the settings and builds providers, authorizer and TLS.
 func (s *securitySettings) build(res *resources.Resources, log *slog.Logger) (security, error) {
 	var sec security
-	if s.brokerPortTLS != portOff || s.webPortTLS != portOff {
+	if s.brokerPortTLS > 0 || s.webPortTLS > 0 {
 		t, err := auth.NewServerTLS(auth.TLSFiles{CertFile: s.certFile, KeyFile: s.keyFile, TrustCertsFile: s.trustFile,
 			AllowInsecureConnection: s.allowInsecure, RequireTrustedClientCert: s.requireCert,
 			Protocols: splitList(s.protocols), Ciphers: splitList(s.ciphers), RefreshInterval: s.certRefresh, Logger: log})
@@ -176,20 +189,20 @@ func (s *securitySettings) provider(method string) (auth.Provider, error) {
 // TLS ports' advertised addresses.
 func (sec security) apply(cfg *broker.Config, l listenFlags, s securitySettings) {
 	cfg.Authentication, cfg.Authorization = sec.authn, sec.authz
-	if s.brokerPortTLS != portOff {
+	if s.brokerPortTLS > 0 {
 		cfg.AdvertisedAddressTLS = net.JoinHostPort(l.advertised, strconv.Itoa(s.brokerPortTLS))
 	}
-	if s.webPortTLS != portOff {
+	if s.webPortTLS > 0 {
 		cfg.AdvertisedWebAddressTLS = net.JoinHostPort(l.advertised, strconv.Itoa(s.webPortTLS))
 	}
 }
 
 // tlsURLs are the TLS ports' URLs for the broker registry ("" when off).
 func (s securitySettings) tlsURLs(l listenFlags) (pulsarTLS, webTLS string) {
-	if s.brokerPortTLS != portOff {
+	if s.brokerPortTLS > 0 {
 		pulsarTLS = "pulsar+ssl://" + net.JoinHostPort(l.advertised, strconv.Itoa(s.brokerPortTLS))
 	}
-	if s.webPortTLS != portOff {
+	if s.webPortTLS > 0 {
 		webTLS = "https://" + net.JoinHostPort(l.advertised, strconv.Itoa(s.webPortTLS))
 	}
 	return pulsarTLS, webTLS
@@ -216,7 +229,7 @@ func servePorts(b *broker.Broker, l listenFlags, s securitySettings, sec securit
 			return fail(err)
 		}
 	}
-	if s.brokerPortTLS != portOff {
+	if s.brokerPortTLS > 0 {
 		if p.binTLS, err = b.ServeTLS(net.JoinHostPort(l.bindAddr, strconv.Itoa(s.brokerPortTLS)), sec.tls.Config()); err != nil {
 			return fail(err)
 		}
@@ -227,7 +240,7 @@ func servePorts(b *broker.Broker, l listenFlags, s securitySettings, sec securit
 			return fail(err)
 		}
 	}
-	if s.webPortTLS != portOff {
+	if s.webPortTLS > 0 {
 		if p.webTLS, err = serveHTTPTLS(net.JoinHostPort(l.bindAddr, strconv.Itoa(s.webPortTLS)), mux, sec.tls.Config(), "web service (HTTPS)", log); err != nil {
 			return fail(err)
 		}

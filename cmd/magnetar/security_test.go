@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// writeTestPKI writes a CA and a server certificate for 127.0.0.1 into dir
+// (ca.pem, broker.pem, broker.key).
+func writeTestPKI(t *testing.T, dir string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	for name, b := range map[string][]byte{
+		"ca.pem":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"broker.pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"broker.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A standalone configured with Pulsar's security keys: TLS ports next to
+// the plaintext ones, token authentication and authorization; tokens from
+// magnetar tokens; magnetar admin over https with a token and the CA.
+func TestStandaloneSecurity(t *testing.T) {
+	dir := t.TempDir()
+	writeTestPKI(t, dir)
+	run1 := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		return out.String() + errOut.String(), code
+	}
+	key := filepath.Join(dir, "secret.key")
+	if out, code := run1("tokens", "create-secret-key", "--output", key); code != 0 {
+		t.Fatalf("create-secret-key: %s", out)
+	}
+	token := func(sub string) string {
+		out, code := run1("tokens", "create", "--secret-key", "file://"+key, "--subject", sub, "--expiry-time", "1h")
+		if code != 0 {
+			t.Fatalf("tokens create: %s", out)
+		}
+		return strings.TrimSpace(out)
+	}
+	superToken, userToken := token("root"), token("alice")
+	if out, code := run1("tokens", "validate", "-i", superToken, "--secret-key", "file://"+key); code != 0 || !strings.Contains(out, `"sub":"root"`) {
+		t.Fatalf("tokens validate: %d %s", code, out)
+	}
+
+	ports := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
+	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
+advertisedAddress=127.0.0.1
+brokerServicePort=%d
+webServicePort=%d
+brokerServicePortTls=%d
+webServicePortTls=%d
+tlsCertificateFilePath=%s/broker.pem
+tlsKeyFilePath=%s/broker.key
+tlsTrustCertsFilePath=%s/ca.pem
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
+tokenSecretKey=file://%s
+authorizationEnabled=true
+superUserRoles=root
+`, ports[0], ports[1], ports[2], ports[3], dir, dir, dir, key))
+	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runStandaloneFor(t, f)
+	defer stop()
+
+	webTLS := fmt.Sprintf("https://127.0.0.1:%d", ports[3])
+	admin := func(args ...string) (string, int) {
+		return run1(append([]string{"admin", "--admin-url", webTLS, "--tls-trust-certs-file-path", dir + "/ca.pem"}, args...)...)
+	}
+	if out, code := admin("tenants", "list"); code != 1 || !strings.Contains(out, "401") {
+		t.Errorf("admin without credentials: %d %s", code, out)
+	}
+	if out, code := admin("--auth-plugin", "token", "--auth-params", "token:"+userToken, "tenants", "list"); code != 1 || !strings.Contains(out, "403") {
+		t.Errorf("admin as a user: %d %s", code, out)
+	}
+	if out, code := admin("--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken", "--auth-params", "token:"+superToken,
+		"namespaces", "grant-permission", "public/default", "--role", "alice", "--actions", "produce"); code != 0 {
+		t.Fatalf("grant as superuser: %d %s", code, out)
+	}
+
+	produce := func(url string, opts pulsar.ClientOptions, topic string) error {
+		opts.URL, opts.Logger, opts.OperationTimeout = url, plog.DefaultNopLogger(), 5*time.Second
+		c, err := pulsar.NewClient(opts)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		_, err = p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("x")})
+		return err
+	}
+	tlsURL := fmt.Sprintf("pulsar+ssl://127.0.0.1:%d", ports[2])
+	plainURL := fmt.Sprintf("pulsar://127.0.0.1:%d", ports[0])
+	trust := pulsar.ClientOptions{TLSTrustCertsFilePath: dir + "/ca.pem"}
+	withToken := func(o pulsar.ClientOptions, tok string) pulsar.ClientOptions {
+		o.Authentication = pulsar.NewAuthenticationToken(tok)
+		return o
+	}
+	if err := produce(tlsURL, withToken(trust, userToken), "granted"); err != nil {
+		t.Errorf("alice over TLS: %v", err)
+	}
+	if err := produce(plainURL, withToken(pulsar.ClientOptions{}, userToken), "granted"); err != nil {
+		t.Errorf("alice over plaintext: %v", err)
+	}
+	if err := produce(webTLS, withToken(trust, userToken), "granted-http-lookup"); err != nil {
+		t.Errorf("alice over TLS with the https lookup: %v", err)
+	}
+	if err := produce(tlsURL, withToken(trust, userToken), "persistent://other/ns/t"); err == nil {
+		t.Error("alice produced where she has no grant")
+	}
+	if err := produce(plainURL, pulsar.ClientOptions{}, "granted"); err == nil {
+		t.Error("a client without credentials (no anonymous role) produced")
+	}
+}
