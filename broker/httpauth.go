@@ -54,7 +54,7 @@ func (b *Broker) authHTTP(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(admin.WithForwardedAuth(r.Context(), r.Header.Get("Authorization"))))
 	})
 }
 

@@ -18,6 +18,20 @@ import (
 	"github.com/magnetar-io/magnetar/broker/ownership"
 )
 
+// forwardedAuthKey holds, in a request's context, the caller's
+// Authorization header: calls made for it to other brokers carry it, so
+// they are authorized as the caller (a client certificate cannot be
+// forwarded; broker credentials of their own are not done yet).
+type forwardedAuthKey struct{}
+
+// WithForwardedAuth returns ctx carrying the caller's Authorization header.
+func WithForwardedAuth(ctx context.Context, authorization string) context.Context {
+	if authorization == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, forwardedAuthKey{}, authorization)
+}
+
 // remoteTimeout bounds one admin call to another broker.
 const remoteTimeout = 30 * time.Second
 
@@ -37,6 +51,9 @@ func CallBroker(ctx context.Context, method, target string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, target, err)
+	}
+	if a, ok := ctx.Value(forwardedAuthKey{}).(string); ok && a != "" {
+		req.Header.Set("Authorization", a)
 	}
 	resp, err := (&http.Client{Timeout: remoteTimeout}).Do(req)
 	if err != nil {
