@@ -23,13 +23,17 @@ type clientPerfFlags struct {
 	rate                                               *float64
 	numMessages                                        *int64
 	duration, warmup, progress, batchDelay, drain      *time.Duration
-	batching, asJSON                                   *bool
+	batching, asJSON, tlsInsecure                      *bool
+	tlsTrust, authToken                                *string
 }
 
 func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 	def := perfclient.DefaultConfig(perfclient.ModeE2E)
 	return clientPerfFlags{
-		serviceURL:       fl.String("service-url", def.ServiceURL, "the broker's binary protocol URL"),
+		serviceURL:       fl.String("service-url", def.ServiceURL, "the broker's binary protocol URL (pulsar+ssl:// for TLS)"),
+		tlsTrust:         fl.String("tls-trust-certs-file-path", "", "CA certificates (PEM) for a pulsar+ssl:// service URL"),
+		tlsInsecure:      fl.Bool("tls-allow-insecure", false, "accept any broker certificate"),
+		authToken:        fl.String("auth-token", "", "authenticate with this token (JWT)"),
 		adminURL:         fl.String("admin-url", def.AdminURL, "the admin HTTP URL, used to create partitioned topics"),
 		topic:            fl.String("topic", def.Topics[0], "topic, when none is given as an argument"),
 		topics:           fl.Int("topics", 1, "N > 1: use N topics per name, name-0 .. name-(N-1)"),
@@ -96,6 +100,7 @@ func (f clientPerfFlags) config(mode string, topics []string, stderr io.Writer) 
 		return cfg, fmt.Errorf("--compression: %w", err)
 	}
 	cfg.ServiceURL, cfg.AdminURL, cfg.Topics = *f.serviceURL, *f.adminURL, perfclient.TopicNames(topics, *f.topics)
+	cfg.TLSTrustCertsFile, cfg.TLSAllowInsecure, cfg.AuthToken = *f.tlsTrust, *f.tlsInsecure, *f.authToken
 	cfg.Partitions, cfg.Producers, cfg.Consumers = *f.partitions, *f.producers, *f.consumers
 	cfg.Subscription, cfg.ReceiverQueue, cfg.Size, cfg.Rate = *f.subscription, *f.receiverQueue, *f.size, *f.rate
 	cfg.Batching, cfg.BatchMaxMessages, cfg.BatchMaxBytes = *f.batching, uint(*f.batchMaxMessages), uint(*f.batchMaxBytes)

@@ -67,7 +67,12 @@ func Run(ctx context.Context, cfg Config, live io.Writer) (Report, error) {
 			return Report{}, err
 		}
 	}
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: cfg.ServiceURL, Logger: clientLogger(cfg.Logger)})
+	opts := pulsar.ClientOptions{URL: cfg.ServiceURL, Logger: clientLogger(cfg.Logger),
+		TLSTrustCertsFilePath: cfg.TLSTrustCertsFile, TLSAllowInsecureConnection: cfg.TLSAllowInsecure}
+	if cfg.AuthToken != "" {
+		opts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)
+	}
+	client, err := pulsar.NewClient(opts)
 	if err != nil {
 		return Report{}, fmt.Errorf("perfclient: client for %s: %w", cfg.ServiceURL, err)
 	}
