@@ -34,6 +34,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -526,5 +527,48 @@ func TestSecurityBadInput(t *testing.T) {
 	}
 	if strings.Contains(sb.logs.String(), string(sb.secret)) || strings.Contains(sb.logs.String(), huge.data[:64]) {
 		t.Error("a secret or the auth data was logged")
+	}
+}
+
+// A TLS connection whose client stopped reading closes promptly when
+// closed (the writer flushes under a deadline: tlsCloseWriteTimeout).
+func TestTLSConnClosesAClientThatDoesNotRead(t *testing.T) {
+	sb := startSecuredBroker(t)
+	ids := sb.identities(t)
+	r, _ := sb.dial(t, ids["super"], true)
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+		ClientVersion: ptr("slow"), ProtocolVersion: ptr(int32(20)), AuthMethodName: ptr("token"), AuthData: []byte(ids["super"].data)}})
+	// PINGs answered by PONGs the client never reads fill its socket.
+	ping, err := wire.AppendSimpleFrame(nil, &pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst := bytes.Repeat(ping, 4096)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		_ = r.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := r.conn.Write(burst); err != nil {
+			break
+		}
+	}
+	conns := func() []*serverConn {
+		sb.b.mu.Lock()
+		defer sb.b.mu.Unlock()
+		var out []*serverConn
+		for c := range sb.b.conns {
+			out = append(out, c)
+		}
+		return out
+	}
+	open := conns()
+	if len(open) != 1 {
+		t.Fatalf("%d connections open, want 1", len(open))
+	}
+	start := time.Now()
+	open[0].t.Close(errors.New("closed by the test"))
+	for len(conns()) > 0 {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("connection still open %v after Close", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -308,8 +308,11 @@ func (c *tlsConn) Close(reason error) {
 	case c.resume <- struct{}{}:
 	default:
 	}
-	// A reader blocked in Read wakes up now; the writer still flushes.
+	// A reader blocked in Read wakes up now; the writer still flushes,
+	// for a bounded time even if it is blocked on a client that does
+	// not read.
 	_ = c.raw.SetReadDeadline(time.Now())
+	_ = c.raw.SetWriteDeadline(time.Now().Add(tlsCloseWriteTimeout))
 }
 
 func (c *tlsConn) closeReason() error {
