@@ -278,6 +278,11 @@ func adminTenants(a adminCLI) {
 	}
 	a.ok("tenants", "update", "acme", "--admin-roles", "bob,carol")
 	wantContains(t, "tenants get", a.ok("tenants", "get", "acme"), "adminRoles: bob, carol\n", "allowedClusters: standalone\n")
+	// pulsar-admin's short form counts as given (the Go client's suite
+	// setup runs tenants update public -r anonymous).
+	a.ok("tenants", "update", "acme", "-r", "dave")
+	wantContains(t, "tenants update -r", a.ok("tenants", "get", "acme"), "adminRoles: dave\n")
+	a.ok("tenants", "update", "acme", "--admin-roles", "bob,carol")
 	wantContains(t, "tenants list", a.ok("tenants", "list"), "acme\n", "public\n")
 	stderr := a.fails(1, "tenants", "get", "nosuch")
 	wantContains(t, "unknown tenant", stderr, "magnetar admin tenants get: ", "HTTP 404")
