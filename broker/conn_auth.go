@@ -33,12 +33,6 @@ func (c *serverConn) peerCertificates() []*x509.Certificate {
 	return nil
 }
 
-// overTLS reports whether the client connected to the TLS port.
-func (c *serverConn) overTLS() bool {
-	_, ok := c.t.(*tlsConn)
-	return ok
-}
-
 // authenticate finds the role of a CONNECT; an error has been answered
 // and closes the connection.
 func (c *serverConn) authenticate(cmd *pb.CommandConnect) (string, error) {
