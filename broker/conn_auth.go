@@ -43,11 +43,11 @@ func (c *serverConn) authenticate(cmd *pb.CommandConnect) (string, error) {
 	role, err := a.Authenticate(auth.Credentials{Method: cmd.GetAuthMethodName(), Data: cmd.GetAuthData(),
 		PeerCertificates: c.peerCertificates()})
 	if err != nil {
-		c.log.Warn("authentication failed; connection closed", "method", cmd.GetAuthMethodName(), "err", err)
+		c.log.Warn("authentication failed; connection closed", "method", auth.Clip(cmd.GetAuthMethodName()), "err", err)
 		_ = c.sendError(^uint64(0), pb.ServerError_AuthenticationError, err.Error())
 		return "", err
 	}
-	c.log.Debug("client authenticated", "role", role, "method", cmd.GetAuthMethodName())
+	c.log.Debug("client authenticated", "role", role, "method", auth.Clip(cmd.GetAuthMethodName()))
 	return role, nil
 }
 

@@ -118,7 +118,7 @@ func (a *Authenticator) Authenticate(c Credentials) (string, error) {
 	}
 	p, ok := a.providers[method]
 	if !ok {
-		return "", fmt.Errorf("%w: authentication method %q is not enabled", ErrUnauthenticated, method)
+		return "", fmt.Errorf("%w: authentication method %q is not enabled", ErrUnauthenticated, Clip(method))
 	}
 	role, err := p.Authenticate(c)
 	if err != nil {
@@ -132,3 +132,13 @@ func (a *Authenticator) Authenticate(c Credentials) (string, error) {
 
 // Anonymous is the anonymous role ("" for none).
 func (a *Authenticator) Anonymous() string { return a.anonymous }
+
+// Clip shortens a client-given name (an auth method) for messages and
+// logs.
+func Clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
