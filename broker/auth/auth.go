@@ -136,9 +136,9 @@ func (a *Authenticator) Anonymous() string { return a.anonymous }
 // Clip shortens a client-given name (an auth method) for messages and
 // logs.
 func Clip(s string) string {
-	const max = 64
-	if len(s) <= max {
+	const limit = 64
+	if len(s) <= limit {
 		return s
 	}
-	return s[:max] + "..."
+	return s[:limit] + "..."
 }
