@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,10 +162,14 @@ func (s *securitySettings) provider(method string) (auth.Provider, error) {
 	case "tls":
 		return auth.TLSProvider{}, nil
 	case "basic":
-		if s.basicAuthConf == "" {
-			return nil, errors.New("AuthenticationProviderBasic needs basicAuthConf (the user:hash file)")
+		conf := s.basicAuthConf
+		if conf == "" {
+			conf = basicConfFromJavaOpts(os.Getenv("PULSAR_EXTRA_OPTS"))
 		}
-		return auth.LoadBasicProvider(s.basicAuthConf)
+		if conf == "" {
+			return nil, errors.New("AuthenticationProviderBasic needs basicAuthConf (the user:hash file), or -Dpulsar.auth.basic.conf in PULSAR_EXTRA_OPTS")
+		}
+		return auth.LoadBasicProvider(conf)
 	}
 	cfg := auth.TokenConfig{AuthClaim: s.tokenAuthClaim, AudienceClaim: s.tokenAudienceClaim, Audience: s.tokenAudience}
 	switch {
@@ -279,4 +285,16 @@ func serveHTTPTLS(addr string, mux *http.ServeMux, cfg *tls.Config, what string,
 		}
 	}()
 	return srv, nil
+}
+
+// basicConfFromJavaOpts finds Pulsar's -Dpulsar.auth.basic.conf=PATH in
+// JVM options (PULSAR_EXTRA_OPTS), so a setup made for Pulsar's scripts
+// works unchanged.
+func basicConfFromJavaOpts(opts string) string {
+	for _, o := range strings.Fields(opts) {
+		if v, ok := strings.CutPrefix(o, "-Dpulsar.auth.basic.conf="); ok {
+			return v
+		}
+	}
+	return ""
 }

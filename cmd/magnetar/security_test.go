@@ -160,3 +160,34 @@ superUserRoles=root
 		t.Error("a client without credentials (no anonymous role) produced")
 	}
 }
+
+func TestSecuritySettingsErrors(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		s    securitySettings
+		want string
+	}{
+		{securitySettings{brokerPortTLS: 6651}, "tlsCertificateFilePath"},
+		{securitySettings{authnEnabled: true, providers: "org.apache.pulsar.broker.authentication.AuthenticationProviderSasl"}, "not supported"},
+		{securitySettings{authnEnabled: true, providers: "AuthenticationProviderToken"}, "not supported"},
+		{securitySettings{authnEnabled: true, providers: "token"}, "tokenSecretKey or tokenPublicKey"},
+		{securitySettings{authnEnabled: true, providers: "basic"}, "basicAuthConf"},
+		{securitySettings{authnEnabled: true}, "authenticationProviders"},
+	} {
+		t.Setenv("PULSAR_EXTRA_OPTS", "")
+		if _, err := tc.s.build(nil, log); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %s", tc.s, err, tc.want)
+		}
+	}
+	if got := basicConfFromJavaOpts("-Xmx1g -Dpulsar.auth.basic.conf=/pulsar/conf/.htpasswd -Dx=y"); got != "/pulsar/conf/.htpasswd" {
+		t.Errorf("basicConfFromJavaOpts = %q", got)
+	}
+	f := writeConf(t, "brokerServicePortTls=\nwebServicePortTls=8443\nbrokerServicePort=\n")
+	s, err := parseStandaloneFlags([]string{"--config", f}, io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.security.brokerPortTLS != 0 || s.security.webPortTLS != 8443 || s.brokerPort != portOff {
+		t.Errorf("ports: TLS %d/%d, plaintext binary %d", s.security.brokerPortTLS, s.security.webPortTLS, s.brokerPort)
+	}
+}
