@@ -182,6 +182,15 @@ func topicOfPath(r *http.Request, domain string) string {
 
 // redirectTo answers 307 with the same request on another broker, as
 // Pulsar does for lookups and admin calls on topics owned elsewhere.
+// webURLFor is the owner's web URL for this request: its https one when
+// the client came over TLS and the owner has one.
+func webURLFor(r *http.Request, plain, tls string) string {
+	if r.TLS != nil && tls != "" {
+		return tls
+	}
+	return plain
+}
+
 func redirectTo(w http.ResponseWriter, r *http.Request, baseURL string, authoritative bool) {
 	q := r.URL.Query()
 	q.Set("authoritative", strconv.FormatBool(authoritative))
@@ -216,7 +225,7 @@ func (a *brokerAPI) routed(domain string, h topicHandler) http.HandlerFunc {
 			return
 		}
 		if !res.Self {
-			redirectTo(w, r, res.HTTPURL, true)
+			redirectTo(w, r, webURLFor(r, res.HTTPURL, res.HTTPURLTLS), true)
 			return
 		}
 		h(w, r, name)

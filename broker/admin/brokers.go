@@ -96,7 +96,7 @@ func (a *brokerAPI) ownedNamespaces(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("broker"); id != svc.ID() {
 		brokers, err := svc.Brokers(r.Context())
 		if d, ok := brokers[id]; err == nil && ok {
-			redirectTo(w, r, d.WebServiceURL, false)
+			redirectTo(w, r, webURLFor(r, d.WebServiceURL, d.WebServiceURLTLS), false)
 			return
 		}
 		WriteError(w, http.StatusNotFound, "broker "+id+" is not registered")

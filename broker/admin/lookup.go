@@ -43,11 +43,7 @@ func (a *brokerAPI) lookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.Redirect {
-		to := res.HTTPURL
-		if r.TLS != nil && res.HTTPURLTLS != "" { // a TLS client stays on TLS
-			to = res.HTTPURLTLS
-		}
-		redirectTo(w, r, to, res.Authoritative)
+		redirectTo(w, r, webURLFor(r, res.HTTPURL, res.HTTPURLTLS), res.Authoritative) // a TLS client stays on TLS
 		return
 	}
 	httpURL, httpURLTLS := res.HTTPURL, res.HTTPURLTLS

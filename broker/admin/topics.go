@@ -139,7 +139,7 @@ func (a *brokerAPI) unloadTopic(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	} else if !res.Self {
-		redirectTo(w, r, res.HTTPURL, true)
+		redirectTo(w, r, webURLFor(r, res.HTTPURL, res.HTTPURLTLS), true)
 		return
 	}
 	a.b.UnloadTopic(r.Context(), name)
