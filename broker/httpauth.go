@@ -128,6 +128,7 @@ type httpRequirement struct {
 	access            access
 	tenant, namespace string
 	topic             TopicName
+	subscription      string // of .../subscription/{sub}/..., escaped
 }
 
 // httpAccess classifies a request by method and path.
@@ -173,7 +174,13 @@ func httpAccess(method, path string) httpRequirement {
 		if len(rest) < 4 {
 			return httpRequirement{access: accessSuperUser}
 		}
-		return topicRequirement(topicAccess(read, rest[4:]), rest)
+		req := topicRequirement(topicAccess(read, rest[4:]), rest)
+		for i, p := range rest[4:] {
+			if p == "subscription" && 4+i+1 < len(rest) {
+				req.subscription = rest[4+i+1]
+			}
+		}
+		return req
 	case "schemas":
 		if len(rest) < 4 {
 			return httpRequirement{access: accessSuperUser}
@@ -244,7 +251,11 @@ func (b *Broker) authorizeHTTP(r *http.Request, role string) error {
 	case accessProduce:
 		return z.AllowTopic(ctx, role, auth.OpProduce, authTopic(req.topic), "")
 	case accessConsume:
-		return z.AllowTopic(ctx, role, auth.OpConsume, authTopic(req.topic), "")
+		sub, err := url.PathUnescape(req.subscription)
+		if err != nil {
+			sub = req.subscription
+		}
+		return z.AllowTopic(ctx, role, auth.OpConsume, authTopic(req.topic), sub)
 	}
 	return z.AllowSuperUser(role, what)
 }

@@ -572,3 +572,36 @@ func TestTLSConnClosesAClientThatDoesNotRead(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestHTTPAccessClassifiesPaths(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         access
+		tenant, sub  string
+	}{
+		{"GET", "/lookup/v2/topic/persistent/t/ns/a", accessLookup, "t", ""},
+		{"GET", "/admin/v2/persistent/t/ns/a/stats", accessLookup, "t", ""},
+		{"PUT", "/admin/v2/persistent/t/ns/a", accessTenantAdmin, "t", ""},
+		{"DELETE", "/admin/v2/persistent/t/ns/a/subscription/s%2Fx", accessConsume, "t", "s%2Fx"},
+		{"POST", "/admin/v2/persistent/t/ns/a/subscription/s/resetcursor/0", accessConsume, "t", "s"},
+		{"GET", "/admin/v2/persistent/t/ns/a/subscriptions", accessConsume, "t", ""},
+		{"GET", "/admin/v2/persistent/t/ns", accessNamespaceTopics, "t", ""},
+		{"GET", "/admin/v2/namespaces/t/ns/topics", accessNamespaceTopics, "t", ""},
+		{"POST", "/admin/v2/namespaces/t/ns/permissions/r", accessTenantAdmin, "t", ""},
+		{"POST", "/admin/v2/schemas/t/ns/a/schema", accessProduce, "t", ""},
+		{"GET", "/admin/v2/schemas/t/ns/a/schema", accessLookup, "t", ""},
+		{"DELETE", "/admin/v2/schemas/t/ns/a/schema", accessTenantAdmin, "t", ""},
+		{"GET", "/admin/v2/clusters/c", accessAuthenticated, "", ""},
+		{"PUT", "/admin/v2/clusters/c", accessSuperUser, "", ""},
+		{"GET", "/admin/v2/brokers/health", accessSuperUser, "", ""},
+		{"GET", "/admin/v2/bookies/all", accessSuperUser, "", ""},
+		{"GET", "/admin/v1/anything", accessSuperUser, "", ""},
+		{"GET", "/debug/pprof/", accessSuperUser, "", ""},
+		{"GET", "/status.html", accessOpen, "", ""},
+	} {
+		got := httpAccess(tc.method, tc.path)
+		if got.access != tc.want || got.tenant != tc.tenant || got.subscription != tc.sub {
+			t.Errorf("%s %s: %+v, want access %d tenant %q subscription %q", tc.method, tc.path, got, tc.want, tc.tenant, tc.sub)
+		}
+	}
+}
