@@ -25,13 +25,13 @@ const TimestampBytes = 8
 // Config is one run. Counts are per topic, as pulsar-perf counts them.
 type Config struct {
 	Mode       string
-	ServiceURL string   // pulsar://host:6650 (pulsar+ssl://host:6651: TLS)
+	ServiceURL string // pulsar://host:6650 (pulsar+ssl://host:6651: TLS)
 	// TLSTrustCertsFile is the CA file for a pulsar+ssl:// ServiceURL;
 	// TLSAllowInsecure accepts any broker certificate.
 	TLSTrustCertsFile string
 	TLSAllowInsecure  bool
 	// AuthToken, if set, authenticates with this token.
-	AuthToken string
+	AuthToken  string
 	AdminURL   string   // http://host:8080, used only when Partitions > 0
 	Topics     []string // full names; see TopicNames
 	Partitions int      // > 0: create the topics partitioned first
