@@ -261,3 +261,49 @@ func TestServerTLSReloadsTheCertificate(t *testing.T) {
 		t.Error("a broken certificate was loaded")
 	}
 }
+
+func TestServerTLSOptions(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, "b")
+	files := TLSFiles{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"), TrustCertsFile: filepath.Join(dir, "cert.pem")}
+	for _, tc := range []struct {
+		mutate func(*TLSFiles)
+		want   tls.ClientAuthType
+	}{
+		{func(*TLSFiles) {}, tls.VerifyClientCertIfGiven},
+		{func(f *TLSFiles) { f.RequireTrustedClientCert = true }, tls.RequireAndVerifyClientCert},
+		{func(f *TLSFiles) { f.AllowInsecureConnection = true }, tls.RequestClientCert},
+	} {
+		f := files
+		tc.mutate(&f)
+		s, err := NewServerTLS(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := s.Config().GetConfigForClient(nil)
+		if cfg.ClientAuth != tc.want || cfg.ClientCAs == nil {
+			t.Errorf("%+v: ClientAuth %v, want %v", f, cfg.ClientAuth, tc.want)
+		}
+	}
+	f := files
+	f.Protocols, f.Ciphers = []string{"TLSv1.2"}, []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
+	s, err := NewServerTLS(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := s.Config().GetConfigForClient(nil)
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.MaxVersion != tls.VersionTLS12 || len(cfg.CipherSuites) != 1 {
+		t.Errorf("protocols and ciphers: %x %x %v", cfg.MinVersion, cfg.MaxVersion, cfg.CipherSuites)
+	}
+	for _, bad := range []func(*TLSFiles){
+		func(f *TLSFiles) { f.Protocols = []string{"TLSv1"} },
+		func(f *TLSFiles) { f.Ciphers = []string{"TLS_RSA_WITH_RC4_128_SHA"} },
+		func(f *TLSFiles) { f.TrustCertsFile = filepath.Join(dir, "missing.pem") },
+	} {
+		f := files
+		bad(&f)
+		if _, err := NewServerTLS(f); err == nil {
+			t.Errorf("%+v accepted", f)
+		}
+	}
+}
