@@ -307,3 +307,34 @@ func TestServerTLSOptions(t *testing.T) {
 		}
 	}
 }
+
+type countingPolicies struct {
+	fakePolicies
+	reads int
+}
+
+func (c *countingPolicies) GetTenant(ctx context.Context, name string) (resources.TenantInfo, error) {
+	c.reads++
+	return c.fakePolicies.GetTenant(ctx, name)
+}
+
+// A tenant's admin roles are read once per tenantCacheTTL.
+func TestAuthorizerCachesTenantsBriefly(t *testing.T) {
+	pol := &countingPolicies{fakePolicies: fakePolicies{tenants: map[string]resources.TenantInfo{"t": {AdminRoles: []string{"boss"}}}}}
+	z := NewAuthorizer(nil, false, pol)
+	now := time.Now()
+	z.now = func() time.Time { return now }
+	for range 3 {
+		if err := z.AllowTenantAdmin(context.Background(), "boss", "t", "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol.tenants["t"] = resources.TenantInfo{AdminRoles: []string{"heir"}}
+	now = now.Add(tenantCacheTTL)
+	if err := z.AllowTenantAdmin(context.Background(), "boss", "t", "x"); !errors.Is(err, ErrForbidden) {
+		t.Errorf("after the TTL the removed admin is still allowed: %v", err)
+	}
+	if pol.reads != 2 {
+		t.Errorf("%d tenant reads, want 2", pol.reads)
+	}
+}

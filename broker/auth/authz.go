@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 )
@@ -56,16 +58,34 @@ type Policies interface {
 	GetNamespaceCached(ctx context.Context, tenant, ns string) (resources.Policies, error)
 }
 
+// tenantCacheTTL is how long a tenant's admin roles are reused: namespace
+// policies come from a watched cache, tenants are read from the store,
+// and a lookup storm should not read the tenant once per LOOKUP. A role
+// removed from adminRoles keeps its rights this long at most.
+const tenantCacheTTL = 2 * time.Second
+
 // Authorizer decides what roles may do.
+//
+// Lock rules: mu guards tenants.
 type Authorizer struct {
 	superUsers []string
 	wildcards  bool
 	pol        Policies
+	now        func() time.Time
+
+	mu      sync.Mutex
+	tenants map[string]cachedTenant
+}
+
+type cachedTenant struct {
+	adminRoles []string
+	exists     bool
+	read       time.Time
 }
 
 // NewAuthorizer returns an authorizer with these superusers reading pol.
 func NewAuthorizer(superUsers []string, wildcards bool, pol Policies) *Authorizer {
-	return &Authorizer{superUsers: superUsers, wildcards: wildcards, pol: pol}
+	return &Authorizer{superUsers: superUsers, wildcards: wildcards, pol: pol, now: time.Now, tenants: map[string]cachedTenant{}}
 }
 
 // IsSuperUser reports whether role is a superuser.
@@ -109,15 +129,43 @@ func (a *Authorizer) isTenantAdmin(ctx context.Context, role, tenant string) (bo
 	if role == "" {
 		return false, nil
 	}
-	info, err := a.pol.GetTenant(ctx, tenant)
-	if errors.Is(err, resources.ErrNotFound) || errors.Is(err, resources.ErrInvalid) {
-		return false, nil
-	}
+	t, err := a.tenant(ctx, tenant)
 	if err != nil {
-		return false, fmt.Errorf("authorization: read tenant %s: %w", tenant, err)
+		return false, err
 	}
-	return slices.Contains(info.AdminRoles, role), nil
+	return t.exists && slices.Contains(t.adminRoles, role), nil
 }
+
+// tenant reads a tenant's admin roles, reusing a read younger than
+// tenantCacheTTL.
+func (a *Authorizer) tenant(ctx context.Context, name string) (cachedTenant, error) {
+	now := a.now()
+	a.mu.Lock()
+	t, ok := a.tenants[name]
+	a.mu.Unlock()
+	if ok && now.Sub(t.read) < tenantCacheTTL {
+		return t, nil
+	}
+	info, err := a.pol.GetTenant(ctx, name)
+	switch {
+	case errors.Is(err, resources.ErrNotFound), errors.Is(err, resources.ErrInvalid):
+		t = cachedTenant{read: now}
+	case err != nil:
+		return cachedTenant{}, fmt.Errorf("authorization: read tenant %s: %w", name, err)
+	default:
+		t = cachedTenant{adminRoles: info.AdminRoles, exists: true, read: now}
+	}
+	a.mu.Lock()
+	if len(a.tenants) >= maxCachedTenants {
+		clear(a.tenants) // bounded: names come from clients
+	}
+	a.tenants[name] = t
+	a.mu.Unlock()
+	return t, nil
+}
+
+// maxCachedTenants bounds the tenant cache.
+const maxCachedTenants = 10000
 
 // AllowTopic decides a topic operation; subscription is the consumer's
 // subscription (OpConsume only, "" for none).
