@@ -16,10 +16,10 @@ package broker
 
 import (
 	"fmt"
-
-	"github.com/magnetar-io/magnetar/broker/auth"
 	"strings"
 	"time"
+
+	"github.com/magnetar-io/magnetar/broker/auth"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
