@@ -62,6 +62,9 @@ type serverConn struct {
 	closed    bool
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
+	// watchers (guarded by mu) are the connection's topic-list watchers
+	// by id (topicwatch.go).
+	watchers map[uint64]*topicWatcher
 	// clientVersion (guarded by mu) is what the client's CONNECT said it
 	// is; stats show it for each producer and consumer, as Pulsar's do.
 	clientVersion string
@@ -215,6 +218,10 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleGetSchema(cmd.GetGetSchema())
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		return c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
+	case pb.BaseCommand_WATCH_TOPIC_LIST:
+		return c.handleWatchTopicList(cmd.GetWatchTopicList())
+	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+		return c.handleWatchTopicListClose(cmd.GetWatchTopicListClose())
 	}
 	if clientOnly[cmd.GetType()] {
 		// Pulsar's decoder has no broker handler for these and closes the
@@ -312,9 +319,12 @@ func (c *serverConn) closedByNetwork(err error) {
 	c.b.track(c, false)
 	c.mu.Lock()
 	c.closed = true
-	producers, consumers := c.producers, c.consumers
-	c.producers, c.consumers = map[uint64]*producer{}, map[uint64]*consumer{}
+	producers, consumers, watchers := c.producers, c.consumers, c.watchers
+	c.producers, c.consumers, c.watchers = map[uint64]*producer{}, map[uint64]*consumer{}, nil
 	c.mu.Unlock()
+	for _, w := range watchers {
+		c.b.watchers.remove(w)
+	}
 	for _, p := range producers {
 		p.topic.removeProducer(p)
 	}

@@ -43,10 +43,10 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),
 		MaxMessageSize:  ptr(int32(c.b.cfg.MaxMessageSize)),
-		// Broker entry metadata is understood (entrymetadata.go); topic
-		// watchers and auth refresh are not offered: clients then poll
-		// GET_TOPICS_OF_NAMESPACE and keep their first credentials.
-		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true)},
+		// Broker entry metadata is understood (entrymetadata.go) and
+		// topic-list watchers are served (topicwatch.go); auth refresh is
+		// not offered: clients keep their first credentials.
+		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true), SupportsTopicWatchers: ptr(true)},
 	}})
 }
 

@@ -7,8 +7,9 @@ package broker
 //   - GET_TOPICS_OF_NAMESPACE lists the namespace's persistent topics (the
 //     stored ones, the loaded ones and every partition of its partitioned
 //     topics, which Pulsar creates with the partitioned topic, so that a
-//     pattern consumer finds partitions nothing has written to yet); the
-//     pattern is left to the client
+//     pattern consumer finds partitions nothing has written to yet); a
+//     topics pattern is applied as Pulsar applies it (topicwatch.go), with
+//     the list's hash; without one the pattern is left to the client
 //     (filtered=false), as the protocol allows.
 //   - SEEK (by message id or publish time) resets the subscription so that
 //     the next message read is the target, answers SUCCESS, then closes the
@@ -45,10 +46,32 @@ func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamesp
 	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_PERSISTENT {
 		topics = append(topics, c.b.loadedNonPersistentTopics(tenant, ns)...)
 	}
+	sort.Strings(topics)
+	// As Pulsar's broker-side pattern evaluation: a pattern up to
+	// subscriptionPatternMaxLength is applied here (filtered); the hash of
+	// what is answered lets a client that has it already get no list
+	// (changed=false).
+	filtered := false
+	if p := cmd.GetTopicsPattern(); p != "" && len(p) <= subscriptionPatternMaxLength {
+		re, err := compileTopicsPattern(p)
+		if err != nil {
+			return c.sendError(reqID, pb.ServerError_InvalidTopicName, err.Error())
+		}
+		topics, filtered = filterTopics(topics, re), true
+	}
+	hash := topicsHash(topics)
+	changed := cmd.TopicsHash == nil || cmd.GetTopicsHash() != hash
+	if !changed {
+		topics = nil
+	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
 		GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
-			RequestId: &reqID, Topics: topics, Filtered: ptr(false), Changed: ptr(true)}})
+			RequestId: &reqID, Topics: topics, Filtered: &filtered, Changed: &changed, TopicsHash: &hash}})
 }
+
+// subscriptionPatternMaxLength is Pulsar's default: longer patterns are
+// left to the client.
+const subscriptionPatternMaxLength = 50
 
 // loadedNonPersistentTopics lists tenant/ns's non-persistent topics loaded
 // here (they exist only while loaded).
