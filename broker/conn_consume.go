@@ -116,10 +116,10 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
 		return
 	}
-	if err := sub.addConsumer(cs, int64(limits.unackedPerSub)); err != nil {
+	if err := sub.addConsumer(cs, cmd.GetSubType(), int64(limits.unackedPerSub)); err != nil {
 		c.dropConsumer(cs)
 		code := pb.ServerError_ServiceNotReady
-		if errors.Is(err, errConsumerBusy) {
+		if errors.Is(err, errConsumerBusy) || errors.Is(err, errSubscriptionTypeBusy) {
 			code = pb.ServerError_ConsumerBusy
 		}
 		_ = c.sendError(reqID, code, err.Error())
@@ -316,7 +316,7 @@ func (c *serverConn) handleConsumerStats(cmd *pb.CommandConsumerStats) error {
 	} else {
 		permits, unacked := cs.sub.consumerCounts(cs)
 		resp.ConsumerName, resp.AvailablePermits, resp.UnackedMessages = &cs.name, ptr(uint64(max(permits, 0))), ptr(uint64(unacked))
-		resp.Address, resp.Type = ptr(c.t.RemoteAddr().String()), ptr(cs.sub.subType.String())
+		resp.Address, resp.Type = ptr(c.t.RemoteAddr().String()), ptr(cs.sub.kind().String())
 		resp.MsgBacklog = ptr(uint64(max(cs.sub.cursor.Backlog(), 0)))
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})
