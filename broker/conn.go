@@ -69,6 +69,9 @@ type serverConn struct {
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.
 	brokerEntryMetadata atomic.Bool
+	// protocol is the protocol version agreed at CONNECT; commands and
+	// fields newer than it are not sent (protocolgate.go).
+	protocol atomic.Int32
 }
 
 func (b *Broker) newConn(t transport) *serverConn {
@@ -281,6 +284,14 @@ func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, h wir
 	data := e.Data
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)
+	}
+	if !c.speaks(protoMessageChecksum) {
+		data = wire.SkipChecksum(data)
+	}
+	if !c.speaks(protoBatches) && entryInfoOf(e.Data).messages > 1 {
+		// As Pulsar: a client without batches cannot be given one.
+		c.t.Close(fmt.Errorf("batch entry %v for consumer %d; protocol v%d has no batches", e.Position, consumerID, c.protocol.Load()))
+		return
 	}
 	// One allocation per message: the header stays referenced until the
 	// event loop has written it.

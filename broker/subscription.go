@@ -880,9 +880,7 @@ func (s *subscription) disconnectConsumers() {
 	s.mu.Unlock()
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
-		id := c.id
-		_ = c.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
-			CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}})
+		c.conn.closeConsumerOnClient(c.id)
 	}
 }
 
