@@ -213,6 +213,9 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 	case pb.BaseCommand_GET_TOPICS_OF_NAMESPACE:
 		return c.handleGetTopicsOfNamespace(cmd.GetGetTopicsOfNamespace())
 	case pb.BaseCommand_SEEK:
+		if answered, err := c.checkSeek(cmd.GetSeek()); answered {
+			return err
+		}
 		return c.handleSeek(cmd.GetSeek())
 	case pb.BaseCommand_GET_SCHEMA:
 		return c.handleGetSchema(cmd.GetGetSchema())
@@ -249,7 +252,8 @@ var clientOnly = map[pb.BaseCommand_Type]bool{
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetEndTxn(), cmd.GetTcClientConnectRequest()} {
+	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetAddSubscriptionToTxn(), cmd.GetEndTxn(),
+		cmd.GetEndTxnOnPartition(), cmd.GetEndTxnOnSubscription(), cmd.GetTcClientConnectRequest()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id

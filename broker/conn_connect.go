@@ -103,7 +103,12 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 	if err != nil {
 		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
 	}
+	if !c.b.lookups.TryAcquire(1) { // shares LOOKUP's bound, as on Pulsar
+		return c.sendPartitions(id, 0, pb.ServerError_TooManyRequests,
+			fmt.Errorf("too many lookups in progress (maxConcurrentLookupRequest %d)", c.b.cfg.MaxConcurrentLookupRequest))
+	}
 	c.goSafe("PARTITIONED_METADATA", func() { // reads the configuration store
+		defer c.b.lookups.Release(1)
 		ctx := c.ctx
 		n, err := c.b.partitions(ctx, name)
 		if err == nil && n == 0 {

@@ -320,7 +320,7 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	if s, ok := t.subs[name]; ok && cmd.GetDurable() {
 		t.mu.Unlock()
 		if s.subType != cmd.GetSubType() {
-			return nil, fmt.Errorf("subscription %s is %s, not %s", name, s.subType, cmd.GetSubType())
+			return nil, fmt.Errorf("subscription %s is %s, not %s: %w", name, s.subType, cmd.GetSubType(), errSubscriptionBusy)
 		}
 		return s, nil
 	}
