@@ -265,9 +265,39 @@ func TestProtocolCloseFromBrokerFromV5(t *testing.T) {
 // one (Pulsar: isBatchMessageCompatibleVersion).
 func TestProtocolBatchesFromV4(t *testing.T) {
 	_, url := startBroker(t)
-	produce(t, newClient(t, url), "batch-gate", 3, true)
+	p := dialRaw(t, url)
+	p.connect()
+	if cmd := p.openProducer("batch-gate", 1, 1, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("producer: %v", cmd)
+	}
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: ptr(uint64(0)),
+		PublishTime: ptr(uint64(1)), NumMessagesInBatch: ptr(int32(3))}, []byte("three messages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: ptr(uint64(1)), SequenceId: ptr(uint64(0)), NumMessages: ptr(int32(3))}}, nil, len(entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.write(append(hdr, entry...))
+	if cmd, err := p.read(); err != nil || cmd.GetType() != pb.BaseCommand_SEND_RECEIPT {
+		t.Fatalf("SEND answered %v %v", cmd, err)
+	}
 	r := dialRaw(t, url)
 	r.connectAs(3, nil)
 	r.subscribeRaw("batch-gate", "s", pb.CommandSubscribe_Exclusive)
-	expectClosed(t, r)
+	for {
+		cmd, _, err := r.readFrame()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("connection was not closed")
+			}
+			return
+		}
+		if cmd.GetType() == pb.BaseCommand_MESSAGE {
+			t.Fatalf("a v3 client was sent a batch: %v", cmd)
+		}
+	}
 }
