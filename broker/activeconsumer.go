@@ -39,8 +39,8 @@ func (s *subscription) notifyActiveConsumers() {
 		activeIndex = s.activeIndexLocked()
 	}
 	for i, c := range s.consumers {
-		if !c.created.Load() {
-			continue // told once its SUBSCRIBE succeeded
+		if !c.created.Load() || !c.conn.speaks(protoActiveConsumerChange) {
+			continue // told once its SUBSCRIBE succeeded, if its client knows the command
 		}
 		active := i == activeIndex
 		if c.toldActive == nil || *c.toldActive != active {

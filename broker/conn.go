@@ -72,6 +72,9 @@ type serverConn struct {
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.
 	brokerEntryMetadata atomic.Bool
+	// protocol is the protocol version agreed at CONNECT; commands and
+	// fields newer than it are not sent (protocolgate.go).
+	protocol atomic.Int32
 }
 
 func (b *Broker) newConn(t transport) *serverConn {
@@ -253,7 +256,8 @@ var clientOnly = map[pb.BaseCommand_Type]bool{
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetEndTxn(), cmd.GetTcClientConnectRequest()} {
+	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetAddSubscriptionToTxn(), cmd.GetEndTxn(),
+		cmd.GetEndTxnOnPartition(), cmd.GetEndTxnOnSubscription(), cmd.GetTcClientConnectRequest()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id
@@ -288,6 +292,14 @@ func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, h wir
 	data := e.Data
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)
+	}
+	if !c.speaks(protoMessageChecksum) {
+		data = wire.SkipChecksum(data)
+	}
+	if !c.speaks(protoBatches) && entryInfoOf(e.Data).messages > 1 {
+		// As Pulsar: a client without batches cannot be given one.
+		c.t.Close(fmt.Errorf("batch entry %v for consumer %d; protocol v%d has no batches", e.Position, consumerID, c.protocol.Load()))
+		return
 	}
 	// One allocation per message: the header stays referenced until the
 	// event loop has written it.

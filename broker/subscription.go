@@ -210,7 +210,7 @@ func (s *subscription) closeIfOnly(c *consumer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.consumers) > 1 || (len(s.consumers) == 1 && s.consumers[0] != c) {
-		return fmt.Errorf("subscription %s has other consumers", s.name)
+		return fmt.Errorf("subscription %s has other consumers: %w", s.name, errSubscriptionBusy)
 	}
 	s.closed = true
 	return nil
@@ -682,11 +682,16 @@ func entryInfoOf(data []byte) entryInfo {
 	return info
 }
 
+// errSubscriptionBusy: the subscription's other consumers stop an
+// unsubscribe or a consumer of another type (ConsumerBusy, as Pulsar's
+// SubscriptionBusyException).
+var errSubscriptionBusy = errors.New("subscription is busy")
+
 // errCumulativeAckNotAllowed refuses a cumulative ack on a Shared or
 // Key_Shared subscription: the entries before the position given are in
 // flight to other consumers too, and acknowledging them would drop them.
 // Pulsar's clients refuse it themselves; its broker ignores it (with a
-// warning); we answer an error so a client that sent it knows.
+// warning) and answers success, and so does handleAck.
 var errCumulativeAckNotAllowed = errors.New("cannot do a cumulative ack on a Shared or Key_Shared subscription")
 
 // checkAckType refuses cumulative acks where only individual acks are
@@ -903,9 +908,7 @@ func (s *subscription) disconnectConsumers() {
 	s.mu.Unlock()
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
-		id := c.id
-		_ = c.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
-			CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}})
+		c.conn.closeConsumerOnClient(c.id)
 	}
 }
 
