@@ -112,7 +112,7 @@ type backendConn struct {
 	hostport string
 	ready    chan struct{} // closed once dialled (err says how)
 	err      error         // set before ready is closed
-	conn     net.Conn // set before ready is closed
+	conn     net.Conn      // set before ready is closed
 	br       *bufio.Reader
 	wmu      sync.Mutex
 

@@ -35,7 +35,6 @@ func encodeFrame(cmd *pb.BaseCommand) ([]byte, error) {
 	return wire.AppendSimpleFrame(make([]byte, 0, 64), cmd)
 }
 
-
 func ptr[T any](v T) *T { return &v }
 
 // requestID is the request id of the lookup-type commands and their
