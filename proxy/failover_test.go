@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
 // sendRounds sends one message per round, each within 30 s (the client
@@ -60,6 +61,14 @@ func TestBrokerKilledBehindProxy(t *testing.T) {
 		t.Fatal("no broker owns the topic")
 	}
 	owner.stop()
+	// Send only once the producer is back: the Go client v0.19 races with
+	// itself (under -race) when a send meets its reconnection.
+	admin := e.admin(px.web.URL)
+	tn, _ := utils.GetTopicName(topic)
+	waitFor(t, func() bool {
+		st, err := admin.Topics().GetStats(*tn)
+		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
+	})
 	sendRounds(t, prod, cons, 5, 10)
 }
 
@@ -89,5 +98,6 @@ func TestProxyKilledClientFailsOver(t *testing.T) {
 		}
 	}
 	victim.p.Close()
+	time.Sleep(2 * time.Second) // reconnected before the next send (see above)
 	sendRounds(t, prod, cons, 5, 10)
 }
