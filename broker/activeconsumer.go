@@ -25,7 +25,7 @@ const activeChangeDelay = 100 * time.Millisecond
 // notifyActiveConsumers tells every created consumer whose active state
 // changed since it was last told (or that was never told).
 func (s *subscription) notifyActiveConsumers() {
-	if s.subType != pb.CommandSubscribe_Failover && s.subType != pb.CommandSubscribe_Exclusive {
+	if s.kind() != pb.CommandSubscribe_Failover && s.kind() != pb.CommandSubscribe_Exclusive {
 		return
 	}
 	type notice struct {
@@ -39,8 +39,8 @@ func (s *subscription) notifyActiveConsumers() {
 		activeIndex = s.activeIndexLocked()
 	}
 	for i, c := range s.consumers {
-		if !c.created.Load() {
-			continue // told once its SUBSCRIBE succeeded
+		if !c.created.Load() || !c.conn.speaks(protoActiveConsumerChange) {
+			continue // told once its SUBSCRIBE succeeded, if its client knows the command
 		}
 		active := i == activeIndex
 		if c.toldActive == nil || *c.toldActive != active {

@@ -119,6 +119,7 @@ func (b *Broker) DeletePartitioned(ctx context.Context, topicName string, force 
 	}
 	if err == nil {
 		b.log.Info("partitioned topic deleted", "topic", name.String(), "partitions", n, "force", force)
+		b.namespaceTopicsChanged(name.Tenant, name.Namespace)
 		err = b.deleteSchema(ctx, name)
 	}
 	return err

@@ -126,7 +126,7 @@ func (s *subscription) consumerCounts(c *consumer) (permits, unacked int64) {
 func (s *subscription) consumerStats() admin.SubscriptionStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := admin.SubscriptionStats{Type: s.subType.String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
+	st := admin.SubscriptionStats{Type: s.kind().String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
 		UnackedMessages: s.unacked, BlockedOnUnackedMsgs: s.blockedOnUnacked,
 		Consumers: make([]admin.ConsumerStats, 0, len(s.consumers))}
 	for _, c := range s.consumers {
@@ -134,7 +134,7 @@ func (s *subscription) consumerStats() admin.SubscriptionStats {
 			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String(),
 			ClientVersion: c.client.version, ConnectedSince: c.client.connectedSince(), Metadata: c.client.metadata})
 	}
-	exclusive := s.subType == pb.CommandSubscribe_Exclusive || s.subType == pb.CommandSubscribe_Failover
+	exclusive := s.kind() == pb.CommandSubscribe_Exclusive || s.kind() == pb.CommandSubscribe_Failover
 	if active := s.activeLocked(); exclusive && len(active) > 0 {
 		st.ActiveConsumerName = active[0].name
 	}

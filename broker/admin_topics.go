@@ -421,6 +421,7 @@ func (b *Broker) deleteTopic(ctx context.Context, name TopicName, force bool) er
 	// A client that reconnected in between loaded the deleted ledger:
 	// unload it again, so that it comes back on a new, empty one.
 	b.unloadWhere(ctx, this)
+	b.namespaceTopicsChanged(name.Tenant, name.Namespace)
 	b.log.Info("topic deleted", "topic", key, "force", force)
 	return nil
 }
@@ -484,5 +485,6 @@ func (b *Broker) updatePartitions(ctx context.Context, name TopicName, n int) er
 		return fmt.Errorf("update partitions of %s (changed concurrently?): %w", name, err)
 	}
 	b.log.Info("partitioned topic updated", "topic", name.String(), "partitions", n, "was", int(cur))
+	b.namespaceTopicsChanged(name.Tenant, name.Namespace)
 	return nil
 }

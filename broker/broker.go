@@ -207,6 +207,8 @@ type Broker struct {
 	log     *slog.Logger
 
 	names producerNames
+	// watchers are the topic-list watchers of every connection (topicwatch.go).
+	watchers topicWatchers
 	// advertised is the host:port clients are sent to; set once the
 	// listener's port is known, read by connection goroutines.
 	advertised atomic.Pointer[string]
@@ -341,6 +343,9 @@ func (b *Broker) addTopic(ctx context.Context, t *topic) (*topic, error) {
 	}
 	b.topics[key] = t
 	b.mu.Unlock()
+	if name.Persistent() {
+		b.namespaceTopicsChanged(name.Tenant, name.Namespace) // a topic may be new (topicwatch.go)
+	}
 	return t, nil
 }
 

@@ -385,3 +385,48 @@ func TestReaderSeekByTimeResumesAtTheSeek(t *testing.T) {
 		})
 	}
 }
+
+// A subscription without consumers takes the type of the next consumer, as
+// Pulsar's replaces its dispatcher; while consumers of another type are
+// connected the newcomer is refused with ConsumerBusy (the suite's
+// TestCumulativeAckWithResponse reused a subscription name a Shared
+// consumer had left; it was refused with SubscriptionNotFound).
+func TestSubscriptionTypeChangesWhenIdle(t *testing.T) {
+	_, url := startBroker(t)
+	c := newClient(t, url)
+	sub := func(typ pulsar.SubscriptionType) (pulsar.Consumer, error) {
+		return c.Subscribe(pulsar.ConsumerOptions{Topic: "type-change", SubscriptionName: "s", Type: typ,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	}
+	shared, err := sub(pulsar.Shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub(pulsar.Exclusive); err == nil || !strings.Contains(err.Error(), "ConsumerBusy") {
+		t.Fatalf("exclusive consumer next to a shared one: %v, want ConsumerBusy", err)
+	}
+	produce(t, c, "type-change", 5, false)
+	receive(t, shared, 2, true)
+	shared.Close()
+	excl, err := sub(pulsar.Exclusive)
+	if err != nil {
+		t.Fatalf("exclusive consumer on the idle shared subscription: %v", err)
+	}
+	defer excl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last pulsar.Message
+	for i := 2; i < 5; i++ {
+		m, err := excl.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("m-%05d", i); string(m.Payload()) != want {
+			t.Fatalf("the exclusive consumer got %q, want %q", m.Payload(), want)
+		}
+		last = m
+	}
+	if err := excl.AckCumulative(last); err != nil {
+		t.Fatalf("cumulative ack on the subscription now exclusive: %v", err)
+	}
+}

@@ -62,6 +62,9 @@ type serverConn struct {
 	closed    bool
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
+	// watchers (guarded by mu) are the connection's topic-list watchers
+	// by id (topicwatch.go).
+	watchers map[uint64]*topicWatcher
 	// clientVersion (guarded by mu) is what the client's CONNECT said it
 	// is; stats show it for each producer and consumer, as Pulsar's do.
 	clientVersion string
@@ -72,6 +75,9 @@ type serverConn struct {
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.
 	brokerEntryMetadata atomic.Bool
+	// protocol is the protocol version agreed at CONNECT; commands and
+	// fields newer than it are not sent (protocolgate.go).
+	protocol atomic.Int32
 }
 
 func (b *Broker) newConn(t transport) *serverConn {
@@ -218,6 +224,10 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleGetSchema(cmd.GetGetSchema())
 	case pb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		return c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
+	case pb.BaseCommand_WATCH_TOPIC_LIST:
+		return c.handleWatchTopicList(cmd.GetWatchTopicList())
+	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
+		return c.handleWatchTopicListClose(cmd.GetWatchTopicListClose())
 	}
 	if clientOnly[cmd.GetType()] {
 		// Pulsar's decoder has no broker handler for these and closes the
@@ -249,7 +259,8 @@ var clientOnly = map[pb.BaseCommand_Type]bool{
 // client's pending request fails instead of timing out (0 if none).
 func requestIDOf(cmd *pb.BaseCommand) uint64 {
 	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetEndTxn(), cmd.GetTcClientConnectRequest()} {
+	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetAddSubscriptionToTxn(), cmd.GetEndTxn(),
+		cmd.GetEndTxnOnPartition(), cmd.GetEndTxnOnSubscription(), cmd.GetTcClientConnectRequest()} {
 		if r, ok := m.(withRequestID); ok && r != nil {
 			if id := r.GetRequestId(); id != 0 {
 				return id
@@ -285,6 +296,14 @@ func (c *serverConn) sendMessage(consumerID uint64, e managedledger.Entry, h wir
 	if !c.brokerEntryMetadata.Load() {
 		data = wire.StripBrokerEntryMetadata(data)
 	}
+	if !c.speaks(protoMessageChecksum) {
+		data = wire.SkipChecksum(data)
+	}
+	if !c.speaks(protoBatches) && entryInfoOf(e.Data).messages > 1 {
+		// As Pulsar: a client without batches cannot be given one.
+		c.t.Close(fmt.Errorf("batch entry %v for consumer %d; protocol v%d has no batches", e.Position, consumerID, c.protocol.Load()))
+		return
+	}
 	// One allocation per message: the header stays referenced until the
 	// event loop has written it.
 	h.ConsumerID, h.LedgerID, h.EntryID = consumerID, uint64(e.Position.LedgerID), uint64(e.Position.EntryID)
@@ -315,9 +334,12 @@ func (c *serverConn) closedByNetwork(err error) {
 	c.b.track(c, false)
 	c.mu.Lock()
 	c.closed = true
-	producers, consumers := c.producers, c.consumers
-	c.producers, c.consumers = map[uint64]*producer{}, map[uint64]*consumer{}
+	producers, consumers, watchers := c.producers, c.consumers, c.watchers
+	c.producers, c.consumers, c.watchers = map[uint64]*producer{}, map[uint64]*consumer{}, nil
 	c.mu.Unlock()
+	for _, w := range watchers {
+		c.b.watchers.remove(w)
+	}
 	for _, p := range producers {
 		p.topic.removeProducer(p)
 	}

@@ -46,16 +46,18 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 	c.mu.Unlock()
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
 	c.log.Debug("client connected", "client", cmd.GetClientVersion(), "protocol", version)
+	c.protocol.Store(version)
 	c.endOfTopic.Store(handlesEndOfTopic(cmd.GetClientVersion(), version))
-	c.brokerEntryMetadata.Store(c.b.cfg.ExposeBrokerEntryMetadata && cmd.GetFeatureFlags().GetSupportsBrokerEntryMetadata())
+	c.brokerEntryMetadata.Store(c.b.cfg.ExposeBrokerEntryMetadata && version >= protoBrokerEntryMetadata &&
+		cmd.GetFeatureFlags().GetSupportsBrokerEntryMetadata())
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),
 		MaxMessageSize:  ptr(int32(c.b.cfg.MaxMessageSize)),
-		// Broker entry metadata is understood (entrymetadata.go); topic
-		// watchers and auth refresh are not offered: clients then poll
-		// GET_TOPICS_OF_NAMESPACE and keep their first credentials.
-		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true)},
+		// Broker entry metadata is understood (entrymetadata.go) and
+		// topic-list watchers are served (topicwatch.go); auth refresh is
+		// not offered: clients keep their first credentials.
+		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true), SupportsTopicWatchers: ptr(true)},
 	}})
 }
 
@@ -64,7 +66,7 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 // Go client (v0.19 and before) closes its connection on it as an unknown
 // command, so it is not told.
 func handlesEndOfTopic(clientVersion string, protocol int32) bool {
-	return protocol >= 9 && !strings.HasPrefix(clientVersion, "Pulsar-Go-")
+	return protocol >= protoReachedEndOfTopic && !strings.HasPrefix(clientVersion, "Pulsar-Go-")
 }
 
 func (c *serverConn) handleLookup(cmd *pb.CommandLookupTopic) error {
@@ -117,7 +119,12 @@ func (c *serverConn) handlePartitionedMetadata(cmd *pb.CommandPartitionedTopicMe
 	if err != nil {
 		return c.sendPartitions(id, 0, pb.ServerError_InvalidTopicName, err)
 	}
+	if !c.b.lookups.TryAcquire(1) { // shares LOOKUP's bound, as on Pulsar
+		return c.sendPartitions(id, 0, pb.ServerError_TooManyRequests,
+			fmt.Errorf("too many lookups in progress (maxConcurrentLookupRequest %d)", c.b.cfg.MaxConcurrentLookupRequest))
+	}
 	c.goSafe("PARTITIONED_METADATA", func() { // reads the configuration store
+		defer c.b.lookups.Release(1)
 		ctx := c.ctx
 		if code, err := c.authorizeTopic(auth.OpLookup, name, ""); err != nil {
 			_ = c.sendPartitions(id, 0, code, err)

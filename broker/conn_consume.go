@@ -98,7 +98,13 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	}
 	sub, err := t.subscription(ctx, cmd)
 	if err != nil {
-		_ = c.sendError(reqID, pb.ServerError_SubscriptionNotFound, err.Error())
+		// As Pulsar: a subscription of another type in use is busy; a
+		// cursor that cannot be opened is a storage error (retriable).
+		code := pb.ServerError_PersistenceError
+		if errors.Is(err, errSubscriptionBusy) {
+			code = pb.ServerError_ConsumerBusy
+		}
+		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
 	limits := t.clientLimits(ctx)
@@ -121,10 +127,10 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
 		return
 	}
-	if err := sub.addConsumer(cs, int64(limits.unackedPerSub)); err != nil {
+	if err := sub.addConsumer(cs, cmd.GetSubType(), int64(limits.unackedPerSub)); err != nil {
 		c.dropConsumer(cs)
 		code := pb.ServerError_ServiceNotReady
-		if errors.Is(err, errConsumerBusy) {
+		if errors.Is(err, errConsumerBusy) || errors.Is(err, errSubscriptionTypeBusy) {
 			code = pb.ServerError_ConsumerBusy
 		}
 		_ = c.sendError(reqID, code, err.Error())
@@ -182,15 +188,15 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 	if len(partial) > 0 && err == nil {
 		err = cs.sub.ackBatchIndexes(c.b.ctx, cs, cumulative, partial)
 	}
+	if errors.Is(err, errCumulativeAckNotAllowed) {
+		err = nil // ignored (nothing moved) and answered as a success, as Pulsar's broker does
+	}
 	if cmd.RequestId == nil {
 		return nil
 	}
 	resp := &pb.CommandAckResponse{ConsumerId: ptr(cs.id), RequestId: cmd.RequestId}
 	if err != nil {
 		resp.Error, resp.Message = pb.ServerError_UnknownError.Enum(), ptr(err.Error())
-		if errors.Is(err, errCumulativeAckNotAllowed) {
-			resp.Error = pb.ServerError_NotAllowedError.Enum()
-		}
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: resp})
 }
@@ -273,11 +279,15 @@ func (c *serverConn) handleCloseConsumer(cmd *pb.CommandCloseConsumer) error {
 
 func (c *serverConn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) error {
 	cs := c.consumer(cmd.GetConsumerId())
-	if cs == nil {
-		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
+	if cs == nil { // Pulsar's code for an unknown consumer here
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_MetadataError, "Consumer not found")
 	}
 	if err := cs.sub.topic.unsubscribe(c.b.ctx, cs.sub, cs); err != nil {
-		return c.sendError(cmd.GetRequestId(), pb.ServerError_MetadataError, err.Error())
+		code := pb.ServerError_MetadataError
+		if errors.Is(err, errSubscriptionBusy) {
+			code = pb.ServerError_ConsumerBusy
+		}
+		return c.sendError(cmd.GetRequestId(), code, err.Error())
 	}
 	c.removeConsumer(cs.id)
 	return c.sendSuccess(cmd.GetRequestId())
@@ -285,8 +295,8 @@ func (c *serverConn) handleUnsubscribe(cmd *pb.CommandUnsubscribe) error {
 
 func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) error {
 	cs := c.consumer(cmd.GetConsumerId())
-	if cs == nil {
-		return c.sendError(cmd.GetRequestId(), pb.ServerError_ConsumerNotFound, "no such consumer")
+	if cs == nil { // Pulsar's code for an unknown consumer here
+		return c.sendError(cmd.GetRequestId(), pb.ServerError_MetadataError, "Consumer not found")
 	}
 	ml := cs.sub.topic.ml
 	last := ml.LastConfirmed()
@@ -321,7 +331,7 @@ func (c *serverConn) handleConsumerStats(cmd *pb.CommandConsumerStats) error {
 	} else {
 		permits, unacked := cs.sub.consumerCounts(cs)
 		resp.ConsumerName, resp.AvailablePermits, resp.UnackedMessages = &cs.name, ptr(uint64(max(permits, 0))), ptr(uint64(unacked))
-		resp.Address, resp.Type = ptr(c.t.RemoteAddr().String()), ptr(cs.sub.subType.String())
+		resp.Address, resp.Type = ptr(c.t.RemoteAddr().String()), ptr(cs.sub.kind().String())
 		resp.MsgBacklog = ptr(uint64(max(cs.sub.cursor.Backlog(), 0)))
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})

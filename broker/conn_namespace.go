@@ -7,8 +7,9 @@ package broker
 //   - GET_TOPICS_OF_NAMESPACE lists the namespace's persistent topics (the
 //     stored ones, the loaded ones and every partition of its partitioned
 //     topics, which Pulsar creates with the partitioned topic, so that a
-//     pattern consumer finds partitions nothing has written to yet); the
-//     pattern is left to the client
+//     pattern consumer finds partitions nothing has written to yet); a
+//     topics pattern is applied as Pulsar applies it (topicwatch.go), with
+//     the list's hash; without one the pattern is left to the client
 //     (filtered=false), as the protocol allows.
 //   - SEEK (by message id or publish time) resets the subscription so that
 //     the next message read is the target, answers SUCCESS, then closes the
@@ -32,28 +33,71 @@ import (
 func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) error {
 	reqID := cmd.GetRequestId()
 	tenant, ns, ok := strings.Cut(cmd.GetNamespace(), "/")
-	if !ok || tenant == "" || ns == "" || strings.Contains(ns, "/") {
+	if !ok || checkNamedEntity(tenant) != nil || checkNamedEntity(ns) != nil {
 		return c.sendError(reqID, pb.ServerError_InvalidTopicName, fmt.Sprintf("namespace %q: want tenant/namespace", cmd.GetNamespace()))
 	}
-	if z := c.b.cfg.Authorization; z != nil {
-		if err := z.AllowNamespaceTopics(c.ctx, c.connRole(), tenant, ns); err != nil {
-			return c.sendError(reqID, authErrorCode(err), err.Error())
-		}
+	// Bounded with lookups, as Pulsar bounds it (maxConcurrentLookupRequest),
+	// and off the event loop: listing reads the metadata store.
+	if !c.b.lookups.TryAcquire(1) {
+		return c.sendError(reqID, pb.ServerError_TooManyRequests,
+			fmt.Sprintf("too many lookups in progress (maxConcurrentLookupRequest %d)", c.b.cfg.MaxConcurrentLookupRequest))
 	}
+	c.goSafe("GET_TOPICS_OF_NAMESPACE", func() {
+		defer c.b.lookups.Release(1)
+		if z := c.b.cfg.Authorization; z != nil { // reads the namespace's grants
+			if err := z.AllowNamespaceTopics(c.ctx, c.connRole(), tenant, ns); err != nil {
+				_ = c.sendError(reqID, authErrorCode(err), err.Error())
+				return
+			}
+		}
+		resp, err := c.b.topicsOfNamespace(c.ctx, tenant, ns, cmd)
+		if err != nil {
+			_ = c.sendError(reqID, pb.ServerError_MetadataError, err.Error())
+			return
+		}
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(), GetTopicsOfNamespaceResponse: resp})
+	})
+	return nil
+}
+
+// topicsOfNamespace answers GET_TOPICS_OF_NAMESPACE. As Pulsar's
+// broker-side pattern evaluation: a pattern up to
+// subscriptionPatternMaxLength is applied here (filtered); the hash of
+// what is answered lets a client that has it already get no list
+// (changed=false).
+func (b *Broker) topicsOfNamespace(ctx context.Context, tenant, ns string, cmd *pb.CommandGetTopicsOfNamespace) (*pb.CommandGetTopicsOfNamespaceResponse, error) {
 	var topics []string
 	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
 		var err error
-		if topics, err = c.b.persistentTopics(c.ctx, tenant, ns); err != nil {
-			return c.sendError(reqID, pb.ServerError_MetadataError, err.Error())
+		if topics, err = b.persistentTopics(ctx, tenant, ns); err != nil {
+			return nil, err
 		}
 	}
 	if cmd.GetMode() != pb.CommandGetTopicsOfNamespace_PERSISTENT {
-		topics = append(topics, c.b.loadedNonPersistentTopics(tenant, ns)...)
+		topics = append(topics, b.loadedNonPersistentTopics(tenant, ns)...)
 	}
-	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE.Enum(),
-		GetTopicsOfNamespaceResponse: &pb.CommandGetTopicsOfNamespaceResponse{
-			RequestId: &reqID, Topics: topics, Filtered: ptr(false), Changed: ptr(true)}})
+	sort.Strings(topics)
+	filtered := false
+	if p := cmd.GetTopicsPattern(); p != "" && len(p) <= subscriptionPatternMaxLength {
+		re, err := compileTopicsPattern(p)
+		if err != nil {
+			return nil, err
+		}
+		topics, filtered = filterTopics(topics, re), true
+	}
+	hash := topicsHash(topics)
+	changed := cmd.TopicsHash == nil || cmd.GetTopicsHash() != hash
+	if !changed {
+		topics = nil
+	}
+	reqID := cmd.GetRequestId()
+	return &pb.CommandGetTopicsOfNamespaceResponse{RequestId: &reqID, Topics: topics, Filtered: &filtered,
+		Changed: &changed, TopicsHash: &hash}, nil
 }
+
+// subscriptionPatternMaxLength is Pulsar's default: longer patterns are
+// left to the client.
+const subscriptionPatternMaxLength = 50
 
 // loadedNonPersistentTopics lists tenant/ns's non-persistent topics loaded
 // here (they exist only while loaded).
@@ -107,9 +151,14 @@ func (b *Broker) persistentTopics(ctx context.Context, tenant, ns string) ([]str
 
 func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 	reqID := cmd.GetRequestId()
+	// A SEEK that cannot be served is answered as Pulsar answers it:
+	// MetadataError without a target or for no consumer of this connection.
+	if cmd.MessageId == nil && cmd.MessagePublishTime == nil {
+		return c.sendError(reqID, pb.ServerError_MetadataError, "Message id and message publish time were not present")
+	}
 	cs := c.consumer(cmd.GetConsumerId())
 	if cs == nil {
-		return c.sendError(reqID, pb.ServerError_ConsumerNotFound, "no such consumer")
+		return c.sendError(reqID, pb.ServerError_MetadataError, "Consumer not found")
 	}
 	c.goSafe("SEEK", func() {
 		target, err := seekTarget(c.ctx, cs.sub.topic.ml, cmd)

@@ -177,9 +177,7 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 // or whose topic closes.
 func (p *producer) fence() {
 	p.conn.dropProducer(p)
-	id := p.id
-	_ = p.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
-		CloseProducer: &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}})
+	p.conn.closeProducerOnClient(p.id)
 }
 
 // registerProducer adds p to the connection unless it closed or the id

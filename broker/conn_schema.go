@@ -43,6 +43,10 @@ var errNoRegistry = errors.New("this broker stores no schemas (no schema registr
 
 func (c *serverConn) handleGetSchema(cmd *pb.CommandGetSchema) error {
 	reqID, topic, version := cmd.GetRequestId(), cmd.GetTopic(), cmd.GetSchemaVersion()
+	if cmd.SchemaVersion != nil && len(version) == 0 { // Pulsar checks this first
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: &pb.CommandGetSchemaResponse{
+			RequestId: &reqID, ErrorCode: pb.ServerError_IncompatibleSchema.Enum(), ErrorMessage: ptr("Empty schema version")}})
+	}
 	c.goSafe("GET_SCHEMA", func() {
 		v, err := c.b.schemaVersion(c.ctx, topic, version)
 		resp := &pb.CommandGetSchemaResponse{RequestId: &reqID}

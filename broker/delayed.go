@@ -39,7 +39,7 @@ func (q *delayedQueue) Pop() any {
 // delaysDelivery reports whether the subscription type honours
 // deliver_at_time.
 func (s *subscription) delaysDelivery() bool {
-	return s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared
+	return s.kind() == pb.CommandSubscribe_Shared || s.kind() == pb.CommandSubscribe_Key_Shared
 }
 
 // holdLocked keeps an entry until at and arms the timer for the earliest.

@@ -36,7 +36,7 @@ var errNonPersistent = errors.New("not available on non-persistent topics")
 func (s *subscription) push(e managedledger.Entry) {
 	info := entryInfoOf(e.Data)
 	slot := int32(-1)
-	if s.subType == pb.CommandSubscribe_Key_Shared {
+	if s.kind() == pb.CommandSubscribe_Key_Shared {
 		slot = keySlot(info.key)
 	}
 	s.mu.Lock()

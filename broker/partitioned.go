@@ -92,5 +92,8 @@ func (b *Broker) CreatePartitionedTopic(ctx context.Context, t TopicName, n int)
 	if errors.Is(err, metadata.ErrExists) {
 		return fmt.Errorf("topic %s is already partitioned: %w", t, err)
 	}
+	if err == nil {
+		b.namespaceTopicsChanged(t.Tenant, t.Namespace)
+	}
 	return err
 }

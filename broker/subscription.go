@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"sync"
 	"time"
 
@@ -54,7 +55,9 @@ type subscription struct {
 	// partition is the topic's partition index, -1 if it is not a
 	// partition (activeIndexLocked).
 	partition int
-	subType   pb.CommandSubscribe_SubType
+	// subType is the pb.CommandSubscribe_SubType (kind); it changes only
+	// while the subscription has no consumer (addConsumer).
+	subType   atomic.Int32
 	cursor    managedledger.Cursor
 	durable   bool
 
@@ -105,38 +108,58 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 	if _, i, ok := partitionOf(t.name); ok {
 		partition = i
 	}
-	return &subscription{topic: t, name: name, subType: subType, cursor: cursor, durable: durable, partition: partition,
+	s := &subscription{topic: t, name: name, cursor: cursor, durable: durable, partition: partition,
 		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
 		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
+	s.subType.Store(int32(subType))
+	return s
 }
+
+// kind is the subscription's type.
+func (s *subscription) kind() pb.CommandSubscribe_SubType {
+	return pb.CommandSubscribe_SubType(s.subType.Load())
+}
+
+// errSubscriptionTypeBusy refuses a consumer of another type than the
+// subscription's connected ones (Pulsar's SubscriptionBusyException,
+// answered ConsumerBusy).
+var errSubscriptionTypeBusy = errors.New("subscription is of a different type")
 
 // addConsumer attaches c, enforcing the subscription type, and takes
 // maxUnacked (the limit in effect when c subscribed) for the subscription.
-func (s *subscription) addConsumer(c *consumer, maxUnacked int64) error {
+// A subscription without consumers takes c's type, as Pulsar's replaces
+// its dispatcher: what it holds unacknowledged is delivered the new way.
+func (s *subscription) addConsumer(c *consumer, subType pb.CommandSubscribe_SubType, maxUnacked int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("subscription %s is closed", s.name)
 	}
+	if subType != s.kind() {
+		if len(s.consumers) > 0 {
+			return fmt.Errorf("subscription %s is %s, not %s: %w", s.name, s.kind(), subType, errSubscriptionTypeBusy)
+		}
+		s.subType.Store(int32(subType))
+	}
 	s.maxUnacked = maxUnacked
-	if s.subType == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
+	if s.kind() == pb.CommandSubscribe_Exclusive && len(s.consumers) > 0 {
 		return errConsumerBusy
 	}
 	var active *consumer
 	if len(s.consumers) > 0 {
 		active = s.consumers[s.activeIndexLocked()]
-		if s.subType == pb.CommandSubscribe_Key_Shared && s.lastRead != nil {
+		if s.kind() == pb.CommandSubscribe_Key_Shared && s.lastRead != nil {
 			at := *s.lastRead
 			c.joinedAfter = &at
 		}
 	}
 	s.consumers = append(s.consumers, c)
-	if s.subType == pb.CommandSubscribe_Failover || s.subType == pb.CommandSubscribe_Key_Shared {
+	if s.kind() == pb.CommandSubscribe_Failover || s.kind() == pb.CommandSubscribe_Key_Shared {
 		// Name order: the Failover active consumer, and a Key_Shared
 		// auto-split that is stable while the consumers are.
 		sort.SliceStable(s.consumers, func(i, j int) bool { return s.consumers[i].name < s.consumers[j].name })
 	}
-	if s.subType == pb.CommandSubscribe_Failover {
+	if s.kind() == pb.CommandSubscribe_Failover {
 		if active != nil && s.consumers[s.activeIndexLocked()] != active {
 			// The new consumer is now the active one: what the old one
 			// holds goes out again, in order, to the new one.
@@ -187,7 +210,7 @@ func (s *subscription) closeIfOnly(c *consumer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.consumers) > 1 || (len(s.consumers) == 1 && s.consumers[0] != c) {
-		return fmt.Errorf("subscription %s has other consumers", s.name)
+		return fmt.Errorf("subscription %s has other consumers: %w", s.name, errSubscriptionBusy)
 	}
 	s.closed = true
 	return nil
@@ -206,7 +229,7 @@ func (s *subscription) activeLocked() []*consumer {
 	if len(s.consumers) == 0 {
 		return nil
 	}
-	if s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared {
+	if s.kind() == pb.CommandSubscribe_Shared || s.kind() == pb.CommandSubscribe_Key_Shared {
 		return s.consumers
 	}
 	i := s.activeIndexLocked()
@@ -216,7 +239,7 @@ func (s *subscription) activeLocked() []*consumer {
 // singleActiveLocked is the active consumer of a Failover subscription,
 // nil for other types or without consumers.
 func (s *subscription) singleActiveLocked() *consumer {
-	if s.subType != pb.CommandSubscribe_Failover || len(s.consumers) == 0 {
+	if s.kind() != pb.CommandSubscribe_Failover || len(s.consumers) == 0 {
 		return nil
 	}
 	return s.consumers[s.activeIndexLocked()]
@@ -350,7 +373,7 @@ func (s *subscription) deliverableReplayLocked(n int) []managedledger.Position {
 			break
 		}
 		slot := s.replay[p]
-		if s.subType == pb.CommandSubscribe_Key_Shared {
+		if s.kind() == pb.CommandSubscribe_Key_Shared {
 			c := s.keyConsumerLocked(slot)
 			if blocked[slot] || c == nil || !s.canTakeLocked(c) || (c.joinedAfter != nil && p.Compare(*c.joinedAfter) > 0) {
 				blocked[slot] = true // later entries of this key wait behind it
@@ -484,7 +507,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		info := entryInfoOf(e.Data)
 		s.noteMessagesLocked(info.messages)
 		slot := int32(-1)
-		if s.subType == pb.CommandSubscribe_Key_Shared {
+		if s.kind() == pb.CommandSubscribe_Key_Shared {
 			slot = keySlot(info.key)
 		}
 		if !info.deliverAt.IsZero() && s.delaysDelivery() && time.Now().Before(info.deliverAt) {
@@ -492,7 +515,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			continue
 		}
 		var c *consumer
-		if s.subType != pb.CommandSubscribe_Key_Shared || !blocked[slot] {
+		if s.kind() != pb.CommandSubscribe_Key_Shared || !blocked[slot] {
 			c = s.pickLocked(e.Position, info, slot)
 		}
 		if c == nil {
@@ -544,7 +567,7 @@ func (s *subscription) blockedSlotsLocked() map[int32]bool {
 // pickLocked returns the consumer the entry goes to now, or nil when it
 // must wait (no permits; for Key_Shared, none for the key's consumer).
 func (s *subscription) pickLocked(pos managedledger.Position, info entryInfo, slot int32) *consumer {
-	if s.subType == pb.CommandSubscribe_Key_Shared {
+	if s.kind() == pb.CommandSubscribe_Key_Shared {
 		c := s.keyConsumerLocked(slot)
 		if c == nil || !s.canTakeLocked(c) || (c.joinedAfter != nil && pos.Compare(*c.joinedAfter) > 0) {
 			return nil
@@ -659,20 +682,25 @@ func entryInfoOf(data []byte) entryInfo {
 	return info
 }
 
+// errSubscriptionBusy: the subscription's other consumers stop an
+// unsubscribe or a consumer of another type (ConsumerBusy, as Pulsar's
+// SubscriptionBusyException).
+var errSubscriptionBusy = errors.New("subscription is busy")
+
 // errCumulativeAckNotAllowed refuses a cumulative ack on a Shared or
 // Key_Shared subscription: the entries before the position given are in
 // flight to other consumers too, and acknowledging them would drop them.
 // Pulsar's clients refuse it themselves; its broker ignores it (with a
-// warning); we answer an error so a client that sent it knows.
+// warning) and answers success, and so does handleAck.
 var errCumulativeAckNotAllowed = errors.New("cannot do a cumulative ack on a Shared or Key_Shared subscription")
 
 // checkAckType refuses cumulative acks where only individual acks are
 // allowed (subType never changes after creation: no lock needed).
 func (s *subscription) checkAckType(c *consumer, cumulative bool) error {
-	if cumulative && (s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared) {
+	if cumulative && (s.kind() == pb.CommandSubscribe_Shared || s.kind() == pb.CommandSubscribe_Key_Shared) {
 		s.topic.b.log.Warn("cumulative ack on a shared subscription refused", "topic", s.topic.name.String(),
 			"subscription", s.name, "consumer", c.id)
-		return fmt.Errorf("subscription %s is %s: %w", s.name, s.subType, errCumulativeAckNotAllowed)
+		return fmt.Errorf("subscription %s is %s: %w", s.name, s.kind(), errCumulativeAckNotAllowed)
 	}
 	return nil
 }
@@ -773,7 +801,7 @@ func (s *subscription) countUnackedLocked(c *consumer, delta int64) (unblocked b
 	if invariants.Enabled && (c.unacked < 0 || s.unacked < 0) {
 		invariants.Failf("unacked count below zero: consumer %d, subscription %d (delta %d)", c.unacked, s.unacked, delta)
 	}
-	if s.subType != pb.CommandSubscribe_Shared && s.subType != pb.CommandSubscribe_Key_Shared {
+	if s.kind() != pb.CommandSubscribe_Shared && s.kind() != pb.CommandSubscribe_Key_Shared {
 		return false // Exclusive and Failover consumers ack cumulatively: no limit, as in Pulsar
 	}
 	unblocked = applyUnackedLimit(&c.blockedOnUnacked, c.unacked, c.maxUnacked)
@@ -814,7 +842,7 @@ func (s *subscription) redeliver(c *consumer, positions []managedledger.Position
 // message (Shared, Key_Shared), Pulsar's isIndividualAckMode: only those
 // take the ids of a redelivery request and count redeliveries.
 func (s *subscription) individualAck() bool {
-	return s.subType == pb.CommandSubscribe_Shared || s.subType == pb.CommandSubscribe_Key_Shared
+	return s.kind() == pb.CommandSubscribe_Shared || s.kind() == pb.CommandSubscribe_Key_Shared
 }
 
 // redeliverLocked moves c's in-flight entries (all, or those listed) to
@@ -880,9 +908,7 @@ func (s *subscription) disconnectConsumers() {
 	s.mu.Unlock()
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
-		id := c.id
-		_ = c.conn.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
-			CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}})
+		c.conn.closeConsumerOnClient(c.id)
 	}
 }
 

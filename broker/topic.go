@@ -319,10 +319,7 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	t.mu.Lock()
 	if s, ok := t.subs[name]; ok && cmd.GetDurable() {
 		t.mu.Unlock()
-		if s.subType != cmd.GetSubType() {
-			return nil, fmt.Errorf("subscription %s is %s, not %s", name, s.subType, cmd.GetSubType())
-		}
-		return s, nil
+		return s, nil // its type is checked as the consumer joins (addConsumer)
 	}
 	t.mu.Unlock()
 	if !cmd.GetDurable() {

@@ -36,6 +36,17 @@ func StripBrokerEntryMetadata(b []byte) []byte {
 	return b[end:]
 }
 
+// SkipChecksum returns an entry (broker entry metadata stripped) without
+// its 0x0e01 magic and CRC32C, as clients older than protocol v11 are
+// sent it: [metadataSize][metadata][payload]. An entry without the magic
+// is returned unchanged.
+func SkipChecksum(b []byte) []byte {
+	if len(b) < magicLen+crcLen || binary.BigEndian.Uint16(b) != MagicChecksum {
+		return b
+	}
+	return b[magicLen+crcLen:]
+}
+
 // BrokerEntryMetadataLen is the size of what AppendBrokerEntryMetadata
 // appends for these values.
 func BrokerEntryMetadataLen(brokerTimestamp uint64, withTimestamp bool, index int64, withIndex bool) int {

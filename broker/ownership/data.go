@@ -4,6 +4,11 @@ package ownership
 // NamespaceEphemeralData, LeaderBroker), so operators' tools and
 // pulsaradmin's broker-stats decode them.
 
+// BrokersPath holds one ephemeral node per live broker, named by its id
+// (host:webPort), valued by its BrokerData: where the proxy and tools
+// discover the brokers of a cluster.
+const BrokersPath = brokersRoot
+
 const (
 	brokersRoot = "/loadbalance/brokers"
 	leaderPath  = "/loadbalance/leader"

@@ -387,10 +387,10 @@ func TestOwnershipNodeDeletedClosesBundle(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
+			t.Fatal("condition not met in 20 s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

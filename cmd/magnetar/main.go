@@ -25,6 +25,7 @@ func commands() []command {
 		{"broker", "run a broker of a cluster (ZooKeeper metadata, bookies, load-balanced bundles)", runBroker},
 		{"initialize-cluster-metadata", "record a cluster (and public/default) in the configuration store", runInitCluster},
 		{"bookie", "run a bookie (storage node); bookie format, bookie shell ledgers/read-entry/list-bookies", runBookie},
+		{"proxy", "run a Pulsar proxy: one gateway to every broker of a cluster (brokers from the metadata store)", runProxy},
 		{"admin", "administer a cluster over the admin REST API (pulsar-admin's commands)", runAdmin},
 		{"tokens", "create and check JWTs for token authentication (pulsar tokens's commands)", runTokens},
 	}

@@ -1,6 +1,9 @@
 package broker
 
-// Regression tests for review findings on the first broker slice.
+// Dispatch and flow-control edge cases, each once a bug: a slow Key_Shared
+// consumer, readers started inside a batch and their cursors, one pending
+// publish per connection, an ack past the end, a Failover takeover, a
+// congested consumer connection.
 
 import (
 	"context"

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Proxy is one proxy instance: a binary listener (Serve), a web handler
+// (HTTPHandler) and the pooled broker connections lookups share.
+type Proxy struct {
+	cfg     Config
+	reg     *registry
+	m       *metrics
+	pool    *pool
+	http    *http.Client
+	lookups chan struct{} // semaphore: maxConcurrentLookupRequests
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	active atomic.Int64
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		listeners []net.Listener
+		conns     map[net.Conn]struct{}
+		closed    bool
+	}
+}
+
+// New starts discovery (reading the registered brokers once) and returns
+// a proxy with no listener yet.
+func New(ctx context.Context, cfg Config) (*Proxy, error) {
+	cfg = cfg.withDefaults()
+	reg, err := newRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	if err := reg.start(pctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg, reg: reg, m: newMetrics(cfg.Registry), ctx: pctx, cancel: cancel,
+		lookups: make(chan struct{}, cfg.MaxConcurrentLookupRequests)}
+	p.pool = newPool(p)
+	p.http = p.httpClient()
+	p.mu.conns = map[net.Conn]struct{}{}
+	return p, nil
+}
+
+// Serve listens on addr (host:port) and accepts clients in the background.
+func (p *Proxy) Serve(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		ln.Close()
+		return nil, errors.New("proxy: closed")
+	}
+	p.mu.listeners = append(p.mu.listeners, ln)
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.acceptLoop(ln)
+	return ln.Addr(), nil
+}
+
+func (p *Proxy) acceptLoop(ln net.Listener) {
+	defer p.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: wait rather than spin.
+			p.cfg.Logger.Warn("proxy: accept failed", "err", err)
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if p.active.Add(1) > int64(p.cfg.MaxConcurrentInboundConnections) {
+			p.active.Add(-1)
+			p.m.rejected.Inc()
+			c.Close()
+			continue
+		}
+		p.m.newConns.Inc()
+		p.m.active.Inc()
+		if !p.track(c) {
+			p.release(c)
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer p.release(c)
+			newClientConn(p, c.(*net.TCPConn)).serve()
+		}()
+	}
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return false
+	}
+	p.mu.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) release(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.mu.conns, c)
+	p.mu.Unlock()
+	p.active.Add(-1)
+	p.m.active.Dec()
+}
+
+// Close stops accepting, closes every client connection (and so their
+// broker connections) and the pool, and waits for the goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.closed = true
+	for _, ln := range p.mu.listeners {
+		ln.Close()
+	}
+	for c := range p.mu.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.cancel()
+	p.pool.close()
+	p.wg.Wait()
+	return nil
+}
+
+// ActiveConnections is the number of client connections open now.
+func (p *Proxy) ActiveConnections() int { return int(p.active.Load()) }
