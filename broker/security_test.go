@@ -378,6 +378,9 @@ func (sb *securedBroker) binaryAnswer(t *testing.T, id identity, overTLS bool, o
 	case "GET_TOPICS_OF_NAMESPACE":
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_GET_TOPICS_OF_NAMESPACE.Enum(), GetTopicsOfNamespace: &pb.CommandGetTopicsOfNamespace{
 			Namespace: &arg, RequestId: ptr(uint64(1))}})
+	case "WATCH_TOPIC_LIST":
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_WATCH_TOPIC_LIST.Enum(), WatchTopicList: &pb.CommandWatchTopicList{
+			Namespace: &arg, RequestId: ptr(uint64(1)), WatcherId: ptr(uint64(1)), TopicsPattern: ptr("persistent://" + arg + "/.*")}})
 	default:
 		t.Fatalf("matrix: unknown binary command %s", op)
 	}
