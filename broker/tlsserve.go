@@ -17,8 +17,10 @@ package broker
 //   - The writer goroutine writes what Write queued through a 64 KiB
 //     buffer (one TLS record per flush, not one per frame part); a queue
 //     above tlsWriteHighWater is Congested until it drains to half.
-//   - Close writes what was queued before it, then closes the socket; a
-//     connection silent for two keep-alive intervals is closed.
+//   - Close writes what was queued before it (within
+//     tlsCloseWriteTimeout), then closes the socket; a connection silent
+//     for two keep-alive intervals is closed, and so is one whose client
+//     lets more than tlsMaxQueued of answers pile up.
 
 import (
 	"bufio"
@@ -39,6 +41,10 @@ import (
 const (
 	tlsHandshakeTimeout = 10 * time.Second
 	tlsWriteHighWater   = 1 << 20
+	// tlsMaxQueued closes a connection whose client does not read what
+	// it asked for (PONGs to a PING flood): dispatch stops at the high
+	// water mark, so only such a client gets here.
+	tlsMaxQueued = 64 << 20
 	tlsIOBuffer         = 64 << 10
 	// tlsCloseWriteTimeout bounds flushing a closing connection's queue
 	// to a client that does not read.
@@ -272,8 +278,12 @@ func (c *tlsConn) Write(bufs ...[]byte) error {
 		c.queued += len(b)
 	}
 	c.updateCongestionLocked()
+	over := c.queued > tlsMaxQueued
 	c.mu.Unlock()
 	c.wake()
+	if over {
+		c.Close(fmt.Errorf("more than %d bytes of answers queued: the client does not read", tlsMaxQueued))
+	}
 	return nil
 }
 
