@@ -45,7 +45,7 @@ const (
 	// it asked for (PONGs to a PING flood): dispatch stops at the high
 	// water mark, so only such a client gets here.
 	tlsMaxQueued = 64 << 20
-	tlsIOBuffer         = 64 << 10
+	tlsIOBuffer  = 64 << 10
 	// tlsCloseWriteTimeout bounds flushing a closing connection's queue
 	// to a client that does not read.
 	tlsCloseWriteTimeout = 5 * time.Second
