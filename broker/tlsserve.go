@@ -43,8 +43,9 @@ const (
 	tlsWriteHighWater   = 1 << 20
 	// tlsMaxQueued closes a connection whose client does not read what
 	// it asked for (PONGs to a PING flood): dispatch stops at the high
-	// water mark, so only such a client gets here.
-	tlsMaxQueued = 64 << 20
+	// water mark (checked before each entry, so each consumer adds at
+	// most one entry past it), so only such a client gets here.
+	tlsMaxQueued = 256 << 20
 	tlsIOBuffer  = 64 << 10
 	// tlsCloseWriteTimeout bounds flushing a closing connection's queue
 	// to a client that does not read.
