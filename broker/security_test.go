@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -606,5 +607,43 @@ func TestHTTPAccessClassifiesPaths(t *testing.T) {
 		if got.access != tc.want || got.tenant != tc.tenant || got.subscription != tc.sub {
 			t.Errorf("%s %s: %+v, want access %d tenant %q subscription %q", tc.method, tc.path, got, tc.want, tc.tenant, tc.sub)
 		}
+	}
+}
+
+// TLS connections leave no goroutine behind once closed, whichever side
+// closes, and the server's Close waits for them all.
+func TestTLSConnectionsLeaveNoGoroutines(t *testing.T) {
+	sb := startSecuredBroker(t)
+	ids := sb.identities(t)
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for i := range 40 {
+		r, _ := sb.dial(t, ids["super"], true)
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+			ClientVersion: ptr("leak"), ProtocolVersion: ptr(int32(20)), AuthMethodName: ptr("token"), AuthData: []byte(ids["super"].data)}})
+		if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_CONNECTED {
+			t.Fatalf("CONNECT: %v %v", cmd.GetType(), err)
+		}
+		if i%2 == 0 {
+			r.conn.Close()
+		}
+	}
+	sb.b.mu.Lock()
+	for c := range sb.b.conns {
+		c.t.Close(errors.New("closed by the test"))
+	}
+	sb.b.mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		sb.b.mu.Lock()
+		open := len(sb.b.conns)
+		sb.b.mu.Unlock()
+		// The test's own client connections stay open (half of them).
+		if n := runtime.NumGoroutine(); open == 0 && n <= before+2 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d connections, %d goroutines, %d before", open, n, before)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
