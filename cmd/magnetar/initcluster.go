@@ -25,6 +25,8 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 	configURL := fs.String("configuration-metadata-store", "", "the configuration store (default: the metadata store)")
 	webURL := fs.String("web-service-url", "", "the cluster's HTTP service URL, e.g. http://broker1:8080 (required)")
 	brokerURL := fs.String("broker-service-url", "", "the cluster's binary service URL, e.g. pulsar://broker1:6650 (required)")
+	webURLTLS := fs.String("web-service-url-tls", "", "the cluster's HTTPS service URL, e.g. https://broker1:8443")
+	brokerURLTLS := fs.String("broker-service-url-tls", "", "the cluster's TLS binary service URL, e.g. pulsar+ssl://broker1:6651")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -44,7 +46,8 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer store.Close()
-	if err := initClusterMetadata(ctx, store, *cluster, *webURL, *brokerURL); err != nil {
+	if err := initClusterMetadata(ctx, store, *cluster, resources.ClusterData{ServiceURL: *webURL, BrokerServiceURL: *brokerURL,
+		ServiceURLTLS: *webURLTLS, BrokerServiceURLTLS: *brokerURLTLS}); err != nil {
 		fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: %v\n", err)
 		return 1
 	}
@@ -55,7 +58,7 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 // initClusterMetadata creates the cluster, tenant public and namespace
 // public/default (with its bundles) unless they exist: running it twice
 // changes nothing.
-func initClusterMetadata(ctx context.Context, store metadata.Store, cluster, webURL, brokerURL string) error {
+func initClusterMetadata(ctx context.Context, store metadata.Store, cluster string, data resources.ClusterData) error {
 	res, err := resources.New(ctx, store, resources.Options{})
 	if err != nil {
 		return fmt.Errorf("initialise metadata: %w", err)
@@ -66,7 +69,7 @@ func initClusterMetadata(ctx context.Context, store metadata.Store, cluster, web
 		do   func() error
 	}{
 		{"cluster " + cluster, func() error {
-			return res.CreateCluster(ctx, cluster, resources.ClusterData{ServiceURL: webURL, BrokerServiceURL: brokerURL})
+			return res.CreateCluster(ctx, cluster, data)
 		}},
 		{"tenant public", func() error {
 			return res.CreateTenant(ctx, "public", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})

@@ -123,6 +123,11 @@ superUserRoles=root
 		t.Fatalf("grant as superuser: %d %s", code, out)
 	}
 
+	if out, code := admin("--auth-plugin", "token", "--auth-params", "token:"+superToken, "clusters", "get", "standalone"); code != 0 ||
+		!strings.Contains(out, fmt.Sprintf("pulsar+ssl://127.0.0.1:%d", ports[2])) || !strings.Contains(out, webTLS) {
+		t.Errorf("the cluster's TLS URLs: %d %s", code, out)
+	}
+
 	produce := func(url string, opts pulsar.ClientOptions, topic string) error {
 		opts.URL, opts.Logger, opts.OperationTimeout = url, plog.DefaultNopLogger(), 5*time.Second
 		c, err := pulsar.NewClient(opts)

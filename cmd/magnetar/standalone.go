@@ -222,9 +222,9 @@ func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, 
 // initStandaloneMetadata creates the cluster, tenant public and namespace
 // public/default on first start, as Pulsar standalone does.
 func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standaloneFlags) error {
-	return initClusterMetadata(ctx, store, f.cluster,
-		"http://"+f.webAddr(),
-		"pulsar://"+f.brokerAddr())
+	pulsarTLS, webTLS := f.security.tlsURLs(f.listenFlags)
+	return initClusterMetadata(ctx, store, f.cluster, resources.ClusterData{ServiceURL: "http://" + f.webAddr(),
+		BrokerServiceURL: "pulsar://" + f.brokerAddr(), ServiceURLTLS: webTLS, BrokerServiceURLTLS: pulsarTLS})
 }
 
 // webMux is the HTTP port's handler: the broker's (admin API, lookup,
