@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -399,4 +402,35 @@ func TestGeoRemoveClusterDropsReplicator(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Topic-level replication clusters (through the admin API) override the
+// namespace's: a namespace local to a replicates one topic to b.
+func TestGeoTopicLevelReplicationClusters(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "tl", "a")
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://geo/tl/t"
+	tn := topicName(t, topic)
+	expectStatus(t, "unknown cluster", adm.Topics().SetReplicationClusters(tn, []string{"a", "mars"}), 403)
+	if err := adm.Topics().SetReplicationClusters(tn, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Topics().GetReplicationClusters(tn); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 20, nil)
+	cb.waitFor(t, "b", 20)
+	if err := adm.Topics().RemoveReplicationClusters(tn); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Topics().GetReplicationClusters(tn); err != nil || len(got) != 0 {
+		t.Fatalf("get after remove: %v %v", got, err)
+	}
 }

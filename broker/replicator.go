@@ -52,7 +52,6 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/replclient"
-	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -452,8 +451,7 @@ func (t *topic) updateReplicationRates(now time.Time) {
 // topicReplicationClusters reads a topic's own replication clusters
 // (set: false when it has none).
 func (b *Broker) topicReplicationClusters(ctx context.Context, name TopicName) ([]string, bool, error) {
-	p, err := b.cfg.Resources.GetTopicPolicies(ctx, resources.TopicName{Domain: name.Domain, Tenant: name.Tenant,
-		Namespace: name.Namespace, Local: name.Local})
+	p, err := b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(name))
 	if err != nil {
 		return nil, false, err
 	}
