@@ -16,6 +16,9 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -358,6 +361,10 @@ func TestGeoRemoteOutage(t *testing.T) {
 		}
 		return nil
 	})
+	metrics := scrapeMetrics(t, cl["a"].broker())
+	if !strings.Contains(metrics, `pulsar_replication_backlog{cluster="a",namespace="geo/out",remote_cluster="b",topic="persistent://geo/out/t"}`) {
+		t.Fatalf("no replication backlog metric:\n%s", metrics)
+	}
 
 	cl["b"].start(t)
 	cb.waitFor(t, "b after the outage", 150)
@@ -433,4 +440,21 @@ func TestGeoTopicLevelReplicationClusters(t *testing.T) {
 	if got, err := adm.Topics().GetReplicationClusters(tn); err != nil || len(got) != 0 {
 		t.Fatalf("get after remove: %v %v", got, err)
 	}
+}
+
+func scrapeMetrics(t *testing.T, b *Broker) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewMetrics(b))
+	var sb strings.Builder
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&sb, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sb.String()
 }
