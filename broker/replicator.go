@@ -299,9 +299,8 @@ func (r *replicator) session() error {
 	r.connectedSince.Store(&since)
 	r.connected.Store(true)
 	defer r.connected.Store(false)
-	r.cursor.Rewind() // what a previous session read but the remote never confirmed
-	err = r.forward(prod)
-	prod.Close()
+	r.cursor.Rewind()     // what a previous session read but the remote never confirmed
+	err = r.forward(prod) // closes prod
 	b.log.Info("replication producer closed", "topic", r.t.name.String(), "remote", r.remote, "err", err)
 	return errRemoteWorked
 }
@@ -311,7 +310,10 @@ func (r *replicator) session() error {
 func (r *replicator) forward(prod *replclient.Producer) error {
 	window := make(chan struct{}, max(r.t.b.cfg.ReplicationProducerQueueSize, 1))
 	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	defer func() {
+		prod.Close() // fails what is still pending, so the wait is bounded
+		inflight.Wait()
+	}()
 	for {
 		entries, err := r.read(prod)
 		if err != nil {
@@ -319,6 +321,9 @@ func (r *replicator) forward(prod *replclient.Producer) error {
 		}
 		for _, e := range entries {
 			if !r.forwardEntry(prod, e, window, &inflight) {
+				if err := r.ctx.Err(); err != nil {
+					return err
+				}
 				return prod.Err()
 			}
 		}
@@ -369,6 +374,8 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	select {
 	case window <- struct{}{}:
 	case <-prod.Done():
+		return false
+	case <-r.ctx.Done():
 		return false
 	}
 	if len(window) == 1 || r.oldestMs.Load() == 0 {
