@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf compat generate clean
+.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf compat dist generate clean
 
 all: build
 
@@ -110,6 +110,12 @@ generate:
 	protoc -I . --plugin=protoc-gen-go=$(GOBIN)/protoc-gen-go \
 	  --go_out=. --go_opt=module=github.com/magnetar-io/magnetar wire/proto/pulsar_api.proto
 
+## dist: the release tarball in dist/: the static binary, conf/ (broker,
+## bookkeeper, proxy, standalone and client configuration files, systemd
+## units) and the docs, version-stamped (docs/deploy.md installs it)
+dist: build
+	bash scripts/dist.sh $(BIN) $(VERSION) $(CURDIR)/dist
+
 ## standalone: build and run broker + bookie + embedded metadata in one process
 standalone: build
 	$(BIN) standalone
@@ -157,4 +163,4 @@ bench-report-quick:
 	$(MAKE) bench-report BENCH_FLAGS="--quick --out $(PERF_DIR)/report-quick $(BENCH_FLAGS)"
 
 clean:
-	rm -rf bin .perf
+	rm -rf bin .perf dist

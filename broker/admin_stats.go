@@ -18,6 +18,8 @@ package broker
 //     reading at most maxAckScan entries after its mark-delete position.
 
 import (
+	"time"
+
 	"context"
 	"sort"
 	"strings"
@@ -48,7 +50,7 @@ func (b *Broker) statsOf(t *topic) admin.TopicStats {
 		MsgInCounter: t.stats.msgsIn.Load(), MsgOutCounter: t.stats.msgsOut.Load(),
 		BytesInCounter: t.stats.bytesIn.Load(), BytesOutCounter: t.stats.bytesOut.Load(),
 		StorageSize: t.ml.Size(), Publishers: t.publisherStats(), Subscriptions: t.subscriptionStats(),
-		Replication: map[string]struct{}{}, DeduplicationStatus: "Disabled"}
+		Replication: t.replicationStats(time.Now()), DeduplicationStatus: "Disabled"}
 	if rates.MsgRateIn > 0 {
 		st.AverageMsgSize = rates.ThroughputIn / rates.MsgRateIn
 	}

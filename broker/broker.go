@@ -119,6 +119,13 @@ type Config struct {
 	// MaxConcurrentTopicLoadRequest is maxConcurrentTopicLoadRequest
 	// (5000): topic loads beyond it wait for one to finish.
 	MaxConcurrentLookupRequest, MaxConcurrentTopicLoadRequest int
+	// ReplicationPolicyCheckInterval is how often loaded topics compare
+	// their replicators with their replication clusters (default 5 s; a
+	// topic also checks as it loads). ReplicationProducerQueueSize is
+	// replicationProducerQueueSize (1000): entries a replicator has in
+	// flight to a remote cluster (replicator.go).
+	ReplicationPolicyCheckInterval time.Duration
+	ReplicationProducerQueueSize   int
 	// Version is reported to clients in CONNECTED.
 	Version string
 	// Metadata is the configuration store holding partitioned-topic
@@ -187,6 +194,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConcurrentTopicLoadRequest <= 0 {
 		c.MaxConcurrentTopicLoadRequest = 5000
+	}
+	if c.ReplicationPolicyCheckInterval <= 0 {
+		c.ReplicationPolicyCheckInterval = 5 * time.Second
+	}
+	if c.ReplicationProducerQueueSize <= 0 {
+		c.ReplicationProducerQueueSize = 1000
 	}
 	if c.Version == "" {
 		c.Version = "magnetar"
@@ -263,6 +276,9 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b.spawn(func() { b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(b.ctx) }) })
 	b.spawn(func() { b.every(cfg.RetentionCheckInterval, func() { b.applyRetention(b.ctx) }) })
 	b.spawn(func() { b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(b.ctx, time.Now()) }) })
+	if cfg.Resources != nil && cfg.ClusterName != "" {
+		b.spawn(func() { b.every(cfg.ReplicationPolicyCheckInterval, b.checkReplication) })
+	}
 	return b
 }
 
@@ -343,6 +359,9 @@ func (b *Broker) addTopic(ctx context.Context, t *topic) (*topic, error) {
 	}
 	b.topics[key] = t
 	b.mu.Unlock()
+	if name.Persistent() && b.cfg.Resources != nil {
+		b.spawn(func() { t.reconcileReplication(b.ctx) }) // replicators start as the topic loads
+	}
 	if name.Persistent() {
 		b.namespaceTopicsChanged(name.Tenant, name.Namespace) // a topic may be new (topicwatch.go)
 	}

@@ -28,6 +28,10 @@ package broker
 //     producer does, DLQPolicy.InitialSubscriptionName): it is created at
 //     the earliest position unless it exists, so that nothing published
 //     before its first consumer comes is lost to it, as on Pulsar.
+//   - A producer named pulsar.repl.* is a remote cluster's replicator
+//     (replicator.go): its entries are deduplicated by the producer name
+//     and sequence ids in their metadata (the original producer's), as
+//     Pulsar's MessageDeduplication does, and counted as replication in.
 //   - A terminated topic refuses producers (TopicTerminatedError); a
 //     producer's schema is registered first (conn_schema.go) and its
 //     version returned in PRODUCER_SUCCESS.
@@ -37,9 +41,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/broker/auth"
+	"github.com/magnetar-io/magnetar/broker/replclient"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -57,6 +63,8 @@ type producer struct {
 	// its size cache in the message).
 	created atomic.Pointer[producerCreated]
 	client  clientInfo
+	// remote marks a replicator of another cluster (name pulsar.repl.*).
+	remote bool
 }
 
 // producerCreated is a PRODUCER_SUCCESS but for its request id.
@@ -124,7 +132,8 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return
 	}
-	p := &producer{id: id, name: producerName, topic: t, conn: c, client: c.clientInfo(cmd.GetMetadata())}
+	p := &producer{id: id, name: producerName, topic: t, conn: c, client: c.clientInfo(cmd.GetMetadata()),
+		remote: strings.HasPrefix(producerName, replclient.Prefix)}
 	// The id is taken on the connection before the topic admits the
 	// producer. A topic closing in between then fences a producer the
 	// connection knows and drops it there; the other order left the
@@ -295,7 +304,15 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		return c.sendSendError(id, seq, code, err.Error())
 	}
 	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
-	if d := p.topic.dedup; d != nil && !d.admit(p.name, int64(seq), int64(highest)) {
+	// Deduplicated under the producer's name and ids, or for a replicator
+	// the original producer's (checkEntry decoded the metadata).
+	dname, dseq, dhighest, from := p.name, int64(seq), int64(highest), ""
+	if p.remote {
+		md := &c.sendMetadata
+		dname, dseq, from = md.GetProducerName(), int64(md.GetSequenceId()), md.GetReplicatedFrom()
+		dhighest = max(dseq, int64(md.GetHighestSequenceId()))
+	}
+	if d := p.topic.dedup; d != nil && !d.admit(dname, dseq, dhighest) {
 		// A duplicate: acknowledged, not stored; -1:-1 says so.
 		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
 			ProducerId: &id, SequenceId: &seq, HighestSequenceId: &highest,
@@ -307,19 +324,22 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		c.endSend()
 		if err != nil {
 			if d := p.topic.dedup; d != nil {
-				d.failed(p.name)
+				d.failed(dname)
 			}
 			code, msg := addErrorAnswer(err) // names the cause: read-only bookies, out of disk space
 			_ = c.sendSendError(id, seq, code, msg)
 			return
 		}
 		if d := p.topic.dedup; d != nil {
-			if err := d.stored(c.b.ctx, p.name, int64(seq), int64(highest), pos); err != nil {
+			if err := d.stored(c.b.ctx, dname, dseq, dhighest, pos); err != nil {
 				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
 			}
 		}
 		p.topic.stats.msgsIn.Add(msgs)
 		p.topic.stats.bytesIn.Add(size)
+		if from != "" {
+			p.topic.countInbound(from, msgs, size)
+		}
 		// Encoded by hand: one receipt per stored entry (wire/message.go).
 		_ = c.t.Write(wire.AppendSendReceiptFrame(make([]byte, 0, 64), wire.SendReceipt{ProducerID: id, SequenceID: seq,
 			HighestSequenceID: highest, LedgerID: uint64(pos.LedgerID), EntryID: uint64(pos.EntryID)}))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ func NewMetrics(b *Broker) *Metrics { return &Metrics{b: b, last: map[string]rat
 
 var (
 	topicLabels   = []string{"cluster", "namespace", "topic"}
+	replLabels    = []string{"cluster", "namespace", "topic", "remote_cluster"}
 	descRateIn    = prometheus.NewDesc("pulsar_rate_in", "Messages/s published to the topic.", topicLabels, nil)
 	descRateOut   = prometheus.NewDesc("pulsar_rate_out", "Messages/s dispatched from the topic.", topicLabels, nil)
 	descTputIn    = prometheus.NewDesc("pulsar_throughput_in", "Bytes/s published to the topic.", topicLabels, nil)
@@ -52,7 +54,15 @@ var (
 	descProducers = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
 	descConsumers = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
 	descSubs      = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
-	descPanics    = prometheus.NewDesc("magnetar_broker_recovered_panics_total",
+	// Replication, per remote cluster (Pulsar's names; rates over the
+	// stats interval, as topic stats show them).
+	descReplRateIn  = prometheus.NewDesc("pulsar_replication_rate_in", "Messages/s stored here by the remote cluster's replicator.", replLabels, nil)
+	descReplRateOut = prometheus.NewDesc("pulsar_replication_rate_out", "Messages/s replicated to the remote cluster.", replLabels, nil)
+	descReplTputIn  = prometheus.NewDesc("pulsar_replication_throughput_in", "Bytes/s stored here by the remote cluster's replicator.", replLabels, nil)
+	descReplTputOut = prometheus.NewDesc("pulsar_replication_throughput_out", "Bytes/s replicated to the remote cluster.", replLabels, nil)
+	descReplBacklog = prometheus.NewDesc("pulsar_replication_backlog", "Entries not yet replicated to the remote cluster.", replLabels, nil)
+	descReplDelay   = prometheus.NewDesc("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet confirmed by the remote cluster.", replLabels, nil)
+	descPanics      = prometheus.NewDesc("magnetar_broker_recovered_panics_total",
 		"Panics recovered at a boundary (command, goroutine, http, metrics): each is a bug, logged with its stack.",
 		[]string{"boundary"}, nil)
 )
@@ -60,7 +70,8 @@ var (
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRateIn, descRateOut, descTputIn, descTputOut, descInTotal, descOutTotal,
-		descInBytes, descOutBytes, descStorage, descBacklog, descProducers, descConsumers, descSubs, descPanics} {
+		descInBytes, descOutBytes, descStorage, descBacklog, descProducers, descConsumers, descSubs, descPanics,
+		descReplRateIn, descReplRateOut, descReplTputIn, descReplTputOut, descReplBacklog, descReplDelay} {
 		ch <- d
 	}
 }
@@ -116,6 +127,15 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 	gauge(descProducers, float64(producers))
 	gauge(descConsumers, float64(consumers))
 	gauge(descSubs, float64(subs))
+	for remote, r := range t.replicationStats(now) {
+		rl := append(slices.Clone(labels), remote)
+		m.emit(ch, descReplRateIn, prometheus.GaugeValue, r.MsgRateIn, rl)
+		m.emit(ch, descReplRateOut, prometheus.GaugeValue, r.MsgRateOut, rl)
+		m.emit(ch, descReplTputIn, prometheus.GaugeValue, r.MsgThroughputIn, rl)
+		m.emit(ch, descReplTputOut, prometheus.GaugeValue, r.MsgThroughputOut, rl)
+		m.emit(ch, descReplBacklog, prometheus.GaugeValue, float64(r.ReplicationBacklog), rl)
+		m.emit(ch, descReplDelay, prometheus.GaugeValue, float64(r.ReplicationDelayInSeconds), rl)
+	}
 }
 
 // emit sends one sample; one that cannot be made (a label Prometheus

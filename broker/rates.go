@@ -51,5 +51,6 @@ func (b *Broker) updateRates() {
 	now := time.Now()
 	for _, t := range b.loadedTopics() {
 		t.rates.update(&t.stats, now)
+		t.updateReplicationRates(now)
 	}
 }

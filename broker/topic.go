@@ -43,6 +43,8 @@ type topic struct {
 	closed    bool
 
 	pub publishFence
+	// repl are the topic's geo-replicators (replicator.go).
+	repl replicationSet
 }
 
 // publishFence is what a failed add leaves (Pulsar's
@@ -411,12 +413,13 @@ func (t *topic) allSubs() []*subscription {
 }
 
 // subscriptionCursors are the managed ledger's cursors that are
-// subscriptions: all but the broker's own (dedupCursor, indexCursor).
+// subscriptions: all but the broker's own (dedupCursor, indexCursor,
+// the replicators' pulsar.repl.<remote>).
 func (t *topic) subscriptionCursors() []managedledger.Cursor {
 	all := t.ml.Cursors()
 	out := all[:0:0]
 	for _, c := range all {
-		if c.Name() != dedupCursor && c.Name() != indexCursor {
+		if c.Name() != dedupCursor && c.Name() != indexCursor && !isReplicatorCursor(c.Name()) {
 			out = append(out, c)
 		}
 	}
@@ -481,6 +484,7 @@ func (t *topic) close(ctx context.Context) {
 		producers = append(producers, w.p)
 	}
 	t.mu.Unlock()
+	t.stopReplication()
 	for _, p := range producers {
 		p.fence()
 	}

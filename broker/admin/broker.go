@@ -121,6 +121,7 @@ type Broker interface {
 	BrokerStats
 	Bookies
 	DynamicConfig
+	TopicPolicies
 }
 
 // LoadedTopic is one loaded topic's stats with where it belongs.

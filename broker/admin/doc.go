@@ -43,6 +43,7 @@
 //	POST                .../{topic}/terminate
 //	GET                 .../{topic}/lastMessageId, /stats, /partitioned-stats, /internalStats,
 //	                    /ledger/{ledger}/entry/{entry}, /examinemessage
+//	GET POST DELETE     .../{topic}/replication (topic-level replication clusters)
 //	GET                 .../{topic}/subscriptions
 //	PUT DELETE          .../{topic}/subscription/{sub}
 //	POST                .../subscription/{sub}/skip/{n}, /skip_all, /resetcursor[/{timestamp}],

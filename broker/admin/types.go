@@ -21,7 +21,7 @@ type TopicStats struct {
 	BacklogSize         int64                        `json:"backlogSize"`
 	Publishers          []PublisherStats             `json:"publishers"`
 	Subscriptions       map[string]SubscriptionStats `json:"subscriptions"`
-	Replication         map[string]struct{}          `json:"replication"`
+	Replication         map[string]ReplicatorStats   `json:"replication"`
 	DeduplicationStatus string                       `json:"deduplicationStatus"`
 }
 
@@ -82,10 +82,28 @@ type PartitionedTopicStats struct {
 	Partitions map[string]TopicStats `json:"partitions,omitempty"`
 }
 
+// ReplicatorStats is Pulsar's ReplicatorStats: one remote cluster of a
+// topic's stats.replication. Out: this cluster's replicator to it; in:
+// what its replicator stored here.
+type ReplicatorStats struct {
+	Connected                 bool    `json:"connected"`
+	MsgRateIn                 float64 `json:"msgRateIn"`
+	MsgRateOut                float64 `json:"msgRateOut"`
+	MsgThroughputIn           float64 `json:"msgThroughputIn"`
+	MsgThroughputOut          float64 `json:"msgThroughputOut"`
+	MsgRateExpired            float64 `json:"msgRateExpired"`
+	ReplicationBacklog        int64   `json:"replicationBacklog"`
+	ReplicationDelayInSeconds int64   `json:"replicationDelayInSeconds"`
+	InboundConnection         string  `json:"inboundConnection"`
+	InboundConnectedSince     string  `json:"inboundConnectedSince"`
+	OutboundConnection        string  `json:"outboundConnection"`
+	OutboundConnectedSince    string  `json:"outboundConnectedSince"`
+}
+
 // NewPartitionedTopicStats is the empty sum for n partitions.
 func NewPartitionedTopicStats(n int) PartitionedTopicStats {
 	return PartitionedTopicStats{Metadata: PartitionedMetadata{Partitions: n}, Partitions: map[string]TopicStats{},
-		TopicStats: TopicStats{Subscriptions: map[string]SubscriptionStats{}, Replication: map[string]struct{}{},
+		TopicStats: TopicStats{Subscriptions: map[string]SubscriptionStats{}, Replication: map[string]ReplicatorStats{},
 			Publishers: []PublisherStats{}}}
 }
 

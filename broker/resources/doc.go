@@ -33,6 +33,8 @@
 //	     "is_allow_auto_update_schema": true, "deleted": false, ...}
 //	/admin/partitioned-topics/<tenant>/<namespace>/<domain>/<encoded local name>
 //	    {"partitions": 3}
+//	/admin/topic-policies/<tenant>/<namespace>/<domain>/<encoded local name>
+//	    {"replicationClusters": ["east", "west"]}   (Magnetar's; Pulsar uses a system topic)
 //
 // The last segment of a partitioned topic's path is the local name
 // encoded as Java's URLEncoder does (Pulsar's Codec.encode): letters,

@@ -123,6 +123,23 @@ func topicCmds() []adminCmd {
 		topicPlain("create", "create a non-partitioned topic", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
 			return replyNone(), env.api.Topics().Create(*t, 0)
 		}),
+		topicCmd("set-replication-clusters", "set the clusters the topic replicates to (over its namespace's)", func(fs *flag.FlagSet) topicAction {
+			clusters := fs.String("clusters", "", "comma-separated cluster names (required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				list := splitList(*clusters)
+				if len(list) == 0 {
+					return replyNone(), usageErrorf("--clusters is required")
+				}
+				return replyNone(), env.api.Topics().SetReplicationClusters(*t, list)
+			}
+		}),
+		topicPlain("get-replication-clusters", "list the topic's own replication clusters", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			list, err := env.api.Topics().GetReplicationClusters(*t)
+			return replyLines(list), err
+		}),
+		topicPlain("remove-replication-clusters", "remove the topic's replication clusters (its namespace's apply)", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			return replyNone(), env.api.Topics().RemoveReplicationClusters(*t)
+		}),
 		topicCmd("delete", "delete a non-partitioned topic", func(fs *flag.FlagSet) topicAction {
 			force := fs.Bool("force", false, "disconnect its producers and consumers first")
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {

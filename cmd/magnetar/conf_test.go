@@ -83,3 +83,28 @@ func TestBrokerConfigFileShipped(t *testing.T) {
 		t.Fatal("E=2 Qw=3 accepted")
 	}
 }
+
+// The shipped conf/bookkeeper.conf and conf/proxy.conf parse, and every key
+// in them is one we use (make dist ships them).
+func TestBookieAndProxyConfigFilesShipped(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	bk, err := parseBookieFlags("magnetar bookie", []string{"--config", "../../conf/bookkeeper.conf"}, io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bk.metadataURL != "zk:zk1:2181,zk2:2181,zk3:2181/magnetar" || bk.journalDirs != "/mnt/journal/magnetar" ||
+		bk.ledgerDirs != "/mnt/data1/magnetar,/mnt/data2/magnetar" || bk.diskThreshold != 0.95 {
+		t.Fatalf("conf/bookkeeper.conf applied wrongly: %+v", bk)
+	}
+	px, err := parseProxyFlags([]string{"--config", "../../conf/proxy.conf"}, io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if px.metadataURL != "zk:zk1:2181,zk2:2181,zk3:2181/magnetar" || px.servicePort != 6650 {
+		t.Fatalf("conf/proxy.conf applied wrongly: %+v", px)
+	}
+	if strings.Contains(logs.String(), "unknown") || strings.Contains(logs.String(), "not used") {
+		t.Fatalf("shipped configuration files have keys we do not use: %s", logs.String())
+	}
+}

@@ -27,6 +27,7 @@ func commands() []command {
 		{"bookie", "run a bookie (storage node); bookie format, bookie shell ledgers/read-entry/list-bookies", runBookie},
 		{"proxy", "run a Pulsar proxy: one gateway to every broker of a cluster (brokers from the metadata store)", runProxy},
 		{"admin", "administer a cluster over the admin REST API (pulsar-admin's commands)", runAdmin},
+		{"doctor", "preflight check of this host: disks, limits, kernel settings, clock, metadata store, journal sync latency", runDoctor},
 		{"tokens", "create and check JWTs for token authentication (pulsar tokens's commands)", runTokens},
 	}
 }

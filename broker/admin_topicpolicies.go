@@ -1,0 +1,59 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+// TopicReplicationClusters is a topic's own replication clusters, or
+// with applied those in force (admin.TopicPolicies).
+func (b *Broker) TopicReplicationClusters(ctx context.Context, name string, applied bool) ([]string, error) {
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	c, set, err := b.topicReplicationClusters(ctx, t)
+	if err != nil || set || !applied {
+		return c, err
+	}
+	p, err := b.cfg.Resources.GetNamespace(ctx, t.Tenant, t.Namespace)
+	return p.ReplicationClusters, err
+}
+
+// SetTopicReplicationClusters sets or (empty) removes a topic's
+// replication clusters (admin.TopicPolicies); loaded topics pick the
+// change up at their next replication check.
+func (b *Broker) SetTopicReplicationClusters(ctx context.Context, name string, clusters []string) error {
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return err
+	}
+	if err := b.cfg.Resources.SetTopicReplicationClusters(ctx, resourceTopic(t), clusters); err != nil {
+		return err
+	}
+	b.log.Info("topic replication clusters set", "topic", t.String(), "clusters", clusters)
+	return nil
+}
+
+// policyTopic parses a topic for its policies: a partition's are its
+// partitioned topic's.
+func (b *Broker) policyTopic(name string) (TopicName, error) {
+	if b.cfg.Resources == nil {
+		return TopicName{}, fmt.Errorf("topic policies: %w", admin.ErrMetadataRequired)
+	}
+	t, err := adminTopic(name)
+	if err != nil {
+		return TopicName{}, err
+	}
+	if base, _, ok := partitionOf(t); ok {
+		t = base
+	}
+	return t, nil
+}
+
+func resourceTopic(t TopicName) resources.TopicName {
+	return resources.TopicName{Domain: t.Domain, Tenant: t.Tenant, Namespace: t.Namespace, Local: t.Local}
+}

@@ -1,0 +1,460 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/netio"
+)
+
+// geoCluster is one in-process cluster of a geo-replicated instance: its
+// own broker and topic storage, the instance's shared configuration store.
+type geoCluster struct {
+	name    string
+	store   metadata.Store
+	res     *resources.Resources
+	ledgers *managedledger.MemoryFactory
+	addr    string // kept across restarts
+
+	mu  sync.Mutex
+	b   *Broker
+	srv *netio.Server
+}
+
+func (c *geoCluster) url() string { return "pulsar://" + c.addr }
+
+func (c *geoCluster) start(t *testing.T) {
+	t.Helper()
+	b := New(Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
+		ReplicationPolicyCheckInterval: 100 * time.Millisecond, StatsUpdateFrequency: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, c.ledgers)
+	addr := c.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var srv *netio.Server
+	var err error
+	for range 50 { // the port of a stopped broker may take a moment to free
+		if srv, err = b.Serve(addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addr = srv.Addr().String()
+	c.mu.Lock()
+	c.b, c.srv = b, srv
+	c.mu.Unlock()
+}
+
+func (c *geoCluster) stop() {
+	c.mu.Lock()
+	b, srv := c.b, c.srv
+	c.b, c.srv = nil, nil
+	c.mu.Unlock()
+	if b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Close(ctx)
+	b.Close(ctx)
+}
+
+func (c *geoCluster) broker() *Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b
+}
+
+// newGeoInstance starts clusters sharing one configuration store, each
+// registered with its broker URL, and the tenant "geo" allowed on all.
+func newGeoInstance(t *testing.T, names ...string) map[string]*geoCluster {
+	t.Helper()
+	ctx := context.Background()
+	config := metadata.NewMemoryServer()
+	out := map[string]*geoCluster{}
+	for _, n := range names {
+		store := config.NewSession()
+		res, err := resources.New(ctx, store, resources.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(res.Close)
+		c := &geoCluster{name: n, store: store, res: res, ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{})}
+		c.start(t)
+		t.Cleanup(c.stop)
+		if err := res.CreateCluster(ctx, n, resources.ClusterData{ServiceURL: "http://" + c.addr, BrokerServiceURL: c.url()}); err != nil {
+			t.Fatal(err)
+		}
+		out[n] = c
+	}
+	if err := out[names[0]].res.CreateTenant(ctx, "geo", resources.TenantInfo{AllowedClusters: names}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func geoNamespace(t *testing.T, res *resources.Resources, ns string, clusters ...string) {
+	t.Helper()
+	p := resources.NewPolicies()
+	p.ReplicationClusters = clusters
+	if _, err := res.CreateNamespace(context.Background(), "geo", ns, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// geoConsumer subscribes at the earliest position and collects values.
+type geoConsumer struct {
+	mu   sync.Mutex
+	got  []string
+	from []string // replicated_from of each
+}
+
+func subscribeGeo(t *testing.T, url, topic string) *geoConsumer {
+	t.Helper()
+	c := newClient(t, url)
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "sub",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &geoConsumer{}
+	go func() {
+		for msg := range cons.Chan() {
+			g.mu.Lock()
+			g.got = append(g.got, string(msg.Payload()))
+			g.from = append(g.from, msg.GetReplicatedFrom())
+			g.mu.Unlock()
+			_ = cons.Ack(msg)
+		}
+	}()
+	t.Cleanup(cons.Close)
+	return g
+}
+
+func (g *geoConsumer) values() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.got)
+}
+
+// waitFor waits until the consumer has n messages, then a little more
+// to catch duplicates, and checks each value came once and each
+// producer's (prefix before '#') in order.
+func (g *geoConsumer) waitFor(t *testing.T, what string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(g.values()) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	got := g.values()
+	if len(got) != n {
+		t.Fatalf("%s: got %d messages, want %d", what, len(got), n)
+	}
+	seen := map[string]bool{}
+	last := map[string]int{}
+	for _, v := range got {
+		if seen[v] {
+			t.Fatalf("%s: %q received twice", what, v)
+		}
+		seen[v] = true
+		prod, idx, _ := strings.Cut(v, "#")
+		var i int
+		fmt.Sscan(idx, &i)
+		if l, ok := last[prod]; ok && i <= l {
+			t.Fatalf("%s: producer %s out of order: %d after %d", what, prod, i, l)
+		}
+		last[prod] = i
+	}
+	return got
+}
+
+func geoProduce(t *testing.T, url, topic, producer string, from, n int, opts func(i int, m *pulsar.ProducerMessage)) {
+	t.Helper()
+	c := newClient(t, url)
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: producer, BatchingMaxMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var wg sync.WaitGroup
+	for i := from; i < from+n; i++ {
+		m := &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s#%d", producer, i)), Key: "k",
+			Properties: map[string]string{"i": fmt.Sprint(i)}, EventTime: time.UnixMilli(1_700_000_000_000)}
+		if opts != nil {
+			// One at a time: the client sends messages with replicate_to
+			// outside its batches, which reorders them against batched ones.
+			opts(i, m)
+			if _, err := p.Send(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		wg.Add(1)
+		p.SendAsync(context.Background(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+}
+
+// A full mesh of 3 clusters with a producer in each: every cluster's
+// subscription gets every message once, each producer's in order, and
+// what came by replication says where from.
+func TestGeoFullMesh(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b", "c")
+	geoNamespace(t, cl["a"].res, "mesh", "a", "b", "c")
+	topic := "persistent://geo/mesh/orders"
+	cons := map[string]*geoConsumer{}
+	for _, n := range []string{"a", "b", "c"} {
+		cons[n] = subscribeGeo(t, cl[n].url(), topic)
+	}
+	var wg sync.WaitGroup
+	for _, n := range []string{"a", "b", "c"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			geoProduce(t, cl[n].url(), topic, "p-"+n, 0, 100, nil)
+		}()
+	}
+	wg.Wait()
+	for _, n := range []string{"a", "b", "c"} {
+		cons[n].waitFor(t, "cluster "+n, 300)
+		g := cons[n]
+		g.mu.Lock()
+		for i, v := range g.got {
+			want := ""
+			if !strings.HasPrefix(v, "p-"+n+"#") {
+				want = strings.TrimPrefix(strings.Split(v, "#")[0], "p-")
+			}
+			if g.from[i] != want {
+				t.Errorf("cluster %s: %s replicated_from %q, want %q", n, v, g.from[i], want)
+			}
+		}
+		g.mu.Unlock()
+	}
+	// Replicator cursors are no subscriptions.
+	subs, err := cl["a"].broker().Subscriptions(context.Background(), topic)
+	if err != nil || !slices.Equal(subs, []string{"sub"}) {
+		t.Fatalf("subscriptions in a: %v, %v", subs, err)
+	}
+}
+
+// Active-active on a partitioned topic: producers in both clusters, each
+// cluster's consumer gets all, partition by partition.
+func TestGeoActiveActivePartitioned(t *testing.T) {
+	cl := newGeoInstance(t, "east", "west")
+	geoNamespace(t, cl["east"].res, "aa", "east", "west")
+	topic := "persistent://geo/aa/p"
+	if err := cl["east"].res.CreatePartitionedTopic(context.Background(), resources.TopicName{Domain: "persistent",
+		Tenant: "geo", Namespace: "aa", Local: "p"}, resources.PartitionedTopicMetadata{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	east, west := subscribeGeo(t, cl["east"].url(), topic), subscribeGeo(t, cl["west"].url(), topic)
+	geoProduce(t, cl["east"].url(), topic, "e", 0, 60, func(i int, m *pulsar.ProducerMessage) { m.Key = fmt.Sprint(i) })
+	geoProduce(t, cl["west"].url(), topic, "w", 0, 60, func(i int, m *pulsar.ProducerMessage) { m.Key = fmt.Sprint(i) })
+	for _, g := range []*geoConsumer{east, west} {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(g.values()) < 120 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := g.values(); len(got) != 120 {
+			t.Fatalf("got %d of 120", len(got))
+		}
+	}
+}
+
+// Aggregation: each edge's namespace replicates into the central
+// cluster, which sees both edges' messages; edges see only their own.
+func TestGeoAggregation(t *testing.T) {
+	cl := newGeoInstance(t, "edge1", "edge2", "central")
+	geoNamespace(t, cl["central"].res, "edge1", "edge1", "central")
+	geoNamespace(t, cl["central"].res, "edge2", "edge2", "central")
+	c1 := subscribeGeo(t, cl["central"].url(), "persistent://geo/edge1/readings")
+	c2 := subscribeGeo(t, cl["central"].url(), "persistent://geo/edge2/readings")
+	geoProduce(t, cl["edge1"].url(), "persistent://geo/edge1/readings", "s1", 0, 50, nil)
+	geoProduce(t, cl["edge2"].url(), "persistent://geo/edge2/readings", "s2", 0, 70, nil)
+	c1.waitFor(t, "central from edge1", 50)
+	c2.waitFor(t, "central from edge2", 70)
+}
+
+// Selective replication: replicate_to limits where a message goes;
+// DisableReplication keeps it local.
+func TestGeoSelectiveReplication(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b", "c")
+	geoNamespace(t, cl["a"].res, "sel", "a", "b", "c")
+	topic := "persistent://geo/sel/t"
+	ca, cb, cc := subscribeGeo(t, cl["a"].url(), topic), subscribeGeo(t, cl["b"].url(), topic), subscribeGeo(t, cl["c"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 30, func(i int, m *pulsar.ProducerMessage) {
+		switch i % 3 {
+		case 0:
+			m.ReplicationClusters = []string{"b"}
+		case 1:
+			m.DisableReplication = true
+		}
+	})
+	ca.waitFor(t, "a", 30)
+	for _, v := range cb.waitFor(t, "b", 20) {
+		var i int
+		fmt.Sscan(strings.Split(v, "#")[1], &i)
+		if i%3 == 1 {
+			t.Fatalf("b got %s, which was not to be replicated", v)
+		}
+	}
+	for _, v := range cc.waitFor(t, "c", 10) {
+		var i int
+		fmt.Sscan(strings.Split(v, "#")[1], &i)
+		if i%3 != 2 {
+			t.Fatalf("c got %s, which was only for b or local", v)
+		}
+	}
+}
+
+// A remote cut off during a stream: local publishing and consuming go
+// on, the replication backlog shows and drains once the remote is back,
+// with nothing lost and nothing twice.
+func TestGeoRemoteOutage(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "out", "a", "b")
+	topic := "persistent://geo/out/t"
+	ca, cb := subscribeGeo(t, cl["a"].url(), topic), subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 50, nil)
+	cb.waitFor(t, "b before the outage", 50)
+
+	cl["b"].stop()
+	geoProduce(t, cl["a"].url(), topic, "p", 50, 100, nil)
+	ca.waitFor(t, "a during the outage", 150)
+	ctx := context.Background()
+	eventually(t, "backlog reported while b is down", func() error {
+		st, err := cl["a"].broker().TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		r, ok := st.Replication["b"]
+		if !ok || r.ReplicationBacklog == 0 || r.Connected {
+			return fmt.Errorf("replication to b: %+v", st.Replication)
+		}
+		return nil
+	})
+	metrics := scrapeMetrics(t, cl["a"].broker())
+	if !strings.Contains(metrics, `pulsar_replication_backlog{cluster="a",namespace="geo/out",remote_cluster="b",topic="persistent://geo/out/t"}`) {
+		t.Fatalf("no replication backlog metric:\n%s", metrics)
+	}
+
+	cl["b"].start(t)
+	cb.waitFor(t, "b after the outage", 150)
+	eventually(t, "backlog drained", func() error {
+		st, err := cl["a"].broker().TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if r := st.Replication["b"]; r.ReplicationBacklog != 0 || !r.Connected || r.OutboundConnection == "" {
+			return fmt.Errorf("replication to b: %+v", r)
+		}
+		return nil
+	})
+}
+
+// Removing a cluster from the namespace stops its replicator and deletes
+// its cursor.
+func TestGeoRemoveClusterDropsReplicator(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rm", "a", "b")
+	topic := "persistent://geo/rm/t"
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 10, nil)
+	cb.waitFor(t, "b", 10)
+	hasCursor := func() bool {
+		st, err := cl["a"].broker().InternalStats(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := st.Cursors["pulsar.repl.b"]
+		return ok
+	}
+	if !hasCursor() {
+		t.Fatal("no pulsar.repl.b cursor")
+	}
+	if _, err := cl["a"].res.SetReplicationClusters(context.Background(), "geo", "rm", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replicator gone", func() error {
+		if hasCursor() {
+			return fmt.Errorf("cursor still there")
+		}
+		return nil
+	})
+}
+
+// Topic-level replication clusters (through the admin API) override the
+// namespace's: a namespace local to a replicates one topic to b.
+func TestGeoTopicLevelReplicationClusters(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "tl", "a")
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := "persistent://geo/tl/t"
+	tn := topicName(t, topic)
+	expectStatus(t, "unknown cluster", adm.Topics().SetReplicationClusters(tn, []string{"a", "mars"}), 403)
+	if err := adm.Topics().SetReplicationClusters(tn, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Topics().GetReplicationClusters(tn); err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 20, nil)
+	cb.waitFor(t, "b", 20)
+	if err := adm.Topics().RemoveReplicationClusters(tn); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Topics().GetReplicationClusters(tn); err != nil || len(got) != 0 {
+		t.Fatalf("get after remove: %v %v", got, err)
+	}
+}
+
+func scrapeMetrics(t *testing.T, b *Broker) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewMetrics(b))
+	var sb strings.Builder
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if _, err := expfmt.MetricFamilyToText(&sb, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,490 @@
+package broker
+
+// Geo-replication: one replicator per (topic, remote cluster), as
+// Pulsar's GeoPersistentReplicator.
+//
+// Behaviour:
+//   - The clusters a topic replicates to are its topic-level replication
+//     clusters (topicpolicies.go; a partition takes its partitioned
+//     topic's) or else its namespace's replication_clusters; every one
+//     but this broker's cluster gets a replicator. The set is checked when
+//     the topic loads and every replicationPolicyCheckInterval; a cluster
+//     removed from it stops its replicator and deletes its cursor.
+//   - A replicator reads the topic through a durable cursor named
+//     pulsar.repl.<remote> (Pulsar's name; not a subscription: admin lists,
+//     backlogs of subscriptions and TTL skip it), created at the earliest
+//     entry, so a topic that starts replicating sends what it still stores.
+//   - Each entry is forwarded as stored (batch, producer name, sequence id,
+//     publish and event time, key, properties, schema version), with
+//     replicated_from = this cluster appended to its metadata
+//     (replclient.MarkReplicated), by a producer named
+//     pulsar.repl.<local>--><remote> on the remote cluster's broker
+//     (replclient: the official Go client cannot set replicated_from).
+//   - Skipped and acknowledged at once: entries that arrived by replication
+//     (replicated_from set: no loops in a full mesh) and entries whose
+//     replicate_to does not name the remote (selective replication; the
+//     Go client's DisableReplication sends replicate_to ["__local__"]).
+//   - An entry is acknowledged on the cursor once the remote stored it;
+//     at most replicationProducerQueueSize are in flight. When the remote
+//     fails (unreachable, producer closed, send refused) the replicator
+//     rewinds to the first unacknowledged entry and dials again with
+//     backoff (100 ms doubling to 1 min, jittered); the backlog grows
+//     meanwhile and local producers and consumers are unaffected.
+//   - A remote broker deduplicates replicated entries by their original
+//     producer name and sequence id (conn_produce.go), so with
+//     deduplication on in the remote, resending after a reconnect stores
+//     nothing twice. With it off, entries sent but not confirmed before a
+//     failure are stored again (at-least-once).
+//
+// Lock rules: replicationSet.mu guards the map; it is never held while a
+// replicator stops (which waits for its goroutine) or a cursor is opened.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/replclient"
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// replCursorPrefix starts a replicator cursor's name: pulsar.repl.<remote>.
+const replCursorPrefix = "pulsar.repl."
+
+// isReplicatorCursor reports whether a cursor is a replicator's.
+func isReplicatorCursor(name string) bool { return strings.HasPrefix(name, replCursorPrefix) }
+
+// replicationSet is a topic's replicators by remote cluster.
+type replicationSet struct {
+	reconcile sync.Mutex // one reconciliation at a time
+	mu        sync.Mutex
+	m         map[string]*replicator
+	closed    bool
+	// inbound counts messages that replicators of other clusters stored
+	// here, by the cluster they came from (replicated_from).
+	inbound sync.Map // string -> *inboundCounter
+}
+
+type inboundCounter struct {
+	msgs, bytes atomic.Int64
+	rates       atomic.Pointer[[2]float64] // msg/s, bytes/s
+	prev        [3]float64                 // msgs, bytes, unix seconds
+}
+
+// replicator forwards one topic's entries to one remote cluster.
+type replicator struct {
+	t      *topic
+	remote string
+	cursor managedledger.Cursor
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	msgsOut, bytesOut atomic.Int64
+	connected         atomic.Bool
+	outbound          atomic.Pointer[string]
+	connectedSince    atomic.Pointer[string]
+	// oldestMs is the publish time of the oldest entry read but not yet
+	// confirmed by the remote (0: none): the replication delay.
+	oldestMs atomic.Int64
+	rates    atomic.Pointer[[2]float64] // msg/s, bytes/s out
+	prev     [3]float64
+}
+
+// replicationClusters are the clusters the topic's messages go to: the
+// topic-level setting (of the partitioned topic for a partition), else
+// the namespace's. ok is false when they cannot be read.
+func (t *topic) replicationClusters(ctx context.Context) (clusters []string, ok bool) {
+	res := t.b.cfg.Resources
+	if res == nil {
+		return nil, false
+	}
+	base := t.name
+	if b, _, isPartition := partitionOf(t.name); isPartition {
+		base = b
+	}
+	if c, set, err := t.b.topicReplicationClusters(ctx, base); err != nil {
+		return nil, false
+	} else if set {
+		return c, true
+	}
+	p, ok := t.policies(ctx)
+	if !ok {
+		return nil, false
+	}
+	return p.ReplicationClusters, true
+}
+
+// reconcileReplication starts and stops replicators to match the topic's
+// replication clusters, and deletes cursors of remotes no longer in them.
+func (t *topic) reconcileReplication(ctx context.Context) {
+	local := t.b.cfg.ClusterName
+	if !t.name.Persistent() || local == "" {
+		return
+	}
+	clusters, ok := t.replicationClusters(ctx)
+	if !ok {
+		return // keep what runs: a metadata hiccup must not drop cursors
+	}
+	t.repl.reconcile.Lock()
+	defer t.repl.reconcile.Unlock()
+	want := map[string]bool{}
+	for _, c := range clusters {
+		if c != local {
+			want[c] = true
+		}
+	}
+	t.repl.mu.Lock()
+	if t.repl.closed {
+		t.repl.mu.Unlock()
+		return
+	}
+	var stop []*replicator
+	for remote, r := range t.repl.m {
+		if !want[remote] {
+			stop = append(stop, r)
+			delete(t.repl.m, remote)
+		}
+	}
+	var start []string
+	for remote := range want {
+		if t.repl.m[remote] == nil {
+			start = append(start, remote)
+		}
+	}
+	t.repl.mu.Unlock()
+	for _, r := range stop {
+		r.stop()
+		t.b.log.Info("replicator stopped: cluster removed from the replication clusters", "topic", t.name.String(), "remote", r.remote)
+	}
+	for _, c := range t.ml.Cursors() {
+		if remote, isRepl := strings.CutPrefix(c.Name(), replCursorPrefix); isRepl && !want[remote] {
+			if err := t.ml.DeleteCursor(ctx, c.Name()); err != nil && !errors.Is(err, managedledger.ErrCursorNotFound) {
+				t.b.log.Warn("replicator cursor not deleted", "topic", t.name.String(), "cursor", c.Name(), "err", err)
+			}
+		}
+	}
+	slices.Sort(start)
+	for _, remote := range start {
+		if err := t.startReplicator(ctx, remote); err != nil {
+			t.b.log.Warn("replicator not started; retried at the next check", "topic", t.name.String(), "remote", remote, "err", err)
+		}
+	}
+}
+
+func (t *topic) startReplicator(ctx context.Context, remote string) error {
+	cur, err := t.ml.OpenCursor(ctx, replCursorPrefix+remote, managedledger.CursorOptions{Initial: managedledger.Earliest})
+	if err != nil {
+		return err
+	}
+	r := &replicator{t: t, remote: remote, cursor: cur, done: make(chan struct{})}
+	r.ctx, r.cancel = context.WithCancel(t.b.ctx)
+	t.repl.mu.Lock()
+	if t.repl.closed || t.repl.m[remote] != nil {
+		t.repl.mu.Unlock()
+		return nil
+	}
+	if t.repl.m == nil {
+		t.repl.m = map[string]*replicator{}
+	}
+	t.repl.m[remote] = r
+	t.repl.mu.Unlock()
+	t.b.log.Info("replicator started", "topic", t.name.String(), "remote", remote)
+	go r.run()
+	return nil
+}
+
+// stopReplication stops every replicator (the topic closes); their
+// cursors stay.
+func (t *topic) stopReplication() {
+	t.repl.mu.Lock()
+	t.repl.closed = true
+	rs := t.repl.m
+	t.repl.m = nil
+	t.repl.mu.Unlock()
+	for _, r := range rs {
+		r.stop()
+	}
+}
+
+// replicators is a snapshot of the running replicators.
+func (t *topic) replicators() []*replicator {
+	t.repl.mu.Lock()
+	defer t.repl.mu.Unlock()
+	out := make([]*replicator, 0, len(t.repl.m))
+	for _, r := range t.repl.m {
+		out = append(out, r)
+	}
+	return out
+}
+
+// countInbound notes a replicated entry from cluster stored here.
+func (t *topic) countInbound(cluster string, msgs, size int64) {
+	v, _ := t.repl.inbound.LoadOrStore(cluster, &inboundCounter{})
+	c := v.(*inboundCounter)
+	c.msgs.Add(msgs)
+	c.bytes.Add(size)
+}
+
+// checkReplication reconciles every loaded topic's replicators.
+func (b *Broker) checkReplication() {
+	for _, t := range b.loadedTopics() {
+		t.reconcileReplication(b.ctx)
+	}
+}
+
+func (r *replicator) stop() {
+	r.cancel()
+	<-r.done
+}
+
+const (
+	replBackoffMin = 100 * time.Millisecond
+	replBackoffMax = time.Minute
+)
+
+func (r *replicator) run() {
+	defer close(r.done)
+	backoff := replBackoffMin
+	for r.ctx.Err() == nil {
+		err := r.session()
+		if r.ctx.Err() != nil {
+			return
+		}
+		r.t.b.log.Warn("replication to remote cluster interrupted; retrying", "topic", r.t.name.String(),
+			"remote", r.remote, "err", err, "backoff", backoff)
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if err != errRemoteWorked {
+			backoff = min(backoff*2, replBackoffMax)
+		} else {
+			backoff = replBackoffMin
+		}
+	}
+}
+
+// errRemoteWorked wraps nothing: a session that got a producer resets the
+// backoff.
+var errRemoteWorked = errors.New("replication session ended after it connected")
+
+// session connects a producer and forwards entries until either fails.
+func (r *replicator) session() error {
+	b := r.t.b
+	cd, err := b.cfg.Resources.GetCluster(r.ctx, r.remote)
+	if err != nil {
+		return fmt.Errorf("remote cluster %s: %w", r.remote, err)
+	}
+	prod, err := replclient.Dial(r.ctx, replclient.Config{ServiceURL: cd.BrokerServiceURL, Topic: r.t.name.String(),
+		ProducerName: replclient.ProducerName(b.cfg.ClusterName, r.remote), Version: b.cfg.Version,
+		MaxFrameSize: wire.MaxEntrySize(b.cfg.MaxMessageSize) + wire.FramePadding})
+	if err != nil {
+		return err
+	}
+	addr := prod.Addr()
+	r.outbound.Store(&addr)
+	since := time.Now().UTC().Format(time.RFC3339)
+	r.connectedSince.Store(&since)
+	r.connected.Store(true)
+	defer r.connected.Store(false)
+	r.cursor.Rewind()     // what a previous session read but the remote never confirmed
+	err = r.forward(prod) // closes prod
+	b.log.Info("replication producer closed", "topic", r.t.name.String(), "remote", r.remote, "err", err)
+	return errRemoteWorked
+}
+
+// forward reads and sends until the producer or the replicator stops.
+// Every send's callback has run when it returns.
+func (r *replicator) forward(prod *replclient.Producer) error {
+	window := make(chan struct{}, max(r.t.b.cfg.ReplicationProducerQueueSize, 1))
+	var inflight sync.WaitGroup
+	defer func() {
+		prod.Close() // fails what is still pending, so the wait is bounded
+		inflight.Wait()
+	}()
+	for {
+		entries, err := r.read(prod)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !r.forwardEntry(prod, e, window, &inflight) {
+				if err := r.ctx.Err(); err != nil {
+					return err
+				}
+				return prod.Err()
+			}
+		}
+	}
+}
+
+// read waits for entries, giving up when the producer fails or the
+// replicator stops.
+func (r *replicator) read(prod *replclient.Producer) ([]managedledger.Entry, error) {
+	type result struct {
+		entries []managedledger.Entry
+		err     error
+	}
+	ch := make(chan result, 1)
+	r.cursor.ReadEntriesOrWait(r.t.b.cfg.DispatcherMaxReadBatchSize, 5<<20, func(es []managedledger.Entry, err error) {
+		ch <- result{es, err}
+	})
+	select {
+	case res := <-ch:
+		return res.entries, res.err
+	case <-prod.Done():
+	case <-r.ctx.Done():
+	}
+	if !r.cursor.CancelPendingRead() {
+		<-ch // the read completed meanwhile: its entries are read again after Rewind
+	}
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, prod.Err()
+}
+
+// forwardEntry sends one entry or acknowledges it as not for the remote.
+// It returns false once the producer failed.
+func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Entry, window chan struct{}, inflight *sync.WaitGroup) bool {
+	_, ent, err := wire.ParseStoredEntry(e.Data)
+	var md pb.MessageMetadata
+	if err == nil {
+		err = ent.DecodeMetadata(&md)
+	}
+	if err != nil || md.ReplicatedFrom != nil || !replicatesTo(md.ReplicateTo, r.remote) {
+		if err != nil {
+			r.t.b.log.Warn("entry not replicated: it does not parse", "topic", r.t.name.String(), "position", e.Position, "err", err)
+		}
+		_ = r.cursor.Delete(r.ctx, e.Position)
+		return true
+	}
+	select {
+	case window <- struct{}{}:
+	case <-prod.Done():
+		return false
+	case <-r.ctx.Done():
+		return false
+	}
+	if len(window) == 1 || r.oldestMs.Load() == 0 {
+		r.oldestMs.Store(int64(md.GetPublishTime()))
+	}
+	out := replclient.MarkReplicated(ent, r.t.b.cfg.ClusterName)
+	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
+	inflight.Add(1)
+	pos := e.Position
+	prod.Send(out, int32(msgs), func(err error) {
+		defer inflight.Done()
+		<-window
+		if err != nil {
+			return
+		}
+		r.msgsOut.Add(msgs)
+		r.bytesOut.Add(int64(len(out)))
+		if err := r.cursor.Delete(context.Background(), pos); err != nil {
+			r.t.b.log.Warn("replicated entry not acknowledged", "topic", r.t.name.String(), "remote", r.remote, "err", err)
+		}
+		if len(window) == 0 {
+			r.oldestMs.Store(0)
+		}
+	})
+	return prod.Err() == nil
+}
+
+// replicatesTo applies a message's replicate_to (empty: everywhere).
+func replicatesTo(list []string, remote string) bool {
+	return len(list) == 0 || slices.Contains(list, remote)
+}
+
+// delaySeconds is how far replication lags: the age of the oldest entry
+// not yet confirmed by the remote (0 with no backlog).
+func (r *replicator) delaySeconds(now time.Time) float64 {
+	if r.cursor.Backlog() == 0 {
+		return 0
+	}
+	ms := r.oldestMs.Load()
+	if ms <= 0 {
+		return 0
+	}
+	return max(float64(now.UnixMilli()-ms)/1000, 0)
+}
+
+// updateRates computes the out rates since the last update (stats ticker).
+func (r *replicator) updateRates(now time.Time) {
+	r.rates.Store(rateStep(&r.prev, float64(r.msgsOut.Load()), float64(r.bytesOut.Load()), now))
+}
+
+func rateStep(prev *[3]float64, msgs, bytes float64, now time.Time) *[2]float64 {
+	secs := float64(now.UnixNano()) / 1e9
+	out := &[2]float64{}
+	if prev[2] > 0 && secs > prev[2] {
+		out[0], out[1] = (msgs-prev[0])/(secs-prev[2]), (bytes-prev[1])/(secs-prev[2])
+	}
+	*prev = [3]float64{msgs, bytes, secs}
+	return out
+}
+
+func ratesOf(p *atomic.Pointer[[2]float64]) [2]float64 {
+	if v := p.Load(); v != nil {
+		return *v
+	}
+	return [2]float64{}
+}
+
+// updateReplicationRates refreshes the topic's replication rates.
+func (t *topic) updateReplicationRates(now time.Time) {
+	for _, r := range t.replicators() {
+		r.updateRates(now)
+	}
+	t.repl.inbound.Range(func(_, v any) bool {
+		c := v.(*inboundCounter)
+		c.rates.Store(rateStep(&c.prev, float64(c.msgs.Load()), float64(c.bytes.Load()), now))
+		return true
+	})
+}
+
+// topicReplicationClusters reads a topic's own replication clusters
+// (set: false when it has none).
+func (b *Broker) topicReplicationClusters(ctx context.Context, name TopicName) ([]string, bool, error) {
+	p, err := b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(name))
+	if err != nil {
+		return nil, false, err
+	}
+	return p.ReplicationClusters, len(p.ReplicationClusters) > 0, nil
+}
+
+// replicationStats is stats.replication: per remote cluster, the
+// replicator to it and what arrived from it.
+func (t *topic) replicationStats(now time.Time) map[string]admin.ReplicatorStats {
+	out := map[string]admin.ReplicatorStats{}
+	for _, r := range t.replicators() {
+		rates := ratesOf(&r.rates)
+		st := admin.ReplicatorStats{Connected: r.connected.Load(), MsgRateOut: rates[0], MsgThroughputOut: rates[1],
+			ReplicationBacklog: r.cursor.Backlog(), ReplicationDelayInSeconds: int64(r.delaySeconds(now))}
+		if r.connected.Load() {
+			st.OutboundConnection = *r.outbound.Load()
+			st.OutboundConnectedSince = *r.connectedSince.Load()
+		}
+		out[r.remote] = st
+	}
+	t.repl.inbound.Range(func(k, v any) bool {
+		rates := ratesOf(&v.(*inboundCounter).rates)
+		st := out[k.(string)]
+		st.MsgRateIn, st.MsgThroughputIn = rates[0], rates[1]
+		out[k.(string)] = st
+		return true
+	})
+	return out
+}

@@ -1,0 +1,110 @@
+package resources
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/magnetar-io/magnetar/metadata"
+)
+
+// topicPoliciesRoot holds topic-level policies. Pulsar keeps them in the
+// namespace's __change_events system topic; Magnetar keeps them in the
+// configuration store, one node per topic, so every cluster of an
+// instance reads the same ones:
+// /admin/topic-policies/<tenant>/<namespace>/<domain>/<encoded topic>.
+const topicPoliciesRoot = "/admin/topic-policies"
+
+// TopicPolicies are a topic's own policies (only what is modelled:
+// replication clusters). Nil means not set: the namespace's apply.
+type TopicPolicies struct {
+	ReplicationClusters []string `json:"replicationClusters,omitempty"`
+
+	// Extra holds the members this type does not model, verbatim.
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+type plainTopicPolicies TopicPolicies
+
+// UnmarshalJSON keeps unknown members in Extra.
+func (p *TopicPolicies) UnmarshalJSON(data []byte) error {
+	var v plainTopicPolicies
+	extra, err := decodeWithExtra(data, &v)
+	if err != nil {
+		return err
+	}
+	v.Extra = extra
+	*p = TopicPolicies(v)
+	return nil
+}
+
+// MarshalJSON writes the modelled and the Extra members.
+func (p TopicPolicies) MarshalJSON() ([]byte, error) {
+	return encodeWithExtra(plainTopicPolicies(p), p.Extra)
+}
+
+func topicPoliciesPath(t TopicName) string {
+	return topicPoliciesRoot + "/" + t.Tenant + "/" + t.Namespace + "/" + t.Domain + "/" + encodeLocalName(t.Local)
+}
+
+// GetTopicPolicies returns a topic's policies (zero when none are set).
+func (r *Resources) GetTopicPolicies(ctx context.Context, t TopicName) (TopicPolicies, error) {
+	if err := t.validate(); err != nil {
+		return TopicPolicies{}, err
+	}
+	p, _, err := getJSON[TopicPolicies](ctx, r.store, topicPoliciesPath(t), "policies of topic "+t.String())
+	if errors.Is(err, ErrNotFound) {
+		return TopicPolicies{}, nil
+	}
+	return p, err
+}
+
+// SetTopicReplicationClusters sets a topic's replication clusters (nil or
+// empty: removed, the namespace's apply). Each must exist and be allowed
+// for the namespace (its allowed clusters, else its tenant's), as for a
+// namespace's.
+func (r *Resources) SetTopicReplicationClusters(ctx context.Context, t TopicName, clusters []string) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	if len(clusters) > 0 {
+		ns, err := r.GetNamespace(ctx, t.Tenant, t.Namespace)
+		if err != nil {
+			return err
+		}
+		info, err := r.GetTenant(ctx, t.Tenant)
+		if err != nil {
+			return err
+		}
+		check := ns
+		check.ReplicationClusters = sortedSet(clusters)
+		if err := r.checkReplication(ctx, t.Tenant, info, &check); err != nil {
+			return err
+		}
+		clusters = check.ReplicationClusters
+	}
+	for attempt := 0; attempt < maxCASAttempts; attempt++ {
+		cur, stat, err := getJSON[TopicPolicies](ctx, r.store, topicPoliciesPath(t), "policies of topic "+t.String())
+		version := stat.Version
+		if errors.Is(err, ErrNotFound) {
+			version = metadata.AnyVersion
+		} else if err != nil {
+			return err
+		}
+		cur.ReplicationClusters = clusters
+		raw, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		_, err = r.store.Put(ctx, topicPoliciesPath(t), raw, version)
+		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write policies of topic %s: %w", t, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("update policies of topic %s: %w", t, ErrConflict)
+}
