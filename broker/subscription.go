@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spaolacci/murmur3"
@@ -57,9 +57,9 @@ type subscription struct {
 	partition int
 	// subType is the pb.CommandSubscribe_SubType (kind); it changes only
 	// while the subscription has no consumer (addConsumer).
-	subType   atomic.Int32
-	cursor    managedledger.Cursor
-	durable   bool
+	subType atomic.Int32
+	cursor  managedledger.Cursor
+	durable bool
 
 	mu          sync.Mutex
 	consumers   []*consumer
