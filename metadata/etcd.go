@@ -143,6 +143,12 @@ func OpenEtcd(ctx context.Context, t Target, opts EtcdOptions) (Store, error) {
 	ttl := int64((opts.SessionTimeout + time.Second - 1) / time.Second)
 	gctx, cancel := context.WithTimeout(ctx, opts.OperationTimeout)
 	defer cancel()
+	// A read first: etcd grants leases to anyone, so this is what tells
+	// missing credentials or permissions at open.
+	if _, err := cli.Get(gctx, s.markerKey("/"), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("metadata store etcd:%s: cannot read %s: %w", hosts, s.markerKey("/"), err)
+	}
 	lease, err := cli.Grant(gctx, ttl)
 	if err != nil {
 		cli.Close()
@@ -200,14 +206,15 @@ func (t Target) etcdSecurity(o *EtcdOptions) error {
 	return nil
 }
 
-// keepAlive renews the lease every third of its TTL. A failed renewal is
+// keepAlive renews the lease every third of its TTL (at most every 2 s). A failed renewal is
 // SessionSuspended, the next success SessionReconnected; the lease gone on
 // the server, or no renewal for a whole TTL, is SessionLost: the store is
 // then over, as a ZooKeeper store after expiry.
 func (s *etcdStore) keepAlive(ttl time.Duration) {
 	defer close(s.done)
 	lastOK := time.Now()
-	tick := time.NewTicker(ttl / 3)
+	every := min(ttl/3, 2*time.Second)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	paused := false
 	for {
@@ -224,7 +231,7 @@ func (s *etcdStore) keepAlive(ttl time.Duration) {
 		if paused {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+		ctx, cancel := context.WithTimeout(context.Background(), every)
 		resp, err := s.cli.KeepAliveOnce(ctx, s.lease)
 		cancel()
 		switch {
