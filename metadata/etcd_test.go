@@ -2,8 +2,15 @@ package metadata_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -426,5 +433,75 @@ func TestOpenEtcdConnectionString(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Put(ctx, "/x", []byte("v"), metadata.AnyVersion); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEtcdTLS: client certificates from the connection string against an
+// etcd that requires them; without one, open fails.
+func TestEtcdTLS(t *testing.T) {
+	dir := t.TempDir()
+	writeTestPKI(t, dir)
+	c := etcdtest.StartForTest(t, 1, dir)
+	if !strings.HasPrefix(c.Connection, "etcd:https://") {
+		t.Fatalf("connection %s", c.Connection)
+	}
+	q := fmt.Sprintf("?cacert=%[1]s/ca.pem&cert=%[1]s/client.pem&key=%[1]s/client-key.pem", dir)
+	s := openEtcd(t, c.Connection+"/tls"+q, metadata.EtcdOptions{})
+	if _, err := s.Put(context.Background(), "/x", []byte("v"), metadata.AnyVersion); err != nil {
+		t.Fatalf("put over TLS: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s2, err := metadata.Open(ctx, c.Connection+"/tls?cacert="+dir+"/ca.pem", metadata.Options{OperationTimeout: 3 * time.Second})
+	if err == nil {
+		s2.Close()
+		t.Fatal("open without a client certificate succeeded")
+	}
+}
+
+// writeTestPKI writes a CA, a server certificate for 127.0.0.1 and a
+// client certificate, as PEM files.
+func writeTestPKI(t *testing.T, dir string) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write := func(name, typ string, der []byte) {
+		if err := os.WriteFile(dir+"/"+name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	caKey := newKey()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "magnetar test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(crand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	write("ca.pem", "CERTIFICATE", caDER)
+	for i, name := range []string{"server", "client"} {
+		k := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+		der, err := x509.CreateCertificate(crand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+".pem", "CERTIFICATE", der)
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name+"-key.pem", "EC PRIVATE KEY", kder)
 	}
 }
