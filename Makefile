@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper nats pulsar-perf compat dist generate clean
+.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
 
 all: build
 
@@ -21,9 +21,9 @@ build:
 ## build tag (internal/invariants: checks that panic on a broken invariant;
 ## what CI runs), and the
 ## broker's protocol tests once more over managed ledgers on an in-process
-## bookie; the ZooKeeper tests start their own servers, installing ZooKeeper
-## if missing
-test: zookeeper nats pulsar-perf
+## bookie; the ZooKeeper and etcd tests start their own servers, installing
+## ZooKeeper and etcd if missing
+test: zookeeper etcd nats pulsar-perf
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m -tags invariants ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
@@ -81,6 +81,10 @@ lint:
 ## zookeeper: install Debian's zookeeper package if it is missing
 zookeeper:
 	bash scripts/zookeeper.sh install
+
+## etcd: install Debian's etcd-server package if etcd is missing
+etcd:
+	bash scripts/etcd.sh install
 
 ## nats: Debian's nats-server and a 2.10+ one in bin/ (sync_interval:
 ## always) for the NATS JetStream benchmark and its tests

@@ -9,6 +9,7 @@
 //
 //	memory:                         in-process, for unit tests
 //	zk:host1:2181,host2:2181/chroot ZooKeeper (cluster and configuration stores)
+//	etcd:http://h1:2379,h2:2379/pfx etcd (the same roles; key layout in etcd.go)
 //	local:/path/to/dir              embedded and persisted, for standalone
 //
 // Every backend passes one conformance suite, metadatatest.

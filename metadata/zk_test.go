@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 		_ = shared.cluster.Stop()
 		os.RemoveAll(shared.dir)
 	}
+	stopSharedEtcd()
 	os.Exit(code)
 }
 

@@ -105,7 +105,7 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 		}
 	}
 	if f.metadataURL == "" {
-		return f, errors.New("--metadata-store (metadataServiceUri) is required: zk:host:2181/chroot, or local:/dir for a single-process test")
+		return f, errors.New("--metadata-store (metadataServiceUri) is required: zk:host:2181/chroot, etcd:http://host:2379/prefix, or local:/dir for a single-process test")
 	}
 	f.metadataURL = strings.Replace(f.metadataURL, "zk://", "zk:", 1)
 	if f.bookieID == "" {

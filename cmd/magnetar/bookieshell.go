@@ -131,7 +131,7 @@ func shellLedgers(st entrylog.Storage, stdout io.Writer, asJSON bool) error {
 func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fl := flag.NewFlagSet("magnetar bookie shell list-bookies", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	url := fl.String("metadata-store", "", "zk:host:2181/chroot (required)")
+	url := fl.String("metadata-store", "", "zk:host:2181/chroot or etcd:http://host:2379/prefix (required)")
 	asJSON := fl.Bool("json", false, "JSON output")
 	if err := fl.Parse(args); err != nil {
 		return err
