@@ -12,8 +12,8 @@ package broker
 //     the list's hash; without one the pattern is left to the client
 //     (filtered=false), as the protocol allows.
 //   - SEEK (by message id or publish time) resets the subscription so that
-//     the next message read is the target, answers SUCCESS, then closes the
-//     subscription's consumers: the clients resubscribe from the new
+//     the next message read is the target, closes the subscription's
+//     consumers, then answers SUCCESS: the clients resubscribe from the new
 //     position and drop what they had buffered.
 
 import (
@@ -169,11 +169,14 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 			_ = c.sendError(reqID, pb.ServerError_UnknownError, err.Error())
 			return
 		}
-		_ = c.sendSuccess(reqID)
+		// Consumers are closed before the answer, as Pulsar's resetCursor
+		// does: the client reconnects before it sees the SEEK succeed, so
+		// its next command on the consumer does not race the reconnect.
 		cs.sub.disconnectConsumers()
 		if !cs.sub.durable {
 			time.AfterFunc(readerReturnWindow, cs.sub.closeIfAbandoned)
 		}
+		_ = c.sendSuccess(reqID)
 	})
 	return nil
 }

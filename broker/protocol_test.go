@@ -135,3 +135,35 @@ func TestConsumerCloseDoesNotCountRedeliveries(t *testing.T) {
 		})
 	}
 }
+
+// SEEK disconnects the subscription's consumers before it answers, as
+// Pulsar's resetCursor does: a client then handles CLOSE_CONSUMER (and
+// reconnects) before it sees the SEEK succeed, so its next command on the
+// consumer waits for the reconnect. Answering first let the Go client send
+// a second SEEK for a consumer the broker had already dropped (the suite's
+// TestReaderWithSeekByID failed 5 of 15 runs with "Consumer not found").
+func TestSeekClosesConsumersBeforeAnswering(t *testing.T) {
+	_, url := startBroker(t)
+	ids := produce(t, newClient(t, url), "seek-order", 3, false)
+	r, _ := rawConsumer(t, url, "seek-order", pb.CommandSubscribe_Exclusive, 3)
+	first := ids[0].(interface {
+		LedgerID() int64
+		EntryID() int64
+	})
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SEEK.Enum(), Seek: &pb.CommandSeek{ConsumerId: ptr(uint64(1)),
+		RequestId: ptr(uint64(9)), MessageId: &pb.MessageIdData{LedgerId: ptr(uint64(first.LedgerID())),
+			EntryId: ptr(uint64(first.EntryID()))}}})
+	var order []pb.BaseCommand_Type
+	for len(order) < 2 {
+		cmd, err := r.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ := cmd.GetType(); typ == pb.BaseCommand_CLOSE_CONSUMER || typ == pb.BaseCommand_SUCCESS {
+			order = append(order, typ)
+		}
+	}
+	if order[0] != pb.BaseCommand_CLOSE_CONSUMER {
+		t.Fatalf("SEEK answered in the order %v, want CLOSE_CONSUMER first", order)
+	}
+}
