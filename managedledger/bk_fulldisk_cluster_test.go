@@ -118,9 +118,16 @@ func TestBKThreeBookiesFullDisks(t *testing.T) {
 
 	// One full disk: the writer leaves that bookie for the third one.
 	free0 := bks[0].fill(t)
-	time.Sleep(3 * clusterCheck)
-	if ro, why := bks[0].core.ReadOnly(); !ro {
-		t.Fatalf("bookie bk0 with 1 MiB free of 40 MiB is writable (%s)", why)
+	// The disk checker runs every clusterCheck; on a loaded machine a few
+	// runs can take longer than three intervals.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(clusterCheck) {
+		ro, why := bks[0].core.ReadOnly()
+		if ro {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bookie bk0 with 1 MiB free of 40 MiB is writable 10 s later (%s)", why)
+		}
 	}
 	for range 50 {
 		if err := add(); err != nil {
