@@ -125,10 +125,11 @@ func TestProtocolConsumerCommands(t *testing.T) {
 		lm.GetConsumerMarkDeletePosition().GetEntryId() != msgs[0].GetMessageId().GetEntryId() {
 		t.Fatalf("GET_LAST_MESSAGE_ID answered %v", got)
 	}
-	// SEEK: SUCCESS, then the broker closes the consumer (CLOSE_CONSUMER).
+	// SEEK: the broker closes the consumer (CLOSE_CONSUMER), then answers
+	// SUCCESS, as Pulsar's resetCursor does.
 	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SEEK.Enum(), Seek: &pb.CommandSeek{ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(4)),
 		MessageId: msgs[0].GetMessageId()}})
-	for _, want := range []pb.BaseCommand_Type{pb.BaseCommand_SUCCESS, pb.BaseCommand_CLOSE_CONSUMER} {
+	for _, want := range []pb.BaseCommand_Type{pb.BaseCommand_CLOSE_CONSUMER, pb.BaseCommand_SUCCESS} {
 		got, err := r.read()
 		for err == nil && got.GetType() == pb.BaseCommand_MESSAGE {
 			got, err = r.read()
