@@ -100,7 +100,7 @@ pulsar-perf:
 ## go.mod's version, built from the module cache) against bin/magnetar
 ## standalone with the suite's own standalone.conf, one process per test
 ## (3 minutes each); docker tests are not run. The whole suite (about 40
-## minutes) writes docs/compat/pulsar-client-go.md; RUN=regexp runs a subset
+## minutes here) writes docs/compat/pulsar-client-go.md; RUN=regexp runs a subset
 ## and reports only to .compat/report.md (logs: .compat/logs)
 compat: build
 	$(GO) run ./tools/compat --magnetar $(BIN) --out $(CURDIR)/.compat --run '$(RUN)'
