@@ -167,3 +167,15 @@ func TestSeekClosesConsumersBeforeAnswering(t *testing.T) {
 		t.Fatalf("SEEK answered in the order %v, want CLOSE_CONSUMER first", order)
 	}
 }
+
+// TOPIC_MIGRATED (like every command only a broker sends) from a client
+// closes its connection, as Pulsar's decoder has no broker-side handler for
+// it; Magnetar never sends it (no cluster migration).
+func TestTopicMigratedFromAClientClosesTheConnection(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_TOPIC_MIGRATED.Enum(), TopicMigrated: &pb.CommandTopicMigrated{
+		ResourceId: ptr(uint64(1)), ResourceType: pb.CommandTopicMigrated_Producer.Enum()}})
+	expectClosed(t, r)
+}
