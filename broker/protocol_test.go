@@ -179,3 +179,21 @@ func TestTopicMigratedFromAClientClosesTheConnection(t *testing.T) {
 		ResourceId: ptr(uint64(1)), ResourceType: pb.CommandTopicMigrated_Producer.Enum()}})
 	expectClosed(t, r)
 }
+
+// Authentication refresh is not offered (the broker never sends
+// AUTH_CHALLENGE); an AUTH_RESPONSE nobody asked for is answered as an
+// unsupported command, and a client sending AUTH_CHALLENGE (a broker's
+// command) has its connection closed.
+func TestAuthExchangeIsNotOffered(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_RESPONSE.Enum(), AuthResponse: &pb.CommandAuthResponse{
+		Response: &pb.AuthData{AuthMethodName: ptr("token"), AuthData: []byte("x")}}})
+	if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_ERROR {
+		t.Fatalf("AUTH_RESPONSE answered %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_AUTH_CHALLENGE.Enum(), AuthChallenge: &pb.CommandAuthChallenge{
+		Challenge: &pb.AuthData{AuthMethodName: ptr("token")}}})
+	expectClosed(t, r)
+}
