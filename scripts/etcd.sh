@@ -45,11 +45,15 @@ install_etcd() {
 port_in_use() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 
 # free_port: as in zookeeper.sh, a loopback port below the ephemeral range
-# that nothing listens on and no other running directory was given.
+# that nothing listens on and no other running directory was given. The
+# range (10000-19999) is apart from zookeeper.sh's (20000-31999): each
+# script keeps its own registry, and a ZooKeeper node a test has stopped
+# for a while must find its port free when it restarts (an etcd started
+# meanwhile in another package's test once took it: "did not serve").
 free_port() {
   local dir=$1 p
   for _ in $(seq 1 500); do
-    p=$((20000 + RANDOM % 12000))
+    p=$((10000 + RANDOM % 10000))
     if ! grep -q "^$p " "$REGISTRY" 2>/dev/null && ! port_in_use "$p"; then
       echo "$p" >>"$dir/ports"
       echo "$p $dir" >>"$REGISTRY"
