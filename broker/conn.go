@@ -235,7 +235,8 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return fmt.Errorf("%s is sent by brokers, not to them", cmd.GetType())
 	}
 	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
-	return c.sendError(requestIDOf(cmd), pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
+	id, _ := wire.RequestID(cmd)
+	return c.sendError(id, pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
 }
 
 // clientOnly are the commands only a broker sends.
@@ -253,21 +254,6 @@ var clientOnly = map[pb.BaseCommand_Type]bool{
 	pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE: true, pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE: true,
 	pb.BaseCommand_WATCH_TOPIC_LIST_SUCCESS: true, pb.BaseCommand_WATCH_TOPIC_UPDATE: true,
 	pb.BaseCommand_TOPIC_MIGRATED: true,
-}
-
-// requestIDOf finds the request id of commands we do not handle, so the
-// client's pending request fails instead of timing out (0 if none).
-func requestIDOf(cmd *pb.BaseCommand) uint64 {
-	type withRequestID interface{ GetRequestId() uint64 }
-	for _, m := range []any{cmd.GetNewTxn(), cmd.GetAddPartitionToTxn(), cmd.GetAddSubscriptionToTxn(), cmd.GetEndTxn(),
-		cmd.GetEndTxnOnPartition(), cmd.GetEndTxnOnSubscription(), cmd.GetTcClientConnectRequest()} {
-		if r, ok := m.(withRequestID); ok && r != nil {
-			if id := r.GetRequestId(); id != 0 {
-				return id
-			}
-		}
-	}
-	return 0
 }
 
 // send writes one simple frame.

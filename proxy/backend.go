@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -194,7 +195,7 @@ func (b *backendConn) readLoop() {
 		case pb.BaseCommand_PONG:
 			continue
 		}
-		id, ok := requestID(cmd)
+		id, ok := wire.RequestID(cmd)
 		if !ok {
 			continue
 		}
@@ -231,7 +232,7 @@ func (b *backendConn) request(ctx context.Context, cmd *pb.BaseCommand) (*pb.Bas
 	id := b.nextID
 	b.pending[id] = ch
 	b.mu.Unlock()
-	setRequestID(cmd, id)
+	wire.SetRequestID(cmd, id)
 	if err := b.write(cmd); err != nil {
 		b.fail(err)
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -126,7 +127,7 @@ func (c *clientConn) lookupMode() {
 		case pb.BaseCommand_PONG:
 		case pb.BaseCommand_LOOKUP, pb.BaseCommand_PARTITIONED_METADATA,
 			pb.BaseCommand_GET_TOPICS_OF_NAMESPACE, pb.BaseCommand_GET_SCHEMA:
-			id, _ := requestID(cmd)
+			id, _ := wire.RequestID(cmd)
 			select {
 			case c.p.lookups <- struct{}{}:
 			default:
@@ -177,7 +178,7 @@ func (c *clientConn) answer(cmd *pb.BaseCommand, id uint64) {
 		_ = c.sendFailure(cmd, id, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
-	setRequestID(resp, id)
+	wire.SetRequestID(resp, id)
 	_ = c.send(resp)
 }
 
@@ -205,7 +206,7 @@ func (c *clientConn) lookup(ctx context.Context, cmd *pb.BaseCommand, id uint64)
 		}
 		r := resp.GetLookupTopicResponse()
 		if r == nil { // ERROR
-			setRequestID(resp, id)
+			wire.SetRequestID(resp, id)
 			_ = c.send(resp)
 			return
 		}
