@@ -23,8 +23,8 @@
 set -euo pipefail
 
 MAX_REQUEST_BYTES=$((4 * 1024 * 1024))
-LOCK="${TMPDIR:-/tmp}/magnetar-etcd-ports.lock"
-REGISTRY="${TMPDIR:-/tmp}/magnetar-etcd-ports"
+# The port registry and lock shared with the other test-server script.
+. "$(dirname "${BASH_SOURCE[0]}")/testports.sh"
 
 die() { echo "etcd.sh: $*" >&2; exit 1; }
 
@@ -40,28 +40,6 @@ install_etcd() {
   # The package enables a systemd unit on port 2379; tests never use it.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >&2
   command -v etcd >/dev/null || die "apt-get installed etcd-server but etcd is not on PATH"
-}
-
-port_in_use() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
-
-# free_port: as in zookeeper.sh, a loopback port below the ephemeral range
-# that nothing listens on and no other running directory was given. The
-# range (10000-19999) is apart from zookeeper.sh's (20000-31999): each
-# script keeps its own registry, and a ZooKeeper node a test has stopped
-# for a while must find its port free when it restarts (an etcd started
-# meanwhile in another package's test once took it: "did not serve").
-free_port() {
-  local dir=$1 p
-  for _ in $(seq 1 500); do
-    p=$((10000 + RANDOM % 10000))
-    if ! grep -q "^$p " "$REGISTRY" 2>/dev/null && ! port_in_use "$p"; then
-      echo "$p" >>"$dir/ports"
-      echo "$p $dir" >>"$REGISTRY"
-      echo "$p"
-      return 0
-    fi
-  done
-  die "no free loopback port found"
 }
 
 scheme() { if [[ -f $1/tls ]]; then echo https; else echo http; fi; }
@@ -194,13 +172,7 @@ case $cmd in
     dir=${2:?usage: stop DIR}
     [[ -f $dir/nodes ]] || exit 0
     for i in $(seq 1 "$(cat "$dir/nodes")"); do stop_node "$dir" "$i"; done
-    dir=$(cd "$dir" && pwd)
-    exec 9>"$LOCK"
-    flock 9
-    if [[ -f $REGISTRY ]]; then
-      grep -v " $dir\$" "$REGISTRY" >"$REGISTRY.tmp" || true
-      mv "$REGISTRY.tmp" "$REGISTRY"
-    fi
+    release_ports "$(cd "$dir" && pwd)"
     ;;
   stop-node) stop_node "${2:?usage: stop-node DIR I}" "${3:?usage: stop-node DIR I}" ;;
   start-node) start_node "${2:?usage: start-node DIR I}" "${3:?usage: start-node DIR I}" ;;

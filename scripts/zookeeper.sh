@@ -24,8 +24,8 @@ set -euo pipefail
 ZK_JAR=/usr/share/java/zookeeper.jar
 LOG_JAR=/usr/share/java/slf4j-simple.jar
 JUTE_MAXBUFFER=$((4 * 1024 * 1024))
-LOCK="${TMPDIR:-/tmp}/magnetar-zookeeper-ports.lock"
-REGISTRY="${TMPDIR:-/tmp}/magnetar-zookeeper-ports"
+# The port registry and lock shared with the other test-server script.
+. "$(dirname "${BASH_SOURCE[0]}")/testports.sh"
 
 die() { echo "zookeeper.sh: $*" >&2; exit 1; }
 
@@ -44,29 +44,7 @@ install_zookeeper() {
 
 # Probes are bounded: a port owned by something that is not a ZooKeeper
 # client port may accept a connection and never answer.
-port_in_use() { timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
-
 four_letter() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1 && echo $2 >&3 && cat <&3" 2>/dev/null; }
-
-# free_port prints a loopback port nothing listens on and that this run has
-# not handed out to another directory (REGISTRY lists ports in use by
-# directories that were started and not stopped, so a node that is down for
-# a test keeps its ports). Ports come from below Linux's
-# ephemeral range (32768-60999) so outgoing connections never take them;
-# concurrent starts are serialised by a lock held until the nodes listen.
-free_port() {
-  local dir=$1 p
-  for _ in $(seq 1 500); do
-    p=$((20000 + RANDOM % 12000))
-    if ! grep -q "^$p " "$REGISTRY" 2>/dev/null && ! port_in_use "$p"; then
-      echo "$p" >>"$dir/ports"
-      echo "$p $dir" >>"$REGISTRY"
-      echo "$p"
-      return 0
-    fi
-  done
-  die "no free loopback port found"
-}
 
 write_configs() {
   local dir=$1 nodes=$2 i
@@ -195,13 +173,7 @@ case $cmd in
     dir=${2:?usage: stop DIR}
     [[ -f $dir/nodes ]] || exit 0
     for i in $(seq 1 "$(cat "$dir/nodes")"); do stop_node "$dir" "$i"; done
-    dir=$(cd "$dir" && pwd)
-    exec 9>"$LOCK"
-    flock 9
-    if [[ -f $REGISTRY ]]; then
-      grep -v " $dir\$" "$REGISTRY" >"$REGISTRY.tmp" || true
-      mv "$REGISTRY.tmp" "$REGISTRY"
-    fi
+    release_ports "$(cd "$dir" && pwd)"
     ;;
   stop-node) stop_node "${2:?usage: stop-node DIR I}" "${3:?usage: stop-node DIR I}" ;;
   start-node)
