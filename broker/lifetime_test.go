@@ -6,7 +6,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,18 +101,12 @@ func TestBrokerCloseUnderLoadLeavesNothingRunning(t *testing.T) {
 // readFrame reads one frame from c, without a test to fail (load
 // goroutines call it).
 func readFrame(c net.Conn) (*pb.BaseCommand, error) {
-	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(c, size[:]); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
-	copy(buf, size[:])
-	if _, err := io.ReadFull(c, buf[4:]); err != nil {
+	buf, err := nextFrame(c, 30*time.Second)
+	if err != nil {
 		return nil, err
 	}
 	var cmd pb.BaseCommand
-	_, _, err := wire.ParseFrame(buf, len(buf), &cmd)
+	_, _, err = wire.ParseFrame(buf, len(buf), &cmd)
 	return &cmd, err
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -35,15 +34,11 @@ func (r *rawClient) connectAs(v int32, flags *pb.FeatureFlags) *pb.CommandConnec
 // readFrame returns the next frame's command and the bytes after it (a
 // MESSAGE's entry, as sent), without checking them.
 func (r *rawClient) readFrame() (*pb.BaseCommand, []byte, error) {
-	_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(r.conn, size[:]); err != nil {
+	frame, err := nextFrame(r.conn, 10*time.Second)
+	if err != nil {
 		return nil, nil, err
 	}
-	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(r.conn, buf); err != nil {
-		return nil, nil, err
-	}
+	buf := frame[4:]
 	n := binary.BigEndian.Uint32(buf)
 	var cmd pb.BaseCommand
 	if err := proto.Unmarshal(buf[4:4+n], &cmd); err != nil {

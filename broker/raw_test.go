@@ -49,16 +49,26 @@ func (r *rawClient) send(cmd *pb.BaseCommand) {
 	r.write(b)
 }
 
-// read returns the next command, or the error that ended the connection.
-func (r *rawClient) read() (*pb.BaseCommand, error) {
-	_ = r.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+// nextFrame reads one whole frame from c, its total-size word included,
+// waiting at most timeout.
+func nextFrame(c net.Conn, timeout time.Duration) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	var size [4]byte
-	if _, err := io.ReadFull(r.conn, size[:]); err != nil {
+	if _, err := io.ReadFull(c, size[:]); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, 4+binary.BigEndian.Uint32(size[:]))
 	copy(buf, size[:])
-	if _, err := io.ReadFull(r.conn, buf[4:]); err != nil {
+	if _, err := io.ReadFull(c, buf[4:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// read returns the next command, or the error that ended the connection.
+func (r *rawClient) read() (*pb.BaseCommand, error) {
+	buf, err := nextFrame(r.conn, 10*time.Second)
+	if err != nil {
 		return nil, err
 	}
 	var cmd pb.BaseCommand
