@@ -3,6 +3,8 @@ package wire
 import (
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -11,7 +13,7 @@ import (
 // without its body.
 func TestRequestID(t *testing.T) {
 	lookup := &pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
-		Topic: ptrTo("t"), RequestId: ptrTo(uint64(7))}}
+		Topic: proto.String("t"), RequestId: proto.Uint64(7)}}
 	if id, ok := RequestID(lookup); !ok || id != 7 {
 		t.Fatalf("LOOKUP: %d %v", id, ok)
 	}
@@ -19,9 +21,9 @@ func TestRequestID(t *testing.T) {
 		t.Fatalf("set: %v", lookup)
 	}
 	for _, c := range []*pb.BaseCommand{
-		{Type: pb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: &pb.CommandGetSchemaResponse{RequestId: ptrTo(uint64(3))}},
-		{Type: pb.BaseCommand_ERROR.Enum(), Error: &pb.CommandError{RequestId: ptrTo(uint64(3))}},
-		{Type: pb.BaseCommand_END_TXN.Enum(), EndTxn: &pb.CommandEndTxn{RequestId: ptrTo(uint64(3))}},
+		{Type: pb.BaseCommand_GET_SCHEMA_RESPONSE.Enum(), GetSchemaResponse: &pb.CommandGetSchemaResponse{RequestId: proto.Uint64(3)}},
+		{Type: pb.BaseCommand_ERROR.Enum(), Error: &pb.CommandError{RequestId: proto.Uint64(3)}},
+		{Type: pb.BaseCommand_END_TXN.Enum(), EndTxn: &pb.CommandEndTxn{RequestId: proto.Uint64(3)}},
 	} {
 		if id, ok := RequestID(c); !ok || id != 3 {
 			t.Errorf("%v: %d %v", c.GetType(), id, ok)
@@ -29,7 +31,7 @@ func TestRequestID(t *testing.T) {
 	}
 	for _, c := range []*pb.BaseCommand{
 		{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}},
-		{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: ptrTo(uint64(1)), SequenceId: ptrTo(uint64(1))}},
+		{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1)}},
 		{Type: pb.BaseCommand_LOOKUP.Enum()}, // no body
 	} {
 		if _, ok := RequestID(c); ok || SetRequestID(c, 1) {
@@ -37,5 +39,3 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -22,8 +24,6 @@ type rawProducer struct {
 	seq  uint64
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 // dialRawProducer connects to addr and opens a producer on topic.
 func dialRawProducer(addr, topic string) (*rawProducer, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -32,12 +32,12 @@ func dialRawProducer(addr, topic string) (*rawProducer, error) {
 	}
 	p := &rawProducer{conn: c}
 	if err := p.request(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
-		ClientVersion: ptrTo("magnetar-test"), ProtocolVersion: ptrTo(int32(20))}}, pb.BaseCommand_CONNECTED); err != nil {
+		ClientVersion: proto.String("magnetar-test"), ProtocolVersion: proto.Int32(20)}}, pb.BaseCommand_CONNECTED); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	if err := p.request(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
-		Topic: &topic, ProducerId: ptrTo(uint64(1)), RequestId: ptrTo(uint64(1)), ProducerName: ptrTo("raw-full-disk")}},
+		Topic: &topic, ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1), ProducerName: proto.String("raw-full-disk")}},
 		pb.BaseCommand_PRODUCER_SUCCESS); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("producer: %w", err)
@@ -94,13 +94,13 @@ func (p *rawProducer) await(want pb.BaseCommand_Type) error {
 // broker's refusal or a broken connection.
 func (p *rawProducer) send(payload []byte) error {
 	p.seq++
-	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptrTo("raw-full-disk"), SequenceId: &p.seq,
-		PublishTime: ptrTo(uint64(time.Now().UnixMilli()))}, payload)
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: proto.String("raw-full-disk"), SequenceId: &p.seq,
+		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli()))}, payload)
 	if err != nil {
 		return err
 	}
 	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
-		ProducerId: ptrTo(uint64(1)), SequenceId: &p.seq}}, nil, len(entry))
+		ProducerId: proto.Uint64(1), SequenceId: &p.seq}}, nil, len(entry))
 	if err != nil {
 		return err
 	}
