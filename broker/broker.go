@@ -153,6 +153,14 @@ type Config struct {
 	// Authorization is authorizationEnabled's authorizer (nil: off,
 	// everyone may do everything).
 	Authorization *auth.Authorizer
+	// ProxyRoles (proxyRoles) may connect for a client named in
+	// original_principal (X-Original-Principal over HTTP); see
+	// auth.ProxyRoles.
+	ProxyRoles auth.ProxyRoles
+	// AuthenticationRefreshCheck is authenticationRefreshCheckSeconds
+	// (default 60 s): how often connections' credentials are checked for
+	// expiry (conn_auth.go).
+	AuthenticationRefreshCheck time.Duration
 	// AdvertisedAddressTLS is host:port of brokerServicePortTls and
 	// AdvertisedWebAddressTLS of webServicePortTls, told to clients in
 	// lookups as brokerServiceUrlTls and httpUrlTls ("": none; ServeTLS
@@ -182,6 +190,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		c.RetentionCheckInterval = 2 * time.Minute
+	}
+	if c.AuthenticationRefreshCheck <= 0 {
+		c.AuthenticationRefreshCheck = 60 * time.Second
 	}
 	if c.KeepAliveInterval <= 0 {
 		c.KeepAliveInterval = 30 * time.Second
@@ -270,6 +281,11 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		b.spawn(b.watchDynamicConfig)
 	}
 	b.spawn(func() { b.every(cfg.KeepAliveInterval, b.pingAll) })
+	if cfg.Authentication != nil {
+		b.spawn(func() {
+			b.every(cfg.AuthenticationRefreshCheck, func() { b.forEachConn(func(c *serverConn) { c.checkAuthExpiry(time.Now()) }) })
+		})
+	}
 	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
 	// Namespace policies and dynamic configuration may set a quota or a
 	// TTL at any time, so both checks always run (cheap with none set).
@@ -428,6 +444,13 @@ func (b *Broker) every(interval time.Duration, fn func()) {
 // pingAll pings every connection; the network layer closes connections
 // idle for two keep-alive intervals.
 func (b *Broker) pingAll() {
+	b.forEachConn(func(c *serverConn) {
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	})
+}
+
+// forEachConn calls fn for every open connection (outside b.mu).
+func (b *Broker) forEachConn(fn func(c *serverConn)) {
 	b.mu.Lock()
 	conns := make([]*serverConn, 0, len(b.conns))
 	for c := range b.conns {
@@ -435,7 +458,7 @@ func (b *Broker) pingAll() {
 	}
 	b.mu.Unlock()
 	for _, c := range conns {
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+		fn(c)
 	}
 }
 

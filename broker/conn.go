@@ -68,9 +68,10 @@ type serverConn struct {
 	// clientVersion (guarded by mu) is what the client's CONNECT said it
 	// is; stats show it for each producer and consumer, as Pulsar's do.
 	clientVersion string
-	// role (guarded by mu) is the authenticated role, set at CONNECT
-	// ("" with authentication off; conn_auth.go).
-	role string
+	// authn (guarded by mu) is who the connection acts as and its
+	// credentials' expiry, set at CONNECT (empty with authentication off;
+	// conn_auth.go).
+	authn connAuth
 	// brokerEntryMetadata: MESSAGE frames carry the stored broker entry
 	// metadata (exposed by the broker, supported by the client; set at
 	// CONNECT); otherwise it is cut off.
@@ -228,6 +229,8 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleWatchTopicList(cmd.GetWatchTopicList())
 	case pb.BaseCommand_WATCH_TOPIC_LIST_CLOSE:
 		return c.handleWatchTopicListClose(cmd.GetWatchTopicListClose())
+	case pb.BaseCommand_AUTH_RESPONSE:
+		return c.handleAuthResponse(cmd.GetAuthResponse())
 	}
 	if clientOnly[cmd.GetType()] {
 		// Pulsar's decoder has no broker handler for these and closes the

@@ -35,13 +35,14 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		return fmt.Errorf("second CONNECT on one connection")
 	}
 	c.mu.Unlock()
-	role, err := c.authenticate(cmd)
+	subject, expires, err := c.authenticate(cmd)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.connected = true
-	c.role = role
+	c.authn = connAuth{subject: subject, method: cmd.GetAuthMethodName(), expires: expires,
+		canRefresh: cmd.GetFeatureFlags().GetSupportsAuthRefresh()}
 	c.clientVersion = cmd.GetClientVersion()
 	c.mu.Unlock()
 	version := min(cmd.GetProtocolVersion(), maxProtocolVersion)
@@ -54,10 +55,11 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),
 		MaxMessageSize:  ptr(int32(c.b.cfg.MaxMessageSize)),
-		// Broker entry metadata is understood (entrymetadata.go) and
-		// topic-list watchers are served (topicwatch.go); auth refresh is
-		// not offered: clients keep their first credentials.
-		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true), SupportsTopicWatchers: ptr(true)},
+		// Broker entry metadata is understood (entrymetadata.go),
+		// topic-list watchers are served (topicwatch.go) and expired
+		// credentials are refreshed (conn_auth.go).
+		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true), SupportsTopicWatchers: ptr(true),
+			SupportsAuthRefresh: ptr(c.b.cfg.Authentication != nil)},
 	}})
 }
 

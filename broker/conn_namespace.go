@@ -45,7 +45,7 @@ func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamesp
 	c.goSafe("GET_TOPICS_OF_NAMESPACE", func() {
 		defer c.b.lookups.Release(1)
 		if z := c.b.cfg.Authorization; z != nil { // reads the namespace's grants
-			if err := z.AllowNamespaceTopics(c.ctx, c.connRole(), tenant, ns); err != nil {
+			if err := z.AllowNamespaceTopicsAs(c.ctx, c.connSubject(), tenant, ns); err != nil {
 				_ = c.sendError(reqID, authErrorCode(err), err.Error())
 				return
 			}

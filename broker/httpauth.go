@@ -39,17 +39,14 @@ func (b *Broker) authHTTP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		role := ""
-		if authn != nil {
-			var err error
-			if role, err = authn.Authenticate(httpCredentials(r)); err != nil {
-				b.log.Warn("HTTP authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
-				admin.WriteError(w, http.StatusUnauthorized, err.Error())
-				return
-			}
+		subject, err := b.httpSubject(r)
+		if err != nil {
+			b.log.Warn("HTTP authentication failed", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
+			admin.WriteError(w, http.StatusUnauthorized, err.Error())
+			return
 		}
 		if authz != nil {
-			if err := b.authorizeHTTP(r, role); err != nil {
+			if err := b.authorizeHTTP(r, subject); err != nil {
 				admin.WriteError(w, admin.StatusOf(err), err.Error())
 				return
 			}
@@ -61,25 +58,40 @@ func (b *Broker) authHTTP(next http.Handler) http.Handler {
 // RequireSuperUser guards an operator endpoint (/debug/pprof) mounted
 // outside HTTPHandler: with authorization on only superusers reach it.
 func (b *Broker) RequireSuperUser(next http.Handler) http.Handler {
-	authn, authz := b.cfg.Authentication, b.cfg.Authorization
-	if authz == nil {
+	if b.cfg.Authorization == nil {
 		return next
 	}
+	authz := b.cfg.Authorization
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		role := ""
-		if authn != nil {
-			var err error
-			if role, err = authn.Authenticate(httpCredentials(r)); err != nil {
-				admin.WriteError(w, http.StatusUnauthorized, err.Error())
-				return
-			}
+		subject, err := b.httpSubject(r)
+		if err != nil {
+			admin.WriteError(w, http.StatusUnauthorized, err.Error())
+			return
 		}
-		if err := authz.AllowSuperUser(role, "use "+r.URL.Path); err != nil {
+		if err := authz.AllowSuperUserAs(subject, "use "+r.URL.Path); err != nil {
 			admin.WriteError(w, http.StatusForbidden, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// originalPrincipalHeader names the client a proxy forwards a request for
+// (Pulsar's proxy sets it; only proxyRoles may).
+const originalPrincipalHeader = "X-Original-Principal"
+
+// httpSubject authenticates a request (an empty subject with
+// authentication off).
+func (b *Broker) httpSubject(r *http.Request) (auth.Subject, error) {
+	authn := b.cfg.Authentication
+	if authn == nil {
+		return auth.Subject{}, nil
+	}
+	role, err := authn.Authenticate(httpCredentials(r))
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	return b.cfg.ProxyRoles.Subject(role, r.Header.Get(originalPrincipalHeader))
 }
 
 // httpCredentials are the request's credentials.
@@ -221,8 +233,8 @@ func topicRequirement(a access, p []string) httpRequirement {
 	return httpRequirement{access: a, tenant: name.Tenant, namespace: name.Namespace, topic: name}
 }
 
-// authorizeHTTP decides a request for role.
-func (b *Broker) authorizeHTTP(r *http.Request, role string) error {
+// authorizeHTTP decides a request for subject.
+func (b *Broker) authorizeHTTP(r *http.Request, subject auth.Subject) error {
 	z := b.cfg.Authorization
 	req := httpAccess(r.Method, r.URL.EscapedPath())
 	if req.topic.Local != "" {
@@ -236,26 +248,26 @@ func (b *Broker) authorizeHTTP(r *http.Request, role string) error {
 	case accessOpen:
 		return nil
 	case accessAuthenticated:
-		if role == "" && !z.IsSuperUser(role) {
+		if subject.Role == "" {
 			return auth.ErrForbidden
 		}
 		return nil
 	case accessSuperUser:
-		return z.AllowSuperUser(role, what)
+		return z.AllowSuperUserAs(subject, what)
 	case accessTenantAdmin:
-		return z.AllowTenantAdmin(ctx, role, req.tenant, what)
+		return z.AllowTenantAdminAs(ctx, subject, req.tenant, what)
 	case accessNamespaceTopics:
-		return z.AllowNamespaceTopics(ctx, role, req.tenant, req.namespace)
+		return z.AllowNamespaceTopicsAs(ctx, subject, req.tenant, req.namespace)
 	case accessLookup:
-		return z.AllowTopic(ctx, role, auth.OpLookup, authTopic(req.topic), "")
+		return z.AllowTopicAs(ctx, subject, auth.OpLookup, authTopic(req.topic), "")
 	case accessProduce:
-		return z.AllowTopic(ctx, role, auth.OpProduce, authTopic(req.topic), "")
+		return z.AllowTopicAs(ctx, subject, auth.OpProduce, authTopic(req.topic), "")
 	case accessConsume:
 		sub, err := url.PathUnescape(req.subscription)
 		if err != nil {
 			sub = req.subscription
 		}
-		return z.AllowTopic(ctx, role, auth.OpConsume, authTopic(req.topic), sub)
+		return z.AllowTopicAs(ctx, subject, auth.OpConsume, authTopic(req.topic), sub)
 	}
-	return z.AllowSuperUser(role, what)
+	return z.AllowSuperUserAs(subject, what)
 }

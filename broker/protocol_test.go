@@ -180,11 +180,11 @@ func TestTopicMigratedFromAClientClosesTheConnection(t *testing.T) {
 	expectClosed(t, r)
 }
 
-// Authentication refresh is not offered (the broker never sends
-// AUTH_CHALLENGE); an AUTH_RESPONSE nobody asked for is answered as an
-// unsupported command, and a client sending AUTH_CHALLENGE (a broker's
-// command) has its connection closed.
-func TestAuthExchangeIsNotOffered(t *testing.T) {
+// With authentication off nothing is challenged: an AUTH_RESPONSE nobody
+// asked for is refused with an error, and a client sending AUTH_CHALLENGE
+// (a broker's command) has its connection closed. (With authentication
+// on: authrefresh_test.go.)
+func TestAuthExchangeWithAuthenticationOff(t *testing.T) {
 	_, url := startBroker(t)
 	r := dialRaw(t, url)
 	r.connect()

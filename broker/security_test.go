@@ -126,7 +126,7 @@ func (s *syncBuffer) String() string {
 	return s.buf.String()
 }
 
-func startSecuredBroker(t *testing.T) *securedBroker {
+func startSecuredBroker(t *testing.T, opts ...func(*Config)) *securedBroker {
 	t.Helper()
 	sb := &securedBroker{ca: newTestCA(t, "test CA"), rogue: newTestCA(t, "rogue CA"), secret: []byte("0123456789abcdef0123456789abcdef"),
 		logs: &syncBuffer{}}
@@ -173,7 +173,11 @@ func startSecuredBroker(t *testing.T) *securedBroker {
 	cfg := Config{ClusterName: "test", Metadata: store, Resources: res,
 		Logger:         slog.New(slog.NewTextHandler(sb.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Authentication: auth.NewAuthenticator("anon", tokens, auth.TLSProvider{}),
-		Authorization:  auth.NewAuthorizer([]string{"super"}, false, res)}
+		Authorization:  auth.NewAuthorizer([]string{"super", "proxysuper"}, false, res),
+		ProxyRoles:     auth.ProxyRoles{"proxy", "proxysuper"}}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	b := New(cfg, testLedgers(t, 0))
 	sb.b = b
 	srv, err := b.Serve("127.0.0.1:0")
@@ -360,6 +364,16 @@ func (sb *securedBroker) binaryAnswer(t *testing.T, id identity, overTLS bool, o
 	}
 	if cmd.GetType() != pb.BaseCommand_CONNECTED {
 		t.Fatalf("CONNECT answered %v", cmd.GetType())
+	}
+	return r.answer(t, op, arg)
+}
+
+// answer sends one matrix command on a connected client and returns "ok"
+// or the error code.
+func (r *rawClient) answer(t *testing.T, op, arg string) string {
+	overTLS := false
+	if _, ok := r.conn.(*tls.Conn); ok {
+		overTLS = true
 	}
 	topic := "persistent://" + arg
 	switch op {

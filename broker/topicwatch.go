@@ -127,7 +127,7 @@ func (c *serverConn) handleWatchTopicList(cmd *pb.CommandWatchTopicList) error {
 	c.goSafe("WATCH_TOPIC_LIST", func() {
 		// As GET_TOPICS_OF_NAMESPACE (conn_auth.go).
 		if z := c.b.cfg.Authorization; z != nil {
-			if err := z.AllowNamespaceTopics(c.ctx, c.connRole(), tenant, ns); err != nil {
+			if err := z.AllowNamespaceTopicsAs(c.ctx, c.connSubject(), tenant, ns); err != nil {
 				_ = c.sendError(reqID, authErrorCode(err), err.Error())
 				return
 			}

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrUnauthenticated: the credentials are missing, malformed or wrong
@@ -96,38 +97,62 @@ func ProviderMethod(name string) (string, error) {
 	return "", fmt.Errorf("authentication provider %q is not supported (want AuthenticationProviderToken, AuthenticationProviderTls or AuthenticationProviderBasic)", name)
 }
 
+// Expiring is a provider whose credentials expire (tokens): the binary
+// protocol asks the client for fresh ones before the role lapses
+// (broker/conn_auth.go).
+type Expiring interface {
+	// AuthenticateUntil is Authenticate that also says when the
+	// credentials expire (zero: never).
+	AuthenticateUntil(c Credentials) (role string, expires time.Time, err error)
+}
+
 // Authenticate returns the role of c. A client without credentials (no
 // method, or "none") gets the anonymous role if there is one. A client
 // naming the tls method with no certificate, or a method not configured,
 // is refused.
 func (a *Authenticator) Authenticate(c Credentials) (string, error) {
+	role, _, err := a.AuthenticateUntil(c)
+	return role, err
+}
+
+// AuthenticateUntil is Authenticate that also says when the credentials
+// expire (zero: never).
+func (a *Authenticator) AuthenticateUntil(c Credentials) (string, time.Time, error) {
 	if len(c.Data) > maxAuthData {
-		return "", fmt.Errorf("%w: auth data of %d bytes is longer than %d", ErrUnauthenticated, len(c.Data), maxAuthData)
+		return "", time.Time{}, fmt.Errorf("%w: auth data of %d bytes is longer than %d", ErrUnauthenticated, len(c.Data), maxAuthData)
 	}
 	method := c.Method
 	if method == "" || method == "none" {
 		if a.anonymous != "" {
-			return a.anonymous, nil
+			return a.anonymous, time.Time{}, nil
 		}
 		// Pulsar also accepts a verified client certificate without the
 		// client naming the tls method.
 		if p, ok := a.providers["tls"]; ok && len(c.PeerCertificates) > 0 {
-			return p.Authenticate(c)
+			role, err := p.Authenticate(c)
+			return role, time.Time{}, err
 		}
-		return "", fmt.Errorf("%w: no credentials given and anonymous access is off", ErrUnauthenticated)
+		return "", time.Time{}, fmt.Errorf("%w: no credentials given and anonymous access is off", ErrUnauthenticated)
 	}
 	p, ok := a.providers[method]
 	if !ok {
-		return "", fmt.Errorf("%w: authentication method %q is not enabled", ErrUnauthenticated, Clip(method))
+		return "", time.Time{}, fmt.Errorf("%w: authentication method %q is not enabled", ErrUnauthenticated, Clip(method))
 	}
-	role, err := p.Authenticate(c)
+	var role string
+	var expires time.Time
+	var err error
+	if e, ok := p.(Expiring); ok {
+		role, expires, err = e.AuthenticateUntil(c)
+	} else {
+		role, err = p.Authenticate(c)
+	}
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	if role == "" {
-		return "", fmt.Errorf("%w: %s credentials name no role", ErrUnauthenticated, method)
+		return "", time.Time{}, fmt.Errorf("%w: %s credentials name no role", ErrUnauthenticated, method)
 	}
-	return role, nil
+	return role, expires, nil
 }
 
 // Anonymous is the anonymous role ("" for none).

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -87,27 +88,43 @@ func (p *TokenProvider) Method() string { return "token" }
 
 // Authenticate validates the token in c.Data.
 func (p *TokenProvider) Authenticate(c Credentials) (string, error) {
-	return p.Validate(strings.TrimSpace(strings.TrimPrefix(string(c.Data), "Bearer ")))
+	role, _, err := p.AuthenticateUntil(c)
+	return role, err
+}
+
+// AuthenticateUntil validates the token in c.Data and returns when it
+// expires (zero: never), for the binary protocol's auth refresh.
+func (p *TokenProvider) AuthenticateUntil(c Credentials) (string, time.Time, error) {
+	return p.validate(strings.TrimSpace(strings.TrimPrefix(string(c.Data), "Bearer ")))
 }
 
 // Validate returns the role of a valid token.
 func (p *TokenProvider) Validate(token string) (string, error) {
+	role, _, err := p.validate(token)
+	return role, err
+}
+
+func (p *TokenProvider) validate(token string) (string, time.Time, error) {
 	if token == "" {
-		return "", fmt.Errorf("%w: empty token", ErrUnauthenticated)
+		return "", time.Time{}, fmt.Errorf("%w: empty token", ErrUnauthenticated)
 	}
 	claims := jwt.MapClaims{}
 	if _, err := p.parser.ParseWithClaims(token, claims, p.keyFunc); err != nil {
 		// jwt's messages name the failed check, never the token.
-		return "", fmt.Errorf("%w: invalid token: %v", ErrUnauthenticated, err)
+		return "", time.Time{}, fmt.Errorf("%w: invalid token: %v", ErrUnauthenticated, err)
 	}
 	if p.cfg.Audience != "" && !hasAudience(claims[p.cfg.AudienceClaim], p.cfg.Audience) {
-		return "", fmt.Errorf("%w: token is not for audience %q", ErrUnauthenticated, p.cfg.Audience)
+		return "", time.Time{}, fmt.Errorf("%w: token is not for audience %q", ErrUnauthenticated, p.cfg.Audience)
 	}
 	role, ok := claims[p.cfg.AuthClaim].(string)
 	if !ok || role == "" {
-		return "", fmt.Errorf("%w: token has no %q claim naming a role", ErrUnauthenticated, p.cfg.AuthClaim)
+		return "", time.Time{}, fmt.Errorf("%w: token has no %q claim naming a role", ErrUnauthenticated, p.cfg.AuthClaim)
 	}
-	return role, nil
+	var expires time.Time
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		expires = exp.Time
+	}
+	return role, expires, nil
 }
 
 func hasAudience(claim any, want string) bool {
