@@ -18,7 +18,6 @@ package broker
 //     superuser. /status.html is open.
 
 import (
-	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
@@ -87,37 +86,11 @@ func (b *Broker) httpSubject(r *http.Request) (auth.Subject, error) {
 	if authn == nil {
 		return auth.Subject{}, nil
 	}
-	role, err := authn.Authenticate(httpCredentials(r))
+	role, err := authn.Authenticate(auth.HTTPCredentials(r))
 	if err != nil {
 		return auth.Subject{}, err
 	}
 	return b.cfg.ProxyRoles.Subject(role, r.Header.Get(originalPrincipalHeader))
-}
-
-// httpCredentials are the request's credentials.
-func httpCredentials(r *http.Request) auth.Credentials {
-	c := auth.Credentials{}
-	if r.TLS != nil {
-		c.PeerCertificates = r.TLS.PeerCertificates
-	}
-	h := r.Header.Get("Authorization")
-	scheme, value, _ := strings.Cut(h, " ")
-	switch strings.ToLower(scheme) {
-	case "bearer":
-		c.Method, c.Data = "token", []byte(strings.TrimSpace(value))
-	case "basic":
-		c.Method = "basic"
-		if d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value)); err == nil {
-			c.Data = d
-		}
-	case "":
-		if len(c.PeerCertificates) > 0 {
-			c.Method = "tls"
-		}
-	default:
-		c.Method = strings.ToLower(scheme) // not enabled: refused
-	}
-	return c
 }
 
 // access is what a request needs.

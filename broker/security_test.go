@@ -106,6 +106,11 @@ type securedBroker struct {
 	secret      []byte
 	logs        *syncBuffer
 	tlsFiles    auth.TLSFiles
+	// brokerURL and brokerURLTLS, when set, make the endpoints above a
+	// proxy's: commands a proxy passes to a broker (PRODUCER, SUBSCRIBE,
+	// WATCH_TOPIC_LIST) connect with proxy_to_broker_url naming them.
+	brokerURL, brokerURLTLS string
+	res                     *resources.Resources
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -152,6 +157,7 @@ func startSecuredBroker(t *testing.T, opts ...func(*Config)) *securedBroker {
 		t.Fatal(err)
 	}
 	t.Cleanup(res.Close)
+	sb.res = res
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -287,6 +293,12 @@ func readMatrix(t *testing.T) ([]string, []matrixRow) {
 
 func TestSecurityMatrix(t *testing.T) {
 	sb := startSecuredBroker(t)
+	sb.runMatrix(t)
+}
+
+// runMatrix runs every cell of the matrix over plaintext and TLS against
+// sb's endpoints.
+func (sb *securedBroker) runMatrix(t *testing.T) {
 	ids := sb.identities(t)
 	columns, rows := readMatrix(t)
 	for _, overTLS := range []bool{false, true} {
@@ -344,6 +356,12 @@ func (sb *securedBroker) binaryAnswer(t *testing.T, id identity, overTLS bool, o
 		return failed
 	}
 	connect := &pb.CommandConnect{ClientVersion: ptr("matrix-test"), ProtocolVersion: ptr(int32(20))}
+	if sb.brokerURL != "" && (op == "PRODUCER" || op == "SUBSCRIBE" || op == "WATCH_TOPIC_LIST") {
+		connect.ProxyToBrokerUrl = ptr(sb.brokerURL)
+		if overTLS {
+			connect.ProxyToBrokerUrl = ptr(sb.brokerURLTLS)
+		}
+	}
 	if id.method != "" {
 		connect.AuthMethodName = ptr(id.method)
 		connect.AuthData = []byte(id.data)

@@ -2,10 +2,14 @@ package proxy
 
 // The proxy's own connections to brokers for lookup-type requests (as
 // Pulsar's LookupProxyHandler uses the proxy's client pool): one per
-// broker, shared by every client, requests multiplexed by request ids the
-// proxy assigns (rewritten back to the client's on the answer). A
-// connection that fails fails its pending requests and leaves the pool;
-// the next request dials again.
+// broker and principal (the client role named as original_principal, so
+// the broker authorizes each lookup as its client; one principal "" with
+// authentication off), shared by that principal's clients, requests
+// multiplexed by request ids the proxy assigns (rewritten back to the
+// client's on the answer). A connection that fails fails its pending
+// requests and leaves the pool; the next request dials again. One unused
+// for poolIdleTimeout is closed, so principals that went away do not keep
+// connections.
 
 import (
 	"bufio"
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -22,26 +27,62 @@ import (
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
+// poolIdleTimeout closes a pooled connection no request used this long.
+const poolIdleTimeout = 2 * time.Minute
+
+// session is whom a pooled connection speaks for.
+type session struct {
+	principal string
+	auth      clientAuth // forwarded with forwardAuthorizationCredentials
+}
+
+// poolKey names a pooled connection: the broker and the principal.
+type poolKey struct{ hostport, principal string }
+
 type pool struct {
 	p  *Proxy
 	mu struct {
 		sync.Mutex
-		conns  map[string]*backendConn // by host:port
+		conns  map[poolKey]*backendConn
 		closed bool
 	}
 }
 
 func newPool(p *Proxy) *pool {
 	pl := &pool{p: p}
-	pl.mu.conns = map[string]*backendConn{}
+	pl.mu.conns = map[poolKey]*backendConn{}
 	return pl
+}
+
+// sweepIdle closes connections unused for poolIdleTimeout, until ctx ends.
+func (pl *pool) sweepIdle(ctx context.Context) {
+	tick := time.NewTicker(poolIdleTimeout / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			pl.mu.Lock()
+			var idle []*backendConn
+			for _, b := range pl.mu.conns {
+				if b.idleSince(now) > poolIdleTimeout {
+					idle = append(idle, b)
+				}
+			}
+			pl.mu.Unlock()
+			for _, b := range idle {
+				b.fail(errors.New("proxy: idle pooled connection closed"))
+			}
+		}
+	}
 }
 
 func (pl *pool) close() {
 	pl.mu.Lock()
 	pl.mu.closed = true
 	conns := pl.mu.conns
-	pl.mu.conns = map[string]*backendConn{}
+	pl.mu.conns = map[poolKey]*backendConn{}
 	pl.mu.Unlock()
 	for _, b := range conns {
 		b.fail(errors.New("proxy: closed"))
@@ -50,7 +91,7 @@ func (pl *pool) close() {
 
 // requestAny sends cmd to the brokers in turn until one answers (at most
 // one try per registered broker).
-func (pl *pool) requestAny(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+func (pl *pool) requestAny(ctx context.Context, s session, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
 	n := max(1, len(pl.p.reg.brokers()))
 	var err error
 	for range n {
@@ -59,7 +100,7 @@ func (pl *pool) requestAny(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 			return nil, err
 		}
 		var resp *pb.BaseCommand
-		if resp, err = pl.request(ctx, b.service, cmd); err == nil || ctx.Err() != nil {
+		if resp, err = pl.request(ctx, b.service, s, cmd); err == nil || ctx.Err() != nil {
 			return resp, err
 		}
 	}
@@ -68,24 +109,27 @@ func (pl *pool) requestAny(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCo
 
 // request sends a copy of cmd to the broker at hostport and waits for its
 // answer.
-func (pl *pool) request(ctx context.Context, hostport string, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
-	b, err := pl.get(ctx, hostport)
+func (pl *pool) request(ctx context.Context, hostport string, s session, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	b, err := pl.get(ctx, hostport, s)
 	if err != nil {
 		return nil, err
 	}
 	return b.request(ctx, proto.Clone(cmd).(*pb.BaseCommand))
 }
 
-func (pl *pool) get(ctx context.Context, hostport string) (*backendConn, error) {
+func (pl *pool) get(ctx context.Context, hostport string, s session) (*backendConn, error) {
+	key := poolKey{hostport: hostport, principal: s.principal}
 	pl.mu.Lock()
 	if pl.mu.closed {
 		pl.mu.Unlock()
 		return nil, errors.New("proxy: closed")
 	}
-	b := pl.mu.conns[hostport]
+	b := pl.mu.conns[key]
 	if b == nil {
-		b = &backendConn{pool: pl, hostport: hostport, ready: make(chan struct{}), pending: map[uint64]chan *pb.BaseCommand{}}
-		pl.mu.conns[hostport] = b
+		b = &backendConn{pool: pl, key: key, hostport: hostport, session: s, ready: make(chan struct{}),
+			pending: map[uint64]chan *pb.BaseCommand{}}
+		b.lastUsed.Store(time.Now().UnixNano())
+		pl.mu.conns[key] = b
 		go b.dial()
 	}
 	pl.mu.Unlock()
@@ -102,15 +146,18 @@ func (pl *pool) get(ctx context.Context, hostport string) (*backendConn, error) 
 
 func (pl *pool) drop(b *backendConn) {
 	pl.mu.Lock()
-	if pl.mu.conns[b.hostport] == b {
-		delete(pl.mu.conns, b.hostport)
+	if pl.mu.conns[b.key] == b {
+		delete(pl.mu.conns, b.key)
 	}
 	pl.mu.Unlock()
 }
 
 type backendConn struct {
 	pool     *pool
+	key      poolKey
 	hostport string
+	session  session
+	lastUsed atomic.Int64 // unix nanoseconds of the last request
 	ready    chan struct{} // closed once dialled (err says how)
 	err      error         // set before ready is closed
 	conn     net.Conn      // set before ready is closed
@@ -141,17 +188,16 @@ func (b *backendConn) dial() {
 
 func (b *backendConn) connect(ctx context.Context) error {
 	cfg := b.pool.p.cfg
-	addr, err := b.pool.p.reg.checkTarget(ctx, b.hostport, false)
+	conn, err := b.pool.p.dialBroker(ctx, b.hostport)
 	if err != nil {
 		return err
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
+	connect := &pb.CommandConnect{ClientVersion: ptr(cfg.Version), ProtocolVersion: ptr(int32(maxProtocolVersion))}
+	err = b.pool.p.brokerConnect(connect, b.session.principal, b.session.auth)
+	var frame []byte
+	if err == nil {
+		frame, err = encodeFrame(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: connect})
 	}
-	frame, err := encodeFrame(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
-		ClientVersion: ptr(cfg.Version), ProtocolVersion: ptr(int32(maxProtocolVersion))}})
 	if err != nil {
 		conn.Close()
 		return err
@@ -221,7 +267,20 @@ func (b *backendConn) write(cmd *pb.BaseCommand) error {
 	return err
 }
 
+// idleSince is how long no request used the connection (0 while one is
+// pending).
+func (b *backendConn) idleSince(now time.Time) time.Duration {
+	b.mu.Lock()
+	busy := len(b.pending) > 0
+	b.mu.Unlock()
+	if busy {
+		return 0
+	}
+	return now.Sub(time.Unix(0, b.lastUsed.Load()))
+}
+
 func (b *backendConn) request(ctx context.Context, cmd *pb.BaseCommand) (*pb.BaseCommand, error) {
+	b.lastUsed.Store(time.Now().UnixNano())
 	ch := make(chan *pb.BaseCommand, 1)
 	b.mu.Lock()
 	if b.failed != nil {

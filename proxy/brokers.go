@@ -29,10 +29,30 @@ import (
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
-// brokerInfo is one broker: its binary address (host:port) and web URL.
+// brokerInfo is one broker: its binary addresses (host:port) and web
+// URLs, plaintext and TLS ("" when the broker serves no TLS port).
 type brokerInfo struct {
-	service string // host:port of pulsar://
-	web     string // http://host:port
+	service    string // host:port of pulsar://
+	serviceTLS string // host:port of pulsar+ssl://
+	web        string // http://host:port
+	webTLS     string // https://host:port
+}
+
+// binary is the address to reach the broker at: its TLS port with
+// tlsEnabledWithBroker.
+func (b brokerInfo) binary(useTLS bool) string {
+	if useTLS {
+		return b.serviceTLS
+	}
+	return b.service
+}
+
+// webURL is the base URL to reach the broker's web service at.
+func (b brokerInfo) webURL(useTLS bool) string {
+	if useTLS {
+		return b.webTLS
+	}
+	return b.web
 }
 
 // errNotAllowed is a target the proxy refuses to connect to.
@@ -96,7 +116,15 @@ func newRegistry(cfg Config) (*registry, error) {
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("brokerServiceURL %q: want pulsar://host:port", cfg.BrokerServiceURL)
 		}
-		r.static = []brokerInfo{{service: u.Host, web: strings.TrimSuffix(cfg.BrokerWebServiceURL, "/")}}
+		b := brokerInfo{service: u.Host, web: strings.TrimSuffix(cfg.BrokerWebServiceURL, "/"),
+			webTLS: strings.TrimSuffix(cfg.BrokerWebServiceURLTLS, "/")}
+		if cfg.BrokerServiceURLTLS != "" {
+			if u, err = url.Parse(cfg.BrokerServiceURLTLS); err != nil || u.Host == "" {
+				return nil, fmt.Errorf("brokerServiceURLTLS %q: want pulsar+ssl://host:port", cfg.BrokerServiceURLTLS)
+			}
+			b.serviceTLS = u.Host
+		}
+		r.static = []brokerInfo{b}
 		r.list.Store(&r.static)
 	}
 	return r, nil
@@ -178,7 +206,12 @@ func (r *registry) reload(ctx context.Context) error {
 		if err != nil || u.Host == "" {
 			continue
 		}
-		list = append(list, brokerInfo{service: u.Host, web: strings.TrimSuffix(d.WebServiceURL, "/")})
+		b := brokerInfo{service: u.Host, web: strings.TrimSuffix(d.WebServiceURL, "/"),
+			webTLS: strings.TrimSuffix(d.WebServiceURLTLS, "/")}
+		if u, err := url.Parse(d.PulsarServiceURLTLS); err == nil {
+			b.serviceTLS = u.Host
+		}
+		list = append(list, b)
 	}
 	r.list.Store(&list)
 	return nil
@@ -206,17 +239,32 @@ func (r *registry) registered(ctx context.Context, hostport string, web bool) bo
 	if r.store == nil {
 		return true // static: only the allow-lists apply
 	}
+	_, ok := r.find(ctx, hostport, web)
+	return ok
+}
+
+// find is the registered broker one of whose addresses is hostport (web:
+// one of whose web URLs has that host), reading the store again before
+// saying there is none.
+func (r *registry) find(ctx context.Context, hostport string, web bool) (brokerInfo, bool) {
 	for attempt := 0; attempt < 2; attempt++ {
 		for _, b := range r.brokers() {
-			if (!web && strings.EqualFold(b.service, hostport)) || (web && strings.EqualFold(webHost(b.web), hostport)) {
-				return true
+			if b.has(hostport, web) {
+				return b, true
 			}
 		}
-		if attempt == 0 && r.reload(ctx) != nil {
-			return false
+		if attempt == 0 && (r.store == nil || r.reload(ctx) != nil) {
+			return brokerInfo{}, false
 		}
 	}
-	return false
+	return brokerInfo{}, false
+}
+
+func (b brokerInfo) has(hostport string, web bool) bool {
+	if web {
+		return strings.EqualFold(webHost(b.web), hostport) || (b.webTLS != "" && strings.EqualFold(webHost(b.webTLS), hostport))
+	}
+	return strings.EqualFold(b.service, hostport) || (b.serviceTLS != "" && strings.EqualFold(b.serviceTLS, hostport))
 }
 
 func webHost(u string) string {

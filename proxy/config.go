@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -22,6 +24,28 @@ type Config struct {
 	// them) instead of discovery.
 	BrokerServiceURL    string
 	BrokerWebServiceURL string
+	// BrokerServiceURLTLS (pulsar+ssl://host:port) and
+	// BrokerWebServiceURLTLS (https://host:port): the static brokers' TLS
+	// ports, used with BrokerTLS.
+	BrokerServiceURLTLS    string
+	BrokerWebServiceURLTLS string
+	// Authentication (authenticationEnabled, authenticationProviders...):
+	// clients are authenticated at CONNECT and on the web port, and their
+	// role is passed to brokers as the original principal. Nil: off, and
+	// clients' credentials reach the brokers unchecked by the proxy.
+	Authentication *auth.Authenticator
+	// Authorization (authorizationEnabled; superUserRoles and the grants
+	// from the configuration store): the proxy also authorizes lookups
+	// itself before asking a broker. Nil: the brokers alone decide.
+	Authorization *auth.Authorizer
+	// BrokerClient (brokerClientAuthenticationPlugin and ...Parameters)
+	// is what the proxy presents to brokers; its role should be among the
+	// brokers' proxyRoles. Nil: none.
+	BrokerClient *auth.ClientCredentials
+	// BrokerTLS (tlsEnabledWithBroker, brokerClientTrustCertsFilePath,
+	// tlsHostnameVerificationEnabled): connections to brokers go to their
+	// TLS ports with this configuration. Nil: plaintext.
+	BrokerTLS *tls.Config
 	// MaxConcurrentInboundConnections (default 10000): more are closed at
 	// once. MaxConcurrentLookupRequests (default 50000): more are answered
 	// TooManyRequests.

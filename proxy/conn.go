@@ -20,9 +20,8 @@ import (
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
-// clientAuth is what the client's CONNECT said about its credentials:
-// kept to be checked and forwarded (original_auth_*) once the proxy
-// authenticates clients.
+// clientAuth is what the client's CONNECT said about its credentials,
+// forwarded as original_auth_* with forwardAuthorizationCredentials.
 type clientAuth struct {
 	method string
 	data   []byte
@@ -30,14 +29,15 @@ type clientAuth struct {
 
 type clientConn struct {
 	p    *Proxy
-	conn *net.TCPConn
+	conn net.Conn // *net.TCPConn, or *tls.Conn on the TLS port
 	br   *bufio.Reader
 	log  interface {
 		Debug(msg string, args ...any)
 		Warn(msg string, args ...any)
 	}
 	auth      clientAuth
-	principal string // the authenticated role; "" until authentication exists
+	principal string      // the authenticated role ("" with authentication off)
+	expiry    *time.Timer // closes the connection when the credentials expire
 	protocol  int32
 
 	ctx    context.Context
@@ -45,7 +45,7 @@ type clientConn struct {
 	wmu    sync.Mutex // one frame written at a time
 }
 
-func newClientConn(p *Proxy, c *net.TCPConn) *clientConn {
+func newClientConn(p *Proxy, c net.Conn) *clientConn {
 	ctx, cancel := context.WithCancel(p.ctx)
 	return &clientConn{p: p, conn: c, br: bufio.NewReaderSize(c, 16<<10), ctx: ctx, cancel: cancel,
 		log: p.cfg.Logger.With("client", c.RemoteAddr().String())}
@@ -66,6 +66,12 @@ func (c *clientConn) serve() {
 	}
 	c.auth = clientAuth{method: connect.GetAuthMethodName(), data: connect.GetAuthData()}
 	c.protocol = connect.GetProtocolVersion()
+	if err := c.authenticate(connect); err != nil {
+		return
+	}
+	if c.expiry != nil {
+		defer c.expiry.Stop()
+	}
 	if target := connect.GetProxyToBrokerUrl(); target != "" {
 		c.direct(connect, target)
 		return
@@ -159,6 +165,11 @@ func frameCmdSize(frame []byte) uint32 {
 func (c *clientConn) answer(cmd *pb.BaseCommand, id uint64) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.p.cfg.LookupTimeout)
 	defer cancel()
+	if code, err := c.authorize(ctx, cmd); err != nil {
+		c.p.cfg.Logger.Debug("proxy: lookup not authorized", "client", c.conn.RemoteAddr().String(), "err", err)
+		_ = c.sendFailure(cmd, id, code, err.Error())
+		return
+	}
 	if cmd.GetType() == pb.BaseCommand_LOOKUP {
 		c.p.m.lookups.Inc()
 		c.lookup(ctx, cmd, id)
@@ -172,7 +183,7 @@ func (c *clientConn) answer(cmd *pb.BaseCommand, id uint64) {
 	case pb.BaseCommand_GET_SCHEMA:
 		c.p.m.schemas.Inc()
 	}
-	resp, err := c.p.pool.requestAny(ctx, cmd)
+	resp, err := c.p.pool.requestAny(ctx, c.session(), cmd)
 	if err != nil {
 		c.p.m.lookupFailures.Inc()
 		_ = c.sendFailure(cmd, id, pb.ServerError_ServiceNotReady, err.Error())
@@ -195,9 +206,9 @@ func (c *clientConn) lookup(ctx context.Context, cmd *pb.BaseCommand, id uint64)
 		var resp *pb.BaseCommand
 		var err error
 		if target == "" {
-			resp, err = c.p.pool.requestAny(ctx, req)
+			resp, err = c.p.pool.requestAny(ctx, c.session(), req)
 		} else {
-			resp, err = c.p.pool.request(ctx, target, req)
+			resp, err = c.p.pool.request(ctx, target, c.session(), req)
 		}
 		if err != nil {
 			c.p.m.lookupFailures.Inc()
@@ -248,6 +259,12 @@ func hostOf(u string) string {
 	}
 	host, _, _ := strings.Cut(u, "/")
 	return host
+}
+
+// session is whom the pooled broker connections serving this client
+// speak for.
+func (c *clientConn) session() session {
+	return session{principal: c.principal, auth: c.auth}
 }
 
 // maxProtocolVersion is the newest protocol version the proxy speaks in

@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/magnetar-io/magnetar/broker/auth"
 )
 
 const (
@@ -45,22 +47,40 @@ func (p *Proxy) httpClient() *http.Client {
 	return &http.Client{
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+			TLSClientConfig: p.cfg.BrokerTLS, TLSHandshakeTimeout: 10 * time.Second,
 			MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: 60 * time.Second},
 	}
 }
 
+// httpPrincipal authenticates a web request (authenticationEnabled); ""
+// with authentication off.
+func (p *Proxy) httpPrincipal(r *http.Request) (string, error) {
+	if p.cfg.Authentication == nil {
+		return "", nil
+	}
+	role, err := p.cfg.Authentication.Authenticate(auth.HTTPCredentials(r))
+	if err != nil {
+		p.m.authFailures.Inc()
+		p.cfg.Logger.Warn("proxy: HTTP authentication failed", "client", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	return role, err
+}
+
 func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request) {
+	principal, err := p.httpPrincipal(r)
+	if err != nil {
+		writeHTTPError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHTTPBody))
 	if err != nil {
 		http.Error(w, `{"reason":"request body too large or unreadable"}`, http.StatusRequestEntityTooLarge)
 		return
 	}
-	resp, err := p.roundTrip(r, body)
+	resp, err := p.roundTrip(r, body, principal)
 	if err != nil {
 		p.m.httpErrors.Inc()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprintf(w, "{\"reason\":%q}\n", err.Error())
+		writeHTTPError(w, http.StatusBadGateway, err.Error())
 		return
 	}
 	defer resp.Body.Close()
@@ -74,20 +94,30 @@ func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
+func writeHTTPError(w http.ResponseWriter, status int, reason string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "{\"reason\":%q}\n", reason)
+}
+
 // roundTrip sends r to a broker (another one if the first cannot be
 // reached) and follows redirects.
-func (p *Proxy) roundTrip(r *http.Request, body []byte) (*http.Response, error) {
+func (p *Proxy) roundTrip(r *http.Request, body []byte, principal string) (*http.Response, error) {
 	var lastErr error
 	for range max(1, len(p.reg.brokers())) {
 		b, err := p.reg.pick()
 		if err != nil {
 			return nil, err
 		}
-		target, err := url.Parse(b.web + r.URL.RequestURI())
+		base := b.webURL(p.cfg.BrokerTLS != nil)
+		if base == "" {
+			return nil, fmt.Errorf("proxy: broker %s serves no HTTPS port (tlsEnabledWithBroker is on)", b.service)
+		}
+		target, err := url.Parse(base + r.URL.RequestURI())
 		if err != nil {
 			return nil, err
 		}
-		resp, err := p.follow(r, body, target)
+		resp, err := p.follow(r, body, target, principal)
 		if err == nil {
 			return resp, nil
 		}
@@ -100,7 +130,7 @@ func (p *Proxy) roundTrip(r *http.Request, body []byte) (*http.Response, error) 
 	return nil, lastErr
 }
 
-func (p *Proxy) follow(r *http.Request, body []byte, target *url.URL) (*http.Response, error) {
+func (p *Proxy) follow(r *http.Request, body []byte, target *url.URL, principal string) (*http.Response, error) {
 	for range maxHTTPRedirects {
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), bytes.NewReader(body))
 		if err != nil {
@@ -114,6 +144,9 @@ func (p *Proxy) follow(r *http.Request, body []byte, target *url.URL) (*http.Res
 		}
 		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 			req.Header.Set("X-Forwarded-For", host)
+		}
+		if err := p.setBrokerCredentials(req, principal); err != nil {
+			return nil, err
 		}
 		resp, err := p.http.Do(req)
 		if err != nil {
@@ -129,21 +162,60 @@ func (p *Proxy) follow(r *http.Request, body []byte, target *url.URL) (*http.Res
 		if err != nil {
 			return nil, fmt.Errorf("proxy: broker redirect without a usable Location: %w", err)
 		}
-		if err := p.webTargetAllowed(r.Context(), loc); err != nil {
+		if target, err = p.webTarget(r.Context(), loc); err != nil {
 			return nil, err
 		}
-		target = loc
 	}
 	return nil, fmt.Errorf("proxy: more than %d redirects", maxHTTPRedirects)
 }
 
-func (p *Proxy) webTargetAllowed(ctx context.Context, u *url.URL) error {
+// setBrokerCredentials makes a forwarded request the proxy's: with
+// brokerClient credentials it authenticates as the proxy and names the
+// client in X-Original-Principal (the broker authorizes both); without,
+// the client's own Authorization header goes to the broker. A client's
+// X-Original-Principal is never passed on.
+func (p *Proxy) setBrokerCredentials(req *http.Request, principal string) error {
+	req.Header.Del(originalPrincipalHeader)
+	if p.cfg.BrokerClient.Method() == "" {
+		return nil
+	}
+	req.Header.Del("Authorization")
+	if err := p.cfg.BrokerClient.SetHTTP(req); err != nil {
+		return fmt.Errorf("proxy credentials: %w", err)
+	}
+	if principal != "" {
+		req.Header.Set(originalPrincipalHeader, principal)
+	}
+	return nil
+}
+
+// originalPrincipalHeader names the client to brokers (their proxyRoles
+// accept it from the proxy's role).
+const originalPrincipalHeader = "X-Original-Principal"
+
+// webTarget checks a broker's redirect and returns where to send the
+// request: a registered broker's web service, over HTTPS with BrokerTLS.
+func (p *Proxy) webTarget(ctx context.Context, u *url.URL) (*url.URL, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%w: redirect to %s", errNotAllowed, u.Redacted())
+		return nil, fmt.Errorf("%w: redirect to %s", errNotAllowed, u.Redacted())
 	}
 	host := u.Hostname()
 	if !p.reg.hostAllowed(host) || !p.reg.registered(ctx, u.Host, true) {
-		return fmt.Errorf("%w: redirect to %s, not a registered broker", errNotAllowed, strings.ToLower(u.Host))
+		return nil, fmt.Errorf("%w: redirect to %s, not a registered broker", errNotAllowed, strings.ToLower(u.Host))
 	}
-	return nil
+	useTLS := p.cfg.BrokerTLS != nil
+	if (u.Scheme == "https") == useTLS {
+		return u, nil
+	}
+	b, ok := p.reg.find(ctx, u.Host, true)
+	if !ok || b.webURL(useTLS) == "" {
+		return nil, fmt.Errorf("proxy: redirect to %s: no %s address for that broker", strings.ToLower(u.Host), map[bool]string{true: "https", false: "http"}[useTLS])
+	}
+	base, err := url.Parse(b.webURL(useTLS))
+	if err != nil {
+		return nil, err
+	}
+	moved := *u
+	moved.Scheme, moved.Host = base.Scheme, base.Host
+	return &moved, nil
 }

@@ -12,6 +12,7 @@ type metrics struct {
 	topicsOfNS, schemas        prometheus.Counter
 	rejectedLookups, refused   prometheus.Counter
 	lookupFailures, httpErrors prometheus.Counter
+	authFailures, tlsFailures  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,5 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lookupFailures:  c("pulsar_proxy_lookup_failures", "lookup-type requests that no broker answered"),
 		refused:         c("pulsar_proxy_refused_targets", "proxy_to_broker_url targets refused (unregistered broker or not allowed)"),
 		httpErrors:      c("pulsar_proxy_http_forward_errors", "HTTP requests no broker could be reached for"),
+		authFailures:    c("pulsar_proxy_authentication_failures", "clients refused for their credentials (binary and HTTP)"),
+		tlsFailures:     c("pulsar_proxy_tls_handshake_failures", "TLS handshakes with clients that failed"),
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -49,6 +50,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, reg: reg, m: newMetrics(cfg.Registry), ctx: pctx, cancel: cancel,
 		lookups: make(chan struct{}, cfg.MaxConcurrentLookupRequests)}
 	p.pool = newPool(p)
+	go p.pool.sweepIdle(pctx)
 	p.http = p.httpClient()
 	p.mu.conns = map[net.Conn]struct{}{}
 	return p, nil
@@ -56,6 +58,16 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 
 // Serve listens on addr (host:port) and accepts clients in the background.
 func (p *Proxy) Serve(addr string) (net.Addr, error) {
+	return p.serve(addr, nil)
+}
+
+// ServeTLS is Serve over TLS (servicePortTls): the same protocol after
+// the handshake, which must finish within HandshakeTimeout.
+func (p *Proxy) ServeTLS(addr string, cfg *tls.Config) (net.Addr, error) {
+	return p.serve(addr, cfg)
+}
+
+func (p *Proxy) serve(addr string, tlsCfg *tls.Config) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -69,11 +81,11 @@ func (p *Proxy) Serve(addr string) (net.Addr, error) {
 	p.mu.listeners = append(p.mu.listeners, ln)
 	p.mu.Unlock()
 	p.wg.Add(1)
-	go p.acceptLoop(ln)
+	go p.acceptLoop(ln, tlsCfg)
 	return ln.Addr(), nil
 }
 
-func (p *Proxy) acceptLoop(ln net.Listener) {
+func (p *Proxy) acceptLoop(ln net.Listener, tlsCfg *tls.Config) {
 	defer p.wg.Done()
 	backoff := 5 * time.Millisecond
 	for {
@@ -105,7 +117,12 @@ func (p *Proxy) acceptLoop(ln net.Listener) {
 		go func() {
 			defer p.wg.Done()
 			defer p.release(c)
-			newClientConn(p, c.(*net.TCPConn)).serve()
+			if tlsCfg != nil {
+				if c = p.handshake(c, tlsCfg); c == nil {
+					return
+				}
+			}
+			newClientConn(p, c).serve()
 		}()
 	}
 }
@@ -149,6 +166,20 @@ func (p *Proxy) Close() error {
 	p.pool.close()
 	p.wg.Wait()
 	return nil
+}
+
+// handshake runs the TLS server handshake on c; nil (c closed and the
+// failure logged with the remote address) when it fails.
+func (p *Proxy) handshake(c net.Conn, cfg *tls.Config) net.Conn {
+	tc := tls.Server(c, cfg)
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		p.m.tlsFailures.Inc()
+		p.cfg.Logger.Warn("proxy: TLS handshake failed; connection closed", "client", c.RemoteAddr().String(), "err", err)
+		return nil
+	}
+	return tc
 }
 
 // ActiveConnections is the number of client connections open now.

@@ -48,10 +48,12 @@ type securitySettings struct {
 	authzEnabled bool
 	superUsers   string
 	wildcards    bool
+	proxyRoles   string
+	refreshCheck time.Duration
 }
 
 func defaultSecuritySettings() securitySettings {
-	return securitySettings{certRefresh: 300 * time.Second}
+	return securitySettings{certRefresh: 300 * time.Second, refreshCheck: 60 * time.Second}
 }
 
 func (s *securitySettings) addSetters(setters map[string]confSetter) {
@@ -79,6 +81,8 @@ func (s *securitySettings) addSetters(setters map[string]confSetter) {
 		"authorizationEnabled":                 setBool(&s.authzEnabled),
 		"superUserRoles":                       setString(&s.superUsers),
 		"authorizationAllowWildcardsMatching":  setBool(&s.wildcards),
+		"proxyRoles":                           setString(&s.proxyRoles),
+		"authenticationRefreshCheckSeconds":    setDuration(&s.refreshCheck, time.Second),
 	} {
 		setters[k] = v
 	}
@@ -195,6 +199,7 @@ func (s *securitySettings) provider(method string) (auth.Provider, error) {
 // TLS ports' advertised addresses.
 func (sec security) apply(cfg *broker.Config, l listenFlags, s securitySettings) {
 	cfg.Authentication, cfg.Authorization = sec.authn, sec.authz
+	cfg.ProxyRoles, cfg.AuthenticationRefreshCheck = splitList(s.proxyRoles), s.refreshCheck
 	if s.brokerPortTLS > 0 {
 		cfg.AdvertisedAddressTLS = net.JoinHostPort(l.advertised, strconv.Itoa(s.brokerPortTLS))
 	}
