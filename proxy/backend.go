@@ -157,7 +157,7 @@ type backendConn struct {
 	key      poolKey
 	hostport string
 	session  session
-	lastUsed atomic.Int64 // unix nanoseconds of the last request
+	lastUsed atomic.Int64  // unix nanoseconds of the last request
 	ready    chan struct{} // closed once dialled (err says how)
 	err      error         // set before ready is closed
 	conn     net.Conn      // set before ready is closed

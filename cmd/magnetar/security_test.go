@@ -57,6 +57,28 @@ func writeTestPKI(t *testing.T, dir string) {
 	}
 }
 
+// testTokens makes a secret key in dir with magnetar tokens and returns
+// its path and a function issuing tokens (valid for an hour) under it.
+func testTokens(t *testing.T, dir string) (string, func(sub string) string) {
+	t.Helper()
+	run1 := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		return out.String() + errOut.String(), code
+	}
+	key := filepath.Join(dir, "secret.key")
+	if out, code := run1("tokens", "create-secret-key", "--output", key); code != 0 {
+		t.Fatalf("create-secret-key: %s", out)
+	}
+	return key, func(sub string) string {
+		out, code := run1("tokens", "create", "--secret-key", "file://"+key, "--subject", sub, "--expiry-time", "1h")
+		if code != 0 {
+			t.Fatalf("tokens create: %s", out)
+		}
+		return strings.TrimSpace(out)
+	}
+}
+
 // A standalone configured with Pulsar's security keys: TLS ports next to
 // the plaintext ones, token authentication and authorization; tokens from
 // magnetar tokens; magnetar admin over https with a token and the CA.
@@ -68,17 +90,7 @@ func TestStandaloneSecurity(t *testing.T) {
 		code := run(args, &out, &errOut)
 		return out.String() + errOut.String(), code
 	}
-	key := filepath.Join(dir, "secret.key")
-	if out, code := run1("tokens", "create-secret-key", "--output", key); code != 0 {
-		t.Fatalf("create-secret-key: %s", out)
-	}
-	token := func(sub string) string {
-		out, code := run1("tokens", "create", "--secret-key", "file://"+key, "--subject", sub, "--expiry-time", "1h")
-		if code != 0 {
-			t.Fatalf("tokens create: %s", out)
-		}
-		return strings.TrimSpace(out)
-	}
+	key, token := testTokens(t, dir)
 	superToken, userToken := token("root"), token("alice")
 	if out, code := run1("tokens", "validate", "-i", superToken, "--secret-key", "file://"+key); code != 0 || !strings.Contains(out, `"sub":"root"`) {
 		t.Fatalf("tokens validate: %d %s", code, out)
