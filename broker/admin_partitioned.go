@@ -4,7 +4,7 @@ package broker
 // partitioned-stats, partition count, DELETE .../partitions. A partitioned
 // topic has no owner of its own, so these run on any broker and reach
 // each partition where it is served: here, or through the admin API of
-// its owner (admin.CallBroker, following redirects).
+// its owner (admin.Peers, following redirects).
 //
 // Behaviour:
 //   - partitioned-stats sums the partitions' stats (subscriptions merged
@@ -80,7 +80,7 @@ func (b *Broker) partitionStats(ctx context.Context, p TopicName) (admin.TopicSt
 		return empty, err
 	}
 	if !res.Self {
-		st, ok, err := admin.RemoteTopicStats(ctx, res, topicPath(p))
+		st, ok, err := b.peers.RemoteTopicStats(ctx, res, topicPath(p))
 		if !ok && err == nil {
 			return empty, nil
 		}
@@ -153,7 +153,7 @@ func (b *Broker) deletePartition(ctx context.Context, p TopicName) error {
 		return err
 	}
 	if !res.Self {
-		return admin.RemoteDeleteTopic(ctx, res, topicPath(p))
+		return b.peers.RemoteDeleteTopic(ctx, res, topicPath(p))
 	}
 	if err := b.deleteTopic(ctx, p, true); !errors.Is(err, errTopicNotFound) {
 		return err

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
@@ -157,6 +158,17 @@ type Config struct {
 	// original_principal (X-Original-Principal over HTTP); see
 	// auth.ProxyRoles.
 	ProxyRoles auth.ProxyRoles
+	// BrokerClient is brokerClientAuthenticationPlugin/Parameters: what
+	// this broker presents to other brokers (admin calls, replicators to
+	// clusters without credentials of their own); nil: none, and admin
+	// calls carry the caller's Authorization header.
+	BrokerClient *auth.ClientCredentials
+	// BrokerClientTLSEnabled (brokerClientTlsEnabled) makes this broker's
+	// connections to other brokers and clusters use their TLS ports,
+	// checked with BrokerClientTLS (brokerClientTrustCertsFilePath,
+	// tlsAllowInsecureConnection, tlsHostnameVerificationEnabled).
+	BrokerClientTLSEnabled bool
+	BrokerClientTLS        auth.ClientTLS
 	// AuthenticationRefreshCheck is authenticationRefreshCheckSeconds
 	// (default 60 s): how often connections' credentials are checked for
 	// expiry (conn_auth.go).
@@ -231,6 +243,8 @@ type Broker struct {
 	log     *slog.Logger
 
 	names producerNames
+	// peers makes admin calls to other brokers (admin_partitioned.go).
+	peers *admin.Peers
 	// watchers are the topic-list watchers of every connection (topicwatch.go).
 	watchers topicWatchers
 	// advertised is the host:port clients are sent to; set once the
@@ -275,6 +289,15 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		conns: map[*serverConn]struct{}{}, stop: make(chan struct{}),
 		lookups:    semaphore.NewWeighted(int64(cfg.MaxConcurrentLookupRequest)),
 		topicLoads: semaphore.NewWeighted(int64(cfg.MaxConcurrentTopicLoadRequest))}
+	b.peers = &admin.Peers{Credentials: cfg.BrokerClient}
+	if cfg.BrokerClientTLSEnabled {
+		t, err := cfg.BrokerClientTLS.Config(cfg.BrokerClient)
+		if err != nil {
+			// The command checks the settings before starting a broker.
+			b.log.Error("brokerClientTlsEnabled: calls to other brokers will fail", "err", err)
+		}
+		b.peers.TLS = t
+	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.dyn.Store(startedSettings(cfg))
 	if cfg.Metadata != nil {

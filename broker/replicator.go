@@ -51,7 +51,9 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/replclient"
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -287,9 +289,13 @@ func (r *replicator) session() error {
 	if err != nil {
 		return fmt.Errorf("remote cluster %s: %w", r.remote, err)
 	}
-	prod, err := replclient.Dial(r.ctx, replclient.Config{ServiceURL: cd.BrokerServiceURL, Topic: r.t.name.String(),
-		ProducerName: replclient.ProducerName(b.cfg.ClusterName, r.remote), Version: b.cfg.Version,
-		MaxFrameSize: wire.MaxEntrySize(b.cfg.MaxMessageSize) + wire.FramePadding})
+	rc, err := b.remoteClient(cd)
+	if err != nil {
+		return fmt.Errorf("remote cluster %s: %w", r.remote, err)
+	}
+	rc.Topic, rc.ProducerName, rc.Version = r.t.name.String(), replclient.ProducerName(b.cfg.ClusterName, r.remote), b.cfg.Version
+	rc.MaxFrameSize = wire.MaxEntrySize(b.cfg.MaxMessageSize) + wire.FramePadding
+	prod, err := replclient.Dial(r.ctx, rc)
 	if err != nil {
 		return err
 	}
@@ -487,4 +493,37 @@ func (t *topic) replicationStats(now time.Time) map[string]admin.ReplicatorStats
 		return true
 	})
 	return out
+}
+
+// remoteClient is how this broker reaches a remote cluster, as Pulsar's
+// replicators do: the cluster's own authenticationPlugin/Parameters, else
+// the broker's brokerClientAuthentication*; its brokerServiceUrlTls when
+// the cluster or the broker has brokerClientTlsEnabled, trusting the
+// cluster's brokerClientTrustCertsFilePath, else the broker's.
+func (b *Broker) remoteClient(cd resources.ClusterData) (replclient.Config, error) {
+	cfg := replclient.Config{ServiceURL: cd.BrokerServiceURL, Credentials: b.cfg.BrokerClient}
+	if cd.AuthenticationPlugin != "" {
+		creds, err := auth.ParseClientCredentials(cd.AuthenticationPlugin, cd.AuthenticationParameters)
+		if err != nil {
+			return cfg, fmt.Errorf("the cluster's authenticationPlugin: %w", err)
+		}
+		cfg.Credentials = creds
+	}
+	if !cd.BrokerClientTLSEnabled && !b.cfg.BrokerClientTLSEnabled {
+		return cfg, nil
+	}
+	if cd.BrokerServiceURLTLS == "" {
+		return cfg, errors.New("brokerClientTlsEnabled, but the cluster has no brokerServiceUrlTls")
+	}
+	t := b.cfg.BrokerClientTLS
+	if cd.BrokerClientTrustCertsFilePath != "" {
+		t.TrustCertsFile = cd.BrokerClientTrustCertsFilePath
+	}
+	t.AllowInsecure = t.AllowInsecure || cd.TLSAllowInsecureConnection
+	tlsCfg, err := t.Config(cfg.Credentials)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ServiceURL, cfg.TLS = cd.BrokerServiceURLTLS, tlsCfg
+	return cfg, nil
 }

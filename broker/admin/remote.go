@@ -6,6 +6,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,13 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 )
 
 // forwardedAuthKey holds, in a request's context, the caller's
-// Authorization header: calls made for it to other brokers carry it, so
-// they are authorized as the caller (a client certificate cannot be
-// forwarded; broker credentials of their own are not done yet).
+// Authorization header: without broker credentials (Peers.Credentials),
+// calls made for it to other brokers carry it, so they are authorized as
+// the caller (a client certificate cannot be forwarded).
 type forwardedAuthKey struct{}
 
 // WithForwardedAuth returns ctx carrying the caller's Authorization header.
@@ -44,18 +46,42 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Reason }
 
+// Peers makes admin calls to other brokers.
+type Peers struct {
+	// Credentials (brokerClientAuthentication*) authenticate the calls as
+	// this broker, which the caller's request was already authorized
+	// against; nil: the caller's own Authorization header is forwarded.
+	Credentials *auth.ClientCredentials
+	// TLS (brokerClientTlsEnabled) calls the brokers' HTTPS ports with it;
+	// nil: HTTP.
+	TLS *tls.Config
+	// Client is the HTTP client (default: one with remoteTimeout and TLS).
+	Client *http.Client
+}
+
+func (p *Peers) client() *http.Client {
+	if p.Client != nil {
+		return p.Client
+	}
+	return &http.Client{Timeout: remoteTimeout, Transport: &http.Transport{TLSClientConfig: p.TLS}}
+}
+
 // CallBroker makes an admin call on another broker and decodes its JSON
 // answer into out (nil: the body is ignored). A non-2xx answer is a
 // *RemoteError.
-func CallBroker(ctx context.Context, method, target string, out any) error {
+func (p *Peers) CallBroker(ctx context.Context, method, target string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, target, err)
 	}
-	if a, ok := ctx.Value(forwardedAuthKey{}).(string); ok && a != "" {
+	if p.Credentials.Method() != "" {
+		if err := p.Credentials.SetHTTP(req); err != nil {
+			return fmt.Errorf("%s %s: %w", method, target, err)
+		}
+	} else if a, ok := ctx.Value(forwardedAuthKey{}).(string); ok && a != "" {
 		req.Header.Set("Authorization", a)
 	}
-	resp, err := (&http.Client{Timeout: remoteTimeout}).Do(req)
+	resp, err := p.client().Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, target, err)
 	}
@@ -76,8 +102,8 @@ func CallBroker(ctx context.Context, method, target string, out any) error {
 
 // RemoteTopicStats asks the broker a lookup pointed to (res) for a
 // topic's stats; ok is false when it answers 404 (no such topic).
-func RemoteTopicStats(ctx context.Context, res ownership.LookupResult, topic TopicPath) (st TopicStats, ok bool, err error) {
-	err = CallBroker(ctx, http.MethodGet, topicURL(res, topic, "/stats", nil), &st)
+func (p *Peers) RemoteTopicStats(ctx context.Context, res ownership.LookupResult, topic TopicPath) (st TopicStats, ok bool, err error) {
+	err = p.CallBroker(ctx, http.MethodGet, p.topicURL(res, topic, "/stats", nil), &st)
 	if StatusOf(err) == http.StatusNotFound {
 		return st, false, nil
 	}
@@ -86,8 +112,8 @@ func RemoteTopicStats(ctx context.Context, res ownership.LookupResult, topic Top
 
 // RemoteDeleteTopic deletes a topic (force: its clients are disconnected)
 // on the broker a lookup pointed to; a topic it does not know is no error.
-func RemoteDeleteTopic(ctx context.Context, res ownership.LookupResult, topic TopicPath) error {
-	err := CallBroker(ctx, http.MethodDelete, topicURL(res, topic, "", url.Values{"force": {"true"}}), nil)
+func (p *Peers) RemoteDeleteTopic(ctx context.Context, res ownership.LookupResult, topic TopicPath) error {
+	err := p.CallBroker(ctx, http.MethodDelete, p.topicURL(res, topic, "", url.Values{"force": {"true"}}), nil)
 	if StatusOf(err) == http.StatusNotFound {
 		return nil
 	}
@@ -101,11 +127,15 @@ type TopicPath struct {
 
 // topicURL is the admin URL of a topic call on the broker a lookup
 // pointed to: the owner (authoritative) or one to ask again.
-func topicURL(res ownership.LookupResult, p TopicPath, suffix string, q url.Values) string {
+func (p *Peers) topicURL(res ownership.LookupResult, t TopicPath, suffix string, q url.Values) string {
 	if q == nil {
 		q = url.Values{}
 	}
 	q.Set("authoritative", strconv.FormatBool(res.Authoritative || !res.Redirect))
-	return strings.TrimSuffix(res.HTTPURL, "/") + "/admin/v2/" + p.Domain + "/" + p.Tenant + "/" + p.Namespace + "/" +
-		url.PathEscape(p.Local) + suffix + "?" + q.Encode()
+	base := res.HTTPURL
+	if p.TLS != nil && res.HTTPURLTLS != "" {
+		base = res.HTTPURLTLS
+	}
+	return strings.TrimSuffix(base, "/") + "/admin/v2/" + t.Domain + "/" + t.Tenant + "/" + t.Namespace + "/" +
+		url.PathEscape(t.Local) + suffix + "?" + q.Encode()
 }

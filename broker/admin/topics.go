@@ -9,7 +9,7 @@ package admin
 //   - A request about one topic that another broker serves (cluster mode)
 //     is answered 307 to that broker, as Pulsar does (routed).
 //     Partitioned-topic calls are answered here; the broker reaches
-//     partitions on other brokers over HTTP (CallBroker).
+//     partitions on other brokers over HTTP (Peers).
 //   - A topic exists when it is loaded, stored (the managed-ledger factory
 //     lists it) or a partition of a partitioned topic. Calls about other
 //     topics answer 404 instead of creating them.

@@ -245,3 +245,28 @@ func verifyChain(cs tls.ConnectionState, roots *x509.CertPool) error {
 	}
 	return nil
 }
+
+// RoundTripper wraps base (nil: http.DefaultTransport) so that every
+// request carries the credentials.
+func (c *ClientCredentials) RoundTripper(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c.Method() == "" || c.Method() == "tls" {
+		return base
+	}
+	return credentialTransport{creds: c, base: base}
+}
+
+type credentialTransport struct {
+	creds *ClientCredentials
+	base  http.RoundTripper
+}
+
+func (t credentialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	if err := t.creds.SetHTTP(req); err != nil {
+		return nil, err
+	}
+	return t.base.RoundTrip(req)
+}

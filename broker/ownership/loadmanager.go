@@ -336,11 +336,15 @@ func (s *Service) unloadAt(ctx context.Context, owner BrokerData, bundle, op str
 	if err != nil {
 		return err
 	}
-	return s.opAt(ctx, owner.WebServiceURL, b, op)
+	target := owner.WebServiceURL
+	if s.cfg.PeerTLS && owner.WebServiceURLTLS != "" {
+		target = owner.WebServiceURLTLS
+	}
+	return s.opAt(ctx, target, b, op)
 }
 
 func (s *Service) opAt(ctx context.Context, ownerHTTP string, b Bundle, op string) error {
-	if ownerHTTP == s.cfg.WebServiceURL {
+	if ownerHTTP == s.cfg.WebServiceURL || (s.cfg.WebServiceURLTLS != "" && ownerHTTP == s.cfg.WebServiceURLTLS) {
 		if op == "split" {
 			return s.Split(ctx, b)
 		}
@@ -387,7 +391,11 @@ func (s *Service) anywhere(ctx context.Context, b Bundle, op string) error {
 		}
 		return nil
 	}
-	return s.opAt(ctx, od.HTTPURL, b, op)
+	target := od.HTTPURL
+	if s.cfg.PeerTLS && od.HTTPURLTLS != "" {
+		target = od.HTTPURLTLS
+	}
+	return s.opAt(ctx, target, b, op)
 }
 
 // Bundles returns a namespace's bundles, in order.

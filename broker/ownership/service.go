@@ -45,7 +45,12 @@ type Config struct {
 	// bundle is gone and the broker must stop (Pulsar's default
 	// zookeeperSessionExpiredPolicy=shutdown).
 	OnSessionLost func()
-	HTTPClient    *http.Client
+	// HTTPClient makes the admin calls to other brokers (unload, split):
+	// it carries brokerClientAuthentication*'s credentials (they need a
+	// superuser where authorization is on) and, with PeerTLS, the TLS
+	// trust to call their HTTPS ports.
+	HTTPClient *http.Client
+	PeerTLS    bool
 
 	// ReportInterval is loadBalancerReportUpdateMinIntervalMillis (5 s).
 	ReportInterval time.Duration

@@ -29,6 +29,7 @@ package replclient
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -58,8 +60,17 @@ var ErrClosed = errors.New("replclient: producer closed")
 
 // Config says where and what to publish.
 type Config struct {
-	// ServiceURL is the remote cluster's brokerServiceUrl (pulsar://host:port).
+	// ServiceURL is the remote cluster's brokerServiceUrl
+	// (pulsar://host:port), or its brokerServiceUrlTls
+	// (pulsar+ssl://host:port) with TLS set.
 	ServiceURL string
+	// Credentials are presented at CONNECT (the remote cluster's
+	// authenticationPlugin/Parameters, else the broker's
+	// brokerClientAuthentication*; nil: none).
+	Credentials *auth.ClientCredentials
+	// TLS, when set, dials the remote brokers' TLS ports with it (the
+	// lookup's brokerServiceUrlTls).
+	TLS *tls.Config
 	// Topic is the full topic name to publish to.
 	Topic string
 	// ProducerName is ProducerName(local, remote).
@@ -104,8 +115,9 @@ func Dial(ctx context.Context, cfg Config) (*Producer, error) {
 		cfg.Version = "magnetar-replicator"
 	}
 	u, err := url.Parse(cfg.ServiceURL)
-	if err != nil || u.Scheme != "pulsar" || u.Host == "" {
-		return nil, fmt.Errorf("replclient: service URL %q: want pulsar://host:port", cfg.ServiceURL)
+	want := map[bool]string{false: "pulsar", true: "pulsar+ssl"}[cfg.TLS != nil]
+	if err != nil || u.Scheme != want || u.Host == "" {
+		return nil, fmt.Errorf("replclient: service URL %q: want %s://host:port", cfg.ServiceURL, want)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -272,9 +284,29 @@ func dialConn(ctx context.Context, cfg Config, hostport string) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replclient: dial %s: %w", hostport, err)
 	}
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(hostport)
+		}
+		tconn := tls.Client(nc, tc)
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("replclient: TLS to %s: %w", hostport, err)
+		}
+		nc = tconn
+	}
+	connect := &pb.CommandConnect{ClientVersion: ptr(cfg.Version), ProtocolVersion: ptr(int32(20))}
+	if m := cfg.Credentials.Method(); m != "" {
+		data, err := cfg.Credentials.AuthData()
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("replclient: credentials: %w", err)
+		}
+		connect.AuthMethodName, connect.AuthData = ptr(m), data
+	}
 	c := &conn{conn: nc, br: bufio.NewReaderSize(nc, 16<<10), addr: hostport, max: cfg.MaxFrameSize}
-	resp, err := c.request(ctx, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
-		ClientVersion: ptr(cfg.Version), ProtocolVersion: ptr(int32(20))}}, pb.BaseCommand_CONNECTED)
+	resp, err := c.request(ctx, &pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: connect}, pb.BaseCommand_CONNECTED)
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -334,7 +366,7 @@ func (c *conn) lookup(ctx context.Context, cfg Config) (*conn, error) {
 		target := c.addr
 		if l.GetProxyThroughServiceUrl() {
 			target = c.addr // stay on the service URL's connection
-		} else if u, err := url.Parse(l.GetBrokerServiceUrl()); err == nil && u.Host != "" {
+		} else if u, err := url.Parse(ownerURL(l, cfg.TLS != nil)); err == nil && u.Host != "" {
 			target = u.Host
 		}
 		authoritative = l.GetAuthoritative()
@@ -350,6 +382,14 @@ func (c *conn) lookup(ctx context.Context, cfg Config) (*conn, error) {
 	}
 	c.conn.Close()
 	return nil, fmt.Errorf("replclient: lookup of %s: too many redirects", cfg.Topic)
+}
+
+// ownerURL is the broker a lookup names: its TLS port's URL over TLS.
+func ownerURL(l *pb.CommandLookupTopicResponse, useTLS bool) string {
+	if useTLS {
+		return l.GetBrokerServiceUrlTls()
+	}
+	return l.GetBrokerServiceUrl()
 }
 
 func (c *conn) openProducer(ctx context.Context, cfg Config) error {

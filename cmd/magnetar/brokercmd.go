@@ -199,7 +199,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	sessionLost := make(chan struct{})
-	ocfg := f.ownershipConfig(store, f.security)
+	ocfg := f.ownershipConfig(store, f.security, sec)
 	ocfg.ReportInterval, ocfg.LoadBalancer = f.reportEvery, f.lb
 	ocfg.OnSessionLost = func() { close(sessionLost) }
 	own, err := b.EnableOwnership(ctx, ocfg)

@@ -239,11 +239,11 @@ func (l *listenFlags) webAddr() string {
 }
 
 // ownershipConfig names this broker in the cluster's registry.
-func (l *listenFlags) ownershipConfig(store metadata.Store, s securitySettings) ownership.Config {
+func (l *listenFlags) ownershipConfig(store metadata.Store, s securitySettings, sec security) ownership.Config {
 	pulsarTLS, webTLS := s.tlsURLs(*l)
 	return ownership.Config{Store: store, BrokerID: l.webAddr(), WebServiceURL: "http://" + l.webAddr(),
 		PulsarServiceURL: "pulsar://" + l.brokerAddr(), PulsarServiceURLTLS: pulsarTLS, WebServiceURLTLS: webTLS,
-		Version: "magnetar-" + version}
+		Version: "magnetar-" + version, HTTPClient: sec.peerHTTP(), PeerTLS: sec.clientTLS != nil}
 }
 
 // readyLine lists the URLs served, for the ready message.

@@ -50,6 +50,11 @@ type securitySettings struct {
 	wildcards    bool
 	proxyRoles   string
 	refreshCheck time.Duration
+
+	// The broker's own client side (brokerClient*).
+	clientAuthPlugin, clientAuthParams string
+	clientTLSEnabled, verifyHostname   bool
+	clientTrustCerts                   string
 }
 
 func defaultSecuritySettings() securitySettings {
@@ -82,6 +87,11 @@ func (s *securitySettings) addSetters(setters map[string]confSetter) {
 		"superUserRoles":                       setString(&s.superUsers),
 		"authorizationAllowWildcardsMatching":  setBool(&s.wildcards),
 		"proxyRoles":                           setString(&s.proxyRoles),
+		"brokerClientAuthenticationPlugin":     setString(&s.clientAuthPlugin),
+		"brokerClientAuthenticationParameters": setString(&s.clientAuthParams),
+		"brokerClientTlsEnabled":               setBool(&s.clientTLSEnabled),
+		"brokerClientTrustCertsFilePath":       setString(&s.clientTrustCerts),
+		"tlsHostnameVerificationEnabled":       setBool(&s.verifyHostname),
 		"authenticationRefreshCheckSeconds":    setDuration(&s.refreshCheck, time.Second),
 	} {
 		setters[k] = v
@@ -120,6 +130,10 @@ type security struct {
 	authn *auth.Authenticator
 	authz *auth.Authorizer
 	tls   *auth.ServerTLS
+	// client and clientTLS are the broker's own credentials and TLS
+	// towards other brokers (clientTLS nil: plaintext).
+	client    *auth.ClientCredentials
+	clientTLS *tls.Config
 }
 
 // build checks the settings and builds providers, authorizer and TLS.
@@ -152,6 +166,15 @@ func (s *securitySettings) build(res *resources.Resources, log *slog.Logger) (se
 		}
 		sec.authn = auth.NewAuthenticator(s.anonymousRole, providers...)
 	}
+	var err error
+	if sec.client, err = auth.ParseClientCredentials(s.clientAuthPlugin, s.clientAuthParams); err != nil {
+		return sec, fmt.Errorf("brokerClientAuthenticationPlugin: %w", err)
+	}
+	if s.clientTLSEnabled {
+		if sec.clientTLS, err = s.clientTLS().Config(sec.client); err != nil {
+			return sec, fmt.Errorf("brokerClientTlsEnabled: %w", err)
+		}
+	}
 	if s.authzEnabled {
 		if !s.authnEnabled {
 			log.Warn("authorizationEnabled without authenticationEnabled: clients have no role, so only what needs none is allowed")
@@ -159,6 +182,15 @@ func (s *securitySettings) build(res *resources.Resources, log *slog.Logger) (se
 		sec.authz = auth.NewAuthorizer(splitList(s.superUsers), s.wildcards, res)
 	}
 	return sec, nil
+}
+
+// clientTLS are the broker's TLS settings towards other brokers.
+func (s *securitySettings) clientTLS() auth.ClientTLS {
+	trust := s.clientTrustCerts
+	if trust == "" {
+		trust = s.trustFile
+	}
+	return auth.ClientTLS{TrustCertsFile: trust, AllowInsecure: s.allowInsecure, VerifyHostname: s.verifyHostname}
 }
 
 func (s *securitySettings) provider(method string) (auth.Provider, error) {
@@ -200,12 +232,20 @@ func (s *securitySettings) provider(method string) (auth.Provider, error) {
 func (sec security) apply(cfg *broker.Config, l listenFlags, s securitySettings) {
 	cfg.Authentication, cfg.Authorization = sec.authn, sec.authz
 	cfg.ProxyRoles, cfg.AuthenticationRefreshCheck = splitList(s.proxyRoles), s.refreshCheck
+	cfg.BrokerClient, cfg.BrokerClientTLSEnabled, cfg.BrokerClientTLS = sec.client, s.clientTLSEnabled, s.clientTLS()
 	if s.brokerPortTLS > 0 {
 		cfg.AdvertisedAddressTLS = net.JoinHostPort(l.advertised, strconv.Itoa(s.brokerPortTLS))
 	}
 	if s.webPortTLS > 0 {
 		cfg.AdvertisedWebAddressTLS = net.JoinHostPort(l.advertised, strconv.Itoa(s.webPortTLS))
 	}
+}
+
+// peerHTTP is the HTTP client for admin calls to other brokers (unload,
+// split): the broker's credentials and TLS trust.
+func (sec security) peerHTTP() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second,
+		Transport: sec.client.RoundTripper(&http.Transport{TLSClientConfig: sec.clientTLS})}
 }
 
 // tlsURLs are the TLS ports' URLs for the broker registry ("" when off).

@@ -180,7 +180,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	}
 	// Standalone owns its bundles like any broker, so lookups, unloads
 	// and the brokers admin endpoints behave as in a cluster.
-	own, err := b.EnableOwnership(ctx, f.ownershipConfig(store, f.security))
+	own, err := b.EnableOwnership(ctx, f.ownershipConfig(store, f.security, sec))
 	if err != nil {
 		_ = p.close(context.Background())
 		return err
