@@ -181,3 +181,89 @@ func doInfo(tr Transport, id string) (*bkproto.Response, error) {
 		return nil, fmt.Errorf("%w: no answer", client.ErrDisconnected)
 	}
 }
+
+// BenchmarkAppendOverBookieTLS compares ledger appends (1 KiB, E=3 Qw=2
+// Qa=2, 256 in flight) through three loopback bookies' plaintext and TLS
+// ports (journal on the mem engine without syncs, so the network path
+// dominates):
+// go test -run '^$' -bench AppendOverBookieTLS -benchtime 5s ./ledger/
+func BenchmarkAppendOverBookieTLS(b *testing.B) {
+	for _, useTLS := range []bool{false, true} {
+		name := map[bool]string{false: "plaintext", true: "tls"}[useTLS]
+		b.Run(name, func(b *testing.B) {
+			meta := metadata.NewMemoryServer()
+			ca := tlstest.NewCA(b, "bench-ca")
+			bc, bk := ca.IssueFiles(b, "bookie", true)
+			files := bookie.TLSFiles{CertFile: bc, KeyFile: bk, Logger: quietLog()}
+			for i := range 3 {
+				benchBookie(b, meta, fmt.Sprintf("b%d", i), &files)
+			}
+			cfg := Config{Store: meta.NewSession(), Logger: quietLog(), AddTimeout: 30 * time.Second}
+			if useTLS {
+				f, err := NewBookieTLS(BookieTLSFiles{TrustFile: ca.CAFile, Logger: quietLog()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.BookieTLS = f
+			}
+			cl, err := New(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			w, err := cl.Create(context.Background(), CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: []byte("p")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 1024)
+			window := make(chan struct{}, 256)
+			errs := make(chan error, 1)
+			b.SetBytes(int64(len(payload)))
+			b.ResetTimer()
+			for range b.N {
+				window <- struct{}{}
+				w.AppendAsync(payload, func(_ int64, err error) {
+					if err != nil {
+						select {
+						case errs <- err:
+						default:
+						}
+					}
+					<-window
+				})
+			}
+			for range cap(window) {
+				window <- struct{}{}
+			}
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+		})
+	}
+}
+
+// benchBookie is startTLSBookie for benchmarks (both ports).
+func benchBookie(b *testing.B, meta *metadata.MemoryServer, id string, files *bookie.TLSFiles) {
+	open := func(entrylog.Checkpointer) (entrylog.Storage, error) { return entrylog.NewMemory(nil), nil }
+	core, err := bookie.OpenCore(engine.NewMem(), []string{"/journal"}, journal.Options{Logger: quietLog(), MaxFileSize: 64 << 20, SkipSync: true}, open,
+		bookie.Options{Logger: quietLog(), LedgerDirs: []string{"/"}, DiskUsage: func(string) (uint64, uint64, error) { return 1 << 30, 1 << 31, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := bookie.NewServerTLS(*files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := bookie.Serve(core, bookie.ServerOptions{Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", TLS: r.ServerConfig(), Logger: quietLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := meta.NewSession()
+	if _, err := registry.Register(context.Background(), store, registry.Registration{BookieID: id, Address: srv.Addr(), TLSAddress: srv.TLSAddr()}, quietLog()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Close(context.Background()); _ = core.Close(); store.Close() })
+}
