@@ -130,8 +130,13 @@ func TestTLSPortRefusesMissingOrUntrustedClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, certs := range map[string][]tls.Certificate{"no certificate": nil, "untrusted certificate": {rogueCert}} {
-		cl, err := b.dialTLS(t, b.clientTLS(b.ca.PEM, certs...))
+	noCert := b.clientTLS(b.ca.PEM)
+	// GetClientCertificate sends the rogue certificate even though the
+	// bookie asks for its own CA's (Certificates alone would not).
+	untrusted := b.clientTLS(b.ca.PEM)
+	untrusted.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &rogueCert, nil }
+	for name, cfg := range map[string]*tls.Config{"no certificate": noCert, "untrusted certificate": untrusted} {
+		cl, err := b.dialTLS(t, cfg)
 		if err == nil {
 			// TLS 1.3: the client finishes its side before the bookie
 			// checks the certificate; the first request gets the alert.
