@@ -294,3 +294,42 @@ func waitLog(t *testing.T, logs *logBuffer, want string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A full add queue pauses a TLS connection between frames and resumes it
+// once the request is in: back-pressure, not rejection, as on the
+// plaintext port (TestBackPressure).
+func TestTLSPortBackPressure(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.IssueFiles(t, "bookie", true)
+	r, err := NewServerTLS(TLSFiles{CertFile: cert, KeyFile: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := startTestBookie(t, nil, nil, ServerOptions{AddWorkers: 1, MaxPendingAdds: 1, TLSAddr: "127.0.0.1:0", TLS: r.ServerConfig()})
+	pool, _ := tlsfiles.LoadPool(ca.CAFile)
+	cl, err := client.Dial(context.Background(), tb.srv.TLSAddr(), client.Options{TLS: &tls.Config{RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 2000
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		cl.Send(&bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1, EntryID: int64(i), MasterKey: testKey, Data: entry(1, int64(i), -1, payloadOf(i))},
+			func(_ *bkproto.Response, err error) {
+				if err != nil {
+					errs <- err
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("add failed under back-pressure over TLS: %v", err)
+	}
+	resp, err := tb.read(1, n-1)
+	mustPayload(t, resp, err, payloadOf(n-1))
+}
