@@ -54,10 +54,28 @@
 // OpInfo sets InfoOutOfSpace. Journal growth never takes the last 2% of a
 // disk (at most 64 MiB): a reserve for checkpoints and storage flushes.
 //
+// # TLS: a second port, not START_TLS
+//
+// BookKeeper encrypts on its one port: a client sends START_TLS and both
+// sides switch the connection to TLS. Our plaintext port runs on gnet's
+// event loops, which cannot hand a connection to a TLS stack halfway, so a
+// bookie serves TLS on a port of its own (bookiePortTls, our extension;
+// tlsserve.go): Go's crypto/tls (whatever tlsProvider says), a reader and a
+// writer goroutine per connection, feeding the same handleFrame and worker
+// queues through the peer interface, so there is one protocol handler. The
+// port is published as Registration.TLSAddress, as BookKeeper publishes a
+// BookieServiceInfo endpoint with the "tls" extension; a client configured
+// for TLS dials only that endpoint and fails naming the bookie when there
+// is none. The plaintext port stays for clients without TLS unless the
+// operator turns it off (bookiePort empty). With tlsClientAuthentication a
+// client must present a certificate from tlsTrustStore; a handshake that
+// fails (that, plaintext, garbage) costs only its connection and is logged
+// with the remote address.
+//
 // # Threads and lock rules
 //
-// netio event loops decode frames and hand requests to bounded worker
-// queues (adds by ledger id, so one ledger's adds stay in order; reads to
+// netio event loops (and the TLS port's reader goroutines) decode frames
+// and hand requests to bounded worker queues (adds by ledger id, so one ledger's adds stay in order; reads to
 // any reader); handlers never block a loop. When a queue is full the
 // connection stops reading until the request is queued: back-pressure,
 // not rejection. Journal callbacks answer adds on the journal's goroutine.

@@ -71,7 +71,9 @@ func (tb *testBookie) start() {
 	}
 	sopts := tb.sopts
 	sopts.Addr = "127.0.0.1:0"
-	sopts.Logger = quietLogger()
+	if sopts.Logger == nil {
+		sopts.Logger = quietLogger()
+	}
 	srv, err := Serve(core, sopts)
 	if err != nil {
 		core.Close()

@@ -2,9 +2,11 @@ package bookie
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -15,8 +17,13 @@ import (
 // ServerOptions configure the network side of a bookie. Zero values take
 // the defaults; the names in parentheses are BookKeeper's config keys.
 type ServerOptions struct {
-	// Addr to listen on, e.g. "127.0.0.1:3181" (bookiePort; required).
+	// Addr to listen on for plaintext, e.g. "127.0.0.1:3181" (bookiePort);
+	// empty: no plaintext port (then TLSAddr is required).
 	Addr string
+	// TLSAddr to listen on for TLS (bookiePortTls, our extension: see the
+	// package doc); empty: no TLS port. TLS is its configuration.
+	TLSAddr string
+	TLS     *tls.Config
 	// AddWorkers run adds (numAddWorkerThreads; default 2). A ledger's
 	// adds always go to the same worker, so they reach the journal in order.
 	AddWorkers int
@@ -68,21 +75,35 @@ func (o ServerOptions) withDefaults() ServerOptions {
 	return o
 }
 
+// peer is a client connection requests are answered on: a *netio.Conn
+// (the plaintext port) or a *tlsConn (the TLS port). Both feed the same
+// handleFrame and worker queues.
+type peer interface {
+	// Write queues an answer; it never blocks and fails only once the
+	// connection closed.
+	Write(bufs ...[]byte) error
+	PauseReading()
+	ResumeReading()
+	RemoteAddr() net.Addr
+}
+
 // task is one request with the connection to answer on. frame is an owned
 // copy of the request frame: req's slices alias it.
 type task struct {
-	conn    *netio.Conn
+	conn    peer
 	req     bkproto.Request
 	frame   []byte
 	started time.Time
 }
 
-// Server serves a Core over the bookie protocol on netio.
+// Server serves a Core over the bookie protocol: plaintext on netio, TLS
+// on a tlsListener, or both, into the same worker queues.
 type Server struct {
 	core  *Core
 	opts  ServerOptions
 	log   *slog.Logger
-	net   *netio.Server
+	net   *netio.Server // nil without a plaintext port
+	tls   *tlsListener  // nil without a TLS port
 	adds  []chan *task
 	reads chan *task
 	done  chan struct{} // closed by Close: workers and parked senders leave
@@ -93,6 +114,12 @@ type Server struct {
 // Serve starts serving core; Close stops the server (not the core).
 func Serve(core *Core, opts ServerOptions) (*Server, error) {
 	opts = opts.withDefaults()
+	if opts.Addr == "" && opts.TLSAddr == "" {
+		return nil, errors.New("bookie: no port to serve: set bookiePort, bookiePortTls or both")
+	}
+	if opts.TLSAddr != "" && opts.TLS == nil {
+		return nil, fmt.Errorf("bookie: TLS port %s without a TLS configuration (tlsCertificatePath, tlsKeyStore)", opts.TLSAddr)
+	}
 	s := &Server{core: core, opts: opts, log: opts.Logger, done: make(chan struct{})}
 	for range opts.AddWorkers {
 		q := make(chan *task, opts.MaxPendingAdds)
@@ -103,25 +130,55 @@ func Serve(core *Core, opts ServerOptions) (*Server, error) {
 	for range opts.ReadWorkers {
 		s.startWorker(s.reads)
 	}
-	// netio reads frames up to twice the limit, so that one over it is
-	// refused alone rather than closing a connection many ledgers share;
-	// what a paused connection may buffer stays what it was (netio's
-	// default for the limit itself).
-	srv, err := netio.Listen(s, netio.Options{
-		Addr: opts.Addr, NumEventLoop: opts.NumEventLoops, Logger: opts.Logger,
-		MaxFrameSize: 2 * opts.MaxFrameSize, MaxInboundBuffered: 2*opts.MaxFrameSize + 1<<20,
-	})
-	if err != nil {
-		close(s.done)
-		s.wg.Wait()
-		return nil, fmt.Errorf("bookie: listen on %s: %w", opts.Addr, err)
+	if err := s.listen(); err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
 	}
-	s.net = srv
 	return s, nil
 }
 
-// Addr is the address the server listens on.
-func (s *Server) Addr() string { return s.net.Addr().String() }
+// listen opens the configured ports.
+func (s *Server) listen() error {
+	opts := s.opts
+	if opts.Addr != "" {
+		// netio reads frames up to twice the limit, so that one over it is
+		// refused alone rather than closing a connection many ledgers
+		// share; what a paused connection may buffer stays what it was
+		// (netio's default for the limit itself).
+		srv, err := netio.Listen(s, netio.Options{
+			Addr: opts.Addr, NumEventLoop: opts.NumEventLoops, Logger: opts.Logger,
+			MaxFrameSize: 2 * opts.MaxFrameSize, MaxInboundBuffered: 2*opts.MaxFrameSize + 1<<20,
+		})
+		if err != nil {
+			return fmt.Errorf("bookie: listen on %s: %w", opts.Addr, err)
+		}
+		s.net = srv
+	}
+	if opts.TLSAddr != "" {
+		l, err := listenTLS(s, opts.TLSAddr, opts.TLS)
+		if err != nil {
+			return err
+		}
+		s.tls = l
+	}
+	return nil
+}
+
+// Addr is the plaintext port's address ("" without one).
+func (s *Server) Addr() string {
+	if s.net == nil {
+		return ""
+	}
+	return s.net.Addr().String()
+}
+
+// TLSAddr is the TLS port's address ("" without one).
+func (s *Server) TLSAddr() string {
+	if s.tls == nil {
+		return ""
+	}
+	return s.tls.ln.Addr().String()
+}
 
 func (s *Server) startWorker(q chan *task) {
 	s.wg.Add(1)
@@ -156,11 +213,15 @@ func (s *Server) OnOpen(*netio.Conn) {}
 // flight finish; their answers are dropped by the closed connection.
 func (s *Server) OnClose(*netio.Conn, error) {}
 
-// OnFrame implements netio.Handler: decode, then queue for a worker. A
-// malformed frame closes the connection (netio logs the reason); an op of
-// a later build is answered StatusBadRequest and the connection stays, so
-// the client can tell and what else it has in flight here is not lost.
-func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
+// OnFrame implements netio.Handler (see handleFrame).
+func (s *Server) OnFrame(c *netio.Conn, frame []byte) error { return s.handleFrame(c, frame) }
+
+// handleFrame decodes a request of either port and queues it for a
+// worker. A malformed frame closes the connection (the port logs the
+// reason); an op of a later build is answered StatusBadRequest and the
+// connection stays, so the client can tell and what else it has in flight
+// here is not lost. frame is only borrowed.
+func (s *Server) handleFrame(c peer, frame []byte) error {
 	if len(frame)-4 > s.opts.MaxFrameSize {
 		return s.refuseTooLarge(c, frame)
 	}
@@ -202,7 +263,7 @@ func (s *Server) OnFrame(c *netio.Conn, frame []byte) error {
 // refuseTooLarge answers a frame over MaxFrameSize with StatusTooLarge,
 // without copying it: one oversized request must not fail the others on
 // its connection. Only a frame that does not decode closes it.
-func (s *Server) refuseTooLarge(c *netio.Conn, frame []byte) error {
+func (s *Server) refuseTooLarge(c peer, frame []byte) error {
 	var req bkproto.Request
 	if err := bkproto.DecodeRequest(frame, &req); err != nil && !errors.Is(err, bkproto.ErrUnknownOp) {
 		return fmt.Errorf("bookie: request from %s: %w", c.RemoteAddr(), err)
@@ -220,7 +281,14 @@ func (s *Server) refuseTooLarge(c *netio.Conn, frame []byte) error {
 func (s *Server) Close(ctx context.Context) error {
 	var err error
 	s.once.Do(func() {
-		err = s.net.Close(ctx)
+		var errs []error
+		if s.net != nil {
+			errs = append(errs, s.net.Close(ctx))
+		}
+		if s.tls != nil {
+			errs = append(errs, s.tls.close(ctx))
+		}
+		err = errors.Join(errs...)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}

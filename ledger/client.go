@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,13 @@ type Config struct {
 	// whose add request is over it fails with ErrEntryTooLarge before it
 	// is sent; answers are read up to it.
 	MaxFrameSize int
+	// BookieTLS, when set, makes the default transport reach bookies only
+	// on their TLS endpoints (Pulsar's bookkeeperTLSClientAuthentication):
+	// it is called at every dial, so reloaded certificate files apply to
+	// new connections. A bookie without a TLS endpoint is not placed in new
+	// ensembles, and dialing one fails naming it: there is no plaintext
+	// fallback. Without it, TLS-only bookies are skipped likewise.
+	BookieTLS func() *tls.Config
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -113,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.reg = reg
 	c.transport = cfg.Transport
 	if c.transport == nil {
-		c.ownNet = NewNetTransport(reg, client.Options{MaxFrameSize: cfg.MaxFrameSize})
+		c.ownNet = NewNetTransport(reg, client.Options{MaxFrameSize: cfg.MaxFrameSize}, cfg.BookieTLS)
 		c.transport = c.ownNet
 	}
 	c.caps = newBatchCaps(c.transport, cfg.ReadTimeout)
@@ -128,7 +136,43 @@ func (c *Client) Close() {
 	}
 }
 
-func (c *Client) bookies() []BookieInfo { return c.reg.list() }
+// bookies are the registered bookies placement may choose: with the
+// client's own network transport, those it can reach (a TLS endpoint with
+// BookieTLS, a plaintext one without).
+func (c *Client) bookies() []BookieInfo {
+	all := c.reg.list()
+	if c.ownNet == nil {
+		return all
+	}
+	out := all[:0]
+	for _, b := range all {
+		if _, err := endpoint(b, c.cfg.BookieTLS != nil); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// unreachableNote names the registered bookies bookies() leaves out, for
+// an error saying there are not enough.
+func (c *Client) unreachableNote() string {
+	if c.ownNet == nil {
+		return ""
+	}
+	var skipped []string
+	for _, b := range c.reg.list() {
+		if _, err := endpoint(b, c.cfg.BookieTLS != nil); err != nil {
+			skipped = append(skipped, b.ID)
+		}
+	}
+	if len(skipped) == 0 {
+		return ""
+	}
+	if c.cfg.BookieTLS != nil {
+		return fmt.Sprintf(" (left out, no TLS endpoint while bookkeeperTLSClientAuthentication is on: %v)", skipped)
+	}
+	return fmt.Sprintf(" (left out, TLS only while bookkeeperTLSClientAuthentication is off: %v)", skipped)
+}
 
 // lowerMaxFrame lowers the add frame limit to n unless it is already at or
 // below it; it reports whether it did.
@@ -165,7 +209,7 @@ func (c *Client) Create(ctx context.Context, o CreateOptions) (*WriteHandle, err
 		Password: o.Password, CreatedMillis: nowMillis(), Custom: o.Custom}
 	ens, err := c.cfg.Placement.NewEnsemble(c.bookies(), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
 	if err != nil {
-		return nil, fmt.Errorf("ledger create: %w", err)
+		return nil, fmt.Errorf("ledger create: %w%s", err, c.unreachableNote())
 	}
 	md.Ensembles = []Fragment{{FirstEntry: 0, Bookies: ens}}
 	if err := md.validate(); err != nil {
@@ -242,7 +286,7 @@ func (r *registryView) refresh(ctx context.Context) error {
 	}
 	m := make(map[string]BookieInfo, len(regs))
 	for _, b := range regs {
-		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
+		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, TLSAddress: b.TLSAddress, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
 			OutOfSpace: b.OutOfSpace}
 	}
 	r.mu.Lock()
@@ -310,10 +354,10 @@ func (r *registryView) list() []BookieInfo {
 	return out
 }
 
-// Address implements AddressBook.
-func (r *registryView) Address(id string) (string, bool) {
+// Bookie implements AddressBook.
+func (r *registryView) Bookie(id string) (BookieInfo, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b, ok := r.bookies[id]
-	return b.Address, ok
+	return b, ok
 }

@@ -11,11 +11,13 @@ import (
 
 // BookieInfo is what placement knows about a bookie.
 type BookieInfo struct {
-	ID       string
-	Address  string
-	Rack     string
-	Region   string
-	ReadOnly bool
+	ID      string
+	Address string // plaintext bookie protocol; "" when the bookie serves only TLS
+	// TLSAddress is the TLS endpoint (bookiePortTls); "" without one.
+	TLSAddress string
+	Rack       string
+	Region     string
+	ReadOnly   bool
 	// OutOfSpace: read-only because a disk is full (it returns by itself).
 	OutOfSpace bool
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,9 +20,9 @@ type Transport interface {
 	Send(bookieID string, req *bkproto.Request, cb client.Callback)
 }
 
-// AddressBook resolves a bookie id to its protocol address.
+// AddressBook resolves a bookie id to its registration (its endpoints).
 type AddressBook interface {
-	Address(bookieID string) (string, bool)
+	Bookie(bookieID string) (BookieInfo, bool)
 }
 
 // NetTransport is the real Transport: one pipelined connection per bookie,
@@ -29,6 +30,7 @@ type AddressBook interface {
 type NetTransport struct {
 	book AddressBook
 	opts client.Options
+	tls  func() *tls.Config // nil: plaintext
 
 	mu    sync.Mutex
 	conns map[string]*netConn
@@ -40,9 +42,50 @@ type netConn struct {
 	err   error
 }
 
-// NewNetTransport returns a transport resolving bookies through book.
-func NewNetTransport(book AddressBook, opts client.Options) *NetTransport {
-	return &NetTransport{book: book, opts: opts, conns: make(map[string]*netConn)}
+// NewNetTransport returns a transport resolving bookies through book. With
+// tlsConfig it dials bookies' TLS endpoints only, with the configuration it
+// returns at each dial (so reloaded files apply to new connections).
+func NewNetTransport(book AddressBook, opts client.Options, tlsConfig func() *tls.Config) *NetTransport {
+	return &NetTransport{book: book, opts: opts, tls: tlsConfig, conns: make(map[string]*netConn)}
+}
+
+// endpoint is the address to dial b at: its TLS endpoint when useTLS, else
+// its plaintext one. A bookie without that endpoint is an error naming it:
+// a client configured for TLS never falls back to plaintext.
+func endpoint(b BookieInfo, useTLS bool) (string, error) {
+	switch {
+	case useTLS && b.TLSAddress == "":
+		return "", fmt.Errorf("bookie %s has no TLS endpoint (bookiePortTls is off on it) and bookkeeperTLSClientAuthentication "+
+			"is on: refusing plaintext", b.ID)
+	case useTLS:
+		return b.TLSAddress, nil
+	case b.Address == "":
+		return "", fmt.Errorf("bookie %s serves only TLS (at %s): set bookkeeperTLSClientAuthentication=true to reach it", b.ID, b.TLSAddress)
+	}
+	return b.Address, nil
+}
+
+// dial connects to a bookie at its endpoint.
+func (t *NetTransport) dial(bookieID string) (*client.Client, error) {
+	b, ok := t.book.Bookie(bookieID)
+	if !ok {
+		return nil, fmt.Errorf("%w: bookie %s is not registered", client.ErrDisconnected, bookieID)
+	}
+	addr, err := endpoint(b, t.tls != nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", client.ErrDisconnected, err)
+	}
+	opts := t.opts
+	if t.tls != nil {
+		opts.TLS = t.tls()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, addr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bookie %s: %v", client.ErrDisconnected, bookieID, err)
+	}
+	return cl, nil
 }
 
 func (t *NetTransport) conn(bookieID string) *netConn {
@@ -63,17 +106,7 @@ func (t *NetTransport) conn(bookieID string) *netConn {
 	t.conns[bookieID] = c
 	go func() {
 		defer close(c.ready)
-		addr, ok := t.book.Address(bookieID)
-		if !ok {
-			c.err = fmt.Errorf("%w: bookie %s is not registered", client.ErrDisconnected, bookieID)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.cl, c.err = client.Dial(ctx, addr, t.opts)
-		if c.err != nil {
-			c.err = fmt.Errorf("%w: %v", client.ErrDisconnected, c.err)
-		}
+		c.cl, c.err = t.dial(bookieID)
 	}()
 	return c
 }

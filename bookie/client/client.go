@@ -11,6 +11,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -84,6 +85,12 @@ type Options struct {
 	// bkproto.DefaultMaxFrameSize: room for the largest entry bookies with
 	// the default limit store, and its answer's fields).
 	MaxFrameSize int
+	// TLS, when set, makes Dial speak TLS (to a bookie's TLS port,
+	// bookiePortTls): the bookie's certificate is verified against
+	// RootCAs for the host of addr unless ServerName says otherwise, and
+	// Certificates (or GetClientCertificate) answer a bookie that asks for
+	// a client certificate.
+	TLS *tls.Config
 }
 
 // Client is one connection to a bookie. Safe for concurrent use.
@@ -119,11 +126,36 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	if opts.TLS != nil {
+		if conn, err = handshake(ctx, conn, addr, opts); err != nil {
+			return nil, err
+		}
+	}
 	c := &Client{addr: addr, conn: conn, maxSize: opts.MaxFrameSize, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c.mu.pending = make(map[uint64]Callback)
 	go c.readLoop()
 	go c.writeLoop()
 	return c, nil
+}
+
+// handshake runs the client side of TLS over conn within DialTimeout.
+func handshake(ctx context.Context, conn net.Conn, addr string, opts Options) (net.Conn, error) {
+	cfg := opts.TLS.Clone()
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg.ServerName = host
+	}
+	tc := tls.Client(conn, cfg)
+	hctx, cancel := context.WithTimeout(ctx, opts.DialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("bookie client: TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // Addr is the bookie's address.
@@ -184,6 +216,15 @@ func (c *Client) writeLoop() {
 			continue
 		}
 		if _, err := bufs.WriteTo(c.conn); err != nil {
+			// The peer's reason, if it sent one, is on the read side: a
+			// TLS 1.3 bookie that refuses our certificate does so after
+			// our handshake returned, with an alert before it closes.
+			// Let the reader report it, for a bounded time.
+			_ = c.conn.SetReadDeadline(time.Now().Add(time.Second))
+			select {
+			case <-c.done:
+			case <-time.After(2 * time.Second):
+			}
 			c.fail(fmt.Errorf("%w: write to %s: %v", ErrDisconnected, c.addr, err))
 			return
 		}

@@ -26,8 +26,12 @@ const AvailablePath = "/bookies/available"
 
 // Registration is what a running bookie publishes about itself.
 type Registration struct {
-	BookieID    string `json:"bookieId"`
-	Address     string `json:"address"`               // bookie protocol, host:port
+	BookieID string `json:"bookieId"`
+	Address  string `json:"address"` // bookie protocol, host:port ("" when the plaintext port is off)
+	// TLSAddress is the bookie protocol over TLS, host:port (bookiePortTls;
+	// "" without it). It plays the part of BookKeeper's BookieServiceInfo
+	// endpoint with the "tls" extension: clients that use TLS dial it.
+	TLSAddress  string `json:"tlsAddress,omitempty"`
 	HTTPAddress string `json:"httpAddress,omitempty"` // metrics and status
 	Rack        string `json:"rack,omitempty"`        // for rack-aware placement
 	Region      string `json:"region,omitempty"`      // for region-aware placement

@@ -57,6 +57,7 @@ type bookieFlags struct {
 	auditorCheck                    time.Duration
 	openLedgerGrace                 time.Duration
 	storage                         storageSettings
+	tls                             bookieTLSSettings
 }
 
 func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Logger) (bookieFlags, error) {
@@ -70,7 +71,8 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "listeningInterface address")
 	fs.StringVar(&f.advertised, "advertised-address", "localhost", "advertisedAddress: the host clients are told to use")
 	fs.StringVar(&f.bookieID, "bookie-id", "", "bookieId (default advertised-address:bookie-port)")
-	fs.IntVar(&f.bookiePort, "bookie-port", 3181, "bookiePort: the bookie protocol")
+	fs.IntVar(&f.bookiePort, "bookie-port", 3181, "bookiePort: the bookie protocol, plaintext (-1, or empty in the file: off)")
+	f.tls.register(fs)
 	fs.IntVar(&f.httpPort, "http-port", 8000, "httpServerPort: /metrics, /debug/pprof, /api/v1/bookie/*")
 	fs.StringVar(&f.rack, "rack", "", "rack of this bookie, for rack-aware placement")
 	fs.StringVar(&f.region, "region", "", "region of this bookie, for region-aware placement")
@@ -104,14 +106,44 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 			return f, err
 		}
 	}
+	if err := f.tls.check(log); err != nil {
+		return f, err
+	}
+	if f.bookiePort < 0 {
+		f.bookiePort = portOff
+		if f.tls.port <= 0 {
+			return f, errNoBookiePort
+		}
+	}
 	if f.metadataURL == "" {
 		return f, errors.New("--metadata-store (metadataServiceUri) is required: zk:host:2181/chroot, etcd:http://host:2379/prefix, or local:/dir for a single-process test")
 	}
 	f.metadataURL = strings.Replace(f.metadataURL, "zk://", "zk:", 1)
 	if f.bookieID == "" {
-		f.bookieID = net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort))
+		f.bookieID = net.JoinHostPort(f.advertised, strconv.Itoa(f.publicPort()))
 	}
 	return f, nil
+}
+
+// publicPort names the bookie by default: its plaintext port, or its TLS
+// port when it serves only TLS.
+func (f *bookieFlags) publicPort() int {
+	if f.bookiePort == portOff {
+		return f.tls.port
+	}
+	return f.bookiePort
+}
+
+// endpoints are where the bookie listens and what it advertises; each is
+// "" when its port is off.
+func (f *bookieFlags) endpoints() (bind, bindTLS, addr, addrTLS string) {
+	if f.bookiePort != portOff {
+		bind, addr = net.JoinHostPort(f.bindAddr, strconv.Itoa(f.bookiePort)), net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort))
+	}
+	if f.tls.port > 0 {
+		bindTLS, addrTLS = net.JoinHostPort(f.bindAddr, strconv.Itoa(f.tls.port)), net.JoinHostPort(f.advertised, strconv.Itoa(f.tls.port))
+	}
+	return bind, bindTLS, addr, addrTLS
 }
 
 // bookieFlagKeys maps flags to the config keys they override.
@@ -119,7 +151,8 @@ var bookieFlagKeys = map[string][]string{
 	"metadata-store": {"metadataServiceUri"}, "journal-dirs": {"journalDirectories"},
 	"ledger-dirs": {"ledgerDirectories"}, "bind-address": {"listeningInterface"},
 	"advertised-address": {"advertisedAddress"}, "bookie-id": {"bookieId"}, "bookie-port": {"bookiePort"},
-	"http-port": {"httpServerPort"}, "io-backend": {"ioBackend"},
+	"bookie-port-tls": {"bookiePortTls"},
+	"http-port":       {"httpServerPort"}, "io-backend": {"ioBackend"},
 	"disk-usage-threshold": {"diskUsageThreshold"}, "disk-usage-warn-threshold": {"diskUsageWarnThreshold"},
 	"disk-usage-lwm-threshold": {"diskUsageLwmThreshold"}, "disk-check-interval": {"diskCheckInterval"},
 }
@@ -129,7 +162,7 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 		"metadataServiceUri": setString(&f.metadataURL), "journalDirectories": setList(&f.journalDirs),
 		"ledgerDirectories": setList(&f.ledgerDirs), "listeningInterface": setString(&f.bindAddr),
 		"advertisedAddress": setString(&f.advertised), "bookieId": setString(&f.bookieID),
-		"bookiePort": setInt(&f.bookiePort), "httpServerPort": setInt(&f.httpPort), "ioBackend": setString(&f.ioBackend),
+		"bookiePort": setPort(&f.bookiePort), "httpServerPort": setInt(&f.httpPort), "ioBackend": setString(&f.ioBackend),
 		"numAddWorkerThreads": setInt(&f.addWorkers), "numReadWorkerThreads": setInt(&f.readWorkers),
 		"maxPendingAddRequestsPerThread": setInt(&f.maxPendingAdds), "maxPendingReadRequestsPerThread": setInt(&f.maxPendingReads),
 		"nettyMaxFrameSizeBytes": setInt(&f.maxFrameSize),
@@ -148,6 +181,7 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 	for k, v := range f.storage.confKeys() {
 		keys[k] = v
 	}
+	f.tls.addConfKeys(keys)
 	return keys
 }
 
@@ -263,7 +297,7 @@ func serveBookie(ctx context.Context, f bookieFlags, log *slog.Logger, stdout io
 	if err := rb.start(ctx, f, c, log); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "magnetar bookie %s ready: %s http://%s\n", f.bookieID, rb.srv.Addr(),
+	fmt.Fprintf(stdout, "magnetar bookie %s ready: %s http://%s\n", f.bookieID, rb.listening(),
 		net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)))
 	for {
 		select {
@@ -304,8 +338,13 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 		return err
 	}
 	rb.core = core
+	tlsCfg, err := f.tls.server(log)
+	if err != nil {
+		return err
+	}
+	bind, bindTLS, addr, addrTLS := f.endpoints()
 	srv, err := bookie.Serve(core, bookie.ServerOptions{
-		Addr: net.JoinHostPort(f.bindAddr, strconv.Itoa(f.bookiePort)), AddWorkers: f.addWorkers, ReadWorkers: f.readWorkers,
+		Addr: bind, TLSAddr: bindTLS, TLS: tlsCfg, AddWorkers: f.addWorkers, ReadWorkers: f.readWorkers,
 		MaxPendingAdds: f.maxPendingAdds, MaxPendingReads: f.maxPendingReads, MaxFrameSize: f.maxFrameSize,
 		NumEventLoops: 2, Logger: log, Metrics: metrics})
 	if err != nil {
@@ -315,7 +354,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	rctx, cancel := context.WithTimeout(ctx, 2*f.zkTimeout+5*time.Second)
 	defer cancel()
 	rb.reg, err = announceBookie(rctx, rb.store, core, registry.Registration{BookieID: f.bookieID, // with its mode, kept current
-		Address: net.JoinHostPort(f.advertised, strconv.Itoa(f.bookiePort)), HTTPAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)),
+		Address: addr, TLSAddress: addrTLS, HTTPAddress: net.JoinHostPort(f.advertised, strconv.Itoa(f.httpPort)),
 		Rack: f.rack, Region: f.region}, log)
 	if err != nil {
 		return err
@@ -333,7 +372,11 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log *slog.Logger) error {
 	// Re-replication copies entries between bookies: it takes the frames
 	// this bookie takes.
-	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, MaxFrameSize: f.maxFrameSize, Logger: log})
+	clientTLS, err := f.tls.client(log)
+	if err != nil {
+		return fmt.Errorf("clientTrustStore (the bookie's ledger client): %w", err)
+	}
+	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, MaxFrameSize: f.maxFrameSize, BookieTLS: clientTLS, Logger: log})
 	if err != nil {
 		return fmt.Errorf("ledger client for garbage collection and re-replication: %w", err)
 	}
@@ -354,6 +397,18 @@ func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log
 	rb.auditor.Start()
 	rb.worker.Start()
 	return nil
+}
+
+// listening names the ports served, for the ready line.
+func (rb *runningBookie) listening() string {
+	var out []string
+	if a := rb.srv.Addr(); a != "" {
+		out = append(out, a)
+	}
+	if a := rb.srv.TLSAddr(); a != "" {
+		out = append(out, "tls "+a)
+	}
+	return strings.Join(out, " ")
 }
 
 // stop unregisters first (clients stop choosing this bookie), then stops

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/registry"
@@ -159,7 +160,11 @@ func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger)
 		if b.ReadOnly {
 			mode = "read-only"
 		}
-		fmt.Fprintf(stdout, "%-28s %-24s %-10s %-10s %s\n", b.BookieID, b.Address, mode, b.Rack, b.Region)
+		addr := b.Address
+		if b.TLSAddress != "" {
+			addr = strings.TrimPrefix(addr+" tls:"+b.TLSAddress, " ")
+		}
+		fmt.Fprintf(stdout, "%-28s %-24s %-10s %-10s %s\n", b.BookieID, addr, mode, b.Rack, b.Region)
 	}
 	return nil
 }

@@ -35,12 +35,13 @@ type brokerFlags struct {
 	lb            ownership.LoadBalancerConfig
 	brokerSettings
 	security securitySettings
+	bkTLS    bookkeeperTLSSettings // TLS to the bookies
 }
 
 const defaultBrokerConf = "conf/broker.conf"
 
 func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
-	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
+	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), bkTLS: defaultBookkeeperTLSSettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
 		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
 	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -74,6 +75,7 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 	setters := f.brokerSettings.setters()
 	f.listenFlags.addSetters(setters)
 	f.security.addSetters(setters)
+	f.bkTLS.addSetters(setters)
 	for k, v := range map[string]confSetter{
 		"metadataStoreUrl":                                setString(&f.metadataURL),
 		"configurationMetadataStoreUrl":                   setString(&f.configURL),
@@ -164,7 +166,11 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if ok, _, err := configStore.Exists(ctx, "/admin/clusters/"+f.cluster); err != nil || !ok {
 		return fmt.Errorf("cluster %q is not initialised in %s (run magnetar initialize-cluster-metadata first): %v", f.cluster, f.configURL, err)
 	}
-	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), Logger: log})
+	bookieTLS, err := f.bkTLS.build(log)
+	if err != nil {
+		return err
+	}
+	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS, Logger: log})
 	if err != nil {
 		return err
 	}

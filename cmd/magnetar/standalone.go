@@ -29,6 +29,9 @@ type standaloneFlags struct {
 	listenFlags
 	brokerSettings
 	security securitySettings
+	// bkTLS (bookkeeperTLS*) is read so a broker.conf works here, but
+	// standalone's bookie is reached without a socket: nothing to encrypt.
+	bkTLS bookkeeperTLSSettings
 	// journal and storage are the in-process bookie's journal (journal*
 	// keys) and ledger storage (dbStorage_* keys).
 	journal journalSettings
@@ -47,7 +50,8 @@ type standaloneFlags struct {
 const defaultStandaloneConf = "conf/standalone.conf"
 
 func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
-	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), security: defaultSecuritySettings()}
+	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), security: defaultSecuritySettings(),
+		bkTLS: defaultBookkeeperTLSSettings()}
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultStandaloneConf+" if present)")
@@ -86,6 +90,7 @@ func (f *standaloneFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) e
 	setters := f.brokerSettings.setters()
 	f.listenFlags.addSetters(setters)
 	f.security.addSetters(setters)
+	f.bkTLS.addSetters(setters)
 	for k, v := range f.storage.confKeys() {
 		setters[k] = v
 	}

@@ -95,6 +95,10 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 	if err != nil {
 		return err
 	}
+	if f.bkTLS.enabled {
+		log.Info("bookkeeperTLSClientAuthentication=true: standalone's bookie runs in this process and is called without a socket, " +
+			"so there is no broker-to-bookie traffic to encrypt")
+	}
 	tr := ledger.NewLocalTransport()
 	tr.Add(standaloneBookieID, s.core)
 	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, MaxFrameSize: f.bookieFrameSize(), Logger: log}); err != nil {
