@@ -34,7 +34,11 @@
 // proxy following the brokers' redirects itself (only to registered
 // brokers); /metrics, /status.html and pprof are served locally.
 //
-// TLS and authentication come with the security work: CONNECT's
-// auth_method_name and auth_data are kept (clientAuth) so that they can be
-// checked and forwarded as original_auth_* then.
+// TLS and authentication (security.go): ServeTLS serves the same
+// protocol over TLS; with Authentication clients are authenticated at
+// CONNECT (and on the web port) and named to brokers as original_principal
+// (X-Original-Principal) while the proxy presents BrokerClient; with
+// BrokerTLS brokers are reached on their TLS ports. Spliced forwarding
+// needs plaintext on both sides; with TLS on either, a pooled buffer per
+// direction carries the bytes.
 package proxy
