@@ -59,7 +59,13 @@ func (b brokerInfo) webURL(useTLS bool) string {
 var errNotAllowed = errors.New("proxy: target broker not allowed")
 
 type registry struct {
+	// store is the metadata session (nil: static brokers); replaced by
+	// reopen after a session loss. storeMu guards it.
+	storeMu sync.Mutex
 	store   metadata.Store
+	owned   bool // store was opened by renewSession: close closes it
+	reopen  func(ctx context.Context) (metadata.Store, error)
+	log     interface{ Warn(string, ...any) }
 	static  []brokerInfo
 	list    atomic.Pointer[[]brokerInfo]
 	next    atomic.Uint64
@@ -73,7 +79,7 @@ type registry struct {
 }
 
 func newRegistry(cfg Config) (*registry, error) {
-	r := &registry{store: cfg.Metadata, resolve: func(ctx context.Context, host string) ([]net.IP, error) {
+	r := &registry{store: cfg.Metadata, reopen: cfg.Reopen, log: cfg.Logger, resolve: func(ctx context.Context, host string) ([]net.IP, error) {
 		return net.DefaultResolver.LookupIP(ctx, "ip", host)
 	}}
 	var err error
@@ -133,7 +139,7 @@ func newRegistry(cfg Config) (*registry, error) {
 // start reads the brokers once and keeps the snapshot current until ctx
 // ends.
 func (r *registry) start(ctx context.Context) error {
-	if r.store == nil {
+	if r.currentStore() == nil {
 		return nil
 	}
 	if err := r.reload(ctx); err != nil {
@@ -147,7 +153,11 @@ func (r *registry) watchLoop(ctx context.Context) {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		w, err := r.store.Watch(ctx, ownership.BrokersPath)
+		w, err := r.currentStore().Watch(ctx, ownership.BrokersPath)
+		if errors.Is(err, metadata.ErrSessionLost) {
+			r.renewSession(ctx)
+			continue
+		}
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -178,11 +188,58 @@ func (r *registry) watchLoop(ctx context.Context) {
 	}
 }
 
+// close closes a session the registry opened itself.
+func (r *registry) close() {
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
+	if r.owned {
+		_ = r.store.Close()
+	}
+}
+
+func (r *registry) currentStore() metadata.Store {
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
+	return r.store
+}
+
+// renewSession replaces a lost metadata session with a new one (Reopen),
+// retrying until it works or ctx ends; without Reopen discovery stops at
+// the last snapshot.
+func (r *registry) renewSession(ctx context.Context) {
+	if r.reopen == nil {
+		r.log.Warn("proxy: metadata session lost and no way to open another; serving the brokers last seen")
+		<-ctx.Done()
+		return
+	}
+	r.log.Warn("proxy: metadata session lost; opening a new one")
+	for ctx.Err() == nil {
+		s, err := r.reopen(ctx)
+		if err == nil {
+			r.storeMu.Lock()
+			old, wasOwned := r.store, r.owned
+			r.store, r.owned = s, true
+			r.storeMu.Unlock()
+			if wasOwned {
+				_ = old.Close()
+			}
+			_ = r.reload(ctx)
+			return
+		}
+		r.log.Warn("proxy: opening a new metadata session failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // reload reads every registered broker into a new snapshot.
 func (r *registry) reload(ctx context.Context) error {
 	r.refresh.Lock()
 	defer r.refresh.Unlock()
-	ids, err := r.store.Children(ctx, ownership.BrokersPath)
+	store := r.currentStore()
+	ids, err := store.Children(ctx, ownership.BrokersPath)
 	if errors.Is(err, metadata.ErrNotFound) {
 		ids, err = nil, nil
 	}
@@ -191,7 +248,7 @@ func (r *registry) reload(ctx context.Context) error {
 	}
 	list := make([]brokerInfo, 0, len(ids))
 	for _, id := range ids {
-		value, _, err := r.store.Get(ctx, ownership.BrokersPath+"/"+id)
+		value, _, err := store.Get(ctx, ownership.BrokersPath+"/"+id)
 		if errors.Is(err, metadata.ErrNotFound) {
 			continue // went away meanwhile
 		}
@@ -236,7 +293,7 @@ func (r *registry) pick() (brokerInfo, error) {
 // registered reports whether hostport (or, web, an http URL's host) is a
 // registered broker's, reading the store again before saying no.
 func (r *registry) registered(ctx context.Context, hostport string, web bool) bool {
-	if r.store == nil {
+	if r.static != nil {
 		return true // static: only the allow-lists apply
 	}
 	_, ok := r.find(ctx, hostport, web)
@@ -253,7 +310,7 @@ func (r *registry) find(ctx context.Context, hostport string, web bool) (brokerI
 				return b, true
 			}
 		}
-		if attempt == 0 && (r.store == nil || r.reload(ctx) != nil) {
+		if attempt == 0 && (r.static != nil || r.reload(ctx) != nil) {
 			return brokerInfo{}, false
 		}
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,10 @@ type Config struct {
 	// Metadata is the cluster's metadata store (metadataStoreUrl), where
 	// brokers register. Nil: BrokerServiceURL and BrokerWebServiceURL.
 	Metadata metadata.Store
+	// Reopen opens a new metadata session when Metadata's is lost (the
+	// proxy holds no ephemeral state, so a new session loses nothing).
+	// Nil: discovery keeps the last brokers it saw and logs the loss.
+	Reopen func(ctx context.Context) (metadata.Store, error)
 	// BrokerServiceURL (pulsar://host:port) and BrokerWebServiceURL
 	// (http://host:port): static brokers (or a load balancer in front of
 	// them) instead of discovery.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // sendRounds sends one message per round, each within 30 s (the client
@@ -100,4 +102,47 @@ func TestProxyKilledClientFailsOver(t *testing.T) {
 	victim.p.Close()
 	time.Sleep(2 * time.Second) // reconnected before the next send (see above)
 	sendRounds(t, prod, cons, 5, 10)
+}
+
+// The proxy's metadata session expires: it opens a new one (it holds no
+// ephemeral state, so nothing is lost) and keeps discovering brokers. Here
+// the only broker it knew is replaced by a new one after the expiry; the
+// client, through the proxy, must reach the new one.
+func TestProxyLosesMetadataSession(t *testing.T) {
+	e := newEnv(t, 1)
+	session := e.meta.NewSession()
+	reopened := make(chan struct{}, 8)
+	px := e.startProxy(Config{Metadata: session, Reopen: func(context.Context) (metadata.Store, error) {
+		reopened <- struct{}{}
+		return e.meta.NewSession(), nil
+	}})
+	client := e.client(px.url)
+	const topic = "persistent://public/default/session-loss"
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRounds(t, prod, cons, 0, 3)
+	e.meta.ExpireSession(session)
+	select {
+	case <-reopened:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy did not open a new metadata session")
+	}
+	old := e.brokers[0]
+	e.startBroker()
+	old.stop()
+	// Send once the producer is back (see TestBrokerKilledBehindProxy);
+	// the stats come through the proxy from the new broker.
+	admin := e.admin(px.web.URL)
+	tn, _ := utils.GetTopicName(topic)
+	waitFor(t, func() bool {
+		st, err := admin.Topics().GetStats(*tn)
+		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
+	})
+	sendRounds(t, prod, cons, 3, 6)
 }

@@ -165,6 +165,7 @@ func (p *Proxy) Close() error {
 	p.cancel()
 	p.pool.close()
 	p.wg.Wait()
+	p.reg.close()
 	return nil
 }
 

@@ -168,6 +168,11 @@ func serveProxy(ctx context.Context, f proxyFlags, log *slog.Logger, stdout io.W
 		}
 		defer store.Close()
 		cfg.Metadata = store
+		cfg.Reopen = func(ctx context.Context) (metadata.Store, error) {
+			octx, cancel := context.WithTimeout(ctx, f.sessionTimeout+10*time.Second)
+			defer cancel()
+			return metadata.Open(octx, f.metadataURL, metadata.Options{Logger: log, SessionTimeout: f.sessionTimeout})
+		}
 	}
 	if err := f.brokerSide(&cfg); err != nil {
 		return err
