@@ -468,7 +468,10 @@ func (b *Broker) every(interval time.Duration, fn func()) {
 // idle for two keep-alive intervals.
 func (b *Broker) pingAll() {
 	b.forEachConn(func(c *serverConn) {
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+		// Not before CONNECTED: a client expects that as the first answer.
+		if c.isConnected() {
+			_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+		}
 	})
 }
 
