@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,11 @@ type Config struct {
 	// Transport reaches bookies (default: a NetTransport over the
 	// registrations in Store).
 	Transport Transport
-	// Placement chooses ensembles (default random).
+	// Placement chooses ensembles (default random; NewPlacement builds the
+	// rack- or region-aware policy from a broker's settings). It sees
+	// every registered bookie with its region and rack from the rack map
+	// (registry.RackMapPath) or, if the map has none, as it registered,
+	// and the bookies the map names that are not registered (Absent).
 	Placement PlacementPolicy
 	// AddTimeout: a bookie that has not answered an add this long is
 	// replaced (addEntryTimeoutSec; default 10 s).
@@ -222,6 +227,7 @@ type registryView struct {
 
 	mu      sync.Mutex
 	bookies map[string]BookieInfo
+	absent  []BookieInfo // in the rack map, not registered (sorted by id)
 }
 
 func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registryView, error) {
@@ -240,23 +246,59 @@ func (r *registryView) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ledger: list bookies: %w", err)
 	}
+	racks, _, err := registry.ReadRackMap(ctx, r.store)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
 	m := make(map[string]BookieInfo, len(regs))
 	for _, b := range regs {
-		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
+		info := BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
 			OutOfSpace: b.OutOfSpace}
+		placeFromRackMap(&info, racks, b.Address)
+		m[b.BookieID] = info
+	}
+	var absent []BookieInfo
+	for _, group := range racks {
+		for id := range group {
+			if _, ok := m[id]; ok || slices.ContainsFunc(regs, func(g registry.Registration) bool { return g.Address == id }) {
+				continue
+			}
+			info := BookieInfo{ID: id, Absent: true}
+			placeFromRackMap(&info, racks, "")
+			absent = append(absent, info)
+		}
 	}
 	r.mu.Lock()
-	r.bookies = m
+	r.bookies, r.absent = m, absent
 	r.mu.Unlock()
 	return nil
 }
 
-// watch re-lists the bookies on every change under AvailablePath, and
-// every 30 s in case a watch was interrupted.
+// placeFromRackMap sets a bookie's region and rack from the rack map
+// entry for its id (or its address), if there is one; otherwise it keeps
+// what the bookie registered.
+func placeFromRackMap(b *BookieInfo, racks registry.RackMap, addr string) {
+	info, _, ok := racks.Lookup(b.ID)
+	if !ok && addr != "" {
+		info, _, ok = racks.Lookup(addr)
+	}
+	if !ok || info.Rack == "" {
+		return
+	}
+	region, rack := registry.ParseLocation(info.Rack)
+	if region != "" {
+		b.Region = region
+	}
+	b.Rack = rack
+}
+
+// watch re-lists the bookies on every change under RackMapPath (the rack
+// map and, below it, AvailablePath), and every 30 s in case a watch was
+// interrupted.
 func (r *registryView) watch(ctx context.Context) {
 	defer close(r.done)
 	for ctx.Err() == nil {
-		w, err := r.store.Watch(ctx, registry.AvailablePath)
+		w, err := r.store.Watch(ctx, registry.RackMapPath)
 		if err != nil {
 			r.sleep(ctx, time.Second)
 			continue
@@ -303,11 +345,11 @@ func (r *registryView) close() {
 func (r *registryView) list() []BookieInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]BookieInfo, 0, len(r.bookies))
+	out := make([]BookieInfo, 0, len(r.bookies)+len(r.absent))
 	for _, b := range r.bookies {
 		out = append(out, b)
 	}
-	return out
+	return append(out, r.absent...)
 }
 
 // Address implements AddressBook.

@@ -1,0 +1,449 @@
+package ledger
+
+// Synchronous geo-replication (issue 23): region-aware placement over
+// in-process bookies in three regions, checked against what each bookie's
+// storage holds, not against the policy's own view.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/bookie/registry"
+	"github.com/magnetar-io/magnetar/engine"
+)
+
+// addBookieIn starts a bookie that registers region and rack.
+func (c *cluster) addBookieIn(id, region, rack string) {
+	c.t.Helper()
+	nd := &node{id: id, fs: engine.NewMem(), region: region, rack: rack}
+	c.faults.mu.Lock()
+	c.nodes[id] = nd
+	c.faults.mu.Unlock()
+	c.startBookie(id)
+}
+
+// nodeIDs lists the cluster's bookies, sorted.
+func (c *cluster) nodeIDs() []string {
+	c.faults.mu.Lock()
+	defer c.faults.mu.Unlock()
+	ids := make([]string, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// regionsHolding lists the regions of the running bookies whose storage
+// holds entry e of ledger id.
+func (c *cluster) regionsHolding(id, e int64) []string {
+	var out []string
+	for _, bid := range c.nodeIDs() {
+		c.faults.mu.Lock()
+		nd := c.nodes[bid]
+		core := nd.core
+		c.faults.mu.Unlock()
+		if core == nil {
+			continue
+		}
+		if _, err := core.Storage().ReadEntry(id, e); err == nil && !slices.Contains(out, nd.region) {
+			out = append(out, nd.region)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func geoPlacement(seed uint64, minRegions int, enforce bool) PlacementPolicy {
+	return NewPlacement(TopologyConfig{RegionAware: true, MinRacksPerWriteQuorum: minRegions, Enforce: enforce, Seed: seed, Logger: quietLog()})
+}
+
+// geoCluster is 2 bookies in each of regions a, b, c (racks r0, r1).
+func geoCluster(t *testing.T, seed uint64) *cluster {
+	c := newCluster(t, 0, seed)
+	for _, region := range []string{"a", "b", "c"} {
+		for i := range 2 {
+			c.addBookieIn(fmt.Sprintf("%s-%d", region, i), region, fmt.Sprintf("r%d", i))
+		}
+	}
+	return c
+}
+
+// appendChecked appends n entries and checks, in each acknowledgement's
+// callback, that the entry is already in the storage of bookies in at
+// least two regions. It returns the payloads by entry id.
+func appendChecked(t *testing.T, c *cluster, w *WriteHandle, tag string, n int, got map[int64][]byte) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []string
+	for i := range n {
+		payload := []byte(fmt.Sprintf("%s-%d", tag, i))
+		wg.Add(1)
+		w.AppendAsync(payload, func(id int64, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("entry %s: %v", payload, err))
+				return
+			}
+			if regions := c.regionsHolding(w.ID(), id); len(regions) < 2 {
+				errs = append(errs, fmt.Sprintf("entry %d acknowledged while stored in regions %v only", id, regions))
+			}
+			got[id] = payload
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d failures, first: %s", len(errs), errs[0])
+	}
+}
+
+func regionsOf(c *cluster, ens []string) []string {
+	var out []string
+	for _, b := range ens {
+		c.faults.mu.Lock()
+		r := c.nodes[b].region
+		c.faults.mu.Unlock()
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readAll reads the whole closed ledger through a new client and checks it
+// against what was acknowledged.
+func readAll(t *testing.T, c *cluster, id int64, want map[int64][]byte) {
+	t.Helper()
+	r, err := c.client(t, Config{}).OpenNoRecovery(context.Background(), id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.LastAddConfirmed()
+	if last != int64(len(want))-1 {
+		t.Fatalf("ledger ends at %d, %d entries were acknowledged", last, len(want))
+	}
+	entries, err := r.Read(context.Background(), 0, last)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	for _, e := range entries {
+		if !bytes.Equal(e.Payload, want[e.EntryID]) {
+			t.Fatalf("entry %d: read %q, acknowledged %q", e.EntryID, e.Payload, want[e.EntryID])
+		}
+	}
+}
+
+// TestSyncGeoRegionLoss: E=3/Qw=3/Qa=2 region-aware over 3 regions; every
+// acknowledged entry is stored in 2 regions when acknowledged; a whole
+// region goes down; writes go on in the other 2 (minimum 2 regions),
+// nothing acknowledged is lost and two readers agree; new bookies join in
+// the lost region and re-replication puts the ledger's first fragment
+// back across 3 regions.
+func TestSyncGeoRegionLoss(t *testing.T) {
+	c := geoCluster(t, 23)
+	cl := c.client(t, Config{Placement: geoPlacement(1, 2, true)})
+	ctx := context.Background()
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := regionsOf(c, w.Metadata().Ensembles[0].Bookies); len(got) != 3 {
+		t.Fatalf("first ensemble %v spans regions %v, want 3", w.Metadata().Ensembles[0].Bookies, got)
+	}
+	acked := map[int64][]byte{}
+	appendChecked(t, c, w, "before", 50, acked)
+
+	for _, id := range []string{"c-0", "c-1"} { // region c is lost
+		c.stopBookie(id)
+	}
+	appendChecked(t, c, w, "during", 50, acked)
+	md := w.Metadata()
+	if len(md.Ensembles) < 2 {
+		t.Fatalf("no ensemble change after losing region c: %+v", md.Ensembles)
+	}
+	if got := regionsOf(c, md.last().Bookies); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("ensemble after the loss %v spans %v, want a and b", md.last().Bookies, got)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, c, w.ID(), acked)
+	readAll(t, c, w.ID(), acked) // a second client agrees
+
+	// New bookies join region c; re-replication moves the lost replicas there.
+	c.addBookieIn("c-2", "c", "r0")
+	c.addBookieIn("c-3", "c", "r1")
+	_, _ = startAuditor(t, c, testAuditorCfg)
+	wk := NewReplicationWorker(c.client(t, Config{Placement: geoPlacement(2, 2, true)}), withName(testWorkerCfg, "geo-worker"))
+	wk.Start()
+	t.Cleanup(wk.Stop)
+	waitFor(t, 20*time.Second, "re-replication of the lost region", func() (bool, string) {
+		md, err := cl.ReadMetadata(ctx, w.ID())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range md.Ensembles {
+			if slices.Contains(f.Bookies, "c-0") || slices.Contains(f.Bookies, "c-1") {
+				return false, fmt.Sprintf("ensembles %+v", md.Ensembles)
+			}
+		}
+		return true, ""
+	})
+	md, _ = cl.ReadMetadata(ctx, w.ID())
+	if got := regionsOf(c, md.Ensembles[0].Bookies); len(got) != 3 {
+		t.Fatalf("re-replicated first fragment %v spans %v, want 3 regions", md.Ensembles[0].Bookies, got)
+	}
+	for e := range md.Ensembles[1].FirstEntry {
+		if got := c.regionsHolding(w.ID(), e); len(got) != 3 {
+			t.Fatalf("entry %d of the first fragment is stored in regions %v after re-replication, want 3", e, got)
+		}
+	}
+	for e := md.Ensembles[1].FirstEntry; e < int64(len(acked)); e++ {
+		if got := c.regionsHolding(w.ID(), e); len(got) < 2 {
+			t.Fatalf("entry %d is stored in regions %v, want at least 2", e, got)
+		}
+	}
+	readAll(t, c, w.ID(), acked)
+}
+
+func withName(cfg ReplicationConfig, name string) ReplicationConfig {
+	cfg.Name = name
+	return cfg
+}
+
+// TestSyncGeoRegionReturns: the lost region's bookies come back with their
+// data; the ledger written across the loss reads back whole.
+func TestSyncGeoRegionReturns(t *testing.T) {
+	c := geoCluster(t, 7)
+	cl := c.client(t, Config{Placement: geoPlacement(3, 2, true)})
+	ctx := context.Background()
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int64][]byte{}
+	appendChecked(t, c, w, "before", 20, acked)
+	c.stopBookie("a-0")
+	c.stopBookie("a-1")
+	appendChecked(t, c, w, "during", 20, acked)
+	c.startBookie("a-0")
+	c.startBookie("a-1")
+	appendChecked(t, c, w, "after", 20, acked)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, c, w.ID(), acked)
+	// A new ledger spans all three regions again.
+	w2, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := regionsOf(c, w2.Metadata().Ensembles[0].Bookies); len(got) != 3 {
+		t.Fatalf("ensemble after the region returned spans %v", got)
+	}
+}
+
+// TestSyncGeoEnforcedCreateNamesMissingRegions: with enforcement on, a
+// ledger whose write quorums cannot span the minimum is refused, naming
+// the regions without a writable bookie (known from the rack map even
+// while their bookies are down); without enforcement it is placed best
+// effort and one warning is logged.
+func TestSyncGeoEnforcedCreateNamesMissingRegions(t *testing.T) {
+	c := geoCluster(t, 5)
+	ctx := context.Background()
+	// The rack map names a bookie of region d that is not running.
+	if _, err := registry.UpdateRackMap(ctx, c.meta.NewSession(), func(m registry.RackMap) error {
+		m[registry.DefaultRackGroup] = map[string]registry.RackInfo{"d-0:3181": {Rack: "/d/r0"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.stopBookie("b-0")
+	c.stopBookie("b-1")
+	c.stopBookie("c-0")
+	c.stopBookie("c-1")
+	cl := c.client(t, Config{Placement: geoPlacement(1, 2, true)})
+	_, err := cl.Create(ctx, CreateOptions{EnsembleSize: 2, WriteQuorumSize: 2, AckQuorumSize: 2})
+	if !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("create with one region up: %v, want ErrNotEnoughBookies", err)
+	}
+	for _, want := range []string{"2 regions", "writable bookies are in 1 (a)", "regions without a writable bookie: d"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	best := c.client(t, Config{Placement: NewPlacement(TopologyConfig{RegionAware: true, MinRacksPerWriteQuorum: 2, Seed: 1, Logger: logger})})
+	w, err := best.Create(ctx, CreateOptions{EnsembleSize: 2, WriteQuorumSize: 2, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatalf("best-effort create: %v", err)
+	}
+	mu.Lock()
+	lines := strings.Count(logged.String(), "\n")
+	text := logged.String()
+	mu.Unlock()
+	if lines != 1 || !strings.Contains(text, "best effort") {
+		t.Fatalf("best-effort placement of %v logged %d lines, want 1: %s", w.Metadata().Ensembles[0].Bookies, lines, text)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestRackMapChangesPlacement: bookies registered without a region; the
+// rack map (what the admin API writes) puts them in regions, and the next
+// ledger is placed by it without restarting the client.
+func TestRackMapChangesPlacement(t *testing.T) {
+	c := newCluster(t, 4, 9)
+	ctx := context.Background()
+	cl := c.client(t, Config{Placement: geoPlacement(1, 2, true)})
+	if _, err := cl.Create(ctx, CreateOptions{EnsembleSize: 2, WriteQuorumSize: 2, AckQuorumSize: 2}); !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("create with every bookie in the default region: %v, want ErrNotEnoughBookies", err)
+	}
+	if _, err := registry.UpdateRackMap(ctx, c.meta.NewSession(), func(m registry.RackMap) error {
+		m[registry.DefaultRackGroup] = map[string]registry.RackInfo{
+			"bookie-0": {Rack: "/east/r1"}, "bookie-1": {Rack: "/east/r2"}, "bookie-2": {Rack: "/west/r1"}, "bookie-3": {Rack: "/west/r2"}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	region := map[string]string{"bookie-0": "east", "bookie-1": "east", "bookie-2": "west", "bookie-3": "west"}
+	waitFor(t, 5*time.Second, "a ledger placed by the rack map", func() (bool, string) {
+		w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 2, WriteQuorumSize: 2, AckQuorumSize: 2})
+		if err != nil {
+			return false, err.Error()
+		}
+		ens := w.Metadata().Ensembles[0].Bookies
+		if region[ens[0]] == region[ens[1]] {
+			t.Fatalf("ensemble %v in one region", ens)
+		}
+		return true, ""
+	})
+}
+
+// bestFewest is the most distinct domains the fewest-domain write set of
+// any ensemble of size positions can have, given how many writable
+// bookies each domain has (brute force; small sizes only).
+func bestFewest(counts []int, size, writeQuorum int) int {
+	best := 0
+	seq := make([]int, size)
+	left := slices.Clone(counts)
+	var rec func(i int)
+	rec = func(i int) {
+		if i == size {
+			fewest := writeQuorum
+			for s := range size {
+				seen := map[int]bool{}
+				for k := range writeQuorum {
+					seen[seq[(s+k)%size]] = true
+				}
+				fewest = min(fewest, len(seen))
+			}
+			best = max(best, fewest)
+			return
+		}
+		for d := range left {
+			if left[d] > 0 {
+				left[d]--
+				seq[i] = d
+				rec(i + 1)
+				left[d]++
+			}
+		}
+	}
+	rec(0)
+	return best
+}
+
+// TestSpreadPlacementProperty: over seeded random clusters (racks,
+// bookies per rack, read-only bookies, E, Qw, minimum racks), every write
+// set of a new ensemble spans the minimum number of racks whenever some
+// ensemble could (brute force), and a replacement keeps that; enforced,
+// placement fails exactly when no ensemble could.
+func TestSpreadPlacementProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		var bookies []BookieInfo
+		var counts []int
+		for r := range 1 + rng.IntN(4) {
+			n := 0
+			for i := range 1 + rng.IntN(3) {
+				ro := rng.IntN(6) == 0
+				bookies = append(bookies, BookieInfo{ID: fmt.Sprintf("r%d-b%d", r, i), Rack: fmt.Sprintf("r%d", r), ReadOnly: ro})
+				if !ro {
+					n++
+				}
+			}
+			if n > 0 {
+				counts = append(counts, n)
+			}
+		}
+		writableN := 0
+		for _, n := range counts {
+			writableN += n
+		}
+		if writableN < 2 {
+			continue
+		}
+		e := 1 + rng.IntN(min(writableN, 6))
+		qw := 1 + rng.IntN(e)
+		minRacks := 1 + rng.IntN(3)
+		need := min(minRacks, qw)
+		possible := bestFewest(counts, e, qw) >= need
+		p := NewPlacement(TopologyConfig{RackAware: true, MinRacksPerWriteQuorum: minRacks, Enforce: true, Seed: seed, Logger: quietLog()}).(*SpreadPlacement)
+		ens, err := p.NewEnsemble(bookies, e, qw, 1, nil)
+		if !possible {
+			if !errors.Is(err, ErrNotEnoughBookies) {
+				t.Fatalf("seed %d: racks %v E=%d Qw=%d min %d cannot be met, got %v, %v", seed, counts, e, qw, minRacks, ens, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("seed %d: racks %v E=%d Qw=%d min %d: %v", seed, counts, e, qw, minRacks, err)
+		}
+		domainOf := map[string]string{}
+		for _, b := range bookies {
+			domainOf[b.ID] = RackLocation(b)
+		}
+		if got := fewestDomainsIn(ens, qw, domainOf); got < need {
+			t.Fatalf("seed %d: ensemble %v has a write set over %d racks, want %d", seed, ens, got, need)
+		}
+		pos := rng.IntN(e)
+		repl, err := p.Replace(bookies, ens, pos, qw, []string{ens[pos]})
+		if errors.Is(err, ErrNotEnoughBookies) {
+			continue // no spare bookie that keeps the spread
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := slices.Clone(ens)
+		next[pos] = repl
+		if got := fewestDomainsIn(next, qw, domainOf); got < need {
+			t.Fatalf("seed %d: replacing position %d of %v with %s leaves a write set over %d racks, want %d", seed, pos, ens, repl, got, need)
+		}
+	}
+}
