@@ -117,4 +117,3 @@ func (p *RandomPlacement) Replace(bookies []BookieInfo, ensemble []string, _, _ 
 	p.shuffle(c)
 	return c[0].ID, nil
 }
-
