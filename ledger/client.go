@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,36 +242,60 @@ func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) 
 }
 
 func (r *registryView) refresh(ctx context.Context) error {
-	regs, err := registry.Bookies(ctx, r.store)
+	all, err := listBookies(ctx, r.store)
 	if err != nil {
-		return fmt.Errorf("ledger: list bookies: %w", err)
+		return err
 	}
-	racks, _, err := registry.ReadRackMap(ctx, r.store)
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
-	}
-	m := make(map[string]BookieInfo, len(regs))
-	for _, b := range regs {
-		info := BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
-			OutOfSpace: b.OutOfSpace}
-		placeFromRackMap(&info, racks, b.Address)
-		m[b.BookieID] = info
-	}
+	m := make(map[string]BookieInfo, len(all))
 	var absent []BookieInfo
-	for _, group := range racks {
-		for id := range group {
-			if _, ok := m[id]; ok || slices.ContainsFunc(regs, func(g registry.Registration) bool { return g.Address == id }) {
-				continue
-			}
-			info := BookieInfo{ID: id, Absent: true}
-			placeFromRackMap(&info, racks, "")
-			absent = append(absent, info)
+	for _, b := range all {
+		if b.Absent {
+			absent = append(absent, b)
+		} else {
+			m[b.ID] = b
 		}
 	}
 	r.mu.Lock()
 	r.bookies, r.absent = m, absent
 	r.mu.Unlock()
 	return nil
+}
+
+// listBookies reads the registered bookies, placed by the rack map where
+// it names them, and the bookies the rack map names that are not
+// registered (Absent).
+func listBookies(ctx context.Context, store metadata.Store) ([]BookieInfo, error) {
+	regs, err := registry.Bookies(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list bookies: %w", err)
+	}
+	racks, _, err := registry.ReadRackMap(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	out := make([]BookieInfo, 0, len(regs))
+	known := map[string]bool{}
+	for _, b := range regs {
+		info := BookieInfo{ID: b.BookieID, Address: b.Address, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
+			OutOfSpace: b.OutOfSpace}
+		placeFromRackMap(&info, racks, b.Address)
+		out = append(out, info)
+		known[b.BookieID], known[b.Address] = true, true
+	}
+	var absent []BookieInfo
+	for _, group := range racks {
+		for id := range group {
+			if known[id] {
+				continue
+			}
+			known[id] = true
+			info := BookieInfo{ID: id, Absent: true}
+			placeFromRackMap(&info, racks, "")
+			absent = append(absent, info)
+		}
+	}
+	sort.Slice(absent, func(i, j int) bool { return absent[i].ID < absent[j].ID })
+	return append(out, absent...), nil
 }
 
 // placeFromRackMap sets a bookie's region and rack from the rack map
@@ -350,6 +374,21 @@ func (r *registryView) list() []BookieInfo {
 		out = append(out, b)
 	}
 	return append(out, r.absent...)
+}
+
+// info is what the view knows of bookie id (just its id if nothing).
+func (r *registryView) info(id string) BookieInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.bookies[id]; ok {
+		return b
+	}
+	for _, b := range r.absent {
+		if b.ID == id {
+			return b
+		}
+	}
+	return BookieInfo{ID: id}
 }
 
 // Address implements AddressBook.

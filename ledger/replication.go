@@ -322,6 +322,9 @@ func (w *ReplicationWorker) replicate(ctx context.Context, id int64) (*openWait,
 			return nil, err
 		}
 		task, wait := nextTask(md, lost)
+		if task == nil && !wait && len(mark.MisplacedBookies) > 0 {
+			task = misplacedTask(w.c.cfg.Placement, md, w.c.bookies())
+		}
 		if task == nil {
 			if wait {
 				return &openWait{version: version}, nil

@@ -323,3 +323,54 @@ func (p *SpreadPlacement) writeSetsSpan(ensemble []string, idx, writeQuorum int,
 	}
 	return true
 }
+
+// misplacedTask finds, in the closed fragments of md, a replica that the
+// policy would rather have elsewhere (BookKeeper's placement policy
+// check): a position whose write sets span fewer domains than the
+// writable bookies allow, held by a bookie whose domain is repeated in one
+// of them, while a writable bookie outside the ensemble is in a domain
+// none of them has. Only a SpreadPlacement has an opinion; lost bookies
+// (unknown to bookies) are left to the lost-bookie path.
+func misplacedTask(p PlacementPolicy, md *Metadata, bookies []BookieInfo) *replicaTask {
+	sp, ok := p.(*SpreadPlacement)
+	if !ok {
+		return nil
+	}
+	domainOf := map[string]string{}
+	writableDomains := map[string]bool{}
+	for _, b := range bookies {
+		domainOf[b.ID] = sp.Key(b)
+		if !b.ReadOnly && !b.Absent {
+			writableDomains[sp.Key(b)] = true
+		}
+	}
+	qw := md.WriteQuorumSize
+	for i, f := range md.Ensembles {
+		closed := md.State == StateClosed || (md.State == StateOpen && i < len(md.Ensembles)-1)
+		if !closed || fewestDomainsIn(f.Bookies, qw, domainOf) >= min(qw, len(writableDomains)) {
+			continue
+		}
+		spare := writable(bookies, f.Bookies)
+		e := len(f.Bookies)
+		for pos, b := range f.Bookies {
+			d, known := domainOf[b]
+			if !known {
+				continue
+			}
+			used, repeated := map[string]bool{}, false
+			for off := -(qw - 1); off <= qw-1; off++ {
+				if j := ((pos+off)%e + e) % e; j != pos {
+					used[domainOf[f.Bookies[j]]] = true
+					repeated = repeated || domainOf[f.Bookies[j]] == d
+				}
+			}
+			if !repeated {
+				continue
+			}
+			if slices.ContainsFunc(spare, func(s BookieInfo) bool { return !used[sp.Key(s)] }) {
+				return &replicaTask{frag: i, pos: pos, bookie: b}
+			}
+		}
+	}
+	return nil
+}
