@@ -15,7 +15,8 @@ package ledger
 //     (bookkeeperClientEnforceMinNumRacksPerWriteQuorum) an ensemble or a
 //     replacement below it is refused with ErrNotEnoughBookies naming the
 //     domains that have no writable bookie; without, the best layout is
-//     used and one warning is logged.
+//     used and one warning is logged (none when every known bookie is in
+//     one domain: a cluster without a topology, not a lost domain).
 //   - Replace (ensemble changes, re-replication) prefers a domain that no
 //     write set holding the position has yet, so a replacement restores
 //     the spread whenever a bookie of a missing domain is writable.
@@ -108,6 +109,15 @@ func (p *SpreadPlacement) log() *slog.Logger {
 	return slog.Default()
 }
 
+// knownDomains counts the domains of every bookie known.
+func (p *SpreadPlacement) knownDomains(bookies []BookieInfo) int {
+	seen := map[string]bool{}
+	for _, b := range bookies {
+		seen[p.Key(b)] = true
+	}
+	return len(seen)
+}
+
 // required is how many domains each write set must span.
 func (p *SpreadPlacement) required(writeQuorum int) int { return min(p.MinDomains, writeQuorum) }
 
@@ -169,7 +179,9 @@ func (p *SpreadPlacement) NewEnsemble(bookies []BookieInfo, size, writeQuorum, _
 		if p.Enforce {
 			return nil, fmt.Errorf("%w: %s", ErrNotEnoughBookies, why)
 		}
-		p.log().Warn("ledger placement below the minimum spread (best effort, not enforced)", "ensemble", best, "spans", bestSpan, "why", why)
+		if p.knownDomains(bookies) > 1 { // one rack or region everywhere is a layout, not a loss: say nothing
+			p.log().Warn("ledger placement below the minimum spread (best effort, not enforced)", "ensemble", best, "spans", bestSpan, "why", why)
+		}
 	}
 	return best, nil
 }
@@ -299,7 +311,9 @@ func (p *SpreadPlacement) Replace(bookies []BookieInfo, ensemble []string, idx, 
 		return "", fmt.Errorf("%w: no writable bookie keeps every write quorum of position %d across %d %ss: %s",
 			ErrNotEnoughBookies, idx, need, p.Kind, why)
 	}
-	p.log().Warn("ledger replacement below the minimum spread (best effort, not enforced)", "position", idx, "bookie", c[0].ID, "why", why)
+	if p.knownDomains(bookies) > 1 {
+		p.log().Warn("ledger replacement below the minimum spread (best effort, not enforced)", "position", idx, "bookie", c[0].ID, "why", why)
+	}
 	return c[0].ID, nil
 }
 

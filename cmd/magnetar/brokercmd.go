@@ -34,14 +34,15 @@ type brokerFlags struct {
 	reportEvery   time.Duration
 	lb            ownership.LoadBalancerConfig
 	brokerSettings
-	security securitySettings
+	security  securitySettings
+	placement placementSettings
 }
 
 const defaultBrokerConf = "conf/broker.conf"
 
 func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
 	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
-		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
+		ensemble: 2, writeQuorum: 2, ackQuorum: 2, placement: defaultPlacementSettings()}
 	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultBrokerConf+" if present)")
@@ -97,8 +98,14 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 	} {
 		setters[k] = v
 	}
+	for k, v := range f.placement.brokerKeys() {
+		setters[k] = v
+	}
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
+	}
+	if err := f.placement.validate(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return f.brokerSettings.validate(path)
 }
@@ -164,7 +171,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if ok, _, err := configStore.Exists(ctx, "/admin/clusters/"+f.cluster); err != nil || !ok {
 		return fmt.Errorf("cluster %q is not initialised in %s (run magnetar initialize-cluster-metadata first): %v", f.cluster, f.configURL, err)
 	}
-	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), Logger: log})
+	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), Placement: f.placement.policy(log), Logger: log})
 	if err != nil {
 		return err
 	}
