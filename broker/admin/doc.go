@@ -54,6 +54,8 @@
 //	GET                 /admin/v2/broker-stats/load-report, /topics, /metrics, /mbeans
 //	PUT                 /admin/v2/namespaces/{tenant}/{namespace}/unload, .../{bundle}/unload, .../{bundle}/split
 //	GET                 /admin/v2/bookies/all
+//	GET                 /admin/v2/bookies/racks-info
+//	GET POST DELETE     /admin/v2/bookies/racks-info/{bookie}
 //	GET                 /admin/v2/brokers/configuration[/values, /runtime], /brokers/internal-configuration
 //	POST                /admin/v2/brokers/configuration/{key}/{value}
 //	DELETE              /admin/v2/brokers/configuration/{key}
