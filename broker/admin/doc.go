@@ -23,7 +23,8 @@
 //	GET                 /admin/v2/namespaces/{tenant}/{namespace}/bundles
 //	GET POST DELETE     .../retention, .../messageTTL, .../deduplication,
 //	                    .../autoTopicCreation, .../maxProducersPerTopic,
-//	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer
+//	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer,
+//	                    .../persistence, .../persistence/bookieAffinity
 //	GET                 .../backlogQuotaMap
 //	POST DELETE         .../backlogQuota                (?backlogQuotaType=)
 //	GET POST            .../replication
