@@ -527,7 +527,7 @@ func (a *Auditor) scan(ctx context.Context, st *auditState, now time.Time) (int,
 			if placed == nil {
 				return nil
 			}
-			t := misplacedTask(a.c.cfg.Placement, md, placed)
+			t := misplacedTask(a.c.cfg.Placement, md, candidates(placed, groupsOf(md), md.EnsembleSize+1))
 			if t == nil {
 				return nil
 			}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +157,52 @@ type CreateOptions struct {
 	DigestType                                   DigestType // default CRC32C
 	Password                                     []byte
 	Custom                                       map[string][]byte
+	// BookieGroups are the rack-map groups the ledger is placed in
+	// (Pulsar's bookie affinity groups: primary, then secondary when the
+	// primary has too few writable bookies); nil: every bookie. They are
+	// kept in the ledger's custom metadata (AffinityGroupsKey), so
+	// ensemble changes and re-replication stay in them.
+	BookieGroups []string
+}
+
+// AffinityGroupsKey is the custom-metadata key of a ledger's bookie
+// affinity groups (comma-separated, primary first).
+const AffinityGroupsKey = "magnetar/bookie-affinity-groups"
+
+// groupsOf reads a ledger's affinity groups from its custom metadata.
+func groupsOf(md *Metadata) []string {
+	v := md.Custom[AffinityGroupsKey]
+	if len(v) == 0 {
+		return nil
+	}
+	return strings.Split(string(v), ",")
+}
+
+// candidates are the bookies a ledger in groups may be placed on: those
+// of the first groups (in order) that together have at least need
+// writable bookies, or all of the groups' bookies; every bookie without
+// groups. Absent bookies are kept (placement names their domains).
+func candidates(bookies []BookieInfo, groups []string, need int) []BookieInfo {
+	if len(groups) == 0 {
+		return bookies
+	}
+	var out []BookieInfo
+	for i := range groups {
+		out = out[:0]
+		n := 0
+		for _, b := range bookies {
+			if slices.Contains(groups[:i+1], b.Group) {
+				out = append(out, b)
+				if !b.ReadOnly && !b.Absent {
+					n++
+				}
+			}
+		}
+		if n >= need {
+			break
+		}
+	}
+	return out
 }
 
 // Create makes a ledger and returns its writer.
@@ -168,7 +216,15 @@ func (c *Client) Create(ctx context.Context, o CreateOptions) (*WriteHandle, err
 	md := &Metadata{FormatVersion: metadataFormatVersion, EnsembleSize: o.EnsembleSize, WriteQuorumSize: o.WriteQuorumSize,
 		AckQuorumSize: o.AckQuorumSize, State: StateOpen, LastEntryID: -1, DigestType: o.DigestType,
 		Password: o.Password, CreatedMillis: nowMillis(), Custom: o.Custom}
-	ens, err := c.cfg.Placement.NewEnsemble(c.bookies(), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
+	if len(o.BookieGroups) > 0 {
+		custom := make(map[string][]byte, len(o.Custom)+1)
+		for k, v := range o.Custom {
+			custom[k] = v
+		}
+		custom[AffinityGroupsKey] = []byte(strings.Join(o.BookieGroups, ","))
+		md.Custom = custom
+	}
+	ens, err := c.cfg.Placement.NewEnsemble(candidates(c.bookies(), o.BookieGroups, o.EnsembleSize), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ledger create: %w", err)
 	}
@@ -298,15 +354,19 @@ func listBookies(ctx context.Context, store metadata.Store) ([]BookieInfo, error
 	return append(out, absent...), nil
 }
 
-// placeFromRackMap sets a bookie's region and rack from the rack map
-// entry for its id (or its address), if there is one; otherwise it keeps
-// what the bookie registered.
+// placeFromRackMap sets a bookie's group, region and rack from the rack
+// map entry for its id (or its address), if there is one; otherwise it
+// keeps what the bookie registered.
 func placeFromRackMap(b *BookieInfo, racks registry.RackMap, addr string) {
-	info, _, ok := racks.Lookup(b.ID)
+	info, group, ok := racks.Lookup(b.ID)
 	if !ok && addr != "" {
-		info, _, ok = racks.Lookup(addr)
+		info, group, ok = racks.Lookup(addr)
 	}
-	if !ok || info.Rack == "" {
+	if !ok {
+		return
+	}
+	b.Group = group
+	if info.Rack == "" {
 		return
 	}
 	region, rack := registry.ParseLocation(info.Rack)

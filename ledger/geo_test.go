@@ -497,3 +497,55 @@ func (c *cluster) dumpAll(id int64) string {
 	}
 	return out
 }
+
+// TestAffinityGroupsPlacement: a ledger with bookie affinity groups is
+// placed on its primary group's bookies, on the secondary's only when the
+// primary is short, and its ensemble changes stay in the groups.
+func TestAffinityGroupsPlacement(t *testing.T) {
+	c := newCluster(t, 7, 11)
+	ctx := context.Background()
+	group := map[string]string{}
+	if _, err := registry.UpdateRackMap(ctx, c.meta.NewSession(), func(m registry.RackMap) error {
+		m["g1"], m["g2"] = map[string]registry.RackInfo{}, map[string]registry.RackInfo{}
+		for i := range 6 {
+			id, g := fmt.Sprintf("bookie-%d", i), []string{"g1", "g2"}[i/3]
+			m[g][id] = registry.RackInfo{Rack: "/default-region/rack-" + id}
+			group[id] = g
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.client(t, Config{})
+	var w *WriteHandle
+	waitFor(t, 5*time.Second, "a ledger in group g1", func() (bool, string) {
+		var err error
+		if w, err = cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, BookieGroups: []string{"g1", "g2"}}); err != nil {
+			return false, err.Error()
+		}
+		for _, b := range w.Metadata().Ensembles[0].Bookies {
+			if group[b] != "g1" {
+				return false, fmt.Sprint(w.Metadata().Ensembles[0].Bookies)
+			}
+		}
+		return true, ""
+	})
+	if _, err := cl.Create(ctx, CreateOptions{EnsembleSize: 4, WriteQuorumSize: 2, AckQuorumSize: 2, BookieGroups: []string{"g1"}}); !errors.Is(err, ErrNotEnoughBookies) {
+		t.Fatalf("E=4 in a 3-bookie group: %v", err)
+	}
+	if _, err := w.Append(ctx, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	c.stopBookie(w.Metadata().Ensembles[0].Bookies[0])
+	for range 5 {
+		if _, err := w.Append(ctx, []byte("y")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := w.Metadata().last().Bookies
+	for _, b := range last {
+		if group[b] == "" {
+			t.Fatalf("ensemble change left the affinity groups: %v (bookie-6 has no group)", last)
+		}
+	}
+}

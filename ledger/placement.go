@@ -18,6 +18,9 @@ type BookieInfo struct {
 	ReadOnly bool
 	// OutOfSpace: read-only because a disk is full (it returns by itself).
 	OutOfSpace bool
+	// Group is the rack-map group naming the bookie ("" if none); ledgers
+	// with bookie affinity groups are placed only in theirs.
+	Group string
 	// Absent: named by the rack map but not registered (down). Never
 	// placed on; placement names its region or rack when one is missing.
 	Absent bool

@@ -461,7 +461,7 @@ func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed 
 	for {
 		ens := slices.Clone(md.last().Bookies)
 		for _, f := range failed {
-			b, err := h.c.cfg.Placement.Replace(h.c.bookies(), ens, f.pos, h.w, exclude)
+			b, err := h.c.cfg.Placement.Replace(candidates(h.c.bookies(), groupsOf(md), h.e+len(failed)), ens, f.pos, h.w, exclude)
 			if err != nil {
 				return nil, 0, fmt.Errorf("ledger %d: replace bookie %s: %w", h.id, f.bookie, err)
 			}
