@@ -184,9 +184,8 @@ func (ml *bkLedger) recoverLast(ctx context.Context, md *mlMetadata) error {
 // startLedger creates the next ledger and stores the ledger list with it
 // (CAS: a version conflict means another owner took over).
 func (ml *bkLedger) startLedger(ctx context.Context) error {
-	w, err := ml.cfg.Ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: ml.cfg.EnsembleSize,
-		WriteQuorumSize: ml.cfg.WriteQuorum, AckQuorumSize: ml.cfg.AckQuorum, Password: ml.cfg.Password,
-		Custom: map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}})
+	w, err := ml.cfg.Ledgers.Create(ctx, ml.cfg.ledgerOptions(ctx, ml.name,
+		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}))
 	if err != nil {
 		return fmt.Errorf("managedledger %s: create ledger: %w", ml.name, err)
 	}

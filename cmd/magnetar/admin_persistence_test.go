@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/resources"
@@ -14,7 +16,7 @@ import (
 
 // policiesWeb serves the namespace admin API over a fresh configuration
 // store with cluster c1, tenant t and namespace t/ns.
-func policiesWeb(t *testing.T) string {
+func policiesWeb(t *testing.T) (string, *resources.Resources) {
 	t.Helper()
 	ctx := context.Background()
 	store := metadata.NewMemoryServer().NewSession()
@@ -28,14 +30,15 @@ func policiesWeb(t *testing.T) string {
 	admin.Register(mux, admin.Config{Resources: res, Namespaces: noTopics{}, ClusterName: "c1", Logger: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, res
 }
 
 // TestAdminPersistence: namespaces set-persistence, get-persistence,
 // remove-persistence and the bookie affinity group commands, as
 // pulsar-admin's.
 func TestAdminPersistence(t *testing.T) {
-	a := adminCLI{t, policiesWeb(t)}
+	url, res := policiesWeb(t)
+	a := adminCLI{t, url}
 	a.ok("clusters", "create", "c1", "--url", "http://localhost:8080", "--broker-url", "pulsar://localhost:6650")
 	a.ok("tenants", "create", "t", "--allowed-clusters", "c1")
 	a.ok("namespaces", "create", "t/ns")
@@ -61,6 +64,21 @@ func TestAdminPersistence(t *testing.T) {
 		t.Fatalf("get-bookie-affinity-group: %+v", g)
 	}
 	wantContains(t, "no primary", a.fails(2, "namespaces", "set-bookie-affinity-group", "t/ns"), "--primary-group is required")
+	// What the broker's managed ledgers are created with.
+	pol := namespaceLedgerPolicy(res)
+	a.ok("namespaces", "set-persistence", "t/ns", "--bookkeeper-ensemble", "3", "--bookkeeper-write-quorum", "3",
+		"--bookkeeper-ack-quorum", "2")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		lp, err := pol(context.Background(), "t/ns/persistent/topic")
+		if err == nil && lp.EnsembleSize == 3 && lp.WriteQuorum == 3 && lp.AckQuorum == 2 && slices.Equal(lp.BookieGroups, []string{"eu", "us"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger policy of t/ns: %+v, %v", lp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	a.ok("namespaces", "delete-bookie-affinity-group", "t/ns")
 }
 

@@ -176,19 +176,20 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	defer ledgers.Close()
-	mlCfg := f.managedLedgerConfig(log)
-	mlCfg.Store, mlCfg.Ledgers = store, ledgers
-	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
-	mls, err := managedledger.NewBKFactory(mlCfg)
-	if err != nil {
-		return err
-	}
-	brokerAddr := f.brokerAddr()
 	res, err := resources.New(ctx, configStore, resources.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer res.Close()
+	mlCfg := f.managedLedgerConfig(log)
+	mlCfg.Store, mlCfg.Ledgers = store, ledgers
+	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
+	mlCfg.LedgerPolicy = namespaceLedgerPolicy(res)
+	mls, err := managedledger.NewBKFactory(mlCfg)
+	if err != nil {
+		return err
+	}
+	brokerAddr := f.brokerAddr()
 	bcfg, err := f.brokerConfig(f.cluster, brokerAddr, configStore, res, log)
 	if err != nil {
 		return err

@@ -15,12 +15,15 @@ package main
 // --region/--rack.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // placementSettings configure the ledger client's placement policy.
@@ -78,4 +81,31 @@ func (p *placementSettings) validate() error {
 func (p *placementSettings) policy(log *slog.Logger) ledger.PlacementPolicy {
 	return ledger.NewPlacement(ledger.TopologyConfig{RackAware: p.rackAware, RegionAware: p.regionAware,
 		MinRacksPerWriteQuorum: p.minRacks, Enforce: p.enforce, Seed: uint64(time.Now().UnixNano()), Logger: log})
+}
+
+// namespaceLedgerPolicy reads a managed ledger's namespace policies
+// (cached) for its next ledger: persistence (E, Qw, Qa) and bookie
+// affinity groups. Managed ledgers are named tenant/namespace/domain/topic.
+func namespaceLedgerPolicy(res *resources.Resources) func(context.Context, string) (managedledger.LedgerPolicy, error) {
+	return func(ctx context.Context, name string) (managedledger.LedgerPolicy, error) {
+		parts := strings.SplitN(name, "/", 3)
+		if len(parts) < 3 {
+			return managedledger.LedgerPolicy{}, nil // not a topic's
+		}
+		p, err := res.GetNamespaceCached(ctx, parts[0], parts[1])
+		if err != nil {
+			return managedledger.LedgerPolicy{}, err
+		}
+		var out managedledger.LedgerPolicy
+		if q := p.Persistence; q != nil {
+			out.EnsembleSize, out.WriteQuorum, out.AckQuorum = q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum
+		}
+		if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary != "" {
+			out.BookieGroups = []string{g.BookkeeperAffinityGroupPrimary}
+			if g.BookkeeperAffinityGroupSecondary != "" {
+				out.BookieGroups = append(out.BookieGroups, g.BookkeeperAffinityGroupSecondary)
+			}
+		}
+		return out, nil
+	}
 }
