@@ -62,9 +62,10 @@ type Config struct {
 	// Password of every ledger (managedLedgerPassword; default empty).
 	Password []byte
 	// LedgerPolicy, if set, is asked before each ledger (data or cursor)
-	// of the named managed ledger is created: a namespace's persistence
-	// policies and bookie affinity groups. Zero fields keep the defaults
-	// above; an error keeps them too (and is logged).
+	// of the named managed ledger is created, and for the mark-delete
+	// rate when it opens: a namespace's persistence policies and bookie
+	// affinity groups. Zero fields keep the defaults above; an error keeps
+	// them too (and is logged).
 	LedgerPolicy func(ctx context.Context, name string) (LedgerPolicy, error)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
@@ -75,6 +76,10 @@ type Config struct {
 type LedgerPolicy struct {
 	EnsembleSize, WriteQuorum, AckQuorum int
 	BookieGroups                         []string
+	// MarkDeleteRate (managedLedgerMaxMarkDeleteRate) replaces
+	// Config.MarkDeleteRate when positive; it is read when the managed
+	// ledger opens (a topic load), as Pulsar does.
+	MarkDeleteRate float64
 }
 
 // ledgerOptions are the create options of ml's next ledger: the

@@ -92,6 +92,11 @@ type queuedAdd struct {
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {
 	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1)}
+	if f.cfg.LedgerPolicy != nil {
+		if p, err := f.cfg.LedgerPolicy(ctx, name); err == nil && p.MarkDeleteRate > 0 {
+			ml.cfg.MarkDeleteRate = p.MarkDeleteRate
+		}
+	}
 	ml.mu.cursors = map[string]*bkCursor{}
 	ml.mu.nonDurable = map[*bkCursor]struct{}{}
 	ml.mu.retention = f.cfg.Retention

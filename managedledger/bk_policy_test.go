@@ -38,7 +38,7 @@ func TestBKLedgerPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	policy = LedgerPolicy{BookieGroups: []string{"g"}}
+	policy = LedgerPolicy{BookieGroups: []string{"g"}, MarkDeleteRate: 4}
 	mu.Unlock()
 	var ml ManagedLedger
 	deadline := time.Now().Add(5 * time.Second)
@@ -51,6 +51,9 @@ func TestBKLedgerPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ml.(*bkLedger).persistInterval(); got != 250*time.Millisecond {
+		t.Fatalf("persist interval %v, want the policy's 4/s", got)
 	}
 	p := addWait(t, ml, "x")
 	cl, _ := ledgertest.Client(t, e.meta, e.tr)

@@ -67,11 +67,11 @@ func TestAdminPersistence(t *testing.T) {
 	// What the broker's managed ledgers are created with.
 	pol := namespaceLedgerPolicy(res)
 	a.ok("namespaces", "set-persistence", "t/ns", "--bookkeeper-ensemble", "3", "--bookkeeper-write-quorum", "3",
-		"--bookkeeper-ack-quorum", "2")
+		"--bookkeeper-ack-quorum", "2", "--ml-mark-delete-max-rate", "3")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		lp, err := pol(context.Background(), "t/ns/persistent/topic")
-		if err == nil && lp.EnsembleSize == 3 && lp.WriteQuorum == 3 && lp.AckQuorum == 2 && slices.Equal(lp.BookieGroups, []string{"eu", "us"}) {
+		if err == nil && lp.EnsembleSize == 3 && lp.WriteQuorum == 3 && lp.AckQuorum == 2 && lp.MarkDeleteRate == 3 && slices.Equal(lp.BookieGroups, []string{"eu", "us"}) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -84,8 +84,8 @@ func (p *placementSettings) policy(log *slog.Logger) ledger.PlacementPolicy {
 }
 
 // namespaceLedgerPolicy reads a managed ledger's namespace policies
-// (cached) for its next ledger: persistence (E, Qw, Qa) and bookie
-// affinity groups. Managed ledgers are named tenant/namespace/domain/topic.
+// (cached) for its next ledger: persistence (E, Qw, Qa; the mark-delete
+// rate at open) and bookie affinity groups. Managed ledgers are named tenant/namespace/domain/topic.
 func namespaceLedgerPolicy(res *resources.Resources) func(context.Context, string) (managedledger.LedgerPolicy, error) {
 	return func(ctx context.Context, name string) (managedledger.LedgerPolicy, error) {
 		parts := strings.SplitN(name, "/", 3)
@@ -99,6 +99,7 @@ func namespaceLedgerPolicy(res *resources.Resources) func(context.Context, strin
 		var out managedledger.LedgerPolicy
 		if q := p.Persistence; q != nil {
 			out.EnsembleSize, out.WriteQuorum, out.AckQuorum = q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum
+			out.MarkDeleteRate = q.ManagedLedgerMaxMarkDeleteRate
 		}
 		if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary != "" {
 			out.BookieGroups = []string{g.BookkeeperAffinityGroupPrimary}
