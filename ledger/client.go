@@ -283,11 +283,14 @@ type registryView struct {
 
 	mu      sync.Mutex
 	bookies map[string]BookieInfo
-	absent  []BookieInfo // in the rack map, not registered (sorted by id)
+	absent  []BookieInfo // in the rack map or departed, not registered
+	// departed are bookies this client saw registered that left since
+	departed map[string]BookieInfo
 }
 
 func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registryView, error) {
-	r := &registryView{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{}}
+	r := &registryView{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{},
+		departed: map[string]BookieInfo{}}
 	if err := r.refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -304,7 +307,9 @@ func (r *registryView) refresh(ctx context.Context) error {
 	}
 	m := make(map[string]BookieInfo, len(all))
 	var absent []BookieInfo
+	named := map[string]bool{}
 	for _, b := range all {
+		named[b.ID] = true
 		if b.Absent {
 			absent = append(absent, b)
 		} else {
@@ -312,10 +317,29 @@ func (r *registryView) refresh(ctx context.Context) error {
 		}
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Bookies that were registered and left are remembered (as Absent,
+	// where they stood), so that placement names a lost region or rack
+	// also without a rack map.
+	for id, b := range r.bookies {
+		if !named[id] && len(r.departed) < maxDeparted {
+			b.Absent, b.ReadOnly, b.OutOfSpace = true, false, false
+			r.departed[id] = b
+		}
+	}
+	for id, b := range r.departed {
+		if named[id] {
+			delete(r.departed, id)
+		} else {
+			absent = append(absent, b)
+		}
+	}
 	r.bookies, r.absent = m, absent
-	r.mu.Unlock()
 	return nil
 }
+
+// maxDeparted bounds how many departed bookies a client remembers.
+const maxDeparted = 1024
 
 // listBookies reads the registered bookies, placed by the rack map where
 // it names them, and the bookies the rack map names that are not

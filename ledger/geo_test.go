@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -20,6 +21,8 @@ import (
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 )
+
+var placementSeeds = flag.Int("ledger.placementseeds", 300, "seeds of TestSpreadPlacementProperty")
 
 // addBookieIn starts a bookie that registers region and rack.
 func (c *cluster) addBookieIn(id, region, rack string) {
@@ -413,7 +416,7 @@ func bestFewest(counts []int, size, writeQuorum int) int {
 // ensemble could (brute force), and a replacement keeps that; enforced,
 // placement fails exactly when no ensemble could.
 func TestSpreadPlacementProperty(t *testing.T) {
-	for seed := range uint64(300) {
+	for seed := range uint64(*placementSeeds) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		var bookies []BookieInfo
 		var counts []int
@@ -546,6 +549,64 @@ func TestAffinityGroupsPlacement(t *testing.T) {
 	for _, b := range last {
 		if group[b] == "" {
 			t.Fatalf("ensemble change left the affinity groups: %v (bookie-6 has no group)", last)
+		}
+	}
+}
+
+// TestSyncGeoMinThreeRegionsRefusesTwo: with a minimum of 3 regions
+// (enforced), losing a region stops writes rather than acknowledging
+// entries on 2: the ensemble change is refused naming the lost region, and
+// every entry acknowledged before is still read back.
+func TestSyncGeoMinThreeRegionsRefusesTwo(t *testing.T) {
+	c := geoCluster(t, 31)
+	cl := c.client(t, Config{Placement: geoPlacement(4, 3, true)})
+	ctx := context.Background()
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int64][]byte{}
+	appendChecked(t, c, w, "before", 20, acked)
+	c.stopBookie("b-0")
+	c.stopBookie("b-1")
+	// An add in flight may still be acknowledged by a and c (Qa=2 over 2
+	// regions); the ensemble change that would replace b's bookie is
+	// refused, and the writer fails.
+	for i := 0; ; i++ {
+		payload := []byte(fmt.Sprintf("after-%d", i))
+		id, err := w.Append(ctx, payload)
+		if err != nil {
+			if !errors.Is(err, ErrNotEnoughBookies) || !strings.Contains(err.Error(), "regions without a writable bookie: b") {
+				t.Fatalf("append after losing region b with a 3-region minimum: %v, want ErrNotEnoughBookies naming b", err)
+			}
+			break
+		}
+		if regions := c.regionsHolding(w.ID(), id); len(regions) < 2 {
+			t.Fatalf("entry %d acknowledged in regions %v", id, regions)
+		}
+		acked[id] = payload
+		if i == 100 {
+			t.Fatal("writes go on with region b down and a 3-region minimum")
+		}
+	}
+	if _, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2}); !errors.Is(err, ErrNotEnoughBookies) ||
+		!strings.Contains(err.Error(), "regions without a writable bookie: b") {
+		t.Fatalf("create with region b down: %v", err)
+	}
+	r, err := c.client(t, Config{}).OpenRecover(ctx, w.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LastAddConfirmed() < int64(len(acked))-1 {
+		t.Fatalf("recovered ledger ends at %d, %d entries were acknowledged", r.LastAddConfirmed(), len(acked))
+	}
+	entries, err := r.Read(ctx, 0, int64(len(acked))-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !bytes.Equal(e.Payload, acked[e.EntryID]) {
+			t.Fatalf("entry %d: read %q, acknowledged %q", e.EntryID, e.Payload, acked[e.EntryID])
 		}
 	}
 }
