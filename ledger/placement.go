@@ -21,7 +21,8 @@ type BookieInfo struct {
 	// Group is the rack-map group naming the bookie ("" if none); ledgers
 	// with bookie affinity groups are placed only in theirs.
 	Group string
-	// Absent: named by the rack map but not registered (down). Never
+	// Absent: named by the rack map, or seen registered by this client
+	// earlier, but not registered now (down). Never
 	// placed on; placement names its region or rack when one is missing.
 	Absent bool
 }

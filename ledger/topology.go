@@ -22,7 +22,8 @@ package ledger
 //     the spread whenever a bookie of a missing domain is writable.
 //   - Domains are known from every bookie the client knows: registered
 //     (writable or read-only) and Absent ones, which the rack map names
-//     but which are not running; so a lost region is named in errors.
+//     or which this client saw leave, but which are not running; so a
+//     lost region is named in errors.
 
 import (
 	"fmt"
