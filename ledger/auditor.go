@@ -398,7 +398,7 @@ func (a *Auditor) step(ctx context.Context, st *auditState, full, list bool) (bo
 			a.failedStep(ctx, st, err)
 			return full, true
 		}
-		if _, spread := a.c.cfg.Placement.(*SpreadPlacement); joined && spread {
+		if sp, spread := a.c.cfg.Placement.(*SpreadPlacement); joined && spread && sp.knownDomains(a.c.bookies()) > 1 {
 			full = true // a bookie that joined may restore the spread of ledgers placed without it
 		}
 	}
