@@ -393,9 +393,13 @@ func (a *Auditor) wakeIn(st *auditState, unwatched bool, rewatchAt time.Time) ti
 // what is still to do.
 func (a *Auditor) step(ctx context.Context, st *auditState, full, list bool) (bool, bool) {
 	if list || full {
-		if err := a.relist(ctx, st); err != nil {
+		joined, err := a.relist(ctx, st)
+		if err != nil {
 			a.failedStep(ctx, st, err)
 			return full, true
+		}
+		if sp, spread := a.c.cfg.Placement.(*SpreadPlacement); joined && spread && sp.knownDomains(a.c.bookies()) > 1 {
+			full = true // a bookie that joined may restore the spread of ledgers placed without it
 		}
 	}
 	now := time.Now()
@@ -440,16 +444,19 @@ func (a *Auditor) failedStep(ctx context.Context, st *auditState, err error) {
 }
 
 // relist reads the registered bookies and starts or stops the absence
-// clock of the bookies that left or came back.
-func (a *Auditor) relist(ctx context.Context, st *auditState) error {
+// clock of the bookies that left or came back. It reports whether a
+// bookie joined (or came back) since the last list.
+func (a *Auditor) relist(ctx context.Context, st *auditState) (bool, error) {
 	regs, err := registry.Bookies(ctx, a.store)
 	if err != nil {
-		return err
+		return false, err
 	}
 	now := time.Now()
 	cur := make(map[string]bool, len(regs))
+	joined := false
 	for _, r := range regs {
 		cur[r.BookieID] = true
+		joined = joined || (len(st.registered) > 0 && !st.registered[r.BookieID])
 		if _, ok := st.absentSince[r.BookieID]; ok {
 			a.log.Info("bookie registered again; its replicas are kept", "candidate", a.cfg.Name, "bookie", r.BookieID)
 			delete(st.absentSince, r.BookieID)
@@ -466,18 +473,27 @@ func (a *Auditor) relist(ctx context.Context, st *auditState) error {
 		}
 	}
 	st.registered = cur
-	return nil
+	return joined, nil
 }
 
 // scan reads every ledger's metadata, starts the absence clock of the
 // unregistered bookies it finds in ensembles (a bookie gone before this
-// leader was elected), marks the ledgers that hold a bookie lost at now,
-// and forgets absent bookies no ledger holds. Ledgers it cannot read are
+// leader was elected), marks the ledgers that hold a bookie lost at now
+// and, with a rack- or region-aware policy, those with a replica the
+// policy would move (misplacedTask), and forgets absent bookies no ledger
+// holds. Ledgers it cannot read are
 // skipped and reported in the error, after the others were marked.
 func (a *Auditor) scan(ctx context.Context, st *auditState, now time.Time) (int, error) {
 	seen := map[string]bool{}
 	marked := 0
 	var errs []error
+	var placed []BookieInfo // for the placement check (spread policies only)
+	if _, ok := a.c.cfg.Placement.(*SpreadPlacement); ok {
+		var err error
+		if placed, err = listBookies(ctx, a.store); err != nil {
+			return 0, err
+		}
+	}
 	err := ForEachLedger(ctx, a.store, func(id int64) error {
 		md, _, err := a.c.meta.read(ctx, id)
 		if errors.Is(err, ErrNoSuchLedger) {
@@ -508,6 +524,17 @@ func (a *Auditor) scan(ctx context.Context, st *auditState, now time.Time) (int,
 			}
 		}
 		if len(missing) == 0 {
+			if placed == nil {
+				return nil
+			}
+			t := misplacedTask(a.c.cfg.Placement, md, candidates(placed, groupsOf(md), md.EnsembleSize+1))
+			if t == nil {
+				return nil
+			}
+			if err := MarkMisplaced(ctx, a.store, id, []string{t.bookie}); err != nil {
+				return err
+			}
+			marked++
 			return nil
 		}
 		if err := MarkUnderreplicated(ctx, a.store, id, missing); err != nil {

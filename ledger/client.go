@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +27,11 @@ type Config struct {
 	// Transport reaches bookies (default: a NetTransport over the
 	// registrations in Store).
 	Transport Transport
-	// Placement chooses ensembles (default random).
+	// Placement chooses ensembles (default random; NewPlacement builds the
+	// rack- or region-aware policy from a broker's settings). It sees
+	// every registered bookie with its region and rack from the rack map
+	// (registry.RackMapPath) or, if the map has none, as it registered,
+	// and the bookies the map names that are not registered (Absent).
 	Placement PlacementPolicy
 	// AddTimeout: a bookie that has not answered an add this long is
 	// replaced (addEntryTimeoutSec; default 10 s).
@@ -194,6 +201,52 @@ type CreateOptions struct {
 	DigestType                                   DigestType // default CRC32C
 	Password                                     []byte
 	Custom                                       map[string][]byte
+	// BookieGroups are the rack-map groups the ledger is placed in
+	// (Pulsar's bookie affinity groups: primary, then secondary when the
+	// primary has too few writable bookies); nil: every bookie. They are
+	// kept in the ledger's custom metadata (AffinityGroupsKey), so
+	// ensemble changes and re-replication stay in them.
+	BookieGroups []string
+}
+
+// AffinityGroupsKey is the custom-metadata key of a ledger's bookie
+// affinity groups (comma-separated, primary first).
+const AffinityGroupsKey = "magnetar/bookie-affinity-groups"
+
+// groupsOf reads a ledger's affinity groups from its custom metadata.
+func groupsOf(md *Metadata) []string {
+	v := md.Custom[AffinityGroupsKey]
+	if len(v) == 0 {
+		return nil
+	}
+	return strings.Split(string(v), ",")
+}
+
+// candidates are the bookies a ledger in groups may be placed on: those
+// of the first groups (in order) that together have at least need
+// writable bookies, or all of the groups' bookies; every bookie without
+// groups. Absent bookies are kept (placement names their domains).
+func candidates(bookies []BookieInfo, groups []string, need int) []BookieInfo {
+	if len(groups) == 0 {
+		return bookies
+	}
+	var out []BookieInfo
+	for i := range groups {
+		out = out[:0]
+		n := 0
+		for _, b := range bookies {
+			if slices.Contains(groups[:i+1], b.Group) {
+				out = append(out, b)
+				if !b.ReadOnly && !b.Absent {
+					n++
+				}
+			}
+		}
+		if n >= need {
+			break
+		}
+	}
+	return out
 }
 
 // Create makes a ledger and returns its writer.
@@ -207,7 +260,15 @@ func (c *Client) Create(ctx context.Context, o CreateOptions) (*WriteHandle, err
 	md := &Metadata{FormatVersion: metadataFormatVersion, EnsembleSize: o.EnsembleSize, WriteQuorumSize: o.WriteQuorumSize,
 		AckQuorumSize: o.AckQuorumSize, State: StateOpen, LastEntryID: -1, DigestType: o.DigestType,
 		Password: o.Password, CreatedMillis: nowMillis(), Custom: o.Custom}
-	ens, err := c.cfg.Placement.NewEnsemble(c.bookies(), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
+	if len(o.BookieGroups) > 0 {
+		custom := make(map[string][]byte, len(o.Custom)+1)
+		for k, v := range o.Custom {
+			custom[k] = v
+		}
+		custom[AffinityGroupsKey] = []byte(strings.Join(o.BookieGroups, ","))
+		md.Custom = custom
+	}
+	ens, err := c.cfg.Placement.NewEnsemble(candidates(c.bookies(), o.BookieGroups, o.EnsembleSize), o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ledger create: %w%s", err, c.unreachableNote())
 	}
@@ -266,10 +327,14 @@ type registryView struct {
 
 	mu      sync.Mutex
 	bookies map[string]BookieInfo
+	absent  []BookieInfo // in the rack map or departed, not registered
+	// departed are bookies this client saw registered that left since
+	departed map[string]BookieInfo
 }
 
 func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) (*registryView, error) {
-	r := &registryView{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{}}
+	r := &registryView{store: store, log: log, done: make(chan struct{}), bookies: map[string]BookieInfo{},
+		departed: map[string]BookieInfo{}}
 	if err := r.refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -280,27 +345,112 @@ func startRegistry(ctx context.Context, store metadata.Store, log *slog.Logger) 
 }
 
 func (r *registryView) refresh(ctx context.Context) error {
-	regs, err := registry.Bookies(ctx, r.store)
+	all, err := listBookies(ctx, r.store)
 	if err != nil {
-		return fmt.Errorf("ledger: list bookies: %w", err)
+		return err
 	}
-	m := make(map[string]BookieInfo, len(regs))
-	for _, b := range regs {
-		m[b.BookieID] = BookieInfo{ID: b.BookieID, Address: b.Address, TLSAddress: b.TLSAddress, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
-			OutOfSpace: b.OutOfSpace}
+	m := make(map[string]BookieInfo, len(all))
+	var absent []BookieInfo
+	named := map[string]bool{}
+	for _, b := range all {
+		named[b.ID] = true
+		if b.Absent {
+			absent = append(absent, b)
+		} else {
+			m[b.ID] = b
+		}
 	}
 	r.mu.Lock()
-	r.bookies = m
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	// Bookies that were registered and left are remembered (as Absent,
+	// where they stood), so that placement names a lost region or rack
+	// also without a rack map.
+	for id, b := range r.bookies {
+		if !named[id] && len(r.departed) < maxDeparted {
+			b.Absent, b.ReadOnly, b.OutOfSpace = true, false, false
+			r.departed[id] = b
+		}
+	}
+	for id, b := range r.departed {
+		if named[id] {
+			delete(r.departed, id)
+		} else {
+			absent = append(absent, b)
+		}
+	}
+	r.bookies, r.absent = m, absent
 	return nil
 }
 
-// watch re-lists the bookies on every change under AvailablePath, and
-// every 30 s in case a watch was interrupted.
+// maxDeparted bounds how many departed bookies a client remembers.
+const maxDeparted = 1024
+
+// listBookies reads the registered bookies, placed by the rack map where
+// it names them, and the bookies the rack map names that are not
+// registered (Absent).
+func listBookies(ctx context.Context, store metadata.Store) ([]BookieInfo, error) {
+	regs, err := registry.Bookies(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list bookies: %w", err)
+	}
+	racks, _, err := registry.ReadRackMap(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	out := make([]BookieInfo, 0, len(regs))
+	known := map[string]bool{}
+	for _, b := range regs {
+		info := BookieInfo{ID: b.BookieID, Address: b.Address, TLSAddress: b.TLSAddress, Rack: b.Rack, Region: b.Region, ReadOnly: b.ReadOnly,
+			OutOfSpace: b.OutOfSpace}
+		placeFromRackMap(&info, racks, b.Address)
+		out = append(out, info)
+		known[b.BookieID], known[b.Address] = true, true
+	}
+	var absent []BookieInfo
+	for _, group := range racks {
+		for id := range group {
+			if known[id] {
+				continue
+			}
+			known[id] = true
+			info := BookieInfo{ID: id, Absent: true}
+			placeFromRackMap(&info, racks, "")
+			absent = append(absent, info)
+		}
+	}
+	sort.Slice(absent, func(i, j int) bool { return absent[i].ID < absent[j].ID })
+	return append(out, absent...), nil
+}
+
+// placeFromRackMap sets a bookie's group, region and rack from the rack
+// map entry for its id (or its address), if there is one; otherwise it
+// keeps what the bookie registered.
+func placeFromRackMap(b *BookieInfo, racks registry.RackMap, addr string) {
+	info, group, ok := racks.Lookup(b.ID)
+	if !ok && addr != "" {
+		info, group, ok = racks.Lookup(addr)
+	}
+	if !ok {
+		return
+	}
+	b.Group = group
+	if info.Rack == "" {
+		return
+	}
+	region, rack := registry.ParseLocation(info.Rack)
+	if region != "" {
+		b.Region = region
+	}
+	b.Rack = rack
+}
+
+// watch re-lists the bookies on every change under RackMapPath (the rack
+// map and, below it, AvailablePath), and every 30 s in case a watch was
+// interrupted.
 func (r *registryView) watch(ctx context.Context) {
 	defer close(r.done)
 	for ctx.Err() == nil {
-		w, err := r.store.Watch(ctx, registry.AvailablePath)
+		w, err := r.store.Watch(ctx, registry.RackMapPath)
 		if err != nil {
 			r.sleep(ctx, time.Second)
 			continue
@@ -347,11 +497,26 @@ func (r *registryView) close() {
 func (r *registryView) list() []BookieInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]BookieInfo, 0, len(r.bookies))
+	out := make([]BookieInfo, 0, len(r.bookies)+len(r.absent))
 	for _, b := range r.bookies {
 		out = append(out, b)
 	}
-	return out
+	return append(out, r.absent...)
+}
+
+// info is what the view knows of bookie id (just its id if nothing).
+func (r *registryView) info(id string) BookieInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.bookies[id]; ok {
+		return b
+	}
+	for _, b := range r.absent {
+		if b.ID == id {
+			return b
+		}
+	}
+	return BookieInfo{ID: id}
 }
 
 // Bookie implements AddressBook.

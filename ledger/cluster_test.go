@@ -32,6 +32,8 @@ type node struct {
 	reg   *registry.Registrar
 	store metadata.Store
 	wrap  func(entrylog.Storage) entrylog.Storage // fault-injecting storage, if any
+	// region and rack it registers (default: no region, rack-0 or rack-1)
+	region, rack string
 }
 
 // cluster is a deterministic in-process BookKeeper cluster: bookies on
@@ -88,8 +90,12 @@ func (c *cluster) startBookie(id string) {
 		c.t.Fatalf("start %s: %v", id, err)
 	}
 	nd.store = c.meta.NewSession()
+	rack := nd.rack
+	if rack == "" && nd.region == "" {
+		rack = fmt.Sprintf("rack-%d", len(id)%2)
+	}
 	reg, err := registry.Register(context.Background(), nd.store, registry.Registration{BookieID: id, Address: id,
-		Rack: fmt.Sprintf("rack-%d", len(id)%2)}, quietLog())
+		Rack: rack, Region: nd.region}, quietLog())
 	if err != nil {
 		c.t.Fatalf("register %s: %v", id, err)
 	}

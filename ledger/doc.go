@@ -90,6 +90,23 @@
 //     replaces the bookie itself. If the metadata is unchanged after it,
 //     the worker recovers the ledger (fencing an idle writer) and then
 //     replicates it as closed.
+//   - Placement check (a rack- or region-aware policy only): on a full
+//     check and when a bookie joins, the auditor marks closed fragments
+//     whose write sets span fewer domains than the writable bookies allow
+//     (misplacedBookies in the mark); the worker copies the repeated
+//     replica to a bookie of a missing domain the same way.
+//
+// # Placement (placement.go, topology.go)
+//
+// A bookie's region and rack come from the rack map at
+// registry.RackMapPath (Pulsar's /bookies) or, if it does not name the
+// bookie, from its registration; the client watches both. Rack- and
+// region-aware policies spread write sets over domains with a minimum;
+// enforced, a ledger below it is refused naming the missing domains, and
+// an add is acknowledged only once its acks span min(minimum, Qa)
+// domains. Ledgers created with bookie affinity groups record them in
+// custom metadata (AffinityGroupsKey); ensemble changes and
+// re-replication choose only from those groups' bookies.
 //
 // # Dependencies
 //

@@ -20,6 +20,13 @@ type BookieInfo struct {
 	ReadOnly   bool
 	// OutOfSpace: read-only because a disk is full (it returns by itself).
 	OutOfSpace bool
+	// Group is the rack-map group naming the bookie ("" if none); ledgers
+	// with bookie affinity groups are placed only in theirs.
+	Group string
+	// Absent: named by the rack map, or seen registered by this client
+	// earlier, but not registered now (down). Never
+	// placed on; placement names its region or rack when one is missing.
+	Absent bool
 }
 
 // PlacementPolicy chooses ensembles.
@@ -34,12 +41,23 @@ type PlacementPolicy interface {
 func writable(bookies []BookieInfo, exclude []string) []BookieInfo {
 	var out []BookieInfo
 	for _, b := range bookies {
-		if !b.ReadOnly && !slices.Contains(exclude, b.ID) {
+		if !b.ReadOnly && !b.Absent && !slices.Contains(exclude, b.ID) {
 			out = append(out, b)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// registered counts the bookies that are registered (not Absent).
+func registered(bookies []BookieInfo) int {
+	n := 0
+	for _, b := range bookies {
+		if !b.Absent {
+			n++
+		}
+	}
+	return n
 }
 
 // readOnlyNote names the read-only bookies outside skip, for an error
@@ -86,7 +104,7 @@ func (p *RandomPlacement) shuffle(c []BookieInfo) {
 func (p *RandomPlacement) NewEnsemble(bookies []BookieInfo, size, _, _ int, exclude []string) ([]string, error) {
 	c := writable(bookies, exclude)
 	if len(c) < size {
-		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered%s)", ErrNotEnoughBookies, size, len(c), len(bookies), readOnlyNote(bookies, nil))
+		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered%s)", ErrNotEnoughBookies, size, len(c), registered(bookies), readOnlyNote(bookies, nil))
 	}
 	p.shuffle(c)
 	out := make([]string, size)
@@ -104,112 +122,4 @@ func (p *RandomPlacement) Replace(bookies []BookieInfo, ensemble []string, _, _ 
 	}
 	p.shuffle(c)
 	return c[0].ID, nil
-}
-
-// SpreadPlacement spreads each write quorum over distinct failure domains
-// (racks, or regions) where it can: rack-aware placement with Key =
-// rack, region-aware with Key = region and MinDomains the minimum number
-// of regions every write quorum must span (synchronous geo-replication
-// relies on it; below that the ensemble is refused).
-type SpreadPlacement struct {
-	Key        func(BookieInfo) string
-	MinDomains int
-	random     *RandomPlacement
-}
-
-// NewRackAwarePlacement spreads write quorums over racks (best effort).
-func NewRackAwarePlacement(seed uint64) *SpreadPlacement {
-	return &SpreadPlacement{Key: func(b BookieInfo) string { return b.Rack }, random: NewRandomPlacement(seed)}
-}
-
-// NewRegionAwarePlacement spreads write quorums over regions and requires
-// at least minRegions per write quorum.
-func NewRegionAwarePlacement(seed uint64, minRegions int) *SpreadPlacement {
-	return &SpreadPlacement{Key: func(b BookieInfo) string { return b.Region }, MinDomains: minRegions, random: NewRandomPlacement(seed)}
-}
-
-// NewEnsemble implements PlacementPolicy: bookies are taken round-robin
-// over shuffled domains, so any writeQuorum consecutive positions (a
-// write set) hold as many distinct domains as exist, up to writeQuorum.
-func (p *SpreadPlacement) NewEnsemble(bookies []BookieInfo, size, writeQuorum, _ int, exclude []string) ([]string, error) {
-	c := writable(bookies, exclude)
-	if len(c) < size {
-		return nil, fmt.Errorf("%w: need %d, have %d writable (of %d registered%s)", ErrNotEnoughBookies, size, len(c), len(bookies), readOnlyNote(bookies, nil))
-	}
-	p.random.shuffle(c)
-	byDomain := map[string][]BookieInfo{}
-	var domains []string
-	for _, b := range c {
-		k := p.Key(b)
-		if _, ok := byDomain[k]; !ok {
-			domains = append(domains, k)
-		}
-		byDomain[k] = append(byDomain[k], b)
-	}
-	if p.MinDomains > 0 && min(len(domains), writeQuorum) < p.MinDomains {
-		return nil, fmt.Errorf("%w: write quorums must span %d domains, only %d have writable bookies", ErrNotEnoughBookies, p.MinDomains, len(domains))
-	}
-	var out []string
-	for len(out) < size {
-		for _, d := range domains {
-			if len(byDomain[d]) > 0 && len(out) < size {
-				out = append(out, byDomain[d][0].ID)
-				byDomain[d] = byDomain[d][1:]
-			}
-		}
-	}
-	return out, nil
-}
-
-// Replace implements PlacementPolicy: prefer a bookie from a domain not in
-// the write sets that include idx.
-func (p *SpreadPlacement) Replace(bookies []BookieInfo, ensemble []string, idx, writeQuorum int, exclude []string) (string, error) {
-	c := writable(bookies, append(slices.Clone(exclude), ensemble...))
-	if len(c) == 0 {
-		return "", fmt.Errorf("%w: no writable bookie outside the ensemble %v%s", ErrNotEnoughBookies, ensemble, readOnlyNote(bookies, nil))
-	}
-	p.random.shuffle(c)
-	domainOf := map[string]string{}
-	for _, b := range bookies {
-		domainOf[b.ID] = p.Key(b)
-	}
-	used := map[string]bool{}
-	e := len(ensemble)
-	for off := -(writeQuorum - 1); off <= writeQuorum-1; off++ {
-		if j := ((idx+off)%e + e) % e; j != idx {
-			used[domainOf[ensemble[j]]] = true
-		}
-	}
-	for _, b := range c {
-		if !used[p.Key(b)] {
-			return b.ID, nil
-		}
-	}
-	for _, b := range c {
-		if p.MinDomains == 0 || p.writeSetsSpan(ensemble, idx, writeQuorum, domainOf, p.Key(b)) {
-			return b.ID, nil
-		}
-	}
-	return "", fmt.Errorf("%w: no writable bookie keeps every write quorum of position %d across %d domains", ErrNotEnoughBookies, idx, p.MinDomains)
-}
-
-// writeSetsSpan reports whether every write set that includes idx spans at
-// least MinDomains domains once idx's bookie is in domain d.
-func (p *SpreadPlacement) writeSetsSpan(ensemble []string, idx, writeQuorum int, domainOf map[string]string, d string) bool {
-	e := len(ensemble)
-	for start := idx - writeQuorum + 1; start <= idx; start++ {
-		seen := map[string]bool{}
-		for k := range writeQuorum {
-			j := ((start+k)%e + e) % e
-			if j == idx {
-				seen[d] = true
-			} else {
-				seen[domainOf[ensemble[j]]] = true
-			}
-		}
-		if len(seen) < min(p.MinDomains, writeQuorum) {
-			return false
-		}
-	}
-	return true
 }

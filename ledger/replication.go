@@ -322,6 +322,9 @@ func (w *ReplicationWorker) replicate(ctx context.Context, id int64) (*openWait,
 			return nil, err
 		}
 		task, wait := nextTask(md, lost)
+		if task == nil && !wait && len(mark.MisplacedBookies) > 0 {
+			task = misplacedTask(w.c.cfg.Placement, md, candidates(w.c.bookies(), groupsOf(md), md.EnsembleSize+1))
+		}
 		if task == nil {
 			if wait {
 				return &openWait{version: version}, nil
@@ -427,7 +430,7 @@ func (w *ReplicationWorker) replaceReplica(ctx context.Context, id int64, md *Me
 	}
 	var errs []error
 	for range maxTargets {
-		target, err := w.c.cfg.Placement.Replace(w.c.bookies(), f.Bookies, t.pos, md.WriteQuorumSize, exclude)
+		target, err := w.c.cfg.Placement.Replace(candidates(w.c.bookies(), groupsOf(md), md.EnsembleSize+1), f.Bookies, t.pos, md.WriteQuorumSize, exclude)
 		if err != nil {
 			errs = append(errs, err)
 			break

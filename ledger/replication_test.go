@@ -447,7 +447,7 @@ type gatedStore struct {
 func (g *gatedStore) Watch(ctx context.Context, prefix string) (*metadata.Watcher, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if prefix != registry.AvailablePath {
+	if prefix != registry.AvailablePath && prefix != registry.RackMapPath { // the client watches the rack map and registrations
 		return g.Store.Watch(ctx, prefix)
 	}
 	if g.blocked {

@@ -34,6 +34,11 @@ type UnderreplicationMark struct {
 	// ensembles, sorted. The auditor adds to them; only a worker that
 	// found none of them left in the metadata removes the mark.
 	MissingBookies []string `json:"missingBookies"`
+	// MisplacedBookies are registered bookies holding replicas that break
+	// the placement policy's spread (BookKeeper's placement policy check):
+	// a worker moves them to a bookie of a domain the write sets lack,
+	// while one is writable.
+	MisplacedBookies []string `json:"misplacedBookies,omitempty"`
 	// MarkedMillis is when the ledger was first marked (unix ms).
 	MarkedMillis int64 `json:"markedMillis"`
 }
@@ -49,10 +54,20 @@ const maxCASRetries = 100
 // MarkUnderreplicated records that ledger id has replicas on the missing
 // bookies, merging them into an existing mark.
 func MarkUnderreplicated(ctx context.Context, store metadata.Store, id int64, missing []string) error {
+	return mark(ctx, store, id, missing, nil)
+}
+
+// MarkMisplaced records that ledger id has replicas on the misplaced
+// bookies (registered, but against the placement policy).
+func MarkMisplaced(ctx context.Context, store metadata.Store, id int64, misplaced []string) error {
+	return mark(ctx, store, id, nil, misplaced)
+}
+
+func mark(ctx context.Context, store metadata.Store, id int64, missing, misplaced []string) error {
 	for range maxCASRetries {
 		b, st, err := store.Get(ctx, markPath(id))
 		if errors.Is(err, metadata.ErrNotFound) {
-			m := UnderreplicationMark{MissingBookies: sortedSet(missing), MarkedMillis: nowMillis()}
+			m := UnderreplicationMark{MissingBookies: orEmptyList(sortedSet(missing)), MisplacedBookies: sortedSet(misplaced), MarkedMillis: nowMillis()}
 			v, _ := json.Marshal(m)
 			_, _, err = store.Create(ctx, markPath(id), v, metadata.CreateOptions{})
 			if err == nil || !errors.Is(err, metadata.ErrExists) {
@@ -67,11 +82,12 @@ func MarkUnderreplicated(ctx context.Context, store metadata.Store, id int64, mi
 		if err != nil {
 			return err
 		}
-		merged := sortedSet(append(slices.Clone(m.MissingBookies), missing...))
-		if slices.Equal(merged, m.MissingBookies) {
+		merged := orEmptyList(sortedSet(append(slices.Clone(m.MissingBookies), missing...)))
+		mergedMis := sortedSet(append(slices.Clone(m.MisplacedBookies), misplaced...))
+		if slices.Equal(merged, m.MissingBookies) && slices.Equal(mergedMis, m.MisplacedBookies) {
 			return nil
 		}
-		m.MissingBookies = merged
+		m.MissingBookies, m.MisplacedBookies = merged, mergedMis
 		v, _ := json.Marshal(m)
 		_, err = store.Put(ctx, markPath(id), v, st.Version)
 		if err == nil || !errors.Is(err, metadata.ErrBadVersion) {
@@ -79,6 +95,13 @@ func MarkUnderreplicated(ctx context.Context, store metadata.Store, id int64, mi
 		}
 	}
 	return fmt.Errorf("mark ledger %d under-replicated: %d version conflicts in a row", id, maxCASRetries)
+}
+
+func orEmptyList(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func wrapMarkErr(id int64, err error) error {

@@ -283,6 +283,27 @@ func (h *WriteHandle) onAddResponse(s send, err error) {
 	h.signal()
 }
 
+// ackSpreadLocked reports whether pa's acknowledgements span the domains
+// an enforcing rack- or region-aware policy requires: min(MinDomains, Qa,
+// domains of its write set). BookKeeper's enforceMinNumFaultDomainsForWrite:
+// with E=Qw=3, Qa=2 over 2 remaining regions, two acks from one region do
+// not acknowledge the entry; the writer waits for the other region.
+func (h *WriteHandle) ackSpreadLocked(pa *pendingAdd) bool {
+	sp, ok := h.c.cfg.Placement.(*SpreadPlacement)
+	if !ok || !sp.Enforce || sp.MinDomains <= 1 {
+		return true
+	}
+	acked, all := map[string]bool{}, map[string]bool{}
+	for k, b := range pa.sentTo {
+		d := sp.Key(h.c.reg.info(b))
+		all[d] = true
+		if pa.acked[k] {
+			acked[d] = true
+		}
+	}
+	return len(acked) >= min(sp.MinDomains, h.a, len(all))
+}
+
 func (h *WriteHandle) isPendingLocked(pa *pendingAdd) bool {
 	return len(h.mu.pending) > 0 && pa.entryID >= h.mu.pending[0].entryID
 }
@@ -293,7 +314,7 @@ func (h *WriteHandle) drainLocked() {
 	if h.mu.changing {
 		return
 	}
-	for len(h.mu.pending) > 0 && h.mu.pending[0].ackCount >= h.a {
+	for len(h.mu.pending) > 0 && h.mu.pending[0].ackCount >= h.a && h.ackSpreadLocked(h.mu.pending[0]) {
 		pa := h.mu.pending[0]
 		h.mu.pending = h.mu.pending[1:]
 		h.mu.lac, h.mu.lacLength = pa.entryID, pa.length
@@ -440,7 +461,7 @@ func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed 
 	for {
 		ens := slices.Clone(md.last().Bookies)
 		for _, f := range failed {
-			b, err := h.c.cfg.Placement.Replace(h.c.bookies(), ens, f.pos, h.w, exclude)
+			b, err := h.c.cfg.Placement.Replace(candidates(h.c.bookies(), groupsOf(md), h.e+len(failed)), ens, f.pos, h.w, exclude)
 			if err != nil {
 				return nil, 0, fmt.Errorf("ledger %d: replace bookie %s: %w", h.id, f.bookie, err)
 			}

@@ -61,8 +61,45 @@ type Config struct {
 	FailureBackoff, FailureBackoffMax time.Duration
 	// Password of every ledger (managedLedgerPassword; default empty).
 	Password []byte
+	// LedgerPolicy, if set, is asked before each ledger (data or cursor)
+	// of the named managed ledger is created, and for the mark-delete
+	// rate when it opens: a namespace's persistence policies and bookie
+	// affinity groups. Zero fields keep the defaults above; an error keeps
+	// them too (and is logged).
+	LedgerPolicy func(ctx context.Context, name string) (LedgerPolicy, error)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// LedgerPolicy overrides the factory's ledger settings for one managed
+// ledger (Pulsar's PersistencePolicies and BookieAffinityGroupData).
+type LedgerPolicy struct {
+	EnsembleSize, WriteQuorum, AckQuorum int
+	BookieGroups                         []string
+	// MarkDeleteRate (managedLedgerMaxMarkDeleteRate) replaces
+	// Config.MarkDeleteRate when positive; it is read when the managed
+	// ledger opens (a topic load), as Pulsar does.
+	MarkDeleteRate float64
+}
+
+// ledgerOptions are the create options of ml's next ledger: the
+// factory's settings, overridden by Config.LedgerPolicy.
+func (c Config) ledgerOptions(ctx context.Context, name string, custom map[string][]byte) ledger.CreateOptions {
+	o := ledger.CreateOptions{EnsembleSize: c.EnsembleSize, WriteQuorumSize: c.WriteQuorum, AckQuorumSize: c.AckQuorum,
+		Password: c.Password, Custom: custom}
+	if c.LedgerPolicy == nil {
+		return o
+	}
+	p, err := c.LedgerPolicy(ctx, name)
+	if err != nil {
+		c.Logger.Warn("managed ledger policy unavailable; creating the ledger with the broker's defaults", "managed_ledger", name, "err", err)
+		return o
+	}
+	if p.EnsembleSize > 0 && p.WriteQuorum > 0 && p.AckQuorum > 0 {
+		o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize = p.EnsembleSize, p.WriteQuorum, p.AckQuorum
+	}
+	o.BookieGroups = p.BookieGroups
+	return o
 }
 
 func (c Config) withDefaults() Config {

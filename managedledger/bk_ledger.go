@@ -92,6 +92,11 @@ type queuedAdd struct {
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {
 	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1)}
+	if f.cfg.LedgerPolicy != nil {
+		if p, err := f.cfg.LedgerPolicy(ctx, name); err == nil && p.MarkDeleteRate > 0 {
+			ml.cfg.MarkDeleteRate = p.MarkDeleteRate
+		}
+	}
 	ml.mu.cursors = map[string]*bkCursor{}
 	ml.mu.nonDurable = map[*bkCursor]struct{}{}
 	ml.mu.retention = f.cfg.Retention
@@ -184,9 +189,8 @@ func (ml *bkLedger) recoverLast(ctx context.Context, md *mlMetadata) error {
 // startLedger creates the next ledger and stores the ledger list with it
 // (CAS: a version conflict means another owner took over).
 func (ml *bkLedger) startLedger(ctx context.Context) error {
-	w, err := ml.cfg.Ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: ml.cfg.EnsembleSize,
-		WriteQuorumSize: ml.cfg.WriteQuorum, AckQuorumSize: ml.cfg.AckQuorum, Password: ml.cfg.Password,
-		Custom: map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}})
+	w, err := ml.cfg.Ledgers.Create(ctx, ml.cfg.ledgerOptions(ctx, ml.name,
+		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}))
 	if err != nil {
 		return fmt.Errorf("managedledger %s: create ledger: %w", ml.name, err)
 	}

@@ -405,9 +405,8 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 		}
 		// Write failed: continue in a new cursor ledger.
 	}
-	w, err := ml.cfg.Ledgers.Create(ctx, ledger.CreateOptions{EnsembleSize: ml.cfg.EnsembleSize,
-		WriteQuorumSize: ml.cfg.WriteQuorum, AckQuorumSize: ml.cfg.AckQuorum, Password: ml.cfg.Password,
-		Custom: map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "pulsar/cursor": []byte(c.name)}})
+	w, err := ml.cfg.Ledgers.Create(ctx, ml.cfg.ledgerOptions(ctx, ml.name,
+		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "pulsar/cursor": []byte(c.name)}))
 	if err != nil {
 		return fmt.Errorf("%s: cursor %s: create cursor ledger: %w", ml.name, c.name, err)
 	}

@@ -99,6 +99,13 @@ type BrokerStats interface {
 type Bookies interface {
 	// Bookies lists the registered bookies, sorted by id.
 	Bookies(ctx context.Context) ([]BookieInfo, error)
+	// RacksInfo is the bookie rack map (group -> bookie -> rack).
+	RacksInfo(ctx context.Context) (BookiesRackConfiguration, error)
+	// SetBookieRack places bookie in group (removing it from any other).
+	SetBookieRack(ctx context.Context, bookie, group string, info BookieRackInfo) error
+	// DeleteBookieRack removes bookie from the map; ErrNotFound (wrapped)
+	// if the map does not name it.
+	DeleteBookieRack(ctx context.Context, bookie string) error
 }
 
 // DynamicConfig serves /admin/v2/brokers/configuration: the broker keeps

@@ -23,7 +23,8 @@
 //	GET                 /admin/v2/namespaces/{tenant}/{namespace}/bundles
 //	GET POST DELETE     .../retention, .../messageTTL, .../deduplication,
 //	                    .../autoTopicCreation, .../maxProducersPerTopic,
-//	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer
+//	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer,
+//	                    .../persistence, .../persistence/bookieAffinity
 //	GET                 .../backlogQuotaMap
 //	POST DELETE         .../backlogQuota                (?backlogQuotaType=)
 //	GET POST            .../replication
@@ -54,6 +55,8 @@
 //	GET                 /admin/v2/broker-stats/load-report, /topics, /metrics, /mbeans
 //	PUT                 /admin/v2/namespaces/{tenant}/{namespace}/unload, .../{bundle}/unload, .../{bundle}/split
 //	GET                 /admin/v2/bookies/all
+//	GET                 /admin/v2/bookies/racks-info
+//	GET POST DELETE     /admin/v2/bookies/racks-info/{bookie}
 //	GET                 /admin/v2/brokers/configuration[/values, /runtime], /brokers/internal-configuration
 //	POST                /admin/v2/brokers/configuration/{key}/{value}
 //	DELETE              /admin/v2/brokers/configuration/{key}

@@ -76,6 +76,18 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies, v resources.RetentionPolicies) { p.RetentionPolicies = &v }))
 	mux.HandleFunc("DELETE "+ns+"retention", a.updater(func(_ *http.Request, p *resources.Policies) error { p.RetentionPolicies = nil; return nil }))
 
+	mux.HandleFunc("GET "+ns+"persistence", a.getter(func(p *resources.Policies) any { return opt(p.Persistence) }))
+	mux.HandleFunc("POST "+ns+"persistence", setter(a, "persistence",
+		func(p *resources.Policies, v resources.PersistencePolicies) { p.Persistence = &v }))
+	mux.HandleFunc("DELETE "+ns+"persistence", a.updater(func(_ *http.Request, p *resources.Policies) error { p.Persistence = nil; return nil }))
+	mux.HandleFunc("GET "+ns+"persistence/bookieAffinity", a.getter(func(p *resources.Policies) any { return opt(p.BookieAffinityGroup) }))
+	mux.HandleFunc("POST "+ns+"persistence/bookieAffinity", setter(a, "bookieAffinityGroup",
+		func(p *resources.Policies, v resources.BookieAffinityGroupData) { p.BookieAffinityGroup = &v }))
+	mux.HandleFunc("DELETE "+ns+"persistence/bookieAffinity", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.BookieAffinityGroup = nil
+		return nil
+	}))
+
 	mux.HandleFunc("GET "+ns+"autoTopicCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoTopicCreationOverride) }))
 	mux.HandleFunc("POST "+ns+"autoTopicCreation", setter(a, "autoTopicCreationOverride",
 		func(p *resources.Policies, v resources.AutoTopicCreationOverride) { p.AutoTopicCreationOverride = &v }))

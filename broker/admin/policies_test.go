@@ -222,3 +222,42 @@ func TestSchemaPolicies(t *testing.T) {
 		t.Fatalf("policies = %+v", p)
 	}
 }
+
+// TestPersistenceAndBookieAffinity: a namespace's persistence policies and
+// bookie affinity groups, as pulsaradmin sets and reads them (Pulsar's
+// JSON members "persistence" and "bookieAffinityGroup").
+func TestPersistenceAndBookieAffinity(t *testing.T) {
+	e, _ := nsEnv(t)
+	ns := e.pa.Namespaces()
+	if got, err := ns.GetPersistence("t/ns"); err != nil || got != nil {
+		t.Fatalf("unset persistence = %+v, %v", got, err)
+	}
+	e.ok(ns.SetPersistence("t/ns", utils.NewPersistencePolicies(3, 3, 2, 5)))
+	got, err := ns.GetPersistence("t/ns")
+	if err != nil || *got != utils.NewPersistencePolicies(3, 3, 2, 5) {
+		t.Fatalf("GetPersistence = %+v, %v", got, err)
+	}
+	e.status(ns.SetPersistence("t/ns", utils.NewPersistencePolicies(2, 3, 2, 0)), 400, "Bookkeeper Ensemble (2) >= WriteQuorum (3)")
+	e.status(ns.SetPersistence("t/ns", utils.NewPersistencePolicies(3, 3, 0, 0)), 400, "AckQuorum (0) >= 1")
+	e.want("GET", "/admin/v2/namespaces/t/ns/persistence", "", 200, `"bookkeeperAckQuorum":2`)
+	e.ok(ns.RemovePersistence("t/ns"))
+	if got, _ := ns.GetPersistence("t/ns"); got != nil {
+		t.Fatalf("after remove: %+v", got)
+	}
+
+	if got, err := ns.GetBookieAffinityGroup("t/ns"); err != nil || got != nil {
+		t.Fatalf("unset affinity = %+v, %v", got, err)
+	}
+	e.ok(ns.SetBookieAffinityGroup("t/ns", utils.BookieAffinityGroupData{BookkeeperAffinityGroupPrimary: "eu",
+		BookkeeperAffinityGroupSecondary: "us"}))
+	g, err := ns.GetBookieAffinityGroup("t/ns")
+	if err != nil || g.BookkeeperAffinityGroupPrimary != "eu" || g.BookkeeperAffinityGroupSecondary != "us" {
+		t.Fatalf("GetBookieAffinityGroup = %+v, %v", g, err)
+	}
+	e.want("GET", "/admin/v2/namespaces/t/ns", "", 200, `"bookieAffinityGroup":{"bookkeeperAffinityGroupPrimary":"eu"`)
+	e.status(ns.SetBookieAffinityGroup("t/ns", utils.BookieAffinityGroupData{}), 400, "bookkeeperAffinityGroupPrimary: is required")
+	e.ok(ns.DeleteBookieAffinityGroup("t/ns"))
+	if g, _ := ns.GetBookieAffinityGroup("t/ns"); g != nil {
+		t.Fatalf("after delete: %+v", g)
+	}
+}

@@ -215,6 +215,17 @@ type BookiesClusterInfo struct {
 	Bookies []BookieInfo `json:"bookies"`
 }
 
+// BookiesRackConfiguration is Pulsar's BookiesRackConfiguration: group ->
+// bookie ("host:port") -> where it stands.
+type BookiesRackConfiguration map[string]map[string]BookieRackInfo
+
+// BookieRackInfo is Pulsar's BookieInfo of the rack map: a network
+// location "/region/rack" (or "/rack") and an optional host name.
+type BookieRackInfo struct {
+	Rack     string `json:"rack"`
+	Hostname string `json:"hostname,omitempty"`
+}
+
 // BookieInfo is Pulsar's RawBookieInfo (bookieId) with the bookie's mode
 // added.
 type BookieInfo struct {

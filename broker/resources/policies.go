@@ -126,6 +126,25 @@ type RetentionPolicies struct {
 	RetentionSizeInMB      int64 `json:"retentionSizeInMB"`
 }
 
+// PersistencePolicies is Pulsar's PersistencePolicies: the ensemble, write
+// and ack quorums of the namespace's topics' ledgers and the cursors'
+// mark-delete rate limit (per second). A stretched cluster sets E=3,
+// Qw=3, Qa=2 with region-aware placement (docs/sync-geo-replication.md).
+type PersistencePolicies struct {
+	BookkeeperEnsemble             int     `json:"bookkeeperEnsemble"`
+	BookkeeperWriteQuorum          int     `json:"bookkeeperWriteQuorum"`
+	BookkeeperAckQuorum            int     `json:"bookkeeperAckQuorum"`
+	ManagedLedgerMaxMarkDeleteRate float64 `json:"managedLedgerMaxMarkDeleteRate"`
+}
+
+// BookieAffinityGroupData is Pulsar's BookieAffinityGroupData: the groups
+// of the bookie rack map whose bookies the namespace's ledgers are placed
+// on (the secondary when the primary has too few).
+type BookieAffinityGroupData struct {
+	BookkeeperAffinityGroupPrimary   string `json:"bookkeeperAffinityGroupPrimary"`
+	BookkeeperAffinityGroupSecondary string `json:"bookkeeperAffinityGroupSecondary,omitempty"`
+}
+
 // Topic types of AutoTopicCreationOverride.
 const (
 	TopicTypePartitioned    = "partitioned"
@@ -163,6 +182,8 @@ type Policies struct {
 	AutoTopicCreationOverride *AutoTopicCreationOverride `json:"autoTopicCreationOverride,omitempty"`
 	MessageTTLInSeconds       *int                       `json:"message_ttl_in_seconds,omitempty"`
 	RetentionPolicies         *RetentionPolicies         `json:"retention_policies,omitempty"`
+	Persistence               *PersistencePolicies       `json:"persistence,omitempty"`
+	BookieAffinityGroup       *BookieAffinityGroupData   `json:"bookieAffinityGroup,omitempty"`
 	Deleted                   bool                       `json:"deleted"`
 	EncryptionRequired        bool                       `json:"encryption_required"`
 	SubscriptionAuthMode      string                     `json:"subscription_auth_mode"`

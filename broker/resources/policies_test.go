@@ -44,7 +44,8 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"max_unacked_messages_per_consumer", *p.MaxUnackedMessagesPerConsumer == 50000},
 		{"schema_compatibility_strategy", p.SchemaCompatibilityStrategy == "BACKWARD"},
 		{"is_allow_auto_update_schema", p.IsAllowAutoUpdateSchema != nil && !*p.IsAllowAutoUpdateSchema},
-		{"extra", len(p.Extra) == 10 && string(p.Extra["properties"]) != ""},
+		{"persistence", p.Persistence != nil && p.Persistence.BookkeeperEnsemble > 0},
+		{"extra", len(p.Extra) == 9 && string(p.Extra["properties"]) != ""},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -19,7 +19,7 @@ const MaxPartitions = 10000
 func (p *Policies) Validate() error {
 	checks := []func() error{
 		p.validateClusters, p.validateAuth, p.validateBundles, p.validateBacklogQuotas,
-		p.validateRetention, p.validateLimits, p.validateAutoTopicCreation, p.validateEnums,
+		p.validateRetention, p.validateLimits, p.validateAutoTopicCreation, p.validateEnums, p.validatePersistence,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -225,6 +225,25 @@ func (p *Policies) validateEnums() error {
 	}
 	if p.SubscriptionAuthMode != SubscriptionAuthModeNone && p.SubscriptionAuthMode != "Prefix" {
 		return invalidf("subscription_auth_mode", "unknown mode %q, want None or Prefix", p.SubscriptionAuthMode)
+	}
+	return nil
+}
+
+// validatePersistence is Pulsar's rule: E >= Qw >= Qa >= 1 (Pulsar
+// answers 412 for it; a FieldError here is 400), a mark-delete rate of 0
+// or more; an affinity group names its primary.
+func (p *Policies) validatePersistence() error {
+	if q := p.Persistence; q != nil {
+		if !(q.BookkeeperEnsemble >= q.BookkeeperWriteQuorum && q.BookkeeperWriteQuorum >= q.BookkeeperAckQuorum && q.BookkeeperAckQuorum >= 1) {
+			return invalidf("persistence", "Bookkeeper Ensemble (%d) >= WriteQuorum (%d) >= AckQuorum (%d) >= 1 must hold",
+				q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum)
+		}
+		if q.ManagedLedgerMaxMarkDeleteRate < 0 {
+			return invalidf("persistence.managedLedgerMaxMarkDeleteRate", "must be >= 0, got %g", q.ManagedLedgerMaxMarkDeleteRate)
+		}
+	}
+	if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary == "" {
+		return invalidf("bookieAffinityGroup.bookkeeperAffinityGroupPrimary", "is required")
 	}
 	return nil
 }

@@ -4,7 +4,8 @@ package main
 // topics), their bundles (bundles, unload, split-bundle) and policies
 // (retention, message TTL, backlog quotas, deduplication, replication
 // clusters, permissions, producer and consumer limits, schema
-// compatibility), with pulsar-admin's names and value formats.
+// compatibility, persistence and bookie affinity: admin_persistence.go),
+// with pulsar-admin's names and value formats.
 
 import (
 	"flag"
@@ -103,6 +104,7 @@ func namespaceCmds() []adminCmd {
 	cmds = append(cmds, retentionCmds()...)
 	cmds = append(cmds, backlogQuotaCmds()...)
 	cmds = append(cmds, accessCmds()...)
+	cmds = append(cmds, persistenceCmds()...)
 	return append(cmds, limitCmds()...)
 }
 

@@ -58,10 +58,11 @@ type bookieFlags struct {
 	openLedgerGrace                 time.Duration
 	storage                         storageSettings
 	tls                             bookieTLSSettings
+	placement                       placementSettings // the auditor's and replication worker's
 }
 
 func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Logger) (bookieFlags, error) {
-	var f bookieFlags
+	f := bookieFlags{placement: defaultPlacementSettings()}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file with BookKeeper's key=value names (bk_server.conf)")
@@ -74,8 +75,8 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	fs.IntVar(&f.bookiePort, "bookie-port", 3181, "bookiePort: the bookie protocol, plaintext (-1, or empty in the file: off)")
 	f.tls.register(fs)
 	fs.IntVar(&f.httpPort, "http-port", 8000, "httpServerPort: /metrics, /debug/pprof, /api/v1/bookie/*")
-	fs.StringVar(&f.rack, "rack", "", "rack of this bookie, for rack-aware placement")
-	fs.StringVar(&f.region, "region", "", "region of this bookie, for region-aware placement")
+	fs.StringVar(&f.rack, "rack", "", "rack of this bookie, for rack-aware placement (the rack map, set-bookie-rack, wins)")
+	fs.StringVar(&f.region, "region", "", "region of this bookie, for region-aware placement (the rack map, set-bookie-rack, wins)")
 	fs.StringVar(&f.ioBackend, "io-backend", engine.BackendAuto, "ioBackend: auto, uring or std")
 	fs.Float64Var(&f.diskThreshold, "disk-usage-threshold", 0.95, "diskUsageThreshold: a journal or ledger directory fuller than this makes the bookie read-only")
 	fs.Float64Var(&f.diskWarn, "disk-usage-warn-threshold", 0.90, "diskUsageWarnThreshold: a directory fuller than this is logged")
@@ -182,6 +183,9 @@ func (f *bookieFlags) confKeys() map[string]confSetter {
 		keys[k] = v
 	}
 	f.tls.addConfKeys(keys)
+	for k, v := range f.placement.bookieKeys() {
+		keys[k] = v
+	}
 	return keys
 }
 
@@ -376,7 +380,8 @@ func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log
 	if err != nil {
 		return fmt.Errorf("clientTrustStore (the bookie's ledger client): %w", err)
 	}
-	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, MaxFrameSize: f.maxFrameSize, BookieTLS: clientTLS, Logger: log})
+	cl, err := ledger.New(ctx, ledger.Config{Store: rb.store, MaxFrameSize: f.maxFrameSize, BookieTLS: clientTLS,
+		Placement: f.placement.policy(log), Logger: log})
 	if err != nil {
 		return fmt.Errorf("ledger client for garbage collection and re-replication: %w", err)
 	}

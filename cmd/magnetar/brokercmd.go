@@ -34,15 +34,17 @@ type brokerFlags struct {
 	reportEvery   time.Duration
 	lb            ownership.LoadBalancerConfig
 	brokerSettings
-	security securitySettings
-	bkTLS    bookkeeperTLSSettings // TLS to the bookies
+	security  securitySettings
+	bkTLS     bookkeeperTLSSettings // TLS to the bookies
+	placement placementSettings
 }
 
 const defaultBrokerConf = "conf/broker.conf"
 
 func parseBrokerFlags(args []string, stderr io.Writer, log *slog.Logger) (brokerFlags, error) {
-	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), bkTLS: defaultBookkeeperTLSSettings(), lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
-		ensemble: 2, writeQuorum: 2, ackQuorum: 2}
+	f := brokerFlags{brokerSettings: defaultBrokerSettings(), security: defaultSecuritySettings(), bkTLS: defaultBookkeeperTLSSettings(),
+		lb: ownership.DefaultLoadBalancerConfig(), sessionTimout: 30 * time.Second,
+		ensemble: 2, writeQuorum: 2, ackQuorum: 2, placement: defaultPlacementSettings()}
 	fs := flag.NewFlagSet("magnetar broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file in Pulsar's key=value format (default "+defaultBrokerConf+" if present)")
@@ -99,8 +101,14 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 	} {
 		setters[k] = v
 	}
+	for k, v := range f.placement.brokerKeys() {
+		setters[k] = v
+	}
 	if err := applyConf(conf, setters, byFlag, log, path); err != nil {
 		return err
+	}
+	if err := f.placement.validate(); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	return f.brokerSettings.validate(path)
 }
@@ -170,24 +178,26 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
-	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS, Logger: log})
+	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS,
+		Placement: f.placement.policy(log), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer ledgers.Close()
-	mlCfg := f.managedLedgerConfig(log)
-	mlCfg.Store, mlCfg.Ledgers = store, ledgers
-	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
-	mls, err := managedledger.NewBKFactory(mlCfg)
-	if err != nil {
-		return err
-	}
-	brokerAddr := f.brokerAddr()
 	res, err := resources.New(ctx, configStore, resources.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer res.Close()
+	mlCfg := f.managedLedgerConfig(log)
+	mlCfg.Store, mlCfg.Ledgers = store, ledgers
+	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
+	mlCfg.LedgerPolicy = namespaceLedgerPolicy(res)
+	mls, err := managedledger.NewBKFactory(mlCfg)
+	if err != nil {
+		return err
+	}
+	brokerAddr := f.brokerAddr()
 	bcfg, err := f.brokerConfig(f.cluster, brokerAddr, configStore, res, log)
 	if err != nil {
 		return err

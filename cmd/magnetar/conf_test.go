@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 func writeConf(t *testing.T, text string) string {
@@ -77,6 +79,18 @@ func TestBrokerConfigFileShipped(t *testing.T) {
 		!strings.Contains(err.Error(), "metadataStoreUrl") {
 		t.Fatalf("missing metadata store: %v", err)
 	}
+	if !f.placement.rackAware || f.placement.regionAware || f.placement.minRacks != 2 || f.placement.enforce {
+		t.Fatalf("conf/broker.conf placement: %+v, want Pulsar's defaults", f.placement)
+	}
+	geo := writeConf(t, "bookkeeperClientRegionawarePolicyEnabled=true\nbookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n"+
+		"bookkeeperClientMinNumRacksPerWriteQuorum=3\n")
+	g, err := parseBrokerFlags([]string{"--config", geo, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log)
+	if err != nil || !g.placement.regionAware || !g.placement.enforce || g.placement.minRacks != 3 {
+		t.Fatalf("placement keys: %+v, %v", g.placement, err)
+	}
+	if sp, ok := g.placement.policy(log).(*ledger.SpreadPlacement); !ok || sp.Kind != "region" || sp.MinDomains != 3 || !sp.Enforce {
+		t.Fatalf("region-aware keys built %#v", g.placement.policy(log))
+	}
 	// A bad quorum is refused.
 	p := writeConf(t, "managedLedgerDefaultEnsembleSize=2\nmanagedLedgerDefaultWriteQuorum=3\n")
 	if _, err := parseBrokerFlags([]string{"--config", p, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err == nil {
@@ -96,6 +110,9 @@ func TestBookieAndProxyConfigFilesShipped(t *testing.T) {
 	if bk.metadataURL != "zk:zk1:2181,zk2:2181,zk3:2181/magnetar" || bk.journalDirs != "/mnt/journal/magnetar" ||
 		bk.ledgerDirs != "/mnt/data1/magnetar,/mnt/data2/magnetar" || bk.diskThreshold != 0.95 {
 		t.Fatalf("conf/bookkeeper.conf applied wrongly: %+v", bk)
+	}
+	if !bk.placement.rackAware || bk.placement.regionAware || bk.placement.minRacks != 2 {
+		t.Fatalf("conf/bookkeeper.conf placement: %+v", bk.placement)
 	}
 	px, err := parseProxyFlags([]string{"--config", "../../conf/proxy.conf"}, io.Discard, log)
 	if err != nil {
