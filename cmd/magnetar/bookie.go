@@ -66,7 +66,7 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "configuration file with BookKeeper's key=value names (bk_server.conf)")
-	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataServiceUri: zk:host:2181[,host:2181][/chroot] or local:/dir (required)")
+	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataServiceUri: zk:host:2181[,host:2181][/chroot], etcd:http://host:2379[/prefix] (also as metadata-store:etcd:...) or local:/dir (required)")
 	fs.StringVar(&f.journalDirs, "journal-dirs", "data/bookie/journal", "journalDirectories: comma-separated, one per journal disk")
 	fs.StringVar(&f.ledgerDirs, "ledger-dirs", "data/bookie/ledgers", "ledgerDirectories: comma-separated, one per ledger disk")
 	fs.StringVar(&f.bindAddr, "bind-address", "0.0.0.0", "listeningInterface address")
@@ -119,11 +119,24 @@ func parseBookieFlags(name string, args []string, stderr io.Writer, log *slog.Lo
 	if f.metadataURL == "" {
 		return f, errors.New("--metadata-store (metadataServiceUri) is required: zk:host:2181/chroot, etcd:http://host:2379/prefix, or local:/dir for a single-process test")
 	}
-	f.metadataURL = strings.Replace(f.metadataURL, "zk://", "zk:", 1)
+	f.metadataURL = bookieMetadataURL(f.metadataURL)
 	if f.bookieID == "" {
 		f.bookieID = net.JoinHostPort(f.advertised, strconv.Itoa(f.publicPort()))
 	}
 	return f, nil
+}
+
+// bookieMetadataURL turns the forms of metadataServiceUri that
+// bookkeeper.conf files carry into a metadata.Open URL: Pulsar's driver
+// prefix (metadata-store:etcd:http://..., the documented way to run bookies
+// on etcd) and BookKeeper's zk://host:2181/path. What follows the prefix is
+// the URL brokers take as metadataStoreUrl.
+func bookieMetadataURL(uri string) string {
+	uri = strings.TrimPrefix(uri, "metadata-store:")
+	if rest, ok := strings.CutPrefix(uri, "zk://"); ok {
+		return "zk:" + rest
+	}
+	return uri
 }
 
 // publicPort names the bookie by default: its plaintext port, or its TLS

@@ -132,7 +132,7 @@ func shellLedgers(st entrylog.Storage, stdout io.Writer, asJSON bool) error {
 func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger) error {
 	fl := flag.NewFlagSet("magnetar bookie shell list-bookies", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	url := fl.String("metadata-store", "", "zk:host:2181/chroot or etcd:http://host:2379/prefix (required)")
+	url := fl.String("metadata-store", "", "the bookies' metadataServiceUri: zk:host:2181/chroot or etcd:http://host:2379/prefix (required)")
 	asJSON := fl.Bool("json", false, "JSON output")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -142,7 +142,7 @@ func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := metadata.Open(ctx, *url, metadata.Options{Logger: log})
+	store, err := metadata.Open(ctx, bookieMetadataURL(*url), metadata.Options{Logger: log})
 	if err != nil {
 		return err
 	}

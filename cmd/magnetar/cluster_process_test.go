@@ -1,8 +1,10 @@
 package main
 
-// A cluster of real processes: ZooKeeper, 3 bookies, 3 brokers, and a
-// client process producing and consuming through one service URL while a
-// broker is killed with SIGKILL and a fourth one joins.
+// A cluster of real processes: a metadata store (ZooKeeper here, etcd in
+// cluster_etcd_test.go), 3 bookies, brokers, and a client process
+// producing and consuming through one service URL while a broker is killed
+// with SIGKILL and a fourth one joins. startProcessCluster starts the
+// cluster on the stores it is given; both tests use it.
 
 import (
 	"context"
@@ -33,11 +35,12 @@ type brokerNode struct {
 	web, bin int
 }
 
-func startBrokerNode(t *testing.T, conf string) *brokerNode {
+// startBrokerNode starts a broker process with conf and extra flags.
+func startBrokerNode(t *testing.T, conf string, extra ...string) *brokerNode {
 	t.Helper()
 	web, bin := freePort(t), freePort(t)
-	p := startMagnetarProcess(t, "broker", nil, "--config", conf, "--bind-address", "127.0.0.1",
-		"--advertised-address", "127.0.0.1", "--broker-port", strconv.Itoa(bin), "--web-port", strconv.Itoa(web))
+	p := startMagnetarProcess(t, "broker", nil, append([]string{"--config", conf, "--bind-address", "127.0.0.1",
+		"--advertised-address", "127.0.0.1", "--broker-port", strconv.Itoa(bin), "--web-port", strconv.Itoa(web)}, extra...)...)
 	return &brokerNode{proc: p, id: "127.0.0.1:" + strconv.Itoa(web), web: web, bin: bin}
 }
 
@@ -56,73 +59,161 @@ func (n *brokerNode) ownedBundles(t *testing.T) int {
 	return len(owned)
 }
 
-func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
+// clusterStores name a process cluster's metadata stores.
+type clusterStores struct {
+	metadata      string // the brokers' metadataStoreUrl
+	configuration string // configurationMetadataStoreUrl
+	bookies       string // the bookies' metadataServiceUri (the metadata store, in a form bookies take)
+}
+
+// processCluster is cluster c1 of real processes: 3 bookies and brokers
+// on the stores given, and a client workload producing and consuming
+// through the first broker.
+type processCluster struct {
+	stores  clusterStores
+	dir     string
+	brConf  string
+	brokers []*brokerNode
+	status  string // the workload's acknowledged counts per topic
+	results string // the workload's results, written when it stops
+	client  *bookieProcess
+}
+
+// startProcessCluster initialises c1 in the configuration store, starts
+// 3 bookies and n brokers (metadata sessions of 4 s, ensembles of 2, load
+// shedding every 3 s) and waits until all are ready.
+func startProcessCluster(t *testing.T, stores clusterStores, n int) *processCluster {
+	t.Helper()
 	skipProcessesIfShort(t)
-	zk := zktest.StartForTest(t, 1)
-	conn := zk.Connection + "/c1"
-	dir := t.TempDir()
+	c := &processCluster{stores: stores, dir: t.TempDir()}
 	var out strings.Builder
-	if rc := run([]string{"initialize-cluster-metadata", "--cluster", "c1", "--metadata-store", conn,
+	if rc := run([]string{"initialize-cluster-metadata", "--cluster", "c1", "--metadata-store", stores.metadata,
+		"--configuration-metadata-store", stores.configuration,
 		"--web-service-url", "http://127.0.0.1:1", "--broker-service-url", "pulsar://127.0.0.1:1"}, &out, &out); rc != 0 {
 		t.Fatalf("initialize-cluster-metadata: %d %s", rc, out.String())
 	}
-	bkConf := filepath.Join(dir, "bk_server.conf")
-	writeFile(t, bkConf, "zkTimeout=4000\n")
+	bkConf := filepath.Join(c.dir, "bk_server.conf")
+	writeFile(t, bkConf, "metadataServiceUri="+stores.bookies+"\nzkTimeout=4000\n")
+	var bookies []*bookieProcess
 	for i := range 3 {
-		d := filepath.Join(dir, fmt.Sprintf("bk%d", i))
-		startBookieProcess(t, "--config", bkConf, "--metadata-store", conn, "--journal-dirs", d+"/journal",
+		d := filepath.Join(c.dir, fmt.Sprintf("bk%d", i))
+		bookies = append(bookies, startBookieProcess(t, "--config", bkConf, "--journal-dirs", d+"/journal",
 			"--ledger-dirs", d+"/ledgers", "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
-			"--bookie-port", strconv.Itoa(freePort(t)), "--http-port", strconv.Itoa(freePort(t)), "--io-backend", "std").waitReady(t)
+			"--bookie-port", strconv.Itoa(freePort(t)), "--http-port", strconv.Itoa(freePort(t)), "--io-backend", "std"))
 	}
-	brConf := filepath.Join(dir, "broker.conf")
-	writeFile(t, brConf, strings.Join([]string{"clusterName=c1", "metadataStoreUrl=" + conn,
+	c.brConf = filepath.Join(c.dir, "broker.conf")
+	writeFile(t, c.brConf, strings.Join([]string{"clusterName=c1",
 		"metadataStoreSessionTimeoutMillis=4000", "managedLedgerDefaultEnsembleSize=2",
 		"managedLedgerDefaultWriteQuorum=2", "managedLedgerDefaultAckQuorum=2",
 		"loadBalancerReportUpdateMinIntervalMillis=300", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.05", "loadBalancerSheddingGracePeriodMinutes=0.2",
 		"loadBalancerAutoBundleSplitEnabled=false", ""}, "\n"))
-	var brokers []*brokerNode
-	for range 3 {
-		brokers = append(brokers, startBrokerNode(t, brConf))
-	}
 	keepLogsOnFailure(t, func() map[string]string {
 		logs := map[string]string{}
-		for _, b := range brokers {
+		for i, b := range bookies {
+			logs[fmt.Sprintf("bookie-%d", i)] = b.out.String()
+		}
+		for _, b := range c.brokers {
 			logs["broker-"+b.id] = b.proc.out.String()
+		}
+		if c.client != nil {
+			logs["client"] = c.client.out.String()
 		}
 		return logs
 	})
-	for _, b := range brokers {
+	for _, b := range bookies {
+		b.waitReady(t)
+	}
+	for range n {
+		c.brokers = append(c.brokers, startBrokerNode(t, c.brConf, c.brokerFlags()...))
+	}
+	for _, b := range c.brokers {
 		b.proc.waitReady(t)
 	}
-	status := filepath.Join(dir, "client-status.json")
-	results := filepath.Join(dir, "client-results.json")
-	client := startClientWorkload(t, dir, fmt.Sprintf("pulsar://127.0.0.1:%d", brokers[0].bin), status, results, 12)
-	keepLogsOnFailure(t, func() map[string]string { return map[string]string{"client": client.out.String()} })
-	waitProgress(t, status, client, 5)
-	spread := 0
-	for _, b := range brokers {
+	return c
+}
+
+// brokerFlags name the stores on the command line (they win over the
+// configuration file's metadataStoreUrl and configurationMetadataStoreUrl).
+func (c *processCluster) brokerFlags() []string {
+	return []string{"--metadata-store", c.stores.metadata, "--configuration-metadata-store", c.stores.configuration}
+}
+
+// addBroker starts one more broker and waits until it is ready.
+func (c *processCluster) addBroker(t *testing.T) *brokerNode {
+	t.Helper()
+	b := startBrokerNode(t, c.brConf, c.brokerFlags()...)
+	c.brokers = append(c.brokers, b)
+	b.proc.waitReady(t)
+	return b
+}
+
+// startWorkload starts the client workload on topics topics, through the
+// first broker's address, and waits until every topic made progress.
+func (c *processCluster) startWorkload(t *testing.T, topics int) {
+	t.Helper()
+	c.status = filepath.Join(c.dir, "client-status.json")
+	c.results = filepath.Join(c.dir, "client-results.json")
+	c.client = startClientWorkload(t, c.dir, fmt.Sprintf("pulsar://127.0.0.1:%d", c.brokers[0].bin), c.status, c.results, topics)
+	c.waitProgress(t, 5)
+}
+
+// waitProgress waits until every topic's acknowledged count grew by n.
+func (c *processCluster) waitProgress(t *testing.T, n int) {
+	t.Helper()
+	waitProgress(t, c.status, c.client, n)
+}
+
+// serving counts the brokers that own bundles.
+func (c *processCluster) serving(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, b := range c.brokers {
 		if b.ownedBundles(t) > 0 {
-			spread++
+			n++
 		}
 	}
-	if spread < 2 {
+	return n
+}
+
+// stopWorkload stops the client, checks that every acknowledged message
+// was received in order, and that no process reported a data race.
+func (c *processCluster) stopWorkload(t *testing.T) {
+	t.Helper()
+	_ = c.client.cmd.Process.Signal(syscall.SIGTERM)
+	if err := c.client.wait(); err != nil {
+		t.Fatalf("client workload: %v\n%s", err, c.client.out.String())
+	}
+	checkWorkloadResults(t, c.results)
+	checkClientRaces(t, c.dir)
+	for _, b := range c.brokers {
+		if strings.Contains(b.proc.out.String(), "DATA RACE") {
+			t.Fatalf("broker %s reported a data race:\n%s", b.id, b.proc.out.String())
+		}
+	}
+}
+
+func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
+	skipProcessesIfShort(t)
+	zk := zktest.StartForTest(t, 1)
+	conn := zk.Connection + "/c1"
+	c := startProcessCluster(t, clusterStores{metadata: conn, configuration: conn, bookies: conn}, 3)
+	c.startWorkload(t, 12)
+	if spread := c.serving(t); spread < 2 {
 		t.Fatalf("the 4 bundles of public/default are served by %d of 3 brokers", spread)
 	}
 	// Kill a broker that serves topics (not the one the client bootstraps
 	// through: that address is its service URL).
-	victim := brokers[1]
+	victim := c.brokers[1]
 	if victim.ownedBundles(t) == 0 {
-		victim = brokers[2]
+		victim = c.brokers[2]
 	}
 	victim.proc.kill()
 	killed := time.Now()
-	waitProgress(t, status, client, 10)
+	c.waitProgress(t, 10)
 	t.Logf("every topic made progress again %.1f s after the kill -9 (session timeout 4 s)", time.Since(killed).Seconds())
 	// A new broker receives bundles through load shedding.
-	joined := startBrokerNode(t, brConf)
-	brokers = append(brokers, joined)
-	joined.proc.waitReady(t)
+	joined := c.addBroker(t)
 	deadline := time.Now().Add(60 * time.Second)
 	for joined.ownedBundles(t) <= 0 {
 		if time.Now().After(deadline) {
@@ -130,18 +221,8 @@ func TestClusterOfProcessesSurvivesBrokerKill9(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	waitProgress(t, status, client, 5)
-	_ = client.cmd.Process.Signal(syscall.SIGTERM)
-	if err := client.wait(); err != nil {
-		t.Fatalf("client workload: %v\n%s", err, client.out.String())
-	}
-	checkWorkloadResults(t, results)
-	checkClientRaces(t, dir)
-	for _, b := range brokers {
-		if strings.Contains(b.proc.out.String(), "DATA RACE") {
-			t.Fatalf("broker %s reported a data race:\n%s", b.id, b.proc.out.String())
-		}
-	}
+	c.waitProgress(t, 5)
+	c.stopWorkload(t)
 }
 
 // keepLogsOnFailure writes the processes' logs to a directory that

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func writeConf(t *testing.T, text string) string {
@@ -123,5 +124,35 @@ func TestBookieAndProxyConfigFilesShipped(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "unknown") || strings.Contains(logs.String(), "not used") {
 		t.Fatalf("shipped configuration files have keys we do not use: %s", logs.String())
+	}
+}
+
+// metadataServiceUri takes the forms Pulsar's bookkeeper.conf uses: a
+// metadata URL as brokers take it, BookKeeper's zk:// form, and Pulsar's
+// metadata-store: driver prefix, the documented way to put bookies on etcd
+// (metadataServiceUri=metadata-store:etcd:http://...).
+func TestBookieMetadataServiceURIForms(t *testing.T) {
+	dir := t.TempDir()
+	for uri, want := range map[string]string{
+		"zk:zk1:2181/m":                             "zk:zk1:2181/m",
+		"zk://zk1:2181/m":                           "zk:zk1:2181/m",
+		"etcd:http://e1:2379,http://e2:2379/m":      "etcd:http://e1:2379,http://e2:2379/m",
+		"metadata-store:etcd:http://e1:2379/m":      "etcd:http://e1:2379/m",
+		"metadata-store:zk:zk1:2181,zk2:2181/m":     "zk:zk1:2181,zk2:2181/m",
+		"metadata-store:local:" + dir + "/metadata": "local:" + dir + "/metadata",
+	} {
+		path := filepath.Join(dir, "bk.conf")
+		writeFile(t, path, "metadataServiceUri="+uri+"\n")
+		f, err := parseBookieFlags("magnetar bookie", []string{"--config", path}, io.Discard, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Errorf("%s: %v", uri, err)
+			continue
+		}
+		if f.metadataURL != want {
+			t.Errorf("%s: metadata URL %q, want %q", uri, f.metadataURL, want)
+		}
+		if _, err := metadata.ParseTarget(f.metadataURL); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
 	}
 }

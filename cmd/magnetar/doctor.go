@@ -37,7 +37,7 @@ func parseDoctorFlags(args []string, stderr io.Writer) (doctorFlags, error) {
 	fs.StringVar(&f.config, "config", "", "a bookkeeper.conf, standalone.conf or broker.conf to take the directories and metadata store from")
 	fs.StringVar(&f.journalDirs, "journal-dirs", "", "journalDirectories: comma-separated")
 	fs.StringVar(&f.ledgerDirs, "ledger-dirs", "", "ledgerDirectories: comma-separated")
-	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataServiceUri / metadataStoreUrl to connect to (zk:... or local:...; empty: not checked)")
+	fs.StringVar(&f.metadataURL, "metadata-store", "", "metadataServiceUri / metadataStoreUrl to connect to (zk:..., etcd:... or local:...; empty: not checked)")
 	fs.Float64Var(&f.threshold, "disk-usage-threshold", 0.95, "diskUsageThreshold: past it a bookie turns read-only")
 	fs.DurationVar(&f.diskTest, "disk-test", 2*time.Second, "how long to measure each journal device's sync latency (0: skip)")
 	fs.StringVar(&f.output, "output", "text", "text or json")
@@ -144,12 +144,13 @@ func probeIOUring() error {
 // checkMetadata connects to the metadata store and lists its root.
 func checkMetadata(url string) preflight.Finding {
 	const name = "metadata store"
+	url = bookieMetadataURL(url) // a bookkeeper.conf's metadataServiceUri forms, too
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store, err := metadata.Open(ctx, url, metadata.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return preflight.Finding{Check: name, Status: preflight.Fail, Detail: fmt.Sprintf("%s: %v", url, err),
-			Advice: "check the address and that ZooKeeper answers from this host (nc -z host 2181); a bookie or broker cannot start without it"}
+			Advice: "check the address and that ZooKeeper or etcd answers from this host (nc -z host 2181, or 2379); a bookie or broker cannot start without it"}
 	}
 	defer store.Close()
 	if _, err := store.Children(ctx, "/"); err != nil {

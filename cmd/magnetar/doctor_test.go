@@ -47,3 +47,16 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("ledgers on tmpfs: exit %d\n%s", code, out.String())
 	}
 }
+
+// A bookkeeper.conf's metadataServiceUri in Pulsar's metadata-store: form
+// is checked as the bookie would open it.
+func TestDoctorTakesBookieMetadataServiceURI(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "bookkeeper.conf")
+	writeFile(t, conf, "metadataServiceUri=metadata-store:local:"+filepath.Join(dir, "md")+"\n")
+	var out, errOut bytes.Buffer
+	run([]string{"doctor", "--config", conf, "--disk-test", "0"}, &out, &errOut)
+	if !strings.Contains(out.String(), "metadata store: local:"+filepath.Join(dir, "md")+": connected") {
+		t.Fatalf("metadata-store:local: not checked as local:\n%s%s", out.String(), errOut.String())
+	}
+}

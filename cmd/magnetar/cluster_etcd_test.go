@@ -1,0 +1,122 @@
+package main
+
+// A cluster of real processes with every store on etcd: the cluster store
+// and the configuration store (two prefixes of one etcd server), bookies
+// registered there, brokers, and a client workload through a namespace
+// unload and the kill -9 of a broker.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/bookie/registry"
+	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/metadata/etcdtest"
+)
+
+// TestClusterOfProcessesOnEtcd: 3 bookies (metadataServiceUri=
+// metadata-store:etcd:...), 2 brokers (--metadata-store etcd:...
+// --configuration-metadata-store etcd:...), 8 topics produced and
+// consumed. A namespace unload moves every bundle; then the broker the
+// client does not bootstrap through is killed with SIGKILL, its lease
+// expires and the other takes its bundles. Every acknowledged message is
+// received, in order, and each store holds only its own part.
+func TestClusterOfProcessesOnEtcd(t *testing.T) {
+	skipProcessesIfShort(t)
+	etcd := etcdtest.StartForTest(t, 1, "")
+	meta, config := etcd.Connection+"/c1", etcd.Connection+"/global"
+	c := startProcessCluster(t, clusterStores{metadata: meta, configuration: config, bookies: "metadata-store:" + meta}, 2)
+	c.startWorkload(t, 8)
+	checkEtcdStores(t, meta, config)
+
+	// Unload through the second broker's admin API: every bundle is
+	// released and assigned again while the workload runs.
+	before := c.bundlesUnloaded()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+c.brokers[1].id+"/admin/v2/namespaces/public/default/unload", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("unload: %s", resp.Status)
+	}
+	unloaded := time.Now()
+	if n := c.bundlesUnloaded() - before; n < 4 {
+		t.Fatalf("the unload released %d bundles, want all 4", n)
+	}
+	c.waitProgress(t, 5)
+	t.Logf("every topic made progress again %.1f s after the unload", time.Since(unloaded).Seconds())
+
+	// Kill the broker the client does not bootstrap through, once it serves
+	// bundles (its address is not in the service URL).
+	victim := c.brokers[1]
+	deadline := time.Now().Add(30 * time.Second)
+	for victim.ownedBundles(t) <= 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second broker owns no bundle 30 s after the unload")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	victim.proc.kill()
+	killed := time.Now()
+	c.waitProgress(t, 10)
+	t.Logf("every topic made progress again %.1f s after the kill -9 (lease TTL 4 s)", time.Since(killed).Seconds())
+	if n := c.brokers[0].ownedBundles(t); n != 4 {
+		t.Fatalf("the surviving broker owns %d bundles, want all 4", n)
+	}
+	c.stopWorkload(t)
+}
+
+// checkEtcdStores checks that the cluster store holds the bookies, the
+// brokers and the topics' managed ledgers, and the configuration store the
+// cluster and the namespace, each only its own part.
+func checkEtcdStores(t *testing.T, meta, config string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(url string) metadata.Store {
+		s, err := metadata.Open(ctx, url, metadata.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	ms, cs := open(meta), open(config)
+	if list, err := registry.Bookies(ctx, ms); err != nil || len(list) != 3 {
+		t.Fatalf("bookies registered in %s: %+v %v", meta, list, err)
+	}
+	for _, c := range []struct {
+		url   string
+		store metadata.Store
+		want  map[string]int // path: children
+	}{
+		{meta, ms, map[string]int{"/loadbalance/brokers": 2, "/managed-ledgers/public/default/persistent": 8, "/admin/clusters": 0}},
+		{config, cs, map[string]int{"/admin/clusters": 1, "/admin/policies/public": 1, "/loadbalance/brokers": 0, "/ledgers/available": 0}},
+	} {
+		for path, n := range c.want {
+			children, err := c.store.Children(ctx, path)
+			if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+				t.Fatalf("%s %s: %v", c.url, path, err)
+			}
+			if len(children) != n {
+				t.Errorf("%s %s holds %d children %v, want %d", c.url, path, len(children), children, n)
+			}
+		}
+	}
+}
+
+// bundlesUnloaded counts the bundles the brokers released so far, from
+// their logs.
+func (c *processCluster) bundlesUnloaded() int {
+	n := 0
+	for _, b := range c.brokers {
+		n += strings.Count(b.proc.out.String(), "msg=\"bundle unloaded\"")
+	}
+	return n
+}
