@@ -156,8 +156,9 @@ perf-managedledger: build
 ## bench-report: the benchmark suite, side by side with the machine's limits
 ## and NATS JetStream, in one run: writes benchmarks/report/REPORT.md, its
 ## charts and results.json (about 10 minutes on 2 cores; data under ./.perf;
-## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS='--duration 60s')
-bench-report: build zookeeper nats
+## BENCH_FLAGS passes flags, e.g. BENCH_FLAGS='--duration 60s', or
+## BENCH_FLAGS='--only tls,proxy,metadata,geo' for some sections)
+bench-report: build zookeeper etcd nats
 	$(GO) build -o bin/natsperf ./benchmarks/natsperf
 	$(GO) run ./benchmarks/benchreport --magnetar $(BIN) --natsperf bin/natsperf --nats-server bin/nats-server \
 		--work $(PERF_DIR)/bench $(BENCH_FLAGS)

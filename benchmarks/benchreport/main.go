@@ -17,7 +17,30 @@
 //     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
 //   - NATS JetStream with file storage, its default sync and with
 //     sync_interval: always: maximum 1 KiB async publish, and latency at the
-//     same rate as Magnetar's 50% point.
+//     same rate as Magnetar's 50% point;
+//   - tls (tls.go): one durable standalone with brokerServicePortTls and a
+//     throwaway CA and 127.0.0.1 certificate made at run time; the 1 KiB
+//     maximum over pulsar:// and pulsar+ssl://, alternated twice; the
+//     target compares the medians (TLS at least 0.8 x plaintext);
+//   - proxy (proxy.go): a durable standalone and a `magnetar proxy` child
+//     process in front of it; the 1 KiB maximum direct and through the
+//     proxy, alternated twice, then e2e at 50% of the direct maximum each
+//     way; the proxy's CPU (/proc/<pid>/stat) per GiB it forwarded (its
+//     pulsar_proxy_binary_bytes); targets 0.9 x direct and at most 1 ms
+//     added publish p99;
+//   - metadata (metastore.go): create, CAS put, get and children through
+//     metadata.Open on local, ZooKeeper and etcd (one real server each, by
+//     scripts/zookeeper.sh and scripts/etcd.sh), 16 at once, with HDR
+//     latencies; then a standalone on each backend as its metadata store:
+//     the time to create producers on 1,000 new topics, and on the same
+//     topics again after their namespace was unloaded;
+//   - geo (geo.go): two durable standalones (clusters bench-a, bench-b)
+//     replicating namespace geo/rep; a producer in A at --geo-rate, a
+//     consumer in B; replication throughput and latency (send time in A
+//     to receipt in B).
+//
+// --only selects sections (machine, standalone, cluster, nats, tls,
+// proxy, metadata, geo), e.g. --only tls,proxy,metadata,geo.
 //
 // Every client run is `magnetar perf produce|e2e --json` (the official Go
 // client) or benchmarks/natsperf, so both systems are measured by the same
@@ -34,6 +57,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,6 +77,14 @@ type options struct {
 	topics     []int
 	cluster    bool
 	quick      bool
+	// only are the sections to run (sectionNames); all when --only is
+	// not given.
+	only map[string]bool
+	// geoRate is the geo-replication section's publish rate (msg/s).
+	geoRate float64
+	// metaOps is the metadata section's operations per kind and backend;
+	// metaTopics its topic count for the topic load time.
+	metaOps, metaTopics int
 }
 
 func main() {
@@ -82,7 +115,11 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.backlogMB, "backlog-mb", 1024, "catch-up backlog in MiB")
 	topics := fs.String("topics", "1000,10000", "topic counts of the many-topics runs (one producer each)")
 	fs.BoolVar(&o.cluster, "cluster", true, "also run the 3-bookie cluster (needs ZooKeeper: scripts/zookeeper.sh install)")
-	fs.BoolVar(&o.quick, "quick", false, "smoke run: 3 s windows, 64 MiB backlog, 100 and 500 topics")
+	fs.BoolVar(&o.quick, "quick", false, "smoke run: 3 s windows, 64 MiB backlog, 100 and 500 topics, 2,000 metadata operations")
+	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(sectionNames, ","))
+	fs.Float64Var(&o.geoRate, "geo-rate", 10000, "geo-replication section: 1 KiB messages/s published into cluster A")
+	fs.IntVar(&o.metaOps, "metadata-ops", 20000, "metadata section: operations of each kind on each backend")
+	fs.IntVar(&o.metaTopics, "metadata-topics", 1000, "metadata section: topics whose load time is measured on each backend")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -93,11 +130,15 @@ func parseOptions(args []string) (options, error) {
 	if o.topics, err = parseInts(*topics); err != nil {
 		return o, fmt.Errorf("--topics: %w", err)
 	}
+	if o.only, err = parseSections(*only); err != nil {
+		return o, fmt.Errorf("--only: %w", err)
+	}
 	if o.quick {
 		o.duration, o.warmup, o.backlogMB, o.topics = 3*time.Second, time.Second, 64, []int{100, 500}
+		o.metaOps = min(o.metaOps, 2000)
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.backlogMB <= 0 {
-		return o, fmt.Errorf("--duration and --backlog-mb must be positive, --warmup not negative")
+	if o.duration <= 0 || o.warmup < 0 || o.backlogMB <= 0 || o.geoRate <= 0 || o.metaOps <= 0 || o.metaTopics <= 0 {
+		return o, fmt.Errorf("--duration, --backlog-mb, --geo-rate, --metadata-ops and --metadata-topics must be positive, --warmup not negative")
 	}
 	for _, p := range []*string{&o.magnetar, &o.out, &o.work, &o.config} {
 		if *p, err = filepath.Abs(*p); err != nil {
@@ -108,6 +149,26 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("--magnetar: %w (build it with make build)", err)
 	}
 	return o, nil
+}
+
+// sectionNames are the parts of a report, in the order they run.
+var sectionNames = []string{"machine", "standalone", "cluster", "nats", "tls", "proxy", "metadata", "geo"}
+
+// parseSections reads --only: known section names, comma-separated; empty
+// selects every section.
+func parseSections(s string) (map[string]bool, error) {
+	only := map[string]bool{}
+	names := splitComma(s)
+	if len(names) == 0 {
+		names = sectionNames
+	}
+	for _, n := range names {
+		if !slices.Contains(sectionNames, n) {
+			return nil, fmt.Errorf("unknown section %q (want some of %s)", n, strings.Join(sectionNames, ","))
+		}
+		only[n] = true
+	}
+	return only, nil
 }
 
 func parseInts(s string) ([]int, error) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ func writeReport(w io.Writer, res *Results, charts []chartFile) {
 	writeCatchUp(w, res)
 	writeTopics(w, res)
 	writeMemory(w, res)
+	writeTLS(w, res)
+	writeProxy(w, res)
+	writeMetadata(w, res)
+	writeGeo(w, res)
 	if len(charts) > 0 {
 		fmt.Fprintf(w, "## Charts\n\n")
 		for _, c := range charts {
@@ -50,6 +55,10 @@ func writeMachine(w io.Writer, res *Results) {
 	m, d := res.Machine, res.Disk
 	fmt.Fprintf(w, "## The machine\n\n| | |\n|---|---|\n")
 	fmt.Fprintf(w, "| CPU | %d × %s |\n| memory | %d MiB |\n| kernel, Go | %s, %s |\n", m.CPUs, m.CPUModel, m.MemMiB, m.Kernel, m.Go)
+	if d.GroupBytes == 0 { // the machine section was not selected
+		fmt.Fprintln(w)
+		return
+	}
 	fmt.Fprintf(w, "| write + datasync, %d KiB blocks (the journal's group size), %s | %.0f MiB/s |\n", d.GroupBytes>>10, d.SyncBackend, d.SyncMiBPerSec)
 	fmt.Fprintf(w, "| one 4 KiB append + datasync | p50 %s, p99 %s |\n", us(d.SyncP50Micros), us(d.SyncP99Micros))
 	fmt.Fprintf(w, "| cold sequential read | %.0f MiB/s |\n| loopback TCP, one connection | %.0f MiB/s |\n\n", d.ColdReadMiBSec, res.Loopback)
@@ -94,7 +103,7 @@ func targetRows(res *Results) []targetRow {
 		rows = append(rows, targetRow{name: fmt.Sprintf("durable 1 KiB publish ≥ %.1f × NATS JetStream default (not fsynced) async publish", targetVsNATS),
 			measured: fmt.Sprintf("%.0f vs %.0f msg/s", max1k.Report.PublishPS, res.NATS.Default.Report.PublishPS),
 			ratio:    fmt.Sprintf("%.2f", ratio), met: ratio >= targetVsNATS, ran: true, why: throughputWhy(res, max1k)})
-	} else {
+	} else if len(res.Sections) == 0 || slices.Contains(res.Sections, "standalone") || slices.Contains(res.Sections, "nats") {
 		rows = append(rows, targetRow{name: "durable 1 KiB publish vs NATS JetStream default"})
 	}
 	if max1k != nil && res.Disk.SyncMiBPerSec > 0 {
@@ -127,7 +136,56 @@ func targetRows(res *Results) []targetRow {
 				ratio:    fmt.Sprintf("%.2f", d.dep.PeakRSSMiB/limit), met: d.dep.PeakRSSMiB <= limit, ran: true})
 		}
 	}
+	return append(rows, sectionTargetRows(res)...)
+}
+
+// sectionTargetRows are the targets of the TLS and proxy sections (rows
+// "not measured" when the section was selected and did not finish).
+func sectionTargetRows(res *Results) []targetRow {
+	var rows []targetRow
+	selected := func(name string) bool { return slices.Contains(res.Sections, name) }
+	tlsName := fmt.Sprintf("TLS 1 KiB publish ≥ %.1f × plaintext (medians, same standalone)", targetTLSvsPlain)
+	if plain, tls := medianPS(res.TLS.Plain), medianPS(res.TLS.TLS); plain > 0 && tls > 0 {
+		ratio := tls / plain
+		rows = append(rows, targetRow{name: tlsName, measured: fmt.Sprintf("%.0f vs %.0f msg/s", tls, plain),
+			ratio: fmt.Sprintf("%.2f", ratio), met: ratio >= targetTLSvsPlain, ran: true,
+			why: fmt.Sprintf("the server used %.2f cores on average over TLS and %.2f in plaintext: encryption shares the machine's %d cores "+
+				"with the broker and the client.", meanCores(res.TLS.TLS), meanCores(res.TLS.Plain), res.Machine.CPUs)})
+	} else if selected("tls") {
+		rows = append(rows, targetRow{name: tlsName})
+	}
+	p := res.Proxy
+	thrName := fmt.Sprintf("1 KiB publish through one proxy ≥ %.1f × direct (medians)", targetProxyVsDirect)
+	if direct, proxied := medianPS(p.DirectMax), medianPS(p.ProxyMax); direct > 0 && proxied > 0 {
+		ratio := proxied / direct
+		rows = append(rows, targetRow{name: thrName, measured: fmt.Sprintf("%.0f vs %.0f msg/s", proxied, direct),
+			ratio: fmt.Sprintf("%.2f", ratio), met: ratio >= targetProxyVsDirect, ran: true,
+			why: fmt.Sprintf("the proxy used %.1f CPU seconds per GiB it forwarded, on the 2 cores the broker and the client share.", p.CPUPerGiB())})
+	} else if selected("proxy") {
+		rows = append(rows, targetRow{name: thrName})
+	}
+	addName := fmt.Sprintf("publish p99 added by the proxy at 50%% of the direct maximum ≤ %.0f ms", targetProxyAddedP99Ms)
+	if p.DirectFixed != nil && p.ProxyFixed != nil && p.DirectFixed.Report.PublishLatency != nil && p.ProxyFixed.Report.PublishLatency != nil {
+		direct, proxied := p.DirectFixed.Report.PublishLatency.P99, p.ProxyFixed.Report.PublishLatency.P99
+		added := float64(proxied-direct) / 1000
+		rows = append(rows, targetRow{name: addName, measured: fmt.Sprintf("p99 %s vs %s direct: %+.2f ms", us(proxied), us(direct), added),
+			ratio: fmt.Sprintf("%.2f", added/targetProxyAddedP99Ms), met: added <= targetProxyAddedP99Ms, ran: true})
+	} else if selected("proxy") {
+		rows = append(rows, targetRow{name: addName})
+	}
 	return rows
+}
+
+// meanCores is the servers' average CPU use over runs.
+func meanCores(runs []Run) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, r := range runs {
+		sum += r.ServerCores
+	}
+	return sum / float64(len(runs))
 }
 
 func latencyTarget(name string, l *perfkit.Latency, limitMs float64) targetRow {
@@ -172,6 +230,9 @@ func cpuWhy(run *Run, cpus int) string {
 }
 
 func writeMax(w io.Writer, res *Results) {
+	if len(res.Standalone.Max)+len(res.Cluster.Max)+len(res.Memory.Max) == 0 && res.NATS.Default == nil && res.NATS.Always == nil {
+		return
+	}
 	fmt.Fprintf(w, "## Maximum durable publish throughput (unthrottled, 1 topic, 1 producer, batching on, %d messages in flight)\n\n"+
 		"| system | size | msg/s | MiB/s | publish p50 | p99 | p99.9 | max | server cores | errors |\n|---|---|---|---|---|---|---|---|---|---|\n", maxWindow)
 	row := func(name string, run *Run) {
@@ -201,6 +262,9 @@ func writeMax(w io.Writer, res *Results) {
 }
 
 func writeFixed(w io.Writer, res *Results) {
+	if len(res.Standalone.Fixed)+len(res.Cluster.Fixed)+len(res.Memory.Fixed) == 0 && res.NATS.DefaultFixed == nil {
+		return
+	}
 	fmt.Fprintf(w, "## Latency at fixed rates (1 KiB, producer and consumer in one process)\n\n"+
 		"| system | rate | achieved | publish p50 | p95 | p99 | p99.9 | max | e2e p50 | p99 | p99.9 | max | lost |\n"+
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -255,6 +319,9 @@ func writeTopics(w io.Writer, res *Results) {
 }
 
 func writeMemory(w io.Writer, res *Results) {
+	if !res.Standalone.Ran && !res.Cluster.Ran {
+		return
+	}
 	fmt.Fprintf(w, "## Memory\n\n| deployment | peak RSS of its server processes | configured caches |\n|---|---|---|\n")
 	for _, d := range []struct {
 		name string
@@ -279,7 +346,13 @@ func writeNotes(w io.Writer, res *Results) {
 	} else if res.NATS.Server != "" {
 		notes = append(notes, "NATS server: "+res.NATS.Server+"; file storage, one stream, replicas 1.")
 	}
-	notes = append(notes, "Standalone: "+res.Standalone.Setup+".",
+	if res.Standalone.Ran {
+		notes = append(notes, "Standalone: "+res.Standalone.Setup+".")
+	}
+	if len(res.Sections) > 0 && len(res.Sections) < len(sectionNames) {
+		notes = append(notes, "Sections run (--only): "+strings.Join(res.Sections, ", ")+".")
+	}
+	notes = append(notes,
 		"Everything (servers and clients) shares this machine's cores: client CPU is part of every result.")
 	fmt.Fprintf(w, "## Notes\n\n")
 	for _, n := range notes {

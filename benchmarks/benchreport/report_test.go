@@ -123,3 +123,159 @@ func TestParseOptionsRejectsBadValues(t *testing.T) {
 		}
 	}
 }
+
+// sectionResults adds the TLS, proxy, metadata and geo sections to the
+// sample results.
+func sectionResults() *Results {
+	res := sampleResults()
+	res.Sections = sectionNames
+	res.TLS = TLSResult{Ran: true, Setup: "tls setup",
+		Plain: []Run{sampleRun("p1", 1024, 0, 100000, 40000), sampleRun("p2", 1024, 0, 90000, 40000)},
+		TLS:   []Run{sampleRun("t1", 1024, 0, 80000, 40000), sampleRun("t2", 1024, 0, 70000, 40000)}}
+	directFixed, proxyFixed := sampleRun("df", 1024, 50000, 50000, 3000), sampleRun("pf", 1024, 50000, 50000, 3500)
+	res.Proxy = ProxyResult{Ran: true, Setup: "proxy setup",
+		DirectMax:   []Run{sampleRun("d1", 1024, 0, 100000, 40000), sampleRun("d2", 1024, 0, 100000, 40000)},
+		ProxyMax:    []Run{sampleRun("x1", 1024, 0, 95000, 40000), sampleRun("x2", 1024, 0, 93000, 40000)},
+		DirectFixed: &directFixed, ProxyFixed: &proxyFixed, ProxyCPUSeconds: 6, ProxyBytes: 2 << 30}
+	ops := []MetaOp{{Op: "create", Count: 1000, PerSec: 5000, Latency: perfkit.Latency{P50: 900, P99: 4000}},
+		{Op: "cas-put", Count: 1000, PerSec: 6000}, {Op: "get", Count: 1000, PerSec: 40000}, {Op: "children", Count: 1000, PerSec: 20000}}
+	res.Metadata = MetadataResult{Ran: true, Concurrency: 16, ValueBytes: 128, Backends: []MetaBackend{
+		{Name: "local", Ops: ops, Topics: 1000, CreateSeconds: 2, ReloadSeconds: 1},
+		{Name: "zookeeper", Ops: ops, Topics: 1000, TopicsSkipped: "broker failed\nto start"},
+		{Name: "etcd", Skipped: "etcd did not start"}}}
+	prod, cons := sampleRun("geo a", 1024, 10000, 10000, 5000), sampleRun("geo b", 1024, 0, 0, 8000)
+	cons.Report.ConsumePS, cons.Report.ConsumeMiB = 9990, 9.76
+	res.Geo = GeoResult{Ran: true, Setup: "geo setup", Producer: &prod, Consumer: &cons}
+	return res
+}
+
+// TestSectionTargets: the TLS and proxy targets follow from the medians
+// and the fixed-rate p99s.
+func TestSectionTargets(t *testing.T) {
+	rows := sectionTargetRows(sectionResults())
+	want := []struct {
+		key, ratio string
+		met        bool
+	}{
+		{"TLS", "0.79", false},               // median 75000 / 95000
+		{"through one proxy", "0.94", true},  // 94000 / 100000
+		{"added by the proxy", "0.50", true}, // 3.5 ms - 3 ms over 1 ms
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows: %+v", len(rows), rows)
+	}
+	for i, w := range want {
+		r := rows[i]
+		if !strings.Contains(r.name, w.key) || r.ratio != w.ratio || r.met != w.met || !r.ran {
+			t.Errorf("row %d %q: ratio %s met %v ran %v, want %s %s %v", i, r.name, r.ratio, r.met, r.ran, w.key, w.ratio, w.met)
+		}
+	}
+	// Selected but not measured: the rows say so.
+	res := sampleResults()
+	res.Sections = []string{"tls", "proxy"}
+	rows = sectionTargetRows(res)
+	if len(rows) != 3 || rows[0].ran || rows[1].ran || rows[2].ran {
+		t.Fatalf("unmeasured rows: %+v", rows)
+	}
+	// Not selected: no rows.
+	res.Sections = []string{"metadata"}
+	if rows := sectionTargetRows(res); len(rows) != 0 {
+		t.Fatalf("rows for unselected sections: %+v", rows)
+	}
+}
+
+// TestSectionsReport: each section prints its tables and numbers; a
+// report of only these sections leaves out the standalone's tables.
+func TestSectionsReport(t *testing.T) {
+	var md strings.Builder
+	writeReport(&md, sectionResults(), nil)
+	out := md.String()
+	for _, want := range []string{
+		"## TLS: 1 KiB publish over pulsar+ssl:// vs pulsar://", "| TLS | 2 | 70000 |", "TLS at **0.79 ×** plaintext",
+		"## Proxy: 1 KiB through one magnetar proxy", "| proxy | 1 | 95000 |", "**0.94 ×** direct", "| proxy | 50000 | 50000 | 875 µs | 3.50 ms |",
+		"**3.0 CPU seconds per GiB**",
+		"## Metadata backends", "| local | create | 1000 | 5000 | 900 µs | 4.00 ms |", "| zookeeper | children |",
+		"| etcd | - | - | - | - | - | - | - | not measured: etcd did not start |",
+		"| local | 1000 | 2.00 s | 500 | 1.00 s | 1000 |", "| zookeeper | 1000 | not measured: broker failed to start |",
+		"## Geo-replication", "| 10000 | 10000 msg/s | 5.00 ms | 9990 msg/s | 9.8 | 2.00 ms | 8.00 ms |",
+		"TLS 1 KiB publish ≥ 0.8 × plaintext (medians, same standalone) missed:*",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	only := sectionResults()
+	only.Sections = []string{"tls", "proxy", "metadata", "geo"}
+	only.Standalone, only.Memory, only.NATS, only.Disk = Deployment{}, Deployment{}, NATS{}, Disk{}
+	md.Reset()
+	writeReport(&md, only, nil)
+	out = md.String()
+	for _, absent := range []string{"Maximum durable publish", "Latency at fixed rates", "## Memory", "write + datasync", "NATS JetStream default"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("report of the issue sections has %q", absent)
+		}
+	}
+	if !strings.Contains(out, "Sections run (--only): tls, proxy, metadata, geo.") {
+		t.Errorf("report does not say which sections ran")
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := "# HELP pulsar_proxy_binary_bytes bytes\n# TYPE pulsar_proxy_binary_bytes counter\n" +
+		"pulsar_proxy_binary_bytes 1.5e+06\npulsar_proxy_binary_bytes_in 7\n" +
+		"pulsar_proxy_binary_bytes_total{dir=\"a b\"} 2 1700000000\n"
+	v, err := metricValue(strings.NewReader(text), "pulsar_proxy_binary_bytes")
+	if err != nil || v != 1.5e6+2 {
+		t.Fatalf("%v %v", v, err)
+	}
+	if _, err := metricValue(strings.NewReader(text), "pulsar_proxy_missing"); err == nil {
+		t.Fatal("a missing metric read as 0")
+	}
+}
+
+func TestMedianPS(t *testing.T) {
+	runs := func(ps ...float64) []Run {
+		var out []Run
+		for _, p := range ps {
+			out = append(out, Run{Report: perfclient.Report{PublishPS: p}})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		runs []Run
+		want float64
+	}{{nil, 0}, {runs(5), 5}, {runs(9, 1), 5}, {runs(9, 1, 4), 4}} {
+		if got := medianPS(c.runs); got != c.want {
+			t.Errorf("%v: %v, want %v", c.runs, got, c.want)
+		}
+	}
+}
+
+// TestMetaOps runs the metadata load on the in-memory store.
+func TestMetaOps(t *testing.T) {
+	ops, err := metaOps(t.Context(), "memory:", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != len(metaOpKinds) {
+		t.Fatalf("%+v", ops)
+	}
+	for i, o := range ops {
+		if o.Op != metaOpKinds[i] || o.Count != 300 || o.Errors != 0 || o.PerSec <= 0 || o.Latency.Max <= 0 {
+			t.Errorf("%+v", o)
+		}
+	}
+}
+
+func TestParseSections(t *testing.T) {
+	only, err := parseSections("tls, geo")
+	if err != nil || len(only) != 2 || !only["tls"] || !only["geo"] {
+		t.Fatalf("%v %v", only, err)
+	}
+	if all, err := parseSections(""); err != nil || len(all) != len(sectionNames) {
+		t.Fatalf("%v %v", all, err)
+	}
+	if _, err := parseSections("tls,bogus"); err == nil {
+		t.Fatal("unknown section accepted")
+	}
+}

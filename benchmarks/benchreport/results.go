@@ -1,8 +1,10 @@
 package main
 
 import (
+	"slices"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
 )
 
@@ -21,7 +23,92 @@ type Results struct {
 	Memory  Deployment `json:"memoryStorage"`
 	Cluster Deployment `json:"cluster"`
 	NATS    NATS       `json:"nats"`
-	Notes   []string   `json:"notes,omitempty"`
+
+	// The sections of the security, proxy, etcd and geo-replication
+	// issues.
+	TLS      TLSResult      `json:"tls"`
+	Proxy    ProxyResult    `json:"proxy"`
+	Metadata MetadataResult `json:"metadata"`
+	Geo      GeoResult      `json:"geo"`
+
+	Sections []string `json:"sections"` // what ran (--only)
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// TLSResult is the 1 KiB maximum over one standalone's plaintext and TLS
+// ports, runs alternated.
+type TLSResult struct {
+	Ran     bool   `json:"ran"`
+	Setup   string `json:"setup"`
+	Plain   []Run  `json:"plaintext"`
+	TLS     []Run  `json:"tls"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// ProxyResult is the 1 KiB maximum and fixed-rate latency direct to a
+// standalone and through one magnetar proxy in front of it.
+type ProxyResult struct {
+	Ran         bool   `json:"ran"`
+	Setup       string `json:"setup"`
+	DirectMax   []Run  `json:"directMax"`
+	ProxyMax    []Run  `json:"proxyMax"`
+	DirectFixed *Run   `json:"directFixed"` // e2e at 50% of the direct maximum's median
+	ProxyFixed  *Run   `json:"proxyFixed"`
+	// ProxyCPUSeconds and ProxyBytes are the proxy's CPU time and the
+	// bytes it piped (both ways) over every run through it.
+	ProxyCPUSeconds float64 `json:"proxyCpuSeconds"`
+	ProxyBytes      float64 `json:"proxyBytes"`
+	Skipped         string  `json:"skipped,omitempty"`
+}
+
+// CPUPerGiB is the proxy's CPU seconds per GiB it forwarded.
+func (p ProxyResult) CPUPerGiB() float64 {
+	if p.ProxyBytes <= 0 {
+		return 0
+	}
+	return p.ProxyCPUSeconds / (p.ProxyBytes / (1 << 30))
+}
+
+// MetadataResult is the metadata store load on each backend.
+type MetadataResult struct {
+	Ran         bool          `json:"ran"`
+	Concurrency int           `json:"concurrency"`
+	ValueBytes  int           `json:"valueBytes"`
+	Backends    []MetaBackend `json:"backends"`
+	Skipped     string        `json:"skipped,omitempty"`
+}
+
+// MetaBackend is one backend's operations and topic load times.
+type MetaBackend struct {
+	Name string   `json:"name"` // local, zookeeper, etcd
+	URL  string   `json:"url"`
+	Ops  []MetaOp `json:"ops"`
+	// Topics were created (a producer each) in CreateSeconds, and loaded
+	// again after their namespace was unloaded in ReloadSeconds.
+	Topics        int     `json:"topics"`
+	CreateSeconds float64 `json:"topicCreateSeconds"`
+	ReloadSeconds float64 `json:"topicReloadSeconds"`
+	TopicsSkipped string  `json:"topicsSkipped,omitempty"`
+	Skipped       string  `json:"skipped,omitempty"`
+}
+
+// MetaOp is one kind of metadata operation at a fixed concurrency.
+type MetaOp struct {
+	Op      string          `json:"op"` // create, cas-put, get, children
+	Count   int64           `json:"count"`
+	Errors  int64           `json:"errors"`
+	PerSec  float64         `json:"perSec"`
+	Latency perfkit.Latency `json:"latencyUs"`
+}
+
+// GeoResult is replication between two standalones: a producer on A at a
+// fixed rate, a consumer of the replicated topic on B.
+type GeoResult struct {
+	Ran      bool   `json:"ran"`
+	Setup    string `json:"setup"`
+	Producer *Run   `json:"producer"` // on A
+	Consumer *Run   `json:"consumer"` // on B: its e2e latency is the replication latency
+	Skipped  string `json:"skipped,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -94,4 +181,22 @@ func (d Deployment) fixedAt(pct int) *Run {
 		}
 	}
 	return nil
+}
+
+// medianPS is the median publish rate of runs (the mean of the middle two
+// for an even count), 0 with none.
+func medianPS(runs []Run) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	ps := make([]float64, len(runs))
+	for i, r := range runs {
+		ps[i] = r.Report.PublishPS
+	}
+	slices.Sort(ps)
+	n := len(ps)
+	if n%2 == 1 {
+		return ps[n/2]
+	}
+	return (ps[n/2-1] + ps[n/2]) / 2
 }

@@ -16,7 +16,8 @@ import (
 // is still worth having. The standalone part is required.
 func run(ctx context.Context, o options) error {
 	r := &runner{o: o, res: &Results{Started: time.Now().UTC(), Machine: describeMachine(),
-		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v", o.duration, o.warmup, o.backlogMB, o.topics)}}
+		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v, metadata %d operations and %d topics, geo %.0f msg/s",
+			o.duration, o.warmup, o.backlogMB, o.topics, o.metaOps, o.metaTopics, o.geoRate)}}
 	r.logDir = filepath.Join(o.work, "logs")
 	for _, d := range []string{o.out, r.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -29,26 +30,54 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	defer r.cleanup()
-	if err := r.measureMachine(ctx); err != nil {
-		return err
+	only := o.only
+	r.res.Sections = sectionList(only)
+	if only["machine"] {
+		if err := r.measureMachine(ctx); err != nil {
+			return err
+		}
 	}
-	if err := r.runStandalone(ctx); err != nil {
-		return fmt.Errorf("standalone: %w", err)
+	if only["standalone"] {
+		if err := r.runStandalone(ctx); err != nil {
+			return fmt.Errorf("standalone: %w", err)
+		}
 	}
-	if o.cluster {
+	if only["cluster"] && o.cluster {
 		if err := r.runCluster(ctx); err != nil {
 			r.res.Cluster.Skipped = err.Error()
 		}
-	} else {
+	} else if only["cluster"] {
 		r.res.Cluster.Skipped = "not run (--cluster=false)"
 	}
-	if o.natsperf == "" {
+	switch {
+	case !only["nats"]:
+	case o.natsperf == "":
 		r.res.NATS.Skipped = "not run (--natsperf empty)"
-	} else if err := r.runNATS(ctx); err != nil {
-		r.res.NATS.Skipped = err.Error()
+	default:
+		if err := r.runNATS(ctx); err != nil {
+			r.res.NATS.Skipped = err.Error()
+		}
 	}
 	if r.res.NATS.Server != "" {
 		r.res.NATS.Server += " (" + natsVersion(r.res.NATS.Server) + ")"
+	}
+	// The issue sections: each failure is noted in its own section.
+	for _, s := range []struct {
+		name    string
+		run     func(context.Context) error
+		skipped *string
+	}{{"tls", r.runTLS, &r.res.TLS.Skipped}, {"proxy", r.runProxy, &r.res.Proxy.Skipped},
+		{"metadata", r.runMetadata, &r.res.Metadata.Skipped}, {"geo", r.runGeo, &r.res.Geo.Skipped}} {
+		if !only[s.name] {
+			continue
+		}
+		if err := s.run(ctx); err != nil {
+			*s.skipped = err.Error()
+			fmt.Fprintf(os.Stderr, "== %s: %v\n", s.name, err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 	r.res.Seconds = time.Since(r.res.Started).Seconds()
 	return r.write()
@@ -98,7 +127,18 @@ func (r *runner) write() error {
 	return nil
 }
 
+// sectionList is the selected sections in run order.
+func sectionList(only map[string]bool) []string {
+	var out []string
+	for _, n := range sectionNames {
+		if only[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func errorsJoin(errs ...error) error { return errors.Join(errs...) }
 
 // dataDirs are the servers' directories under the work directory.
-var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk"}
+var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk", "tls", "proxy", "metadata", "geo"}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/tools/perfclient"
@@ -22,7 +23,8 @@ type runner struct {
 	o       options
 	res     *Results
 	logDir  string
-	seq     int // numbers client logs in run order
+	seqMu   sync.Mutex // clients may run at once (geo)
+	seq     int        // numbers client logs in run order
 	natsBin string
 }
 
@@ -57,8 +59,10 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 // client runs a client command, echoing its progress lines (stderr) to
 // ours and into a log, and decodes the JSON report it prints on stdout.
 func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, error) {
+	r.seqMu.Lock()
 	r.seq++
 	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.seq, sanitize(label)))
+	r.seqMu.Unlock()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return perfclient.Report{}, err

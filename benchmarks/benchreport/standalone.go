@@ -30,13 +30,18 @@ var fixedPercents = [...]int{10, 50, 80}
 
 // startStandalone starts magnetar standalone on dataDir, with extra flags.
 func (r *runner) startStandalone(dataDir string, extra ...string) (target, error) {
+	return r.startStandaloneConf(r.o.config, dataDir, extra...)
+}
+
+// startStandaloneConf is startStandalone with another configuration file.
+func (r *runner) startStandaloneConf(config, dataDir string, extra ...string) (target, error) {
 	bin, err1 := freePort()
 	web, err2 := freePort()
 	if err1 != nil || err2 != nil {
 		return target{}, fmt.Errorf("free ports: %v %v", err1, err2)
 	}
 	r.seq++
-	args := append([]string{"standalone", "--config", r.o.config, "--data-dir", dataDir, "--bind-address", "127.0.0.1",
+	args := append([]string{"standalone", "--config", config, "--data-dir", dataDir, "--bind-address", "127.0.0.1",
 		"--advertised-address", "127.0.0.1", "--broker-port", itoa(bin), "--web-port", itoa(web)}, extra...)
 	s, err := startServer("standalone", r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.seq)), args...)
 	if err != nil {
@@ -224,19 +229,30 @@ func peakRSS(t target) float64 {
 	return sum
 }
 
-func httpPut(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, nil)
+func httpPut(ctx context.Context, url string) error { return httpSend(ctx, http.MethodPut, url, "") }
+
+// httpSend sends an admin request with a JSON body (none if empty); a
+// conflict (already exists) counts as success.
+func httpSend(ctx context.Context, method, url, body string) error {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusConflict {
-		return fmt.Errorf("PUT %s: %s %s", url, resp.Status, body)
+		return fmt.Errorf("%s %s: %s %s", method, url, resp.Status, msg)
 	}
 	return nil
 }
