@@ -348,6 +348,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			p.topic.countInbound(from, msgs, size)
 		}
 		stages.Since(stage.Receipt, received)
+		c.b.cfg.FlightRecorder.Observe(time.Since(received))
 		// Encoded by hand: one receipt per stored entry (wire/message.go).
 		_ = c.t.Write(wire.AppendSendReceiptFrame(make([]byte, 0, 64), wire.SendReceipt{ProducerID: id, SequenceID: seq,
 			HighestSequenceID: highest, LedgerID: uint64(pos.LedgerID), EntryID: uint64(pos.EntryID)}))

@@ -208,6 +208,12 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	bcfg.ClusterMetadata = store
 	bcfg.Stages = stages
+	fr, err := f.startFlightRecorder(log)
+	if err != nil {
+		return err
+	}
+	defer fr.Stop()
+	bcfg.FlightRecorder = fr
 	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err

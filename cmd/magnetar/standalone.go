@@ -178,6 +178,12 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	bcfg.ClusterMetadata = store
 	bcfg.Stages = stages
+	fr, err := f.startFlightRecorder(log)
+	if err != nil {
+		return err
+	}
+	defer fr.Stop()
+	bcfg.FlightRecorder = fr
 	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err
