@@ -60,11 +60,12 @@ func (r *runner) startCluster(ctx context.Context, dir, conn string) (target, er
 		return t, err
 	}
 	for i := range clusterBookies {
-		s, err := r.startBookie(dir, conn, i)
+		s, metrics, err := r.startBookie(dir, conn, i)
 		if err != nil {
 			return t, err
 		}
 		t.servers = append(t.servers, s)
+		t.metrics = append(t.metrics, metrics)
 	}
 	conf := filepath.Join(dir, "broker.conf")
 	if err := os.WriteFile(conf, []byte(strings.Join([]string{"clusterName=bench", "metadataStoreUrl=" + conn,
@@ -78,32 +79,33 @@ func (r *runner) startCluster(ctx context.Context, dir, conn string) (target, er
 		return t, err
 	}
 	t.servers = append(t.servers, s)
+	t.metrics = append(t.metrics, fmt.Sprintf("http://127.0.0.1:%d/metrics", web))
 	return t, s.waitReady(time.Minute)
 }
 
-func (r *runner) startBookie(dir, conn string, i int) (*server, error) {
+func (r *runner) startBookie(dir, conn string, i int) (*server, string, error) {
 	port, err1 := freePort()
 	httpPort, err2 := freePort()
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("free ports: %v %v", err1, err2)
+		return nil, "", fmt.Errorf("free ports: %v %v", err1, err2)
 	}
 	d := filepath.Join(dir, fmt.Sprintf("bookie%d", i))
 	conf := filepath.Join(dir, fmt.Sprintf("bookie%d.conf", i))
 	// The bookies share this machine's one disk and two cores: each gets
 	// the default caches, as three bookie hosts would.
 	if err := os.WriteFile(conf, []byte("dbStorage_writeCacheMaxSizeMb=64\ndbStorage_readAheadCacheMaxSizeMb=64\n"), 0o644); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	s, err := startServer(fmt.Sprintf("bookie%d", i), r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("cluster-bookie%d.log", i)),
 		"bookie", "--config", conf, "--metadata-store", conn, "--journal-dirs", d+"/journal", "--ledger-dirs", d+"/ledgers",
 		"--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
 		"--bookie-port", itoa(port), "--http-port", itoa(httpPort))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := s.waitReady(time.Minute); err != nil {
 		_ = s.stop()
-		return nil, err
+		return nil, "", err
 	}
-	return s, nil
+	return s, fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort), nil
 }

@@ -20,7 +20,10 @@ type Results struct {
 	Standalone Deployment `json:"standalone"`
 	// Memory is the standalone on in-memory storage: the broker and the
 	// clients without the storage path, at the standalone's rates.
-	Memory  Deployment `json:"memoryStorage"`
+	Memory Deployment `json:"memoryStorage"`
+	// Traced is the durable standalone's 50% point run again with the
+	// flight recorder on (flightRecorderDir): the traces of slow publishes.
+	Traced  *Traced    `json:"traced,omitempty"`
 	Cluster Deployment `json:"cluster"`
 	NATS    NATS       `json:"nats"`
 
@@ -137,6 +140,8 @@ type Run struct {
 	Report      perfclient.Report `json:"report"`
 	ServerCores float64           `json:"serverCores"` // CPU cores the servers used on average
 	Percent     int               `json:"percentOfMax,omitempty"`
+	// Stages is the publish path by stage during the run (the 50% points).
+	Stages []StageLatency `json:"stages,omitempty"`
 }
 
 // Deployment is what one Magnetar deployment measured.
@@ -199,4 +204,10 @@ func medianPS(runs []Run) float64 {
 		return ps[n/2]
 	}
 	return (ps[n/2-1] + ps[n/2]) / 2
+}
+
+// Traced is a fixed-rate run with the flight recorder on.
+type Traced struct {
+	Run    Run      `json:"run"`
+	Traces []string `json:"traces"` // files under the report directory
 }

@@ -34,6 +34,9 @@ type target struct {
 	service string // pulsar://...
 	admin   string // http://...
 	servers []*server
+	// metrics are the servers' /metrics URLs (the publish-stage
+	// histograms are read there).
+	metrics []string
 }
 
 // clientArgs are the flags every client run shares.

@@ -51,8 +51,9 @@ func (r *runner) startStandaloneConf(config, dataDir string, extra ...string) (t
 		_ = s.stop()
 		return target{}, err
 	}
+	admin := fmt.Sprintf("http://127.0.0.1:%d", web)
 	return target{name: "standalone", service: fmt.Sprintf("pulsar://127.0.0.1:%d", bin),
-		admin: fmt.Sprintf("http://127.0.0.1:%d", web), servers: []*server{s}}, nil
+		admin: admin, servers: []*server{s}, metrics: []string{admin + "/metrics"}}, nil
 }
 
 // runStandalone runs the standalone scenarios.
@@ -82,7 +83,47 @@ func (r *runner) runStandalone(ctx context.Context) error {
 	if err := r.catchUp(ctx, dataDir, d); err != nil {
 		return err
 	}
+	if err := r.runTraced(ctx); err != nil {
+		return err
+	}
 	return r.runMemory(ctx)
+}
+
+// runTraced runs the durable 50% point again on a fresh standalone with
+// the flight recorder on, keeping the traces of publishes over 20 ms (at
+// most one a minute) in profiles/flightrec: the stall itself, to read with
+// go tool trace. Run apart so the recorder's cost touches no other figure.
+func (r *runner) runTraced(ctx context.Context) error {
+	half := r.res.Standalone.fixedAt(50)
+	if half == nil {
+		return nil
+	}
+	dir := filepath.Join(r.o.out, "profiles", "flightrec")
+	_ = os.RemoveAll(dir)
+	conf := filepath.Join(r.o.work, "traced.conf")
+	if err := withKeys(r.o.config, conf, "flightRecorderDir="+dir, "flightRecorderPublishThresholdMillis=20"); err != nil {
+		return err
+	}
+	t, err := r.startStandaloneConf(conf, filepath.Join(r.o.work, "traced"))
+	if err != nil {
+		return err
+	}
+	defer t.servers[0].stop()
+	run, err := r.perf(ctx, t, "standalone e2e 50% with the flight recorder", "e2e", "--size", "1024",
+		"--topic", "persistent://public/default/traced", "--rate", ftoa(half.Report.TargetRate))
+	if err != nil {
+		return err
+	}
+	run.Percent = 50
+	tr := &Traced{Run: run}
+	files, _ := filepath.Glob(filepath.Join(dir, "publish-*.trace"))
+	for _, f := range files {
+		if rel, err := filepath.Rel(r.o.out, f); err == nil {
+			tr.Traces = append(tr.Traces, rel)
+		}
+	}
+	r.res.Traced = tr
+	return nil
 }
 
 // runMemory runs the 1 KiB maximum and the 50% point on a standalone with
@@ -107,12 +148,16 @@ func (r *runner) runMemory(ctx context.Context) error {
 	if half == nil {
 		return nil
 	}
+	before, serr := scrapeStages(ctx, t.metrics)
 	run, err = r.perf(ctx, t, "in-memory storage e2e at the standalone's 50%", "e2e", "--size", "1024",
 		"--topic", "persistent://public/default/mem-fixed", "--rate", ftoa(half.Report.TargetRate))
 	if err != nil {
 		return err
 	}
 	run.Percent = 50
+	if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil {
+		run.Stages = stageDelta(before, after)
+	}
 	d.Fixed = append(d.Fixed, run)
 	return nil
 }
@@ -146,12 +191,17 @@ func (r *runner) throughputAndLatency(ctx context.Context, t target, d *Deployme
 			continue
 		}
 		rate := max.Report.PublishPS * float64(pct) / 100
+		before, serr := scrapeStages(ctx, t.metrics)
 		run, err := r.perf(ctx, t, fmt.Sprintf("%s e2e %d%%", t.name, pct), "e2e", "--size", "1024",
 			"--topic", fmt.Sprintf("persistent://public/default/fixed-%d", pct), "--rate", ftoa(rate))
 		if err != nil {
 			return err
 		}
 		run.Percent = pct
+		if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil && pct == 50 {
+			// Includes the warm-up: the histograms cannot be cut at it.
+			run.Stages = stageDelta(before, after)
+		}
 		d.Fixed = append(d.Fixed, run)
 	}
 	return nil
