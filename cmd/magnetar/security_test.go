@@ -28,6 +28,35 @@ func writeTestPKI(t *testing.T, dir string) {
 	tlstest.Write(t, filepath.Join(dir, "broker.key"), keyPEM)
 }
 
+// securedStandalone is a standalone's flags with the TLS ports (ports:
+// broker, web, broker TLS, web TLS), the certificates of writeTestPKI in
+// dir, token authentication under key and authorization on; extra lines
+// add keys (providers, superusers, proxy roles).
+func securedStandalone(t *testing.T, dir, key string, ports [4]int, extra string) standaloneFlags {
+	t.Helper()
+	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
+advertisedAddress=127.0.0.1
+brokerServicePort=%d
+webServicePort=%d
+brokerServicePortTls=%d
+webServicePortTls=%d
+tlsCertificateFilePath=%s/broker.pem
+tlsKeyFilePath=%s/broker.key
+tlsTrustCertsFilePath=%s/ca.pem
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
+tokenSecretKey=file://%s
+authorizationEnabled=true
+%s
+`, ports[0], ports[1], ports[2], ports[3], dir, dir, dir, key, extra))
+	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // testTokens makes a secret key in dir with magnetar tokens and returns
 // its path and a function issuing tokens (valid for an hour) under it.
 func testTokens(t *testing.T, dir string) (string, func(sub string) string) {
@@ -68,26 +97,8 @@ func TestStandaloneSecurity(t *testing.T) {
 	}
 
 	ports := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
-	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
-advertisedAddress=127.0.0.1
-brokerServicePort=%d
-webServicePort=%d
-brokerServicePortTls=%d
-webServicePortTls=%d
-tlsCertificateFilePath=%s/broker.pem
-tlsKeyFilePath=%s/broker.key
-tlsTrustCertsFilePath=%s/ca.pem
-authenticationEnabled=true
-authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
-tokenSecretKey=file://%s
-authorizationEnabled=true
-superUserRoles=root
-`, ports[0], ports[1], ports[2], ports[3], dir, dir, dir, key))
-	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := securedStandalone(t, dir, key, ports, `authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
+superUserRoles=root`)
 	stop := runStandaloneFor(t, f)
 	defer stop()
 
