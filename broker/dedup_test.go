@@ -10,7 +10,9 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func startDedupBroker(t *testing.T, ledgers managedledger.Factory, enabled bool) (*Broker, string) {
@@ -102,5 +104,59 @@ func TestDeduplicationSnapshot(t *testing.T) {
 		if c.Name() == dedupCursor {
 			t.Fatal("a broker with deduplication off kept the deduplication cursor (it would pin ledgers)")
 		}
+	}
+}
+
+// A namespace's deduplicationEnabled policy wins over the broker's
+// brokerDeduplicationEnabled, both ways, as on Pulsar; a namespace without
+// the policy takes the broker's. Found by the fault suite (tools/chaos,
+// rolling-restart seed 1): a namespace set to deduplicate stored a
+// producer's resend after a broker restart, because only the broker
+// setting was read.
+func TestDeduplicationNamespacePolicy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store := metadata.NewMemoryServer().NewSession()
+	res, err := resources.New(ctx, store, resources.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(res.Close)
+	if err := res.CreateCluster(ctx, "test", resources.ClusterData{ServiceURL: "http://localhost:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CreateTenant(ctx, "t", resources.TenantInfo{AllowedClusters: []string{"test"}}); err != nil {
+		t.Fatal(err)
+	}
+	for ns, dedup := range map[string]*bool{"on": ptr(true), "off": ptr(false), "unset": nil} {
+		p := resources.NewPolicies()
+		p.DeduplicationEnabled = dedup
+		if _, err := res.CreateNamespace(ctx, "t", ns, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, brokerDefault := range []bool{false, true} {
+		b := New(Config{ClusterName: "test", Metadata: store, Resources: res, BrokerDeduplicationEnabled: brokerDefault,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		client := newClient(t, serveTestBroker(t, b))
+		for ns, want := range map[string]bool{"on": true, "off": false, "unset": brokerDefault} {
+			topic := fmt.Sprintf("persistent://t/%s/d-%v", ns, brokerDefault)
+			p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "w", DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, seq := range []int64{0, 1, 1, 2} { // the second 1 is a resend
+				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m"), SequenceID: &seq}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.Close()
+			stored := b.loadedTopic(mustTopicName(t, topic)).ml.Entries()
+			if got := stored == 3; got != want {
+				t.Errorf("broker default %v, namespace %s: %d entries stored for 4 sends with one resend; deduplication want %v",
+					brokerDefault, ns, stored, want)
+			}
+		}
+		b.Close(ctx)
 	}
 }
