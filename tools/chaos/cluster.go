@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/netlab"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a cluster.
@@ -47,6 +48,7 @@ type Cluster struct {
 	Proxy   *Proc
 	Client  *netlab.Host
 	ZKConn  string // zk:host:2181,.../c1
+	tmpfs   string // the last bookie's directory, a tmpfs
 }
 
 // Namespaces the workload's topics live in, and whether they deduplicate.
@@ -74,6 +76,7 @@ func StartCluster(opts Options) (c *Cluster, err error) {
 	if opts.Bookies == 0 {
 		opts.Bookies = 4
 	}
+	unmountLeftovers()
 	lab, err := netlab.New(labTag)
 	if err != nil {
 		return nil, err
@@ -122,6 +125,9 @@ func (c *Cluster) Close() {
 		}
 	}
 	c.Lab.Close()
+	if c.tmpfs != "" {
+		_ = unix.Unmount(c.tmpfs, unix.MNT_DETACH)
+	}
 }
 
 func (c *Cluster) addProc(name, prog string, args []string, ready func(*Proc) bool) (*Proc, error) {
@@ -244,9 +250,16 @@ func (c *Cluster) startBookies() error {
 		if err != nil {
 			return err
 		}
+		if i == c.opts.Bookies { // the last bookie's disk is a small tmpfs, for disk-full
+			if err := mountTmpfs(d, tmpfsSize); err != nil {
+				return err
+			}
+			c.tmpfs = d
+		}
 		p.Args = []string{"bookie", "--config", conf, "--journal-dirs", d + "/journal", "--ledger-dirs", d + "/ledgers",
 			"--bind-address", p.Host.Addr, "--advertised-address", p.Host.Addr, "--bookie-port", "3181",
-			"--http-port", "8000", "--io-backend", "std"}
+			"--http-port", "8000", "--io-backend", "std", "--disk-check-interval", "1s"}
+		p.Env = []string{"MAGNETAR_TEST_FAULT_CONTROL=" + faultControl(d)}
 		c.Bookies = append(c.Bookies, p)
 		if err := p.Start(); err != nil {
 			return err
@@ -397,32 +410,59 @@ func (c *Cluster) httpPut(path string) error {
 }
 
 // Heal restores every link, resumes every paused process and starts every
-// stopped one, then waits until all serve.
+// stopped one, then waits until all serve. A process whose metadata
+// session expired during a pause or partition stops by itself once it
+// notices (fail-stop), which can be just after it was resumed: so Heal
+// waits healSettle and checks again, up to healPasses times.
 func (c *Cluster) Heal() error {
 	if err := c.Lab.HealAll(); err != nil {
 		return err
 	}
-	all := append(append(append(append([]*Proc{}, c.ZK...), c.Bookies...), c.Brokers...), c.Proxy)
+	for _, b := range c.Bookies {
+		if err := setFault(b, c.bookieDir(b), ""); err != nil {
+			return err
+		}
+	}
+	if c.tmpfs != "" {
+		_ = os.Remove(filepath.Join(c.tmpfs, "chaos-filler"))
+	}
+	all := c.All()
 	for _, p := range all {
 		if p.Paused() {
 			_ = p.Resume()
 		}
 	}
-	for _, p := range all {
-		if !p.Running() {
-			c.logf("restarting %s", p.Name)
-			if err := p.Start(); err != nil {
+	for pass := range healPasses {
+		restarted := 0
+		for _, p := range all {
+			if !p.Running() {
+				c.logf("restarting %s (it had stopped)", p.Name)
+				if err := p.Start(); err != nil {
+					return err
+				}
+				restarted++
+			}
+		}
+		for _, p := range all {
+			if err := p.WaitReady(90 * time.Second); err != nil {
 				return err
 			}
 		}
-	}
-	for _, p := range all {
-		if err := p.WaitReady(90 * time.Second); err != nil {
-			return err
+		if restarted == 0 && pass > 0 {
+			return nil
 		}
+		time.Sleep(healSettle)
 	}
 	return nil
 }
+
+const (
+	healSettle = 2 * time.Second
+	healPasses = 4
+)
+
+// bookieDir is a bookie's data directory.
+func (c *Cluster) bookieDir(p *Proc) string { return filepath.Join(c.opts.Dir, p.Name) }
 
 // All lists every server process.
 func (c *Cluster) All() []*Proc {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ var Scenarios = []*Scenario{
 	{Name: "partition-zk-minority", Doc: "cut one ZooKeeper node (the leader half the time) from every other host 5-10 s", Inject: partitionZKMinority},
 	{Name: "partition-client-broker", Doc: "cut the client from a topic's owner 4-10 s", Inject: partitionClientBroker},
 	{Name: "pause-then-kill", Doc: "SIGSTOP a bookie, kill -9 another, restart it, then SIGCONT the first (JetStream's sequence)", Inject: pauseThenKill},
+	{Name: "journal-fsync-error", Doc: "a bookie's journal fsyncs fail with EIO (engine/errorfs, through the bookie's test fault control) for 3-8 s", Inject: journalFsyncError},
+	{Name: "disk-full", Doc: "the 512 MiB tmpfs holding bk4's journal and ledgers is filled to 1 MiB free for 4-10 s, then emptied", Inject: diskFull},
 	{Name: "unload", Doc: "unload 3-6 random topics or whole namespaces, 0.5-3 s apart", Inject: unload},
 	{Name: "split-bundle", Doc: "split the bundle of a topic in two and unload the halves", Inject: splitBundle},
 	{Name: "rolling-restart", Doc: "restart every broker, then every bookie, one at a time (SIGTERM)", Inject: rollingRestart, noMix: true},
@@ -306,4 +309,28 @@ func randomMix(r *Run) error {
 		}
 	}
 	return nil
+}
+
+func journalFsyncError(r *Run) error {
+	b := Pick(r, r.C.Bookies)
+	r.Logf("journal fsyncs of %s fail", b.Name)
+	if err := setFault(b, r.C.bookieDir(b), "journal-sync"); err != nil {
+		return err
+	}
+	d := r.Sleep(3*time.Second, 8*time.Second)
+	r.Logf("journal of %s good again after %s", b.Name, d.Round(time.Millisecond))
+	return setFault(b, r.C.bookieDir(b), "")
+}
+
+func diskFull(r *Run) error {
+	dir := r.C.tmpfs
+	path, err := fill(dir, 1<<20)
+	if err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	r.Logf("filled %s", dir)
+	d := r.Sleep(4*time.Second, 10*time.Second)
+	r.Logf("emptying %s after %s", dir, d.Round(time.Millisecond))
+	return os.Remove(path)
 }
