@@ -160,3 +160,46 @@ func TestDeduplicationNamespacePolicy(t *testing.T) {
 		b.Close(ctx)
 	}
 }
+
+// A resend that races its still-pending original is neither stored nor
+// acknowledged as a duplicate: the original may yet fail, and then the
+// resend must be stored. Found by the fault suite (tools/chaos, disk-full
+// seed 1): with the bookies full, an add of sequence 54 was pending in a
+// rollover when the client resent 54; the broker answered -1:-1 (a
+// duplicate), the original then failed, and 54 was acknowledged but
+// never stored.
+func TestDeduplicationResendOfPendingSend(t *testing.T) {
+	d := newDedup(1000)
+	ctx := context.Background()
+	if got := d.admit("p", 53, 0); got != admitNew {
+		t.Fatalf("first send: %v", got)
+	}
+	if err := d.stored(ctx, "p", 53, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.admit("p", 54, 0); got != admitNew {
+		t.Fatalf("54: %v", got)
+	}
+	// 54 is pending; the client resends it.
+	if got := d.admit("p", 54, 0); got != admitUnknown {
+		t.Fatalf("a resend of pending 54: %v, want admitUnknown (refused, retried later)", got)
+	}
+	if got := d.admit("p", 53, 0); got != admitDuplicate {
+		t.Fatalf("a resend of stored 53: %v, want admitDuplicate", got)
+	}
+	// The original fails; the next resend is stored.
+	d.failed("p")
+	if got := d.admit("p", 54, 0); got != admitNew {
+		t.Fatalf("a resend after the original failed: %v, want admitNew", got)
+	}
+	if err := d.stored(ctx, "p", 54, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.admit("p", 54, 0); got != admitDuplicate {
+		t.Fatalf("a resend after 54 was stored: %v, want admitDuplicate", got)
+	}
+	// Nothing stored yet for a producer: a racing resend is unknown too.
+	if d.admit("q", 0, 0) != admitNew || d.admit("q", 0, 0) != admitUnknown {
+		t.Fatal("a resend racing a producer's first send must be refused, not acknowledged")
+	}
+}
