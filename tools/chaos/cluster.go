@@ -432,28 +432,44 @@ func (c *Cluster) Heal() error {
 			_ = p.Resume()
 		}
 	}
+	var err error
 	for pass := range healPasses {
-		restarted := 0
-		for _, p := range all {
-			if !p.Running() {
-				c.logf("restarting %s (it had stopped)", p.Name)
-				if err := p.Start(); err != nil {
-					return err
-				}
-				restarted++
-			}
-		}
-		for _, p := range all {
-			if err := p.WaitReady(90 * time.Second); err != nil {
-				return err
-			}
-		}
-		if restarted == 0 && pass > 0 {
+		var restarted int
+		restarted, err = c.EnsureUp()
+		if err == nil && restarted == 0 && pass > 0 {
 			return nil
 		}
 		time.Sleep(healSettle)
 	}
-	return nil
+	return err
+}
+
+// EnsureUp starts every server process that is not running and waits
+// until all serve; it returns how many it started.
+func (c *Cluster) EnsureUp() (int, error) {
+	all := c.All()
+	restarted := 0
+	for _, p := range all {
+		if !p.Running() {
+			c.logf("restarting %s (it had stopped)", p.Name)
+			if err := p.Start(); err != nil {
+				return restarted, err
+			}
+			restarted++
+		}
+	}
+	for _, p := range all {
+		if err := p.WaitReady(90 * time.Second); err != nil {
+			if !p.Running() {
+				// It stopped by itself (fail-stop on a lost session):
+				// the next pass of Heal starts it again.
+				restarted++
+				continue
+			}
+			return restarted, err
+		}
+	}
+	return restarted, nil
 }
 
 const (

@@ -39,7 +39,7 @@ var Scenarios = []*Scenario{
 	{Name: "partition-zk-minority", Doc: "cut one ZooKeeper node (the leader half the time) from every other host 5-10 s", Inject: partitionZKMinority},
 	{Name: "partition-client-broker", Doc: "cut the client from a topic's owner 4-10 s", Inject: partitionClientBroker},
 	{Name: "pause-then-kill", Doc: "SIGSTOP a bookie, kill -9 another, restart it, then SIGCONT the first (JetStream's sequence)", Inject: pauseThenKill},
-	{Name: "journal-fsync-error", Doc: "a bookie's journal fsyncs fail with EIO (engine/errorfs, through the bookie's test fault control) for 3-8 s", Inject: journalFsyncError},
+	{Name: "journal-fsync-error", Doc: "a bookie's journal fsyncs fail with EIO (engine/errorfs, through the bookie's test fault control) for 3-8 s (it turns read-only); then kill -9 and restart it", Inject: journalFsyncError},
 	{Name: "disk-full", Doc: "the 512 MiB tmpfs holding bk4's journal and ledgers is filled to 1 MiB free for 4-10 s, then emptied", Inject: diskFull},
 	{Name: "unload", Doc: "unload 3-6 random topics or whole namespaces, 0.5-3 s apart", Inject: unload},
 	{Name: "split-bundle", Doc: "split the bundle of a topic in two and unload the halves", Inject: splitBundle},
@@ -318,8 +318,12 @@ func journalFsyncError(r *Run) error {
 		return err
 	}
 	d := r.Sleep(3*time.Second, 8*time.Second)
-	r.Logf("journal of %s good again after %s", b.Name, d.Round(time.Millisecond))
-	return setFault(b, r.C.bookieDir(b), "")
+	r.Logf("journal of %s good again after %s; kill -9 and restart it (a failed journal keeps it read-only until then)", b.Name, d.Round(time.Millisecond))
+	if err := setFault(b, r.C.bookieDir(b), ""); err != nil {
+		return err
+	}
+	b.Kill()
+	return restartAfter(r, b, 0, time.Second)
 }
 
 func diskFull(r *Run) error {
