@@ -419,7 +419,7 @@ func (c *Cluster) Heal() error {
 		return err
 	}
 	for _, b := range c.Bookies {
-		if err := setFault(b, c.bookieDir(b), ""); err != nil {
+		if err := setFault(c.bookieDir(b), ""); err != nil {
 			return err
 		}
 	}

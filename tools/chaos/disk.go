@@ -38,10 +38,12 @@ func unmountLeftovers() {
 }
 
 // faultControl is a bookie's fault control file.
-func faultControl(dir string) string { return filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".faults") }
+func faultControl(dir string) string {
+	return filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".faults")
+}
 
 // setFault writes a bookie's fault mode ("" clears it).
-func setFault(_ *Proc, dir, mode string) error {
+func setFault(dir, mode string) error {
 	return os.WriteFile(faultControl(dir), []byte(mode+"\n"), 0o644)
 }
 

@@ -131,7 +131,9 @@ func pauseFor(r *Run, p *Proc, lo, hi time.Duration) error {
 
 func pauseBroker(r *Run) error { return pauseFor(r, r.VictimBroker(), 6*time.Second, 12*time.Second) }
 
-func pauseBookie(r *Run) error { return pauseFor(r, Pick(r, r.C.Bookies), 3*time.Second, 10*time.Second) }
+func pauseBookie(r *Run) error {
+	return pauseFor(r, Pick(r, r.C.Bookies), 3*time.Second, 10*time.Second)
+}
 
 // cutFor cuts a from each of bs, waits, and heals those links.
 func cutFor(r *Run, a *Proc, bs []*Proc, lo, hi time.Duration) error {
@@ -314,12 +316,12 @@ func randomMix(r *Run) error {
 func journalFsyncError(r *Run) error {
 	b := Pick(r, r.C.Bookies)
 	r.Logf("journal fsyncs of %s fail", b.Name)
-	if err := setFault(b, r.C.bookieDir(b), "journal-sync"); err != nil {
+	if err := setFault(r.C.bookieDir(b), "journal-sync"); err != nil {
 		return err
 	}
 	d := r.Sleep(3*time.Second, 8*time.Second)
 	r.Logf("journal of %s good again after %s; kill -9 and restart it (a failed journal keeps it read-only until then)", b.Name, d.Round(time.Millisecond))
-	if err := setFault(b, r.C.bookieDir(b), ""); err != nil {
+	if err := setFault(r.C.bookieDir(b), ""); err != nil {
 		return err
 	}
 	b.Kill()
