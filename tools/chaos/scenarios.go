@@ -129,7 +129,25 @@ func pauseFor(r *Run, p *Proc, lo, hi time.Duration) error {
 	return p.Resume()
 }
 
-func pauseBroker(r *Run) error { return pauseFor(r, r.VictimBroker(), 6*time.Second, 12*time.Second) }
+// pauseBroker pauses a topic owner past its session, and checks that once
+// resumed it gives its bundles up (it logs so and stops) instead of going
+// on writing: the old owner must not write after losing ownership (Pulsar
+// #20094). The checker then proves nothing it wrote meanwhile was lost.
+func pauseBroker(r *Run) error {
+	b := r.VictimBroker()
+	if err := pauseFor(r, b, 6*time.Second, 12*time.Second); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for b.Running() && !strings.Contains(b.Output(), "no longer owns any bundle") {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s was paused past its session and still serves its bundles 15 s after resuming", b.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.Logf("%s gave its bundles up after resuming", b.Name)
+	return nil
+}
 
 func pauseBookie(r *Run) error {
 	return pauseFor(r, Pick(r, r.C.Bookies), 3*time.Second, 10*time.Second)
