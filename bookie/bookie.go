@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +55,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, records journal latencies.
 	Metrics *Metrics
+	// Stages, when set, records each add's time in the bookie
+	// (bookie_add; internal/stage).
+	Stages *stage.Recorder
 }
 
 func (o Options) withDefaults() Options {

@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -34,6 +36,10 @@ func (c *Core) Handle(r *bkproto.Request, reply Reply) {
 	}
 	switch r.Op {
 	case bkproto.OpAdd:
+		if st := c.opts.Stages; st != nil {
+			start, inner := time.Now(), answer
+			answer = func(s bkproto.Status) { st.Since(stage.BookieAdd, start); inner(s) }
+		}
 		c.add(r, answer)
 	case bkproto.OpRead:
 		c.read(r, resp, reply)

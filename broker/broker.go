@@ -22,6 +22,8 @@ import (
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
+	"github.com/magnetar-io/magnetar/internal/flightrec"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
@@ -169,6 +171,12 @@ type Config struct {
 	// tlsAllowInsecureConnection, tlsHostnameVerificationEnabled).
 	BrokerClientTLSEnabled bool
 	BrokerClientTLS        auth.ClientTLS
+	// FlightRecorder, when set, is told each publish's latency and keeps a
+	// trace of slow ones (flightRecorderDir; internal/flightrec).
+	FlightRecorder *flightrec.Recorder
+	// Stages, when set, records the broker's stages of each publish
+	// (broker_to_storage, receipt; internal/stage).
+	Stages *stage.Recorder
 	// AuthenticationRefreshCheck is authenticationRefreshCheckSeconds
 	// (default 60 s): how often connections' credentials are checked for
 	// expiry (conn_auth.go).

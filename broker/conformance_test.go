@@ -362,6 +362,10 @@ func TestReaderSeekByTimeResumesAtTheSeek(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
+			// Publish times are milliseconds: a seek to the very
+			// millisecond the last messages were published in finds
+			// them, as it should (publish time >= target).
+			time.Sleep(2 * time.Millisecond)
 			if err := r.SeekByTime(time.Now()); err != nil {
 				t.Fatal(err)
 			}

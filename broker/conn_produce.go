@@ -42,6 +42,10 @@ package broker
 //     version returned in PRODUCER_SUCCESS.
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -284,6 +288,7 @@ func (r *recentIDs) add(id uint64) {
 func (r *recentIDs) has(id uint64) bool { return r.set[id] > 0 }
 
 func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
+	received := time.Now()
 	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
 	c.mu.Lock()
 	p, recentlyClosed := c.producers[id], c.closedProducers.has(id)
@@ -333,6 +338,8 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	c.beginSend()
 	size := int64(f.Entry.Len())
+	stages := c.b.cfg.Stages
+	stages.Since(stage.BrokerToStorage, received)
 	p.topic.addEntry(f.Entry.Bytes(), msgs, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
@@ -353,6 +360,8 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		if from != "" {
 			p.topic.countInbound(from, msgs, size)
 		}
+		stages.Since(stage.Receipt, received)
+		c.b.cfg.FlightRecorder.Observe(time.Since(received))
 		// Encoded by hand: one receipt per stored entry (wire/message.go).
 		_ = c.t.Write(wire.AppendSendReceiptFrame(make([]byte, 0, 64), wire.SendReceipt{ProducerID: id, SequenceID: seq,
 			HighestSequenceID: highest, LedgerID: uint64(pos.LedgerID), EntryID: uint64(pos.EntryID)}))

@@ -48,10 +48,15 @@ import (
 //     in-flight map changes.
 //
 // Lock rules: mu guards every field below it. Cursor reads and connection
-// writes happen after mu is released.
+// writes happen after mu is released. sendMu is held while a dispatched
+// batch is written (taken before mu is released, so the order is mu, then
+// sendMu): disconnectConsumers takes it after detaching the consumers, so
+// no MESSAGE assigned before a SEEK reaches the client after the SEEK's
+// CLOSE_CONSUMER and SUCCESS.
 type subscription struct {
-	topic *topic
-	name  string
+	sendMu sync.Mutex
+	topic  *topic
+	name   string
 	// partition is the topic's partition index, -1 if it is not a
 	// partition (activeIndexLocked).
 	partition int
@@ -472,6 +477,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		s.lastRead = &last
 	}
 	out, deferred := s.assignLocked(entries, fromCursor)
+	s.sendMu.Lock()
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
@@ -479,6 +485,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
 			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
 	}
+	s.sendMu.Unlock()
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
@@ -906,6 +913,9 @@ func (s *subscription) disconnectConsumers() {
 		s.redeliverLocked(c, nil, false)
 	}
 	s.mu.Unlock()
+	// Messages already assigned to these consumers are written first.
+	s.sendMu.Lock()
+	s.sendMu.Unlock() //nolint:staticcheck // a barrier: an empty critical section is the point
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
 		c.conn.closeConsumerOnClient(c.id)

@@ -101,6 +101,14 @@ type File interface {
 	// Size returns the file's logical size as this handle sees it
 	// (updated by writes, appends and truncates through it).
 	Size() int64
+	// WriteBack starts writing the range's dirty pages to the device
+	// (sync_file_range SYNC_FILE_RANGE_WRITE), first waiting for the
+	// range's writeback already under way (SYNC_FILE_RANGE_WAIT_BEFORE).
+	// It is not a durability barrier (Datasync is): it lets a large write
+	// reach the device in steps as it is made, instead of all at once at
+	// the next Datasync, where it would stall other files' syncs on the
+	// same device (the journal's). A no-op where there is no page cache.
+	WriteBack(off, length int64) error
 	// DropCache asks the kernel to evict the file's clean cached pages
 	// (posix_fadvise DONTNEED), so later reads measure or exercise the disk.
 	DropCache() error

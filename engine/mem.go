@@ -671,6 +671,9 @@ func (f *memFile) Size() int64 {
 	return int64(len(f.node.data))
 }
 
+// WriteBack is a no-op: the mem backend has no page cache.
+func (f *memFile) WriteBack(off, length int64) error { return nil }
+
 func (f *memFile) DropCache() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()

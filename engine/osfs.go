@@ -290,6 +290,18 @@ func (f *osFile) Truncate(size int64) error {
 
 func (f *osFile) Size() int64 { return f.size.Load() }
 
+func (f *osFile) WriteBack(off, length int64) error {
+	if err := f.begin("sync_file_range"); err != nil {
+		return err
+	}
+	defer f.end()
+	err := unix.SyncFileRange(f.fd, off, length, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ESPIPE) {
+		return nil // a file system without it: the next Datasync does the work
+	}
+	return f.err("sync_file_range", err)
+}
+
 func (f *osFile) DropCache() error {
 	if err := f.begin("fadvise"); err != nil {
 		return err

@@ -13,8 +13,10 @@ import (
 const compactChunk = 4 << 20
 
 // maxWriteChunk bounds one vectored write, so a flush of a large cache
-// half is several large writes rather than one unbounded one.
-const maxWriteChunk = 8 << 20
+// half is several writes rather than one unbounded one; each is handed to
+// the device as it is made (logSet.write), so this is also how much
+// writeback a flush puts in front of the journal's datasyncs at a time.
+const maxWriteChunk = 1 << 20
 
 // logStat is a sealed entry log's usage.
 type logStat struct {

@@ -51,6 +51,12 @@ type logSet struct {
 	off       int64 // where the next record goes in cur
 	allocated int64 // cur is preallocated up to here
 	nextID    uint64
+	// wbFrom is where the previous write into cur began: write() hands
+	// the device that write and the new one together, waiting first for
+	// the previous one's writeback, so a flush reaches the device one
+	// chunk at a time and never queues more than a chunk or two in front
+	// of the journal's syncs (the same device in small setups).
+	wbFrom int64
 }
 
 func newLogSet(fs engine.FS, dir string, opts *Options, log *slog.Logger) *logSet {
@@ -211,7 +217,7 @@ func (s *logSet) startNew() error {
 	s.nextID++
 	lf := &logFile{id: id, path: p, f: f}
 	s.add(lf)
-	s.cur, s.off, s.allocated = lf, LogHeaderSize, LogHeaderSize+step
+	s.cur, s.off, s.allocated, s.wbFrom = lf, LogHeaderSize, LogHeaderSize+step, LogHeaderSize
 	s.hook("log:created")
 	return nil
 }
@@ -282,6 +288,7 @@ func (s *logSet) ensureAllocated(n int64) error {
 func (s *logSet) rewind(id uint64, off int64) {
 	if s.cur != nil && s.cur.id == id {
 		s.off = off
+		s.wbFrom = min(s.wbFrom, off)
 	}
 }
 
@@ -303,6 +310,10 @@ func (s *logSet) write(bufs [][]byte, n int64) error {
 	if _, err := s.cur.f.WriteAt(bufs, s.off); err != nil {
 		return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, s.off, err)
 	}
+	if err := s.cur.f.WriteBack(s.wbFrom, s.off+n-s.wbFrom); err != nil {
+		return fmt.Errorf("entry log %s: start writeback at %d: %w", s.cur.path, s.wbFrom, err)
+	}
+	s.wbFrom = s.off
 	s.off += n
 	return nil
 }

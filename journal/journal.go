@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/stage"
 )
 
 // Errors. Failures wrap ErrFailed and the cause; test with errors.Is.
@@ -38,6 +39,9 @@ type SpaceFunc func(dir string, need, want int64) (int64, error)
 // Options configure a journal. Zero values take BookKeeper's defaults
 // (Pulsar's where it ships its own), under the same key names.
 type Options struct {
+	// Stages, when set, records the journal's stages of each add
+	// (journal_queue, journal_write, journal_sync; internal/stage).
+	Stages *stage.Recorder
 	// MaxGroupWait is journalMaxGroupWaitMSec: the longest a group stays
 	// open for more adds. The wait is adaptive (it lingers only while a
 	// burst is still arriving). Default 0: never linger. Group commit needs

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/invariants"
+	"github.com/magnetar-io/magnetar/internal/stage"
 )
 
 // group is the adds one write carries.
@@ -85,6 +86,7 @@ func (j *Journal) collect() (group, bool) {
 }
 
 func (j *Journal) take(g *group, r *request) {
+	j.opts.Stages.Since(stage.JournalQueue, r.enqueued)
 	g.reqs = append(g.reqs, r)
 	g.bytes += recordHeaderSize + len(r.payload)
 	if len(g.reqs) > 1 {
@@ -158,9 +160,11 @@ func (j *Journal) commit(g group) {
 	}
 	end := Mark{FileID: seg.id, Offset: off + span}
 	var err error
+	written := time.Now()
 	switch {
 	case j.syncq != nil:
 		if _, err = seg.f.WriteAt([][]byte{buf}, off); err == nil {
+			j.opts.Stages.Since(stage.JournalWrite, written)
 			seg.offset = end.Offset
 			j.syncq <- syncItem{seg: seg, end: end, reqs: g.reqs}
 			return
@@ -170,6 +174,7 @@ func (j *Journal) commit(g group) {
 	default:
 		_, err = seg.f.WriteAtSync([][]byte{buf}, off)
 	}
+	j.opts.Stages.Since(stage.JournalWrite, written)
 	if err != nil {
 		j.answer(g.reqs, Mark{}, j.fail(err))
 		return
@@ -244,9 +249,11 @@ func (j *Journal) syncItems(items []syncItem) {
 	err := j.failure()
 	for i, it := range items {
 		if err == nil && (i == len(items)-1 || items[i+1].seg != it.seg) {
+			start := time.Now()
 			if serr := it.seg.f.Datasync(); serr != nil {
 				err = j.fail(serr)
 			}
+			j.opts.Stages.Since(stage.JournalSync, start)
 		}
 		if it.closeAfter {
 			if cerr := it.seg.f.Close(); cerr != nil && err == nil {

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -22,6 +24,9 @@ import (
 // Config configures a Client. Zero values take the defaults; names in
 // parentheses are BookKeeper client settings.
 type Config struct {
+	// Stages, when set, records each append's time to its quorum
+	// (ledger_add; internal/stage).
+	Stages *stage.Recorder
 	// Store holds ledger metadata and the bookie registrations (required).
 	Store metadata.Store
 	// Transport reaches bookies (default: a NetTransport over the

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"errors"
 	"fmt"
@@ -143,6 +145,10 @@ func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error)
 // ErrEntryTooLarge (entry id -1) after the entries appended before it, and
 // the handle stays writable.
 func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
+	if st := h.c.cfg.Stages; st != nil {
+		start, inner := time.Now(), cb
+		cb = func(id int64, err error) { st.Since(stage.LedgerAdd, start); inner(id, err) }
+	}
 	h.mu.Lock()
 	if h.mu.err != nil {
 		h.mu.done = append(h.mu.done, completion{cb, -1, h.mu.err})

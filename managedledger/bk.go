@@ -1,6 +1,8 @@
 package managedledger
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +21,9 @@ import (
 // Config configures the managed ledgers of a BKFactory. Zero values take
 // the defaults; names in parentheses are Pulsar's broker settings.
 type Config struct {
+	// Stages, when set, records each add's ml_queue and storage_add
+	// stages (internal/stage).
+	Stages *stage.Recorder
 	// Store holds managed-ledger and cursor metadata (required).
 	Store metadata.Store
 	// Ledgers writes and reads the ledgers (required).

@@ -86,8 +86,9 @@ type ledgerInfo struct {
 }
 
 type queuedAdd struct {
-	data []byte
-	cb   func(Position, error)
+	data  []byte
+	cb    func(Position, error)
+	start time.Time // when AddEntry took it (zero for a failed add queued again)
 }
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {

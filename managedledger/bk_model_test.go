@@ -465,13 +465,13 @@ func (h *modelHarness) stored() []Entry {
 func (h *modelHarness) firstStored() int { return len(h.entries) - len(h.stored()) }
 
 // noteTrimmable raises the index below which every cursor had
-// acknowledged every entry (entries there may be trimmed at any time).
+// acknowledged every entry, or below which everything was when there was
+// no cursor (entries there may be trimmed at any time).
 // verify runs after every step, so no state a trim could have used is
 // missed.
 func (h *modelHarness) noteTrimmable() {
-	if len(h.cursors) == 0 {
-		return
-	}
+	// With no cursor every closed ledger may go (as in Pulsar: a topic
+	// without subscriptions keeps only what retention asks for).
 	low := len(h.entries)
 	for _, mc := range h.cursors {
 		low = min(low, mc.firstUnacked())

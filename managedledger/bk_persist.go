@@ -549,8 +549,10 @@ func (ml *bkLedger) SetRetention(r Retention) {
 }
 
 // trim deletes ledgers every durable cursor has consumed, beyond
-// retention. The current ledger is never trimmed; with no durable cursor
-// nothing is (the stream is kept for readers to come).
+// retention. The current ledger is never trimmed. With no durable cursor
+// every closed ledger counts as consumed: as in Pulsar, a topic without
+// subscriptions keeps only what retention asks for (and the current
+// ledger), so it does not grow without bound.
 func (ml *bkLedger) trim(ctx context.Context) error {
 	gone, err := ml.trimMetadata(ctx)
 	for _, l := range gone {
@@ -569,7 +571,7 @@ func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
 	ml.mu.Lock()
 	// Only by every cursor (recovered), and never once closed: a closed or
 	// abandoned instance may not know a cursor a new owner created.
-	if len(ml.mu.cursors) == 0 || ml.mu.rolling || !ml.mu.recovered || ml.mu.closed || ml.mu.fenced != nil {
+	if ml.mu.rolling || !ml.mu.recovered || ml.mu.closed || ml.mu.fenced != nil {
 		ml.mu.Unlock()
 		return nil, nil
 	}

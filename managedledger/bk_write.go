@@ -1,6 +1,8 @@
 package managedledger
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"errors"
 	"fmt"
@@ -25,24 +27,26 @@ func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
 		return
 	}
 	ml.mu.inflight++
-	orig := cb
+	orig, start := cb, time.Now()
 	cb = func(p Position, err error) {
+		ml.cfg.Stages.Since(stage.StorageAdd, start)
 		orig(p, err)
 		ml.addDone()
 	}
 	if ml.mu.rolling {
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb})
+		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start})
 		ml.mu.Unlock()
 		return
 	}
 	if cause := ml.mu.rollErr; cause != nil {
 		// The last rollover failed: its writer is closed. Try again, with
 		// this add first in the next ledger.
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb})
+		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start})
 		ml.startRolloverLocked(cause)
 		ml.mu.Unlock()
 		return
 	}
+	ml.cfg.Stages.Since(stage.MLQueue, start)
 	ml.appendLocked(data, cb)
 	if ml.shouldRollLocked() {
 		ml.startRolloverLocked(nil)
@@ -159,7 +163,7 @@ func (ml *bkLedger) addFailedLocked(w *ledger.WriteHandle, data []byte, cb func(
 	if ml.mu.closed {
 		return func() { cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrClosed)) }
 	}
-	ml.mu.failed = append(ml.mu.failed, queuedAdd{data, cb})
+	ml.mu.failed = append(ml.mu.failed, queuedAdd{data: data, cb: cb})
 	if ml.mu.writer == w && !ml.mu.rolling {
 		ml.noteFailureLocked()
 		ml.f.log.Warn("managed ledger write failed; rolling over to a new ledger", "managed_ledger", ml.name, "ledger", w.ID(),
@@ -212,6 +216,9 @@ func (ml *bkLedger) rollover(cause error) {
 		return
 	}
 	for _, q := range queued {
+		if !q.start.IsZero() {
+			ml.cfg.Stages.Since(stage.MLQueue, q.start)
+		}
 		ml.appendLocked(q.data, q.cb)
 	}
 	ml.mu.Unlock()

@@ -32,12 +32,17 @@ func findImpls(t *testing.T, per int64) map[string]func(t *testing.T) (ManagedLe
 	return map[string]func(t *testing.T) (ManagedLedger, func() int64){
 		"memory": func(t *testing.T) (ManagedLedger, func() int64) {
 			ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: per}).Open(context.Background(), "public/default/persistent/find")
+			ml.SetRetention(keepAll)
 			return ml, func() int64 { return -1 }
 		},
 		"bookie":          func(t *testing.T) (ManagedLedger, func() int64) { return openBKFind(t, per, 0) },
 		"bookie-uncached": func(t *testing.T) (ManagedLedger, func() int64) { return openBKFind(t, per, 1) },
 	}
 }
+
+// keepAll is infinite retention: these tests read streams that have no
+// subscription, whose closed ledgers would otherwise be trimmed.
+var keepAll = Retention{Time: -1, Size: -1}
 
 // openBKFind opens a ledger-backed managed ledger (cacheSize 1 caches
 // nothing: every read goes to the ledgers).
@@ -47,6 +52,7 @@ func openBKFind(t *testing.T, per, cacheSize int64) (ManagedLedger, func() int64
 	if err != nil {
 		t.Fatal(err)
 	}
+	ml.SetRetention(keepAll)
 	t.Cleanup(func() { ml.Close(context.Background()) })
 	return ml, func() int64 { _, h, m := f.CacheStats(); return h + m }
 }

@@ -52,6 +52,13 @@
 //     lands after an earlier one failed.
 //   - Cursors keep global entry indices in memory (ackState) and persist
 //     positions, so trimming never renumbers what is stored.
+//   - Trimming: closed ledgers every durable cursor has consumed go once
+//     retention lets them. With no durable cursor every closed ledger is
+//     consumed (as in Pulsar: a topic without subscriptions keeps only
+//     what retention asks for, plus the current ledger); readers
+//     (non-durable cursors) do not hold ledgers and are moved past what
+//     goes. The in-memory implementation follows the same rule, so a long
+//     run on --storage memory holds only what cursors and retention need.
 package managedledger
 
 import (

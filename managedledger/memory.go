@@ -110,6 +110,7 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	if ml.entryID >= ml.maxPerLedger {
 		ml.closedAt[ml.ledgerID] = time.Now().UnixMilli()
 		ml.ledgerID, ml.entryID = ml.ledgerID+1, 0
+		ml.trimLocked() // the closed ledger may be trimmable now
 	}
 	woken := ml.takeWaitersLocked()
 	ml.mu.Unlock()
@@ -298,10 +299,11 @@ func (ml *memoryLedger) takeWaitersLocked() []func() {
 	return woken
 }
 
-// trimLocked drops whole ledgers every durable cursor has acknowledged
-// (none when there is no durable cursor: the stream is kept).
+// trimLocked drops whole ledgers every durable cursor has acknowledged,
+// beyond retention; with no durable cursor every closed ledger counts as
+// acknowledged (the durable path's rule: bkLedger.trim).
 func (ml *memoryLedger) trimLocked() {
-	if len(ml.cursors) == 0 || len(ml.entries) == 0 {
+	if len(ml.entries) == 0 {
 		return
 	}
 	keep := ml.endLocked()

@@ -265,6 +265,7 @@ func (m *cursorModel) step(rt *rapid.T, ml ManagedLedger, c Cursor) {
 	switch rapid.IntRange(0, 8).Draw(rt, "op") {
 	case 0, 1:
 		m.all = append(m.all, addWait(rt, ml, "e"))
+		m.trimmed() // an add that closes a ledger may trim the consumed ones
 	case 2:
 		n := rapid.IntRange(1, 4).Draw(rt, "n")
 		got, _ := c.ReadEntries(ctx, n, 1<<20)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -345,13 +347,17 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := bookie.NewMetrics(reg, func() *bookie.Core { return rb.core })
+	stages := stage.NewRecorder()
+	reg.MustRegister(stages.Collector())
+	jopts := f.journal.options(log)
+	jopts.Stages = stages
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(fs, c.LedgerDirs, f.storage, cp, log, reg)
 	}
-	core, err := bookie.OpenCore(fs, c.JournalDirs, f.journal.options(log), open,
+	core, err := bookie.OpenCore(fs, c.JournalDirs, jopts, open,
 		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
 			DiskUsageWarnThreshold: f.diskWarn, DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck,
-			Logger: log, Metrics: metrics})
+			Logger: log, Metrics: metrics, Stages: stages})
 	if err != nil {
 		return err
 	}

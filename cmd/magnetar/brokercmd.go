@@ -6,6 +6,8 @@ package main
 // brokers by the leader's load manager (broker/ownership).
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"errors"
 	"flag"
@@ -178,8 +180,9 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	stages := stage.NewRecorder()
 	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS,
-		Placement: f.placement.policy(log), Logger: log})
+		Placement: f.placement.policy(log), Stages: stages, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -190,7 +193,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	defer res.Close()
 	mlCfg := f.managedLedgerConfig(log)
-	mlCfg.Store, mlCfg.Ledgers = store, ledgers
+	mlCfg.Store, mlCfg.Ledgers, mlCfg.Stages = store, ledgers, stages
 	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
 	mlCfg.LedgerPolicy = namespaceLedgerPolicy(res)
 	mls, err := managedledger.NewBKFactory(mlCfg)
@@ -204,13 +207,20 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	bcfg.ClusterMetadata = store
+	bcfg.Stages = stages
+	fr, err := f.startFlightRecorder(log)
+	if err != nil {
+		return err
+	}
+	defer fr.Stop()
+	bcfg.FlightRecorder = fr
 	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err
 	}
 	sec.apply(&bcfg, f.listenFlags, f.security)
 	b := broker.New(bcfg, mls)
-	p, err := servePorts(b, f.listenFlags, f.security, sec, log)
+	p, err := servePorts(b, f.listenFlags, f.security, sec, log, stages.Collector())
 	if err != nil {
 		return err
 	}

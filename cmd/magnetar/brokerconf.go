@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/internal/flightrec"
+
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,6 +25,10 @@ import (
 // brokerSettings are the broker settings standalone and broker share,
 // set from the configuration file under Pulsar's key names.
 type brokerSettings struct {
+	// flightRecDir and flightRecThreshold are flightRecorderDir and
+	// flightRecorderPublishThresholdMillis (ours; internal/flightrec).
+	flightRecDir        string
+	flightRecThreshold  time.Duration
 	maxMessageSize      int
 	maxPendingPublish   int
 	dispatcherBatch     int
@@ -66,6 +72,8 @@ func defaultBrokerSettings() brokerSettings {
 
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
+		"flightRecorderDir":                             setString(&s.flightRecDir),
+		"flightRecorderPublishThresholdMillis":          setDuration(&s.flightRecThreshold, time.Millisecond),
 		"maxMessageSize":                                setInt(&s.maxMessageSize),
 		"maxPendingPublishRequestsPerConnection":        setInt(&s.maxPendingPublish),
 		"dispatcherMaxReadBatchSize":                    setInt(&s.dispatcherBatch),
@@ -157,6 +165,20 @@ func (s *brokerSettings) backlogQuotaBytes() int64 {
 		return s.quotaBytes
 	}
 	return int64(s.quotaGB * (1 << 30))
+}
+
+// startFlightRecorder starts the flight recorder when flightRecorderDir is
+// set (nil otherwise; a nil recorder does nothing).
+func (s *brokerSettings) startFlightRecorder(log *slog.Logger) (*flightrec.Recorder, error) {
+	if s.flightRecDir == "" {
+		return nil, nil
+	}
+	r, err := flightrec.Start(flightrec.Config{Dir: s.flightRecDir, Threshold: s.flightRecThreshold, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("flight recorder on: slow publishes write execution traces", "dir", s.flightRecDir)
+	return r, nil
 }
 
 // brokerConfig is the broker's configuration; configStore holds

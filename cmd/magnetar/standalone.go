@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"errors"
 	"flag"
@@ -156,10 +158,12 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err := initStandaloneMetadata(ctx, store, f); err != nil {
 		return err
 	}
-	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), log)
+	stages := stage.NewRecorder()
+	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), stages, log)
 	if err != nil {
 		return err
 	}
+	collectors = append(collectors, stages.Collector())
 	defer closeStorage()
 	res, err := resources.New(ctx, store, resources.Options{Logger: log})
 	if err != nil {
@@ -173,6 +177,13 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	bcfg.ClusterMetadata = store
+	bcfg.Stages = stages
+	fr, err := f.startFlightRecorder(log)
+	if err != nil {
+		return err
+	}
+	defer fr.Stop()
+	bcfg.FlightRecorder = fr
 	sec, err := f.security.build(res, log)
 	if err != nil {
 		return err
@@ -210,14 +221,14 @@ func (f standaloneFlags) metadataStoreURL(dataDir string) string {
 // openStorage starts the topics' storage: the in-process bookie, or with
 // --storage memory managed ledgers in memory, which measure the broker
 // and its clients without the storage path (nothing survives a restart).
-func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, log *slog.Logger) (
+func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, stages *stage.Recorder, log *slog.Logger) (
 	managedledger.Factory, []prometheus.Collector, func(), error) {
 	if f.storageKind == "memory" {
 		log.Warn("standalone on in-memory storage (--storage memory): messages are not durable and do not survive a restart")
 		return managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger)}),
 			nil, func() {}, nil
 	}
-	st, err := startStandaloneStorage(ctx, store, dir, f, log)
+	st, err := startStandaloneStorage(ctx, store, dir, f, stages, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +98,21 @@ func TestStandaloneServesClients(t *testing.T) {
 	m, err := cons.Receive(rctx)
 	if err != nil || string(m.Payload()) != "world" {
 		t.Fatalf("received %v %v", m, err)
+	}
+	// The publish went through every stage of the write path, each
+	// recorded (internal/stage; the journal here is not pipelined, so it
+	// has no separate sync stage).
+	resp, err := http.Get(web + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, st := range []string{"broker_to_storage", "ml_queue", "ledger_add", "bookie_add", "journal_queue", "journal_write",
+		"storage_add", "receipt"} {
+		if !regexp.MustCompile(`magnetar_publish_stage_seconds_count\{stage="` + st + `"\} [1-9]`).Match(body) {
+			t.Errorf("/metrics has no %s stage observation", st)
+		}
 	}
 	client.Close()
 	cancel()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/internal/stage"
+
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +35,7 @@ type standaloneStorage struct {
 	stopGC         context.CancelFunc
 }
 
-func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, log *slog.Logger) (*standaloneStorage, error) {
+func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, stages *stage.Recorder, log *slog.Logger) (*standaloneStorage, error) {
 	fs, err := engine.New(engine.Options{Backend: engine.BackendAuto, Logger: log})
 	if err != nil {
 		return nil, err
@@ -52,12 +54,14 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(fs, ledgerDirs, f.storage, cp, log, nil)
 	}
-	s.core, err = bookie.OpenCore(fs, journalDirs, f.journal.options(log), open,
-		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log}))
+	jopts := f.journal.options(log)
+	jopts.Stages = stages
+	s.core, err = bookie.OpenCore(fs, journalDirs, jopts, open,
+		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log, Stages: stages}))
 	if err != nil {
 		return nil, err
 	}
-	if err := s.connect(ctx, store, f, log); err != nil {
+	if err := s.connect(ctx, store, f, stages, log); err != nil {
 		s.close(log)
 		return nil, err
 	}
@@ -85,7 +89,7 @@ func (f standaloneFlags) bookieDirs(dir string) (journal, ledgers []string, err 
 
 // connect registers the bookie and builds the ledger client and managed
 // ledgers on it.
-func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, log *slog.Logger) error {
+func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, stages *stage.Recorder, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
@@ -101,11 +105,12 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 	}
 	tr := ledger.NewLocalTransport()
 	tr.Add(standaloneBookieID, s.core)
-	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, MaxFrameSize: f.bookieFrameSize(), Logger: log}); err != nil {
+	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, MaxFrameSize: f.bookieFrameSize(), Stages: stages,
+		Logger: log}); err != nil {
 		return err
 	}
 	mlCfg := f.managedLedgerConfig(log)
-	mlCfg.Store, mlCfg.Ledgers = store, s.ledgers
+	mlCfg.Store, mlCfg.Ledgers, mlCfg.Stages = store, s.ledgers, stages
 	s.managedLedgers, err = managedledger.NewBKFactory(mlCfg)
 	if err != nil {
 		return err

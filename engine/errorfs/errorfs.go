@@ -382,6 +382,8 @@ func (f *file) Truncate(size int64) error {
 func (f *file) Size() int64      { return f.inner.Size() }
 func (f *file) DropCache() error { return f.inner.DropCache() }
 
+func (f *file) WriteBack(off, length int64) error { return f.inner.WriteBack(off, length) }
+
 // Close closes the inner file even when a fault is injected, so a failed
 // close never leaks the descriptor.
 func (f *file) Close() error {
