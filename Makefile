@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long testrace chaos chaos-smoke bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
+.PHONY: all build test test-short test-long deploy-guide-test testrace chaos chaos-smoke bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
 
 all: build
 
@@ -49,6 +49,15 @@ test-long: zookeeper
 	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
 	$(GO) test -count=1 -timeout 60m -run 'TestBKModel' ./managedledger/ -ml.seeds=300
 	$(MAKE) fuzz-server HOSTILE_INPUTS=20000 HOSTILE_SEEDS=3
+	$(MAKE) deploy-guide-test
+
+## deploy-guide-test: docs/deploy.md run literally, block by block, on four
+## "hosts" made of network and mount namespaces (198.18.0.0/24, directories
+## standing in for disks; needs root): ZooKeeper ensemble, bookies, brokers,
+## proxy, a first test, adding and decommissioning a bookie, a rolling
+## upgrade and a metadata backup (cmd/magnetar/deployguide_test.go)
+deploy-guide-test: zookeeper
+	$(GO) test -count=1 -timeout 60m -run '^TestDeployGuide$$' -v ./cmd/magnetar/ -deployguide
 
 ## chaos: the fault suite (tools/chaos): a cluster of processes (3 ZooKeeper
 ## nodes, 4 bookies, 3 brokers, the proxy), each in its own network namespace
