@@ -192,6 +192,18 @@ type guideLab struct {
 }
 
 func TestDeployGuide(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(repo, "docs/deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseGuide(string(text))
+	if err != nil {
+		t.Fatal(err) // every make test checks the guide's annotations
+	}
 	if !*deployGuide {
 		t.Skip("runs docs/deploy.md on network namespaces: make deploy-guide-test (make test-long)")
 	}
@@ -208,18 +220,6 @@ func TestDeployGuide(t *testing.T) {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Fatalf("the guide's test needs %s: %v", p, err)
 		}
-	}
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := os.ReadFile(filepath.Join(repo, "docs/deploy.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := parseGuide(string(text))
-	if err != nil {
-		t.Fatal(err)
 	}
 	// The build machine's blocks write dist/magnetar-guide*: none may be
 	// left from an earlier run.
