@@ -127,17 +127,19 @@ func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, message
 	defer s.mu.Unlock()
 	ts := uint64(s.now().UnixMilli())
 	index := s.last + messages
-	data := make([]byte, 0, wire.BrokerEntryMetadataLen(ts, s.timestamp, index, s.index)+len(entry))
+	// Room in front for storage to encode its entry without a copy
+	// (AddEntryInPlace).
+	data := make([]byte, managedledger.EntryHeadroom, managedledger.EntryHeadroom+wire.BrokerEntryMetadataLen(ts, s.timestamp, index, s.index)+len(entry))
 	data = wire.AppendBrokerEntryMetadata(data, ts, s.timestamp, index, s.index)
 	data = append(data, entry...)
 	// The index is taken even if the add fails: a gap in the indices is
 	// harmless, a duplicate would not be.
 	s.last = index
 	if s.cursor == nil {
-		ml.AddEntry(data, cb)
+		ml.AddEntryInPlace(data, cb)
 		return
 	}
-	ml.AddEntry(data, func(pos managedledger.Position, err error) {
+	ml.AddEntryInPlace(data, func(pos managedledger.Position, err error) {
 		if err == nil { // callbacks run in storage order: the cursor only moves forward
 			_ = s.cursor.MarkDeleteWithProperties(context.Background(), pos, map[string]int64{indexProperty: index})
 		}

@@ -165,7 +165,11 @@ func (t *topic) storeEntry(entry []byte, messages int64, cb func(managedledger.P
 		t.stamper.add(t.ml, entry, messages, cb)
 		return
 	}
-	t.ml.AddEntry(bytes.Clone(entry), cb)
+	// The one copy out of the connection's buffer, with room in front for
+	// storage to encode its entry without copying again.
+	buf := make([]byte, managedledger.EntryHeadroom+len(entry))
+	copy(buf[managedledger.EntryHeadroom:], entry)
+	t.ml.AddEntryInPlace(buf, cb)
 }
 
 // beginAdd counts an add about to be handed to the managed ledger, unless

@@ -87,6 +87,21 @@ func masterKey(password []byte) []byte {
 //
 // length is the ledger's length including this entry; the digest covers
 // bytes 0..32 and the payload. All integers big-endian.
+// Headroom is what AppendAsyncInPlace needs in front of a payload: the
+// entry header and the largest digest.
+const Headroom = entryHeaderLen + sha256.Size
+
+// encodeInPlace encodes the entry in front of the payload buf[Headroom:]
+// and returns the encoded entry, a suffix of buf: no copy of the payload.
+func (d digester) encodeInPlace(ledgerID, entryID, lac, length int64, buf []byte) []byte {
+	payload := buf[Headroom:]
+	e := buf[Headroom-entryHeaderLen-d.size():]
+	bkproto.PutEntryHead(e, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})
+	binary.BigEndian.PutUint64(e[bkproto.EntryHeadLen:], uint64(length))
+	d.sum(e[entryHeaderLen:entryHeaderLen], e[:entryHeaderLen], payload)
+	return e
+}
+
 func (d digester) encodeEntry(ledgerID, entryID, lac, length int64, payload []byte) []byte {
 	b := make([]byte, entryHeaderLen, entryHeaderLen+d.size()+len(payload))
 	bkproto.PutEntryHead(b, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})

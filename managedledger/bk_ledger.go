@@ -89,6 +89,7 @@ type queuedAdd struct {
 	data  []byte
 	cb    func(Position, error)
 	start time.Time // when AddEntry took it (zero for a failed add queued again)
+	buf   []byte    // data with its headroom (AddEntryInPlace), until its first append
 }
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {

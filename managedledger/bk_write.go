@@ -20,6 +20,18 @@ import (
 // refused for its size (ledger.ErrEntryTooLarge) fails alone: it could
 // never be stored, so nothing stored after it overtakes it.
 func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
+	ml.addEntry(data, nil, cb)
+}
+
+// AddEntryInPlace implements ManagedLedger: the first append encodes the
+// ledger entry in the headroom in front of the data (no copy); an append
+// again after a failure copies (AppendAsync), since the failed ledger's
+// requests may still hold buf.
+func (ml *bkLedger) AddEntryInPlace(buf []byte, cb func(Position, error)) {
+	ml.addEntry(buf[EntryHeadroom:], buf, cb)
+}
+
+func (ml *bkLedger) addEntry(data, buf []byte, cb func(Position, error)) {
 	ml.mu.Lock()
 	if err := ml.addErrorLocked(); err != nil {
 		ml.mu.Unlock()
@@ -34,20 +46,20 @@ func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
 		ml.addDone()
 	}
 	if ml.mu.rolling {
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start})
+		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start, buf})
 		ml.mu.Unlock()
 		return
 	}
 	if cause := ml.mu.rollErr; cause != nil {
 		// The last rollover failed: its writer is closed. Try again, with
 		// this add first in the next ledger.
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start})
+		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start, buf})
 		ml.startRolloverLocked(cause)
 		ml.mu.Unlock()
 		return
 	}
 	ml.cfg.Stages.Since(stage.MLQueue, start)
-	ml.appendLocked(data, cb)
+	ml.appendLocked(data, buf, cb)
 	if ml.shouldRollLocked() {
 		ml.startRolloverLocked(nil)
 	}
@@ -103,12 +115,18 @@ func (ml *bkLedger) shouldRollLocked() bool {
 	return full && (age >= ml.cfg.MinLedgerRolloverTime || ml.mu.appended >= ml.cfg.MaxEntriesPerLedger)
 }
 
-// appendLocked hands one add to the writer.
-func (ml *bkLedger) appendLocked(data []byte, cb func(Position, error)) {
+// appendLocked hands one add to the writer: in place (encoded in buf's
+// headroom) when buf is given, else copied.
+func (ml *bkLedger) appendLocked(data, buf []byte, cb func(Position, error)) {
 	w := ml.mu.writer
 	ml.mu.appended++
 	ml.mu.appendSize += int64(len(data))
-	w.AppendAsync(data, func(entryID int64, err error) { ml.onAdded(w, data, cb, entryID, err) })
+	done := func(entryID int64, err error) { ml.onAdded(w, data, cb, entryID, err) }
+	if buf != nil {
+		w.AppendAsyncInPlace(buf, done)
+		return
+	}
+	w.AppendAsync(data, done)
 }
 
 // onAdded runs in append order on the writer's delivery goroutine.
@@ -219,7 +237,7 @@ func (ml *bkLedger) rollover(cause error) {
 		if !q.start.IsZero() {
 			ml.cfg.Stages.Since(stage.MLQueue, q.start)
 		}
-		ml.appendLocked(q.data, q.cb)
+		ml.appendLocked(q.data, q.buf, q.cb)
 	}
 	ml.mu.Unlock()
 }

@@ -66,7 +66,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/magnetar-io/magnetar/ledger"
 )
+
+// EntryHeadroom is the scratch AddEntryInPlace wants in front of an
+// entry (the ledger entry header and digest).
+const EntryHeadroom = ledger.Headroom
 
 // Position is an entry's place in the stream.
 type Position struct {
@@ -159,6 +165,11 @@ type ManagedLedger interface {
 	// (An entry refused for its size fails alone: it can never be
 	// stored, so nothing overtakes it.)
 	AddEntry(data []byte, cb func(Position, error))
+	// AddEntryInPlace is AddEntry for buf[EntryHeadroom:], the
+	// EntryHeadroom bytes in front of it being scratch the storage may use
+	// to encode the entry without copying it (the broker's publish path).
+	// buf is the storage's, as data is AddEntry's.
+	AddEntryInPlace(buf []byte, cb func(Position, error))
 	// ResumeAdds accepts adds again after a failed one (ErrAddsStopped).
 	// The broker calls it once every add it made before the failure has
 	// called back and its producers must reconnect (Pulsar's topic fence).

@@ -120,6 +120,12 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	}
 }
 
+// AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
+// is, without its headroom.
+func (ml *memoryLedger) AddEntryInPlace(buf []byte, cb func(Position, error)) {
+	ml.AddEntry(buf[EntryHeadroom:], cb)
+}
+
 // ResumeAdds implements ManagedLedger: adds in memory fail only once
 // closed or terminated, for good, so there is nothing to resume.
 func (ml *memoryLedger) ResumeAdds() {}

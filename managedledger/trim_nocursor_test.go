@@ -2,6 +2,7 @@ package managedledger
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -57,5 +58,63 @@ func waitEntriesAtMost(t *testing.T, ml ManagedLedger, n int64) {
 			t.Fatalf("%d entries kept without any subscription, want at most %d", ml.Entries(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// AddEntryInPlace stores the entry after the headroom, as AddEntry does,
+// in memory and on bookies (where the ledger entry is encoded in the
+// headroom instead of copied).
+func TestAddEntryInPlace(t *testing.T) {
+	ctx := context.Background()
+	opens := map[string]func(t *testing.T) ManagedLedger{
+		"memory": func(t *testing.T) ManagedLedger {
+			ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 7}).Open(ctx, "t")
+			return ml
+		},
+		"bookie": func(t *testing.T) ManagedLedger {
+			f := newBKEnv(t).factory(t, Config{MaxEntriesPerLedger: 7, MinLedgerRolloverTime: time.Nanosecond})
+			ml, err := f.Open(ctx, "public/default/persistent/inplace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ml.Close(ctx) })
+			return ml
+		},
+	}
+	for name, open := range opens {
+		t.Run(name, func(t *testing.T) {
+			ml := open(t)
+			c, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 30 // across rollovers, some added while one runs
+			done := make(chan error, n)
+			for i := range n {
+				buf := make([]byte, EntryHeadroom+7)
+				copy(buf[EntryHeadroom:], fmt.Sprintf("e-%05d", i))
+				ml.AddEntryInPlace(buf, func(_ Position, err error) { done <- err })
+			}
+			for range n {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for len(got) < n {
+				es, err := c.ReadEntries(ctx, n, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range es {
+					got = append(got, string(e.Data))
+				}
+			}
+			for i, g := range got {
+				if g != fmt.Sprintf("e-%05d", i) {
+					t.Fatalf("entry %d is %q", i, g)
+				}
+			}
+		})
 	}
 }
