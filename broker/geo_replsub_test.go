@@ -1,0 +1,253 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+// loadedTopic is the cluster's loaded topic named name (nil if none).
+func (c *geoCluster) loadedTopic(name string) *topic {
+	for _, t := range c.broker().loadedTopics() {
+		if t.name.String() == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// cursorOf is the cluster's cursor of the topic named sub, if any.
+func (c *geoCluster) cursorOf(topicName, sub string) managedledger.Cursor {
+	t := c.loadedTopic(topicName)
+	if t == nil {
+		return nil
+	}
+	for _, cur := range t.ml.Cursors() {
+		if cur.Name() == sub {
+			return cur
+		}
+	}
+	return nil
+}
+
+// waitSnapshotCovering waits until a snapshot that started after the
+// topic's last stored message has completed in the cluster.
+func (c *geoCluster) waitSnapshotCovering(t *testing.T, topicName string) {
+	t.Helper()
+	eventually(t, "a snapshot after the last message", func() error {
+		tp := c.loadedTopic(topicName)
+		if tp == nil {
+			return fmt.Errorf("topic not loaded")
+		}
+		tp.rsubs.mu.Lock()
+		defer tp.rsubs.mu.Unlock()
+		if data := tp.rsubs.lastDataNs.Load(); tp.rsubs.lastCompletedStartNs <= data {
+			return fmt.Errorf("last snapshot started at %d, last data at %d", tp.rsubs.lastCompletedStartNs, data)
+		}
+		return nil
+	})
+}
+
+// subscribeOnce creates a subscription (at the earliest entry) and closes
+// its consumer without consuming.
+func subscribeOnce(t *testing.T, url, topic, sub string, replicated bool) {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+}
+
+// geoConsumeAndAck receives n messages on sub and acknowledges each, then
+// closes the consumer; it returns their values.
+func geoConsumeAndAck(t *testing.T, url, topic, sub string, replicated bool, n int) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var got []string
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: received %d of %d: %v", sub, len(got), n, err)
+		}
+		got = append(got, string(msg.Payload()))
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// geoCollect subscribes and gathers every value until want has arrived,
+// then a little longer to catch extras.
+func geoCollect(t *testing.T, url, topic, sub string, replicated bool, last string) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var mu sync.Mutex
+	var got []string
+	seenLast := false
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		wait := 20 * time.Second
+		if seenLast {
+			wait = 500 * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		mu.Lock()
+		got = append(got, string(msg.Payload()))
+		mu.Unlock()
+		_ = cons.Ack(msg)
+		if string(msg.Payload()) == last {
+			seenLast = true
+		}
+	}
+	if !seenLast {
+		t.Fatalf("%s: %s never arrived (got %d)", sub, last, len(got))
+	}
+	return got
+}
+
+func geoIndex(v string) int {
+	var i int
+	fmt.Sscan(strings.TrimPrefix(v, "p#"), &i)
+	return i
+}
+
+// Replicated subscriptions, active-active: a consumer group that acked
+// the first half of 200 messages in a resumes in b near message 100, not
+// at the start, and loses nothing. A subscription without the flag is
+// not moved, and markers reach no consumer.
+func TestGeoReplicatedSubscription(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rsub", "a", "b")
+	topic := "persistent://geo/rsub/t"
+	// The subscriptions exist in both clusters from the start, the
+	// replicated one with the flag everywhere.
+	for _, n := range []string{"a", "b"} {
+		subscribeOnce(t, cl[n].url(), topic, "group", true)
+		subscribeOnce(t, cl[n].url(), topic, "plain", false)
+	}
+	if cur := cl["a"].cursorOf(topic, "group"); cur == nil || cur.Properties()[replicatedSubProperty] != 1 {
+		t.Fatalf("group's cursor not flagged replicated: %v", cur)
+	}
+	if cur := cl["a"].cursorOf(topic, "plain"); cur == nil || cur.Properties()[replicatedSubProperty] != 0 {
+		t.Fatal("plain's cursor flagged replicated")
+	}
+
+	// 20 rounds of 10 messages in a, with a snapshot completed after each
+	// (as one would be within the snapshot interval under steady traffic).
+	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p",
+		DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for round := range 20 {
+		for i := round * 10; i < round*10+10; i++ {
+			if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cl["a"].waitSnapshotCovering(t, topic)
+	}
+
+	startB := cl["b"].cursorOf(topic, "group").MarkDeletePosition()
+	// Half consumed in a, on both subscriptions.
+	for _, sub := range []string{"group", "plain"} {
+		got := geoConsumeAndAck(t, cl["a"].url(), topic, sub, sub == "group", 100)
+		for i, v := range got {
+			if v != fmt.Sprintf("p#%d", i) {
+				t.Fatalf("%s in a: message %d is %q", sub, i, v)
+			}
+		}
+	}
+
+	// The update reaches b: its group cursor moves off the start.
+	eventually(t, "group moved in b", func() error {
+		cur := cl["b"].cursorOf(topic, "group")
+		if cur == nil || cur.MarkDeletePosition().Compare(startB) <= 0 {
+			return fmt.Errorf("group in b not moved")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // any later update lands too
+
+	// The group moved to b: the second half, at most one round again.
+	got := geoCollect(t, cl["b"].url(), topic, "group", true, "p#199")
+	seen := map[int]int{}
+	again := 0
+	for _, v := range got {
+		if !strings.HasPrefix(v, "p#") {
+			t.Fatalf("group in b got %q, which is no user message", v)
+		}
+		i := geoIndex(v)
+		seen[i]++
+		if i < 100 {
+			again++
+		}
+	}
+	for i := 100; i < 200; i++ {
+		if seen[i] == 0 {
+			t.Fatalf("group in b: p#%d lost", i)
+		}
+	}
+	// One snapshot per round and the consumer stopped at a round's end:
+	// the newest snapshot it passed is at most a round (10) behind.
+	if again > 10 {
+		t.Fatalf("group in b: %d of the first 100 delivered again (more than one round); got %v", again, got)
+	}
+	t.Logf("group in b: %d messages, %d of the first half again", len(got), again)
+
+	// The plain subscription did not move: all 200, and only messages.
+	plain := geoCollect(t, cl["b"].url(), topic, "plain", false, "p#199")
+	if len(plain) != 200 {
+		t.Fatalf("plain in b: %d messages, want 200", len(plain))
+	}
+	for i, v := range plain {
+		if v != fmt.Sprintf("p#%d", i) {
+			t.Fatalf("plain in b: message %d is %q", i, v)
+		}
+	}
+	// Markers are counted as no message, here or there.
+	for _, n := range []string{"a", "b"} {
+		st, err := cl[n].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MsgInCounter != 200 {
+			t.Errorf("cluster %s: msgInCounter %d, want 200", n, st.MsgInCounter)
+		}
+	}
+	if slices.Contains(got, "") {
+		t.Fatal("empty message delivered")
+	}
+}
