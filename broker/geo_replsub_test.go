@@ -12,6 +12,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire/markers"
 )
 
 // loadedTopic is the cluster's loaded topic named name (nil if none).
@@ -147,13 +148,32 @@ func geoIndex(v string) int {
 // at the start, and loses nothing. A subscription without the flag is
 // not moved, and markers reach no consumer.
 func TestGeoReplicatedSubscription(t *testing.T) {
-	cl := newGeoInstance(t, "a", "b")
-	geoNamespace(t, cl["a"].res, "rsub", "a", "b")
+	testReplicatedSubscriptionMove(t, []string{"a", "b"}, "b", true)
+}
+
+// The same in a full mesh of three (snapshots take two rounds), the group
+// moving from a to c.
+func TestGeoReplicatedSubscriptionMesh(t *testing.T) {
+	testReplicatedSubscriptionMove(t, []string{"a", "b", "c"}, "c", true)
+}
+
+// A replicated subscription that does not exist in the other cluster is
+// created there by the first update, at the mapped position (Pulsar
+// creates it at the latest entry).
+func TestGeoReplicatedSubscriptionCreatedByUpdate(t *testing.T) {
+	testReplicatedSubscriptionMove(t, []string{"a", "b"}, "b", false)
+}
+
+func testReplicatedSubscriptionMove(t *testing.T, clusters []string, to string, existsInTarget bool) {
+	cl := newGeoInstance(t, clusters...)
+	geoNamespace(t, cl["a"].res, "rsub", clusters...)
 	topic := "persistent://geo/rsub/t"
-	// The subscriptions exist in both clusters from the start, the
-	// replicated one with the flag everywhere.
-	for _, n := range []string{"a", "b"} {
-		subscribeOnce(t, cl[n].url(), topic, "group", true)
+	// The plain subscription exists everywhere from the start; the
+	// replicated one in a, and elsewhere if existsInTarget.
+	for _, n := range clusters {
+		if n == "a" || existsInTarget {
+			subscribeOnce(t, cl[n].url(), topic, "group", true)
+		}
 		subscribeOnce(t, cl[n].url(), topic, "plain", false)
 	}
 	if cur := cl["a"].cursorOf(topic, "group"); cur == nil || cur.Properties()[replicatedSubProperty] != 1 {
@@ -180,7 +200,10 @@ func TestGeoReplicatedSubscription(t *testing.T) {
 		cl["a"].waitSnapshotCovering(t, topic)
 	}
 
-	startB := cl["b"].cursorOf(topic, "group").MarkDeletePosition()
+	startB := managedledger.Position{LedgerID: -1, EntryID: -1}
+	if existsInTarget {
+		startB = cl[to].cursorOf(topic, "group").MarkDeletePosition()
+	}
 	// Half consumed in a, on both subscriptions.
 	for _, sub := range []string{"group", "plain"} {
 		got := geoConsumeAndAck(t, cl["a"].url(), topic, sub, sub == "group", 100)
@@ -192,22 +215,22 @@ func TestGeoReplicatedSubscription(t *testing.T) {
 	}
 
 	// The update reaches b: its group cursor moves off the start.
-	eventually(t, "group moved in b", func() error {
-		cur := cl["b"].cursorOf(topic, "group")
+	eventually(t, "group moved in "+to, func() error {
+		cur := cl[to].cursorOf(topic, "group")
 		if cur == nil || cur.MarkDeletePosition().Compare(startB) <= 0 {
-			return fmt.Errorf("group in b not moved")
+			return fmt.Errorf("group in %s not moved", to)
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond) // any later update lands too
 
 	// The group moved to b: the second half, at most one round again.
-	got := geoCollect(t, cl["b"].url(), topic, "group", true, "p#199")
+	got := geoCollect(t, cl[to].url(), topic, "group", true, "p#199")
 	seen := map[int]int{}
 	again := 0
 	for _, v := range got {
 		if !strings.HasPrefix(v, "p#") {
-			t.Fatalf("group in b got %q, which is no user message", v)
+			t.Fatalf("group in %s got %q, which is no user message", to, v)
 		}
 		i := geoIndex(v)
 		seen[i]++
@@ -217,28 +240,28 @@ func TestGeoReplicatedSubscription(t *testing.T) {
 	}
 	for i := 100; i < 200; i++ {
 		if seen[i] == 0 {
-			t.Fatalf("group in b: p#%d lost", i)
+			t.Fatalf("group in %s: p#%d lost", to, i)
 		}
 	}
 	// One snapshot per round and the consumer stopped at a round's end:
 	// the newest snapshot it passed is at most a round (10) behind.
 	if again > 10 {
-		t.Fatalf("group in b: %d of the first 100 delivered again (more than one round); got %v", again, got)
+		t.Fatalf("group in %s: %d of the first 100 delivered again (more than one round); got %v", to, again, got)
 	}
-	t.Logf("group in b: %d messages, %d of the first half again", len(got), again)
+	t.Logf("group in %s: %d messages, %d of the first half again", to, len(got), again)
 
 	// The plain subscription did not move: all 200, and only messages.
-	plain := geoCollect(t, cl["b"].url(), topic, "plain", false, "p#199")
+	plain := geoCollect(t, cl[to].url(), topic, "plain", false, "p#199")
 	if len(plain) != 200 {
-		t.Fatalf("plain in b: %d messages, want 200", len(plain))
+		t.Fatalf("plain in %s: %d messages, want 200", to, len(plain))
 	}
 	for i, v := range plain {
 		if v != fmt.Sprintf("p#%d", i) {
-			t.Fatalf("plain in b: message %d is %q", i, v)
+			t.Fatalf("plain in %s: message %d is %q", to, i, v)
 		}
 	}
 	// Markers are counted as no message, here or there.
-	for _, n := range []string{"a", "b"} {
+	for _, n := range clusters {
 		st, err := cl[n].broker().TopicStats(context.Background(), topic)
 		if err != nil {
 			t.Fatal(err)
@@ -249,5 +272,49 @@ func TestGeoReplicatedSubscription(t *testing.T) {
 	}
 	if slices.Contains(got, "") {
 		t.Fatal("empty message delivered")
+	}
+}
+
+// The replicated flag lives in the cursor: it outlives a broker restart,
+// and a later SUBSCRIBE without the flag does not clear it.
+func TestGeoReplicatedSubscriptionFlagSurvivesReload(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rflag", "a", "b")
+	topic := "persistent://geo/rflag/t"
+	subscribeOnce(t, cl["a"].url(), topic, "group", true)
+	cl["a"].stop()
+	cl["a"].start(t)
+	subscribeOnce(t, cl["a"].url(), topic, "group", false)
+	tp := cl["a"].loadedTopic(topic)
+	if tp == nil {
+		t.Fatal("topic not loaded")
+	}
+	tp.mu.Lock()
+	s := tp.subs["group"]
+	tp.mu.Unlock()
+	if s == nil || !s.replicated.Load() || s.cursor.Properties()[replicatedSubProperty] != 1 {
+		t.Fatal("the subscription lost its replicated flag")
+	}
+}
+
+// Past the cache limit, snapshots are thinned where they are closest
+// together (the one whose neighbours are nearest goes); the oldest and
+// newest stay.
+func TestThinSnapshots(t *testing.T) {
+	var snaps []markers.SnapshotData
+	for _, e := range []uint64{10, 20, 22, 40, 50, 51, 80} {
+		snaps = append(snaps, markers.SnapshotData{Local: markers.MessageID{LedgerID: 1, EntryID: e}})
+	}
+	snaps = append(snaps, markers.SnapshotData{Local: markers.MessageID{LedgerID: 2, EntryID: 0}})
+	got := thinSnapshots(slices.Clone(snaps), 5)
+	var at []uint64
+	for _, s := range got {
+		at = append(at, s.Local.LedgerID*1000+s.Local.EntryID)
+	}
+	if want := []uint64{1010, 1022, 1051, 1080, 2000}; !slices.Equal(at, want) {
+		t.Fatalf("kept %v, want %v", at, want)
+	}
+	if got := thinSnapshots(slices.Clone(snaps), 1); len(got) != 2 {
+		t.Fatalf("limit 1 kept %d, want the oldest and newest", len(got))
 	}
 }

@@ -408,8 +408,9 @@ func (s *subscription) keepSnapshotLocked(payload []byte) {
 }
 
 // thinSnapshots drops snapshots until at most limit are left, each time
-// the one (never the oldest nor the newest) closest to the one before
-// it: what is kept stays spread over the backlog, so a consumer that read
+// the one (never the oldest nor the newest) whose neighbours are closest
+// together, so that the largest gap it leaves is smallest: what is kept
+// stays spread over the backlog, so a consumer that read
 // far ahead of its acknowledgements still finds a snapshot near its
 // mark-delete position (dropping the oldest would leave it none until it
 // caught up with the read position).
@@ -417,7 +418,7 @@ func thinSnapshots(snaps []markers.SnapshotData, limit int) []markers.SnapshotDa
 	for len(snaps) > max(limit, 2) {
 		best, bestGap := 1, uint64(math.MaxUint64)
 		for i := 1; i < len(snaps)-1; i++ {
-			if gap := snapshotGap(snaps[i-1].Local, snaps[i].Local); gap < bestGap {
+			if gap := snapshotGap(snaps[i-1].Local, snaps[i+1].Local); gap < bestGap {
 				best, bestGap = i, gap
 			}
 		}
