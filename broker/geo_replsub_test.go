@@ -97,18 +97,22 @@ func geoConsumeAndAck(t *testing.T, url, topic, sub string, replicated bool, n i
 	return got
 }
 
-// geoCollect subscribes and gathers every value until want has arrived,
+// geoCollect subscribes and gathers every value until last has arrived,
 // then a little longer to catch extras.
 func geoCollect(t *testing.T, url, topic, sub string, replicated bool, last string) []string {
 	t.Helper()
-	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+	return geoCollectOpts(t, url, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
 		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-		ReplicateSubscriptionState: replicated})
+		ReplicateSubscriptionState: replicated}, last)
+}
+
+func geoCollectOpts(t *testing.T, url string, opts pulsar.ConsumerOptions, last string) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	var mu sync.Mutex
 	var got []string
 	seenLast := false
 	deadline := time.Now().Add(20 * time.Second)
@@ -123,16 +127,14 @@ func geoCollect(t *testing.T, url, topic, sub string, replicated bool, last stri
 		if err != nil {
 			break
 		}
-		mu.Lock()
 		got = append(got, string(msg.Payload()))
-		mu.Unlock()
 		_ = cons.Ack(msg)
 		if string(msg.Payload()) == last {
 			seenLast = true
 		}
 	}
 	if !seenLast {
-		t.Fatalf("%s: %s never arrived (got %d)", sub, last, len(got))
+		t.Fatalf("%s: %s never arrived (got %d)", opts.SubscriptionName, last, len(got))
 	}
 	return got
 }
@@ -317,4 +319,96 @@ func TestThinSnapshots(t *testing.T) {
 	if got := thinSnapshots(slices.Clone(snaps), 1); len(got) != 2 {
 		t.Fatalf("limit 1 kept %d, want the oldest and newest", len(got))
 	}
+}
+
+// The test as users see it, with snapshots left to their timer:
+// messages stream into a at about 200/s (batched by the client) while
+// snapshots run every 50 ms; a Failover consumer acknowledges half in a
+// and the group moves to b. It must not start from the beginning: with
+// about 10 messages per snapshot interval and an in-process round trip
+// of a few milliseconds, the newest snapshot passed is some 10 to 20
+// messages behind; 50 leaves room for a slow (race-detector) run. And
+// nothing after the mapped position is lost.
+func TestGeoReplicatedSubscriptionContinuous(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rcont", "a", "b")
+	topic := "persistent://geo/rcont/t"
+	opts := func(url string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "group", Type: pulsar.Failover,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReplicateSubscriptionState: true}
+	}
+	for _, n := range []string{"a", "b"} {
+		cons, err := newClient(t, cl[n].url()).Subscribe(opts(cl[n].url()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Close()
+	}
+	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p",
+		BatchingMaxMessages: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		prod.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					t.Errorf("send: %v", err)
+				}
+				wg.Done()
+			})
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	cl["a"].waitSnapshotCovering(t, topic)
+
+	startB := cl["b"].cursorOf(topic, "group").MarkDeletePosition()
+	cons, err := newClient(t, cl["a"].url()).Subscribe(opts(cl["a"].url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("a: received %d of 100: %v", i, err)
+		}
+		if want := fmt.Sprintf("p#%d", i); string(msg.Payload()) != want {
+			t.Fatalf("a: message %d is %q", i, msg.Payload())
+		}
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.Close()
+
+	eventually(t, "group moved in b", func() error {
+		if cl["b"].cursorOf(topic, "group").MarkDeletePosition().Compare(startB) <= 0 {
+			return fmt.Errorf("not moved")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	got := geoCollectOpts(t, cl["b"].url(), opts(cl["b"].url()), "p#199")
+	again, seen := 0, map[int]bool{}
+	for _, v := range got {
+		i := geoIndex(v)
+		seen[i] = true
+		if i < 100 {
+			again++
+		}
+	}
+	for i := 100; i < 200; i++ {
+		if !seen[i] {
+			t.Fatalf("b: p#%d lost", i)
+		}
+	}
+	if again >= 50 {
+		t.Fatalf("b: %d of the first 100 delivered again: not close to where a stopped", again)
+	}
+	t.Logf("b: %d messages, %d of the first half again", len(got), again)
 }
