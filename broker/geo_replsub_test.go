@@ -184,6 +184,10 @@ func testReplicatedSubscriptionMove(t *testing.T, clusters []string, to string, 
 	if cur := cl["a"].cursorOf(topic, "plain"); cur == nil || cur.Properties()[replicatedSubProperty] != 0 {
 		t.Fatal("plain's cursor flagged replicated")
 	}
+	if st, err := cl["a"].broker().TopicStats(context.Background(), topic); err != nil ||
+		!st.Subscriptions["group"].IsReplicated || st.Subscriptions["plain"].IsReplicated {
+		t.Fatalf("isReplicated in stats: %+v %v", st.Subscriptions, err)
+	}
 
 	// 20 rounds of 10 messages in a, with a snapshot completed after each
 	// (as one would be within the snapshot interval under steady traffic).
