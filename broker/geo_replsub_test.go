@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +302,39 @@ func TestGeoReplicatedSubscriptionFlagSurvivesReload(t *testing.T) {
 	tp.mu.Unlock()
 	if s == nil || !s.replicated.Load() || s.cursor.Properties()[replicatedSubProperty] != 1 {
 		t.Fatal("the subscription lost its replicated flag")
+	}
+
+	// The admin API turns it off and on again (Pulsar's
+	// replicatedSubscriptionStatus).
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	post := func(sub, body string) int {
+		resp, err := http.Post(web.URL+"/admin/v2/persistent/geo/rflag/t/subscription/"+sub+"/replicatedSubscriptionStatus",
+			"application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	replicated := func() bool {
+		st, err := cl["a"].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Subscriptions["group"].IsReplicated
+	}
+	if code := post("group", "false"); code != http.StatusNoContent || replicated() || s.cursor.Properties()[replicatedSubProperty] != 0 {
+		t.Fatalf("off: %d, replicated %v", code, replicated())
+	}
+	if code := post("group", "true"); code != http.StatusNoContent || !replicated() || s.cursor.Properties()[replicatedSubProperty] != 1 {
+		t.Fatalf("on: %d, replicated %v", code, replicated())
+	}
+	if code := post("group", "maybe"); code != http.StatusBadRequest {
+		t.Fatalf("bad body: %d", code)
+	}
+	if code := post("nosuch", "true"); code != http.StatusNotFound {
+		t.Fatalf("unknown subscription: %d", code)
 	}
 }
 

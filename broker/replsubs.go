@@ -462,3 +462,31 @@ func (s *subscription) advanceSnapshots() {
 
 // markerType is an entry's marker type, 0 when it is no marker.
 func markerType(md *pb.MessageMetadata) markers.Type { return markers.Type(md.GetMarkerType()) }
+
+// SetReplicatedSubscriptionStatus turns a subscription's replication on
+// or off (admin.Subscriptions; Pulsar's replicatedSubscriptionStatus).
+// Off removes the flag from the cursor and forgets the kept snapshots.
+func (b *Broker) SetReplicatedSubscriptionStatus(ctx context.Context, name, sub string, enabled bool) error {
+	_, st, err := b.targetOf(ctx, name, sub)
+	if err != nil {
+		return err
+	}
+	if enabled {
+		if st.s != nil {
+			return st.s.setReplicated(ctx)
+		}
+		return markReplicated(ctx, st.cursor)
+	}
+	if st.s != nil {
+		st.s.replicated.Store(false)
+		st.s.mu.Lock()
+		st.s.snapshots = nil
+		st.s.mu.Unlock()
+	}
+	props := st.cursor.Properties()
+	if _, ok := props[replicatedSubProperty]; !ok {
+		return nil
+	}
+	delete(props, replicatedSubProperty)
+	return st.cursor.MarkDeleteWithProperties(ctx, st.cursor.MarkDeletePosition(), props)
+}
