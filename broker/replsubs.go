@@ -144,8 +144,8 @@ func (t *topic) hasReplicatedSubscription() bool {
 // subscriptions, new data since the last snapshot and every replicator
 // connected.
 func (t *topic) startSnapshot(now time.Time) {
-	if !t.replicatedSubsEnabled() {
-		return
+	if !t.replicatedSubsEnabled() || t.terminated.Load() {
+		return // a terminated topic takes no more entries, markers included
 	}
 	reps := t.replicators()
 	if len(reps) == 0 {
