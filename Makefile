@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long testrace bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
+.PHONY: all build test test-short test-long deploy-guide-test testrace chaos chaos-smoke bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
 
 all: build
 
@@ -27,6 +27,7 @@ test: zookeeper etcd nats pulsar-perf
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m -tags invariants ./...
 	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
+	$(MAKE) chaos-smoke
 
 ## test-short: the fast inner loop: go test -short skips what needs
 ## ZooKeeper, nats-server, pulsar-perf-go, real child processes or a tmpfs
@@ -48,6 +49,43 @@ test-long: zookeeper
 	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
 	$(GO) test -count=1 -timeout 60m -run 'TestBKModel' ./managedledger/ -ml.seeds=300
 	$(MAKE) fuzz-server HOSTILE_INPUTS=20000 HOSTILE_SEEDS=3
+	$(MAKE) deploy-guide-test
+
+## deploy-guide-test: docs/deploy.md run literally, block by block, on four
+## "hosts" made of network and mount namespaces (198.18.0.0/24, directories
+## standing in for disks; needs root): ZooKeeper ensemble, bookies, brokers,
+## proxy, a first test, adding and decommissioning a bookie, a rolling
+## upgrade and a metadata backup (cmd/magnetar/deployguide_test.go);
+## about 3 minutes on 2 cores
+deploy-guide-test: zookeeper
+	$(GO) test -count=1 -timeout 60m -run '^TestDeployGuide$$' -v ./cmd/magnetar/ -deployguide
+
+## chaos: the fault suite (tools/chaos): a cluster of processes (3 ZooKeeper
+## nodes, 4 bookies, 3 brokers, the proxy), each in its own network namespace
+## on a test bridge (198.18.0.0/24; needs root), runs a recorded workload
+## through every named scenario (kill -9, SIGSTOP, partitions, disk faults,
+## unloads, splits, rolling restarts, random mixes) for CHAOS_SEEDS seeds
+## from CHAOS_FIRST_SEED, seed by seed, starting no run after CHAOS_BUDGET;
+## the checker proves nothing acknowledged was lost, reordered or (with
+## deduplication) duplicated; writes CHAOS_REPORT (docs/chaos/REPORT.md).
+## Logs of failing runs are kept (the report names the directory).
+## One run: make chaos CHAOS_SCENARIOS=kill-broker CHAOS_FIRST_SEED=7 CHAOS_SEEDS=1
+CHAOS_SCENARIOS  ?= all
+CHAOS_SEEDS      ?= 20
+CHAOS_FIRST_SEED ?= 1
+CHAOS_BUDGET     ?= 20m
+CHAOS_REPORT     ?= $(CURDIR)/docs/chaos/REPORT.md
+chaos: build zookeeper
+	$(GO) test -count=1 -timeout 4h -run '^TestChaos$$' -v ./tools/chaos/ -chaos -chaos.bin=$(CURDIR)/$(BIN) \
+		-chaos.scenarios='$(CHAOS_SCENARIOS)' -chaos.seeds=$(CHAOS_SEEDS) -chaos.first-seed=$(CHAOS_FIRST_SEED) \
+		-chaos.budget=$(CHAOS_BUDGET) -chaos.report=$(CHAOS_REPORT)
+
+## chaos-smoke: three scenarios of the fault suite (kill-broker,
+## partition-broker-zk, kill-bookie), one seed each, in about a minute and a
+## half; the report goes to .chaos/REPORT-smoke.md. make test runs it
+chaos-smoke: build zookeeper
+	$(GO) test -count=1 -timeout 10m -run '^TestChaos$$' -v ./tools/chaos/ -chaos -chaos.bin=$(CURDIR)/$(BIN) \
+		-chaos.scenarios=smoke -chaos.seeds=1 -chaos.report=$(CURDIR)/.chaos/REPORT-smoke.md -chaos.command='make chaos-smoke'
 
 ## bench: Go benchmarks of every package
 bench:

@@ -76,7 +76,7 @@ func (o ServerOptions) withDefaults() ServerOptions {
 }
 
 // peer is a client connection requests are answered on: a *netio.Conn
-// (the plaintext port) or a *tlsConn (the TLS port). Both feed the same
+// (the plaintext port) or a *netio.TLSConn (the TLS port). Both feed the same
 // handleFrame and worker queues.
 type peer interface {
 	// Write queues an answer; it never blocks and fails only once the
@@ -177,7 +177,7 @@ func (s *Server) TLSAddr() string {
 	if s.tls == nil {
 		return ""
 	}
-	return s.tls.ln.Addr().String()
+	return s.tls.addr().String()
 }
 
 func (s *Server) startWorker(q chan *task) {

@@ -54,7 +54,7 @@ func (b *Broker) statsOf(t *topic) admin.TopicStats {
 	if rates.MsgRateIn > 0 {
 		st.AverageMsgSize = rates.ThroughputIn / rates.MsgRateIn
 	}
-	if b.cfg.BrokerDeduplicationEnabled {
+	if t.dedup != nil {
 		st.DeduplicationStatus = "Enabled"
 	}
 	for _, s := range st.Subscriptions {

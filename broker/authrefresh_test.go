@@ -174,6 +174,17 @@ func TestAuthRefreshWithGoClient(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	receiveNumbered(ctx, t, cons, n)
+	if logs := sb.logs.String(); strings.Contains(logs, "connection closed: the credentials expired") ||
+		strings.Contains(logs, "authentication refresh failed") {
+		t.Errorf("a connection was closed for its credentials:\n%s", logs)
+	}
+}
+
+// receiveNumbered receives and acknowledges the messages "0".."n-1", in
+// order.
+func receiveNumbered(ctx context.Context, t *testing.T, cons pulsar.Consumer, n int) {
+	t.Helper()
 	for i := range n {
 		m, err := cons.Receive(ctx)
 		if err != nil {
@@ -183,9 +194,5 @@ func TestAuthRefreshWithGoClient(t *testing.T) {
 			t.Fatalf("message %d is %q", i, m.Payload())
 		}
 		_ = cons.Ack(m)
-	}
-	if logs := sb.logs.String(); strings.Contains(logs, "connection closed: the credentials expired") ||
-		strings.Contains(logs, "authentication refresh failed") {
-		t.Errorf("a connection was closed for its credentials:\n%s", logs)
 	}
 }

@@ -24,6 +24,11 @@ package broker
 //     connection, as Pulsar does; one for a producer closed recently (the
 //     last 256 on the connection) is ignored: it was in flight when the
 //     producer closed, and the client resends it after reopening.
+//   - Deduplication (dedup.go): a SEND whose sequence id was stored is
+//     acknowledged with message id -1:-1 and not stored; one whose
+//     original is still being stored gets SEND_ERROR PersistenceError
+//     (the client reconnects and resends), never -1:-1: the original may
+//     yet fail.
 //   - A producer may name an initial subscription (the Go client's DLQ
 //     producer does, DLQPolicy.InitialSubscriptionName): it is created at
 //     the earliest position unless it exists, so that nothing published
@@ -324,11 +329,19 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	if marker {
 		dedup = nil
 	}
-	if d := dedup; d != nil && !d.admit(dname, dseq, dhighest) {
-		// A duplicate: acknowledged, not stored; -1:-1 says so.
-		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
-			ProducerId: &id, SequenceId: &seq, HighestSequenceId: &highest,
-			MessageId: &pb.MessageIdData{LedgerId: ptr(^uint64(0)), EntryId: ptr(^uint64(0))}}})
+	if d := dedup; d != nil {
+		switch d.admit(dname, dseq, dhighest) {
+		case admitDuplicate:
+			// A duplicate: acknowledged, not stored; -1:-1 says so.
+			return c.send(&pb.BaseCommand{Type: pb.BaseCommand_SEND_RECEIPT.Enum(), SendReceipt: &pb.CommandSendReceipt{
+				ProducerId: &id, SequenceId: &seq, HighestSequenceId: &highest,
+				MessageId: &pb.MessageIdData{LedgerId: ptr(^uint64(0)), EntryId: ptr(^uint64(0))}}})
+		case admitUnknown:
+			// A resend racing its original, which may still fail: the
+			// client reconnects and resends (Pulsar's PersistenceError).
+			return c.sendSendError(id, seq, pb.ServerError_PersistenceError,
+				"a message with this sequence id is still being stored; resend it once that settles")
+		}
 	}
 	c.beginSend()
 	size := int64(f.Entry.Len())

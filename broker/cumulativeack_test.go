@@ -17,7 +17,7 @@ func rawConsumer(t *testing.T, url, topic string, subType pb.CommandSubscribe_Su
 	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
 		Topic: ptr(topic), Subscription: ptr("s"), SubType: subType.Enum(),
 		ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1)), InitialPosition: pb.CommandSubscribe_Earliest.Enum()}})
-	if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
 		t.Fatalf("subscribe: %v %v", cmd, err)
 	}
 	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(100))}})

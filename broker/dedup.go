@@ -66,17 +66,34 @@ func (d *dedup) lastPersisted(producer string) int64 {
 	return -1
 }
 
-// admit reports whether a SEND with these sequence ids is new, and
-// records it as pushed if so.
-func (d *dedup) admit(producer string, seq, highest int64) bool {
+// admission is what deduplication makes of a SEND.
+type admission int
+
+const (
+	admitNew       admission = iota // store it
+	admitDuplicate                  // stored before: acknowledge with -1:-1, store nothing
+	admitUnknown                    // its original is still being stored: the client must resend later
+)
+
+// admit classifies a SEND by its sequence ids, and records a new one as
+// pushed. A sequence id above the highest persisted but not above the
+// highest pushed is neither new nor a known duplicate: its original is
+// still pending and may yet fail (then the producer's retry must be
+// stored). Answering it as a duplicate would acknowledge a message that
+// is then lost, so it is refused with a retryable error, as Pulsar's
+// MessageDupUnknownException is.
+func (d *dedup) admit(producer string, seq, highest int64) admission {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	last, ok := d.pushed[producer]
 	if ok && seq <= last {
-		return false
+		if p, stored := d.persisted[producer]; stored && seq <= p {
+			return admitDuplicate
+		}
+		return admitUnknown
 	}
 	d.pushed[producer] = max(seq, highest)
-	return true
+	return admitNew
 }
 
 // stored records a persisted SEND, stored at pos, and takes a snapshot

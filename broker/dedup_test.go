@@ -10,7 +10,9 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 func startDedupBroker(t *testing.T, ledgers managedledger.Factory, enabled bool) (*Broker, string) {
@@ -102,5 +104,102 @@ func TestDeduplicationSnapshot(t *testing.T) {
 		if c.Name() == dedupCursor {
 			t.Fatal("a broker with deduplication off kept the deduplication cursor (it would pin ledgers)")
 		}
+	}
+}
+
+// A namespace's deduplicationEnabled policy wins over the broker's
+// brokerDeduplicationEnabled, both ways, as on Pulsar; a namespace without
+// the policy takes the broker's. Found by the fault suite (tools/chaos,
+// rolling-restart seed 1): a namespace set to deduplicate stored a
+// producer's resend after a broker restart, because only the broker
+// setting was read.
+func TestDeduplicationNamespacePolicy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store := metadata.NewMemoryServer().NewSession()
+	res, err := resources.New(ctx, store, resources.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(res.Close)
+	if err := res.CreateCluster(ctx, "test", resources.ClusterData{ServiceURL: "http://localhost:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.CreateTenant(ctx, "t", resources.TenantInfo{AllowedClusters: []string{"test"}}); err != nil {
+		t.Fatal(err)
+	}
+	for ns, dedup := range map[string]*bool{"on": ptr(true), "off": ptr(false), "unset": nil} {
+		p := resources.NewPolicies()
+		p.DeduplicationEnabled = dedup
+		if _, err := res.CreateNamespace(ctx, "t", ns, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, brokerDefault := range []bool{false, true} {
+		b := New(Config{ClusterName: "test", Metadata: store, Resources: res, BrokerDeduplicationEnabled: brokerDefault,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+		client := newClient(t, serveTestBroker(t, b))
+		for ns, want := range map[string]bool{"on": true, "off": false, "unset": brokerDefault} {
+			topic := fmt.Sprintf("persistent://t/%s/d-%v", ns, brokerDefault)
+			p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "w", DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, seq := range []int64{0, 1, 1, 2} { // the second 1 is a resend
+				if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m"), SequenceID: &seq}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.Close()
+			stored := b.loadedTopic(mustTopicName(t, topic)).ml.Entries()
+			if got := stored == 3; got != want {
+				t.Errorf("broker default %v, namespace %s: %d entries stored for 4 sends with one resend; deduplication want %v",
+					brokerDefault, ns, stored, want)
+			}
+		}
+		b.Close(ctx)
+	}
+}
+
+// A resend that races its still-pending original is neither stored nor
+// acknowledged as a duplicate: the original may yet fail, and then the
+// resend must be stored. Found by the fault suite (tools/chaos, disk-full
+// seed 1): with the bookies full, an add of sequence 54 was pending in a
+// rollover when the client resent 54; the broker answered -1:-1 (a
+// duplicate), the original then failed, and 54 was acknowledged but
+// never stored.
+func TestDeduplicationResendOfPendingSend(t *testing.T) {
+	d := newDedup(1000)
+	ctx := context.Background()
+	if got := d.admit("p", 53, 0); got != admitNew {
+		t.Fatalf("first send: %v", got)
+	}
+	if err := d.stored(ctx, "p", 53, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.admit("p", 54, 0); got != admitNew {
+		t.Fatalf("54: %v", got)
+	}
+	// 54 is pending; the client resends it.
+	if got := d.admit("p", 54, 0); got != admitUnknown {
+		t.Fatalf("a resend of pending 54: %v, want admitUnknown (refused, retried later)", got)
+	}
+	if got := d.admit("p", 53, 0); got != admitDuplicate {
+		t.Fatalf("a resend of stored 53: %v, want admitDuplicate", got)
+	}
+	// The original fails; the next resend is stored.
+	d.failed("p")
+	if got := d.admit("p", 54, 0); got != admitNew {
+		t.Fatalf("a resend after the original failed: %v, want admitNew", got)
+	}
+	if err := d.stored(ctx, "p", 54, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.admit("p", 54, 0); got != admitDuplicate {
+		t.Fatalf("a resend after 54 was stored: %v, want admitDuplicate", got)
+	}
+	// Nothing stored yet for a producer: a racing resend is unknown too.
+	if d.admit("q", 0, 0) != admitNew || d.admit("q", 0, 0) != admitUnknown {
+		t.Fatal("a resend racing a producer's first send must be refused, not acknowledged")
 	}
 }

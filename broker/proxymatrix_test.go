@@ -157,16 +157,7 @@ func TestGoClientThroughSecuredProxy(t *testing.T) {
 	if err := prod.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		m, err := cons.Receive(ctx)
-		if err != nil {
-			t.Fatalf("receive %d: %v", i, err)
-		}
-		if string(m.Payload()) != fmt.Sprint(i) {
-			t.Fatalf("message %d is %q", i, m.Payload())
-		}
-		_ = cons.Ack(m)
-	}
+	receiveNumbered(ctx, t, cons, n)
 	// Someone with no grant gets nothing through the proxy.
 	nobody, err := pulsar.NewClient(pulsar.ClientOptions{URL: "pulsar+ssl://" + px.binTLS, Logger: log.DefaultNopLogger(),
 		TLSTrustCertsFilePath: sb.tlsFiles.TrustCertsFile, OperationTimeout: 5 * time.Second,

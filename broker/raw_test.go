@@ -249,11 +249,22 @@ func (r *rawClient) openProducer(topic string, id, req uint64, mode pb.ProducerA
 	r.t.Helper()
 	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PRODUCER.Enum(), Producer: &pb.CommandProducer{
 		Topic: &topic, ProducerId: &id, RequestId: &req, ProducerAccessMode: mode.Enum()}})
-	cmd, err := r.read()
+	cmd, err := r.readAnswer()
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	return cmd
+}
+
+// readAnswer is read, skipping the broker's keep-alive PINGs (tests with
+// a short keep-alive interval can get one before an answer).
+func (r *rawClient) readAnswer() (*pb.BaseCommand, error) {
+	for {
+		cmd, err := r.read()
+		if err != nil || cmd.GetType() != pb.BaseCommand_PING {
+			return cmd, err
+		}
+	}
 }
 
 func TestProducerAccessModes(t *testing.T) {

@@ -7,18 +7,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,67 +27,11 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/internal/tlstest"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
-
-// testCA is a certificate authority for tests.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for cn (a server certificate for 127.0.0.1
-// when server) and its key, PEM.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func (ca *testCA) clientCert(t *testing.T, cn string) tls.Certificate {
-	c, k := ca.issue(t, cn, false)
-	cert, err := tls.X509KeyPair(c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
 
 // securedBroker is a broker with token, TLS and basic authentication and
 // authorization on, serving binary and HTTP, plaintext and TLS.
@@ -102,7 +39,7 @@ type securedBroker struct {
 	b           *Broker
 	bin, binTLS string // host:port
 	web, webTLS string // base URLs
-	ca, rogue   *testCA
+	ca, rogue   *tlstest.CA
 	secret      []byte
 	logs        *syncBuffer
 	tlsFiles    auth.TLSFiles
@@ -133,10 +70,10 @@ func (s *syncBuffer) String() string {
 
 func startSecuredBroker(t *testing.T, opts ...func(*Config)) *securedBroker {
 	t.Helper()
-	sb := &securedBroker{ca: newTestCA(t, "test CA"), rogue: newTestCA(t, "rogue CA"), secret: []byte("0123456789abcdef0123456789abcdef"),
+	sb := &securedBroker{ca: tlstest.NewCA(t, "test CA"), rogue: tlstest.NewCA(t, "rogue CA"), secret: []byte("0123456789abcdef0123456789abcdef"),
 		logs: &syncBuffer{}}
 	dir := t.TempDir()
-	certPEM, keyPEM := sb.ca.issue(t, "broker", true)
+	certPEM, keyPEM := sb.ca.Issue(t, "broker", true)
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -145,7 +82,7 @@ func startSecuredBroker(t *testing.T, opts ...func(*Config)) *securedBroker {
 		return p
 	}
 	sb.tlsFiles = auth.TLSFiles{CertFile: write("broker.pem", certPEM), KeyFile: write("broker.key", keyPEM),
-		TrustCertsFile: write("ca.pem", sb.ca.pem)}
+		TrustCertsFile: write("ca.pem", sb.ca.PEM)}
 	serverTLS, err := auth.NewServerTLS(sb.tlsFiles)
 	if err != nil {
 		t.Fatal(err)
@@ -228,8 +165,8 @@ func (sb *securedBroker) identities(t *testing.T) map[string]identity {
 	tok := func(sub string) identity {
 		return identity{method: "token", data: sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"sub": sub})}
 	}
-	adminCert := sb.ca.clientCert(t, "admin-t")
-	rogueCert := sb.rogue.clientCert(t, "super")
+	adminCert := sb.ca.ClientCert(t, "admin-t")
+	rogueCert := sb.rogue.ClientCert(t, "super")
 	return map[string]identity{
 		"super": tok("super"), "admin": tok("admin-t"), "other": tok("admin-o"),
 		"produce": tok("producer"), "consume": tok("consumer"), "none": tok("nobody"), "anon": {},
@@ -245,9 +182,7 @@ func (sb *securedBroker) identities(t *testing.T) map[string]identity {
 }
 
 func (sb *securedBroker) clientTLS(id identity) *tls.Config {
-	pool := x509.NewCertPool()
-	pool.AddCert(sb.ca.cert)
-	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	cfg := &tls.Config{RootCAs: sb.ca.Pool(), ServerName: "127.0.0.1"}
 	if id.cert != nil {
 		// Always sent, even when its CA is not among those the broker
 		// names (Go's client would then send none).

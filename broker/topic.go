@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -95,7 +96,11 @@ func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic 
 // otherwise drops a snapshot cursor left from when it was. Outside b.mu:
 // replaying a large topic must not stall the broker.
 func (t *topic) loadDedup(ctx context.Context) error {
-	if !t.b.cfg.BrokerDeduplicationEnabled {
+	enabled, err := t.dedupEnabled(ctx)
+	if err != nil {
+		return err
+	}
+	if !enabled {
 		if err := dropSystemCursor(ctx, t.ml, dedupCursor); err != nil {
 			return fmt.Errorf("delete the deduplication cursor: %w", err)
 		}
@@ -106,6 +111,26 @@ func (t *topic) loadDedup(ctx context.Context) error {
 		return fmt.Errorf("rebuild deduplication state: %w", err)
 	}
 	return nil
+}
+
+// dedupEnabled is the namespace's deduplicationEnabled policy when set,
+// else brokerDeduplicationEnabled (Pulsar's order). Policies that cannot
+// be read fail the load: taking the broker default instead would turn
+// deduplication off for a namespace that wants it, and drop its snapshot.
+// A namespace that does not exist has no policy. The setting is read as
+// the topic loads; a change applies at its next load (an unload).
+func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
+	if res := t.b.cfg.Resources; res != nil && t.name.Persistent() {
+		p, err := res.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+		switch {
+		case errors.Is(err, resources.ErrNotFound):
+		case err != nil:
+			return false, fmt.Errorf("deduplication policy: %w", err)
+		case p.DeduplicationEnabled != nil:
+			return *p.DeduplicationEnabled, nil
+		}
+	}
+	return t.b.cfg.BrokerDeduplicationEnabled, nil
 }
 
 // addEntry stores a producer's entry (which the caller may reuse once

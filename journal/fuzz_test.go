@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/magnetar-io/magnetar/engine"
@@ -10,9 +11,12 @@ import (
 // input, and accepts a group only if every record checks out.
 func FuzzRecords(f *testing.F) {
 	j := &Journal{cur: &segment{id: 1}, opts: Options{}.withDefaults()}
-	good := j.encodeGroup(group{reqs: []*request{{ledgerID: 1, entryID: 2, payload: []byte("hello")},
-		{ledgerID: 1, entryID: 3, payload: nil}}, bytes: 2*recordHeaderSize + 5}, groupSpan(2*recordHeaderSize+5))
-	f.Add(append([]byte(nil), good...))
+	good := bytes.Join(j.encodeGroup(group{reqs: []*request{{ledgerID: 1, entryID: 2, payload: []byte("hello")},
+		{ledgerID: 1, entryID: 3, payload: nil}}, bytes: 2*recordHeaderSize + 5}, groupSpan(2*recordHeaderSize+5)), nil)
+	if len(good) != BlockSize {
+		f.Fatalf("an encoded group of %d bytes, want one block", len(good))
+	}
+	f.Add(good)
 	f.Add([]byte{})
 	f.Add(good[:groupHeaderSize+10])
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -153,7 +153,7 @@ func (j *Journal) commit(g group) {
 		j.answer(g.reqs, Mark{}, j.fail(err))
 		return
 	}
-	buf := j.encodeGroup(g, span)
+	bufs := j.encodeGroup(g, span)
 	seg, off := j.cur, j.cur.offset
 	if invariants.Enabled && (off%BlockSize != 0 || span%BlockSize != 0 || span < groupSpan(g.bytes)) {
 		invariants.Failf("journal group at offset %d spanning %d bytes (%d of records) is not block-aligned", off, span, g.bytes)
@@ -163,18 +163,21 @@ func (j *Journal) commit(g group) {
 	written := time.Now()
 	switch {
 	case j.syncq != nil:
-		if _, err = seg.f.WriteAt([][]byte{buf}, off); err == nil {
+		_, err = seg.f.WriteAt(bufs, off)
+		clear(bufs)
+		if err == nil {
 			j.opts.Stages.Since(stage.JournalWrite, written)
 			seg.offset = end.Offset
 			j.syncq <- syncItem{seg: seg, end: end, reqs: g.reqs}
 			return
 		}
 	case j.opts.SkipSync:
-		_, err = seg.f.WriteAt([][]byte{buf}, off)
+		_, err = seg.f.WriteAt(bufs, off)
 	default:
-		_, err = seg.f.WriteAtSync([][]byte{buf}, off)
+		_, err = seg.f.WriteAtSync(bufs, off)
 	}
 	j.opts.Stages.Since(stage.JournalWrite, written)
+	clear(bufs) // the payloads are not the journal's to keep
 	if err != nil {
 		j.answer(g.reqs, Mark{}, j.fail(err))
 		return
@@ -183,25 +186,44 @@ func (j *Journal) commit(g group) {
 	j.acknowledge(end, g.reqs)
 }
 
-// encodeGroup lays the group out in the reusable write buffer: header,
-// records, zero padding to the block boundary.
-func (j *Journal) encodeGroup(g group, span int64) []byte {
-	if int64(cap(j.buf)) < span {
-		j.buf = make([]byte, span)
+// encodeGroup lays the group out for one vectored write, without copying
+// the payloads (Add's callers keep them unchanged until answered): the
+// group header and the record headers go into the reusable header
+// buffer, each payload is a buffer of its own, and zero padding ends the
+// group at the block boundary. The bytes written are the format's, as if
+// laid out in one buffer.
+func (j *Journal) encodeGroup(g group, span int64) [][]byte {
+	n := len(g.reqs)
+	need := groupHeaderSize + n*recordHeaderSize
+	if cap(j.hdrs) < need {
+		j.hdrs = make([]byte, need)
 	}
-	b := j.buf[:span]
+	h := j.hdrs[:need]
 	j.seq++
 	groupHeader{fileID: j.cur.id, durableBefore: uint64(j.durableBefore()), recordsLen: uint32(g.bytes),
-		count: uint32(len(g.reqs)), seq: j.seq}.put(b)
-	p := groupHeaderSize
+		count: uint32(n), seq: j.seq}.put(h)
+	iov := j.iov[:0]
+	start, p := 0, groupHeaderSize // h[start:p] is the headers not yet in iov
 	for _, r := range g.reqs {
-		putRecordHeader(b[p:], r.ledgerID, r.entryID, r.payload)
+		putRecordHeader(h[p:], r.ledgerID, r.entryID, r.payload)
 		p += recordHeaderSize
-		p += copy(b[p:], r.payload)
+		if len(r.payload) > 0 {
+			iov = append(iov, h[start:p], r.payload)
+			start = p
+		}
 	}
-	clear(b[p:])
-	return b
+	if start < p {
+		iov = append(iov, h[start:p])
+	}
+	if pad := span - int64(groupHeaderSize+g.bytes); pad > 0 {
+		iov = append(iov, zeroBlock[:pad])
+	}
+	j.iov = iov
+	return iov
 }
+
+// zeroBlock pads groups to the block boundary (never written to).
+var zeroBlock [BlockSize]byte
 
 // durableBefore is the offset in the current file below which everything
 // is durable: the group's own offset when every group is synced before the

@@ -172,6 +172,10 @@ func TestSyncGeoRegionLoss(t *testing.T) {
 	for _, id := range []string{"c-0", "c-1"} { // region c is lost
 		c.stopBookie(id)
 	}
+	// Once the client knows (a watch event): an ensemble change made
+	// before it may still pick the region's other bookie, and the entries
+	// after it go on until that one fails too.
+	waitRegionGone(t, cl, "c")
 	appendChecked(t, c, w, "during", 50, acked)
 	md := w.Metadata()
 	if len(md.Ensembles) < 2 {
@@ -192,6 +196,26 @@ func TestSyncGeoRegionLoss(t *testing.T) {
 	startGeoRepair(t, c)
 	waitSpread(t, c, cl, w.ID(), 3, true)
 	readAll(t, c, w.ID(), acked)
+}
+
+// waitRegionGone waits until cl's registry lists no live bookie of region.
+func waitRegionGone(t *testing.T, cl *Client, region string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		live := 0
+		for _, b := range cl.bookies() {
+			if b.Region == region && !b.Absent {
+				live++
+			}
+		}
+		if live == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client still lists %d bookies of region %s", live, region)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // startGeoRepair starts an auditor and a replication worker with the
@@ -591,21 +615,7 @@ func TestSyncGeoMinThreeRegionsRefusesTwo(t *testing.T) {
 	}
 	// The writer can fail before the client's registry has seen region
 	// b's bookies go (a watch event): wait for that before creating.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		inB := 0
-		for _, b := range cl.bookies() {
-			if b.Region == "b" && !b.Absent {
-				inB++
-			}
-		}
-		if inB == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the client still lists %d bookies of region b", inB)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitRegionGone(t, cl, "b")
 	if _, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2}); !errors.Is(err, ErrNotEnoughBookies) ||
 		!strings.Contains(err.Error(), "regions without a writable bookie: b") {
 		t.Fatalf("create with region b down: %v", err)

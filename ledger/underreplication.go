@@ -230,3 +230,10 @@ func sortedSet(s []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// ReadMetadata returns ledger id's metadata straight from store, for tools
+// that have no Client (the bookie shell).
+func ReadMetadata(ctx context.Context, store metadata.Store, id int64) (*Metadata, error) {
+	md, _, err := metaStore{store}.read(ctx, id)
+	return md, err
+}

@@ -37,6 +37,20 @@ func sendRounds(t *testing.T, prod pulsar.Producer, cons pulsar.Consumer, from, 
 	}
 }
 
+// waitReattached waits, asking through the proxy, until topic has its
+// producer and its consumer of subscription "s" again. Tests send only
+// once the producer is back: the Go client v0.19 races with itself (under
+// -race) when a send meets its reconnection.
+func (e *env) waitReattached(px *testProxy, topic string) {
+	e.t.Helper()
+	admin := e.admin(px.web.URL)
+	tn, _ := utils.GetTopicName(topic)
+	waitFor(e.t, func() bool {
+		st, err := admin.Topics().GetStats(*tn)
+		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
+	})
+}
+
 // A broker killed behind the proxy: its topics move to the other broker
 // and the client, reconnecting through the proxy, carries on.
 func TestBrokerKilledBehindProxy(t *testing.T) {
@@ -63,14 +77,7 @@ func TestBrokerKilledBehindProxy(t *testing.T) {
 		t.Fatal("no broker owns the topic")
 	}
 	owner.stop()
-	// Send only once the producer is back: the Go client v0.19 races with
-	// itself (under -race) when a send meets its reconnection.
-	admin := e.admin(px.web.URL)
-	tn, _ := utils.GetTopicName(topic)
-	waitFor(t, func() bool {
-		st, err := admin.Topics().GetStats(*tn)
-		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
-	})
+	e.waitReattached(px, topic)
 	sendRounds(t, prod, cons, 5, 10)
 }
 
@@ -136,13 +143,6 @@ func TestProxyLosesMetadataSession(t *testing.T) {
 	old := e.brokers[0]
 	e.startBroker()
 	old.stop()
-	// Send once the producer is back (see TestBrokerKilledBehindProxy);
-	// the stats come through the proxy from the new broker.
-	admin := e.admin(px.web.URL)
-	tn, _ := utils.GetTopicName(topic)
-	waitFor(t, func() bool {
-		st, err := admin.Topics().GetStats(*tn)
-		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
-	})
+	e.waitReattached(px, topic) // the stats come through the proxy from the new broker
 	sendRounds(t, prod, cons, 3, 6)
 }

@@ -54,35 +54,59 @@ func (r *runner) runGeo(ctx context.Context) error {
 		return err
 	}
 	d.Ran = true
+	// Unthrottled first: B's receive rate is the replication throughput;
+	// then the latency pass at half of it (or --geo-rate if that is lower).
+	mp, mc, err := r.geoPass(ctx, a, b, geoTopic+"-max", 0)
+	if err != nil {
+		return err
+	}
+	d.MaxProducer, d.MaxConsumer = &mp, &mc
+	rate := r.o.geoRate
+	if half := mc.Report.ConsumePS / 2; half > 0 && half < rate {
+		rate = half
+	}
 	d.Setup = fmt.Sprintf("two durable standalones on this machine (clusters bench-a and bench-b, each its own metadata store with both "+
-		"clusters registered); namespace geo/rep replicated to both; a producer in A at %.0f msg/s, 1 KiB, batching on; "+
-		"a consumer in B", r.o.geoRate)
+		"clusters registered); namespace geo/rep replicated to both; 1 KiB, batching on; a producer in A unthrottled, then at "+
+		"%.0f msg/s (half of what B received unthrottled, at most --geo-rate); a consumer in B", rate)
+	prod, cons, err := r.geoPass(ctx, a, b, geoTopic, rate)
+	if err != nil {
+		return err
+	}
+	d.Producer, d.Consumer = &prod, &cons
+	return nil
+}
+
+// geoPass publishes into topic in A at rate (0: unthrottled) while a
+// consumer in B, subscribed first, receives what is replicated.
+func (r *runner) geoPass(ctx context.Context, a, b target, topic string, rate float64) (prod, cons Run, err error) {
 	type result struct {
 		run Run
 		err error
 	}
 	consumed := make(chan result, 1)
 	go func() {
-		run, err := r.perf(ctx, b, "geo consumer in B", "consume", "--topic", geoTopic, "--subscription", "geo-bench",
+		run, err := r.perf(ctx, b, "geo consumer in B", "consume", "--topic", topic, "--subscription", "geo-bench",
 			"--warmup", (r.o.warmup + geoLead).String())
 		consumed <- result{run, err}
 	}()
 	select {
 	case <-time.After(geoLead):
 	case <-ctx.Done():
-		return ctx.Err()
+		return prod, cons, ctx.Err()
 	}
-	prod, perr := r.perf(ctx, a, "geo producer in A", "produce", "--size", "1024", "--topic", geoTopic,
-		"--rate", ftoa(r.o.geoRate))
+	args := []string{"--size", "1024", "--topic", topic, "--rate", ftoa(rate)}
+	if rate == 0 {
+		args = append(args, "--max-pending", itoa(maxWindow))
+	}
+	prod, perr := r.perf(ctx, a, "geo producer in A", "produce", args...)
 	c := <-consumed
 	if err := errorsJoin(perr, c.err); err != nil {
-		return err
+		return prod, cons, err
 	}
-	d.Producer, d.Consumer = &prod, &c.run
 	if c.run.Report.Consumed == 0 {
-		return fmt.Errorf("nothing arrived in B (see the standalones' logs in %s)", r.logDir)
+		return prod, cons, fmt.Errorf("nothing arrived in B (see the standalones' logs in %s)", r.logDir)
 	}
-	return nil
+	return prod, c.run, nil
 }
 
 // geoSetup registers each cluster in the other's store and creates the
@@ -119,6 +143,12 @@ func writeGeo(w io.Writer, res *Results) {
 		"time in A (in the payload) to the consumer's receipt in B.\n\n"+
 		"| rate | published in A | A publish p99 | received in B | MiB/s | replication p50 | p99 | p99.9 | max |\n"+
 		"|---|---|---|---|---|---|---|---|---|\n", d.Setup)
+	if d.MaxProducer != nil && d.MaxConsumer != nil {
+		mp, mc := d.MaxProducer.Report, d.MaxConsumer.Report
+		ml := lat(mc.E2ELatency)
+		fmt.Fprintf(w, "| unthrottled | %.0f msg/s | %s | %.0f msg/s | %.1f | %s | %s | %s | %s |\n", mp.PublishPS,
+			us(lat(mp.PublishLatency).P99), mc.ConsumePS, mc.ConsumeMiB, us(ml.P50), us(ml.P99), us(ml.P999), us(ml.Max))
+	}
 	fmt.Fprintf(w, "| %.0f | %.0f msg/s | %s | %.0f msg/s | %.1f | %s | %s | %s | %s |\n\n", p.TargetRate, p.PublishPS,
 		us(lat(p.PublishLatency).P99), c.ConsumePS, c.ConsumeMiB, us(l.P50), us(l.P99), us(l.P999), us(l.Max))
 }

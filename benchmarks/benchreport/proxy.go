@@ -181,20 +181,8 @@ func writeProxy(w io.Writer, res *Results) {
 		skippedSection(w, "Proxy", d.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "## Proxy: 1 KiB through one magnetar proxy vs direct\n\n%s.\n\n"+
-		"| path | run | msg/s | MiB/s | publish p50 | p99 | p99.9 | server cores (proxy included) |\n|---|---|---|---|---|---|---|---|\n", d.Setup)
-	for i := range max(len(d.DirectMax), len(d.ProxyMax)) {
-		for _, p := range []struct {
-			name string
-			runs []Run
-		}{{"direct", d.DirectMax}, {"proxy", d.ProxyMax}} {
-			if i < len(p.runs) {
-				r, l := p.runs[i].Report, lat(p.runs[i].Report.PublishLatency)
-				fmt.Fprintf(w, "| %s | %d | %.0f | %.1f | %s | %s | %s | %.2f |\n", p.name, i+1, r.PublishPS, r.PublishMiB,
-					us(l.P50), us(l.P99), us(l.P999), p.runs[i].ServerCores)
-			}
-		}
-	}
+	fmt.Fprintf(w, "## Proxy: 1 KiB through one magnetar proxy vs direct\n\n%s.\n\n", d.Setup)
+	writeAlternated(w, "path", "server cores (proxy included)", "direct", d.DirectMax, "proxy", d.ProxyMax)
 	direct, proxied := medianPS(d.DirectMax), medianPS(d.ProxyMax)
 	if direct > 0 {
 		fmt.Fprintf(w, "\nMedians: direct %.0f msg/s, through the proxy %.0f msg/s: **%.2f ×** direct.\n\n", direct, proxied, proxied/direct)

@@ -176,7 +176,33 @@ func sectionTargetRows(res *Results) []targetRow {
 	} else if selected("proxy") {
 		rows = append(rows, targetRow{name: addName})
 	}
-	return rows
+	return append(rows, geoTargetRows(res)...)
+}
+
+// targetGeoVsPublish: replication throughput over single-cluster publish.
+const targetGeoVsPublish = 0.8
+
+// geoTargetRows: replication throughput against one cluster's 1 KiB
+// maximum (the standalone's, else what A published unthrottled).
+func geoTargetRows(res *Results) []targetRow {
+	g := res.Geo
+	name := fmt.Sprintf("replication throughput (1 KiB, A to B) ≥ %.1f × single-cluster publish", targetGeoVsPublish)
+	if g.MaxConsumer == nil || g.MaxProducer == nil {
+		if slices.Contains(res.Sections, "geo") {
+			return []targetRow{{name: name}}
+		}
+		return nil
+	}
+	single, from := g.MaxProducer.Report.PublishPS, "what A published unthrottled"
+	if m := res.Standalone.maxOf(1024); m != nil {
+		single, from = m.Report.PublishPS, "the standalone's maximum"
+	}
+	got := g.MaxConsumer.Report.ConsumePS
+	ratio := got / single
+	return []targetRow{{name: name, measured: fmt.Sprintf("%.0f vs %.0f msg/s (%s)", got, single, from),
+		ratio: fmt.Sprintf("%.2f", ratio), met: ratio >= targetGeoVsPublish, ran: true,
+		why: "both clusters, their bookies and the clients share this machine's cores and one disk: A stores each message and " +
+			"replicates it, B stores it again, on the same device."}}
 }
 
 // meanCores is the servers' average CPU use over runs.

@@ -109,9 +109,13 @@ type MetaOp struct {
 type GeoResult struct {
 	Ran      bool   `json:"ran"`
 	Setup    string `json:"setup"`
-	Producer *Run   `json:"producer"` // on A
+	Producer *Run   `json:"producer"` // on A, at the fixed rate
 	Consumer *Run   `json:"consumer"` // on B: its e2e latency is the replication latency
-	Skipped  string `json:"skipped,omitempty"`
+	// MaxProducer and MaxConsumer are the unthrottled pass: what B
+	// received per second is the replication throughput.
+	MaxProducer *Run   `json:"maxProducer,omitempty"`
+	MaxConsumer *Run   `json:"maxConsumer,omitempty"`
+	Skipped     string `json:"skipped,omitempty"`
 }
 
 // Machine describes where the run happened.

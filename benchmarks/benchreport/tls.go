@@ -150,23 +150,29 @@ func writeTLS(w io.Writer, res *Results) {
 		skippedSection(w, "TLS", d.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "## TLS: 1 KiB publish over pulsar+ssl:// vs pulsar://\n\n%s.\n\n"+
-		"| port | run | msg/s | MiB/s | publish p50 | p99 | p99.9 | server cores |\n|---|---|---|---|---|---|---|---|\n", d.Setup)
-	for i := range max(len(d.Plain), len(d.TLS)) {
+	fmt.Fprintf(w, "## TLS: 1 KiB publish over pulsar+ssl:// vs pulsar://\n\n%s.\n\n", d.Setup)
+	writeAlternated(w, "port", "server cores", "plaintext", d.Plain, "TLS", d.TLS)
+	plain, tls := medianPS(d.Plain), medianPS(d.TLS)
+	if plain > 0 {
+		fmt.Fprintf(w, "\nMedians: plaintext %.0f msg/s, TLS %.0f msg/s: TLS at **%.2f ×** plaintext.\n\n", plain, tls, tls/plain)
+	}
+}
+
+// writeAlternated is the table of two kinds of maximum runs made in turn
+// (plaintext and TLS; direct and through the proxy).
+func writeAlternated(w io.Writer, kind, cores, aName string, a []Run, bName string, b []Run) {
+	fmt.Fprintf(w, "| %s | run | msg/s | MiB/s | publish p50 | p99 | p99.9 | %s |\n|---|---|---|---|---|---|---|---|\n", kind, cores)
+	for i := range max(len(a), len(b)) {
 		for _, p := range []struct {
 			name string
 			runs []Run
-		}{{"plaintext", d.Plain}, {"TLS", d.TLS}} {
+		}{{aName, a}, {bName, b}} {
 			if i < len(p.runs) {
 				r, l := p.runs[i].Report, lat(p.runs[i].Report.PublishLatency)
 				fmt.Fprintf(w, "| %s | %d | %.0f | %.1f | %s | %s | %s | %.2f |\n", p.name, i+1, r.PublishPS, r.PublishMiB,
 					us(l.P50), us(l.P99), us(l.P999), p.runs[i].ServerCores)
 			}
 		}
-	}
-	plain, tls := medianPS(d.Plain), medianPS(d.TLS)
-	if plain > 0 {
-		fmt.Fprintf(w, "\nMedians: plaintext %.0f msg/s, TLS %.0f msg/s: TLS at **%.2f ×** plaintext.\n\n", plain, tls, tls/plain)
 	}
 }
 

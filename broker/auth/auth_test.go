@@ -234,13 +234,12 @@ func servedCN(t *testing.T, s *ServerTLS) string {
 func TestServerTLSReloadsTheCertificate(t *testing.T) {
 	dir := t.TempDir()
 	writeCert(t, dir, "first")
+	now := time.Now()
 	s, err := NewServerTLS(TLSFiles{CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem"),
-		RefreshInterval: time.Minute, Protocols: []string{"TLSv1.3"}})
+		RefreshInterval: time.Minute, Protocols: []string{"TLSv1.3"}, now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	s.now = func() time.Time { return now }
 	writeCert(t, dir, "second")
 	later := time.Now().Add(2 * time.Second)
 	_ = os.Chtimes(filepath.Join(dir, "cert.pem"), later, later)

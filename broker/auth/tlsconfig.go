@@ -22,14 +22,13 @@ package auth
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/tlsfiles"
 )
 
 // TLSFiles is the TLS configuration, under Pulsar's keys.
@@ -41,17 +40,13 @@ type TLSFiles struct {
 	// RefreshInterval is tlsCertRefreshCheckDurationSec (0: never reload).
 	RefreshInterval time.Duration
 	Logger          *slog.Logger
+	now             func() time.Time // tests
 }
 
-// ServerTLS serves the current *tls.Config, reloading the files.
+// ServerTLS serves the current *tls.Config, reloading the files
+// (internal/tlsfiles, which the bookie's TLS port shares).
 type ServerTLS struct {
-	files TLSFiles
-	now   func() time.Time
-
-	mu       sync.Mutex
-	current  *tls.Config
-	checked  time.Time
-	modTimes [3]time.Time
+	r *tlsfiles.Reloader
 }
 
 // NewServerTLS loads the files.
@@ -59,72 +54,23 @@ func NewServerTLS(files TLSFiles) (*ServerTLS, error) {
 	if files.CertFile == "" || files.KeyFile == "" {
 		return nil, errors.New("tls: tlsCertificateFilePath and tlsKeyFilePath are required for the TLS ports")
 	}
-	if files.Logger == nil {
-		files.Logger = slog.Default()
-	}
-	s := &ServerTLS{files: files, now: time.Now}
-	cfg, err := s.load()
+	r, err := tlsfiles.New(tlsfiles.Files{CertFile: files.CertFile, KeyFile: files.KeyFile, TrustFile: files.TrustCertsFile,
+		Keys:            [3]string{"tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath"},
+		RefreshInterval: files.RefreshInterval, Logger: files.Logger, Now: files.now},
+		func(l tlsfiles.Loaded) (*tls.Config, error) { return serverConfig(files, l) })
 	if err != nil {
 		return nil, err
 	}
-	s.current, s.checked, s.modTimes = cfg, s.now(), s.stat()
-	return s, nil
+	return &ServerTLS{r: r}, nil
 }
 
 // Config is the *tls.Config to serve with: each handshake gets the
 // current configuration.
-func (s *ServerTLS) Config() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return s.get(), nil }}
-}
+func (s *ServerTLS) Config() *tls.Config { return s.r.ServerConfig() }
 
-func (s *ServerTLS) get() *tls.Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.files.RefreshInterval <= 0 || s.now().Sub(s.checked) < s.files.RefreshInterval {
-		return s.current
-	}
-	s.checked = s.now()
-	if mt := s.stat(); mt != s.modTimes {
-		cfg, err := s.load()
-		if err != nil {
-			s.files.Logger.Error("tls: reloading the certificate failed; keeping the previous one", "err", err)
-			return s.current
-		}
-		s.current, s.modTimes = cfg, mt
-		s.files.Logger.Info("tls: certificate reloaded", "cert", s.files.CertFile)
-	}
-	return s.current
-}
-
-func (s *ServerTLS) stat() [3]time.Time {
-	var out [3]time.Time
-	for i, f := range []string{s.files.CertFile, s.files.KeyFile, s.files.TrustCertsFile} {
-		if fi, err := os.Stat(f); err == nil && f != "" {
-			out[i] = fi.ModTime()
-		}
-	}
-	return out
-}
-
-func (s *ServerTLS) load() (*tls.Config, error) {
-	f := s.files
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("tls: load tlsCertificateFilePath/tlsKeyFilePath: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if f.TrustCertsFile != "" {
-		pem, err := os.ReadFile(f.TrustCertsFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: tlsTrustCertsFilePath: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: tlsTrustCertsFilePath %s: no PEM certificate", f.TrustCertsFile)
-		}
-		cfg.ClientCAs = pool
-	}
+// serverConfig builds the server configuration from the loaded files.
+func serverConfig(f TLSFiles, l tlsfiles.Loaded) (*tls.Config, error) {
+	cfg := &tls.Config{Certificates: []tls.Certificate{*l.Cert}, MinVersion: tls.VersionTLS12, ClientCAs: l.Roots}
 	switch {
 	case f.AllowInsecureConnection && f.RequireTrustedClientCert:
 		cfg.ClientAuth = tls.RequireAnyClientCert

@@ -343,6 +343,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	if err != nil {
 		return err
 	}
+	fs = withTestFaults(ctx, fs, c.JournalDirs, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := bookie.NewMetrics(reg, func() *bookie.Core { return rb.core })

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -26,6 +28,10 @@ commands (ledgers and read-entry open the ledger directories directly: stop the 
   ledgers      --ledger-dirs D1,D2          list the ledgers stored here: id, last entry, fenced
   read-entry   --ledger-dirs ... LEDGER ENTRY   print one entry's head and bytes (hex)
   list-bookies --metadata-store zk:...      list registered bookies and their mode
+  underreplicated --metadata-store zk:... [--bookie ID]
+               ledgers marked under-replicated (waiting for auto-recovery) and, with
+               --bookie, ledgers whose ensembles still name that bookie; prints
+               nothing once none is left (a decommissioned bookie's data is safe)
 `
 
 func runBookieShell(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
@@ -39,6 +45,8 @@ func runBookieShell(args []string, stdout, stderr io.Writer, log *slog.Logger) i
 		err = shellStorage(args[0], args[1:], stdout, stderr, log)
 	case "list-bookies":
 		err = shellListBookies(args[1:], stdout, stderr, log)
+	case "underreplicated":
+		err = shellUnderreplicated(args[1:], stdout, stderr, log)
 	default:
 		fmt.Fprintf(stderr, "magnetar bookie shell: unknown command %q\n\n%s", args[0], bookieShellUsage)
 		return 2
@@ -167,4 +175,53 @@ func shellListBookies(args []string, stdout, stderr io.Writer, log *slog.Logger)
 		fmt.Fprintf(stdout, "%-28s %-24s %-10s %-10s %s\n", b.BookieID, addr, mode, b.Rack, b.Region)
 	}
 	return nil
+}
+
+// shellUnderreplicated prints one line per ledger that still needs
+// auto-recovery: marked under-replicated, or (with --bookie) holding a
+// fragment on that bookie. Empty output means the bookie can go.
+func shellUnderreplicated(args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	fl := flag.NewFlagSet("magnetar bookie shell underreplicated", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	url := fl.String("metadata-store", "", "the bookies' metadataServiceUri (required)")
+	bookieID := fl.String("bookie", "", "also list ledgers whose ensembles name this bookie id (host:port)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" {
+		return errors.New("--metadata-store is required")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := metadata.Open(ctx, bookieMetadataURL(*url), metadata.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	marked, err := ledger.ListUnderreplicated(ctx, store)
+	if err != nil {
+		return err
+	}
+	for _, id := range marked {
+		fmt.Fprintf(stdout, "%d under-replicated\n", id)
+	}
+	if *bookieID == "" {
+		return nil
+	}
+	return ledger.ForEachLedger(ctx, store, func(id int64) error {
+		md, err := ledger.ReadMetadata(ctx, store, id)
+		if errors.Is(err, ledger.ErrNoSuchLedger) {
+			return nil // deleted during the walk
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range md.Ensembles {
+			if slices.Contains(f.Bookies, *bookieID) {
+				fmt.Fprintf(stdout, "%d on %s from entry %d\n", id, *bookieID, f.FirstEntry)
+				return nil
+			}
+		}
+		return nil
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,27 +104,7 @@ func TestProxyProcessSecured(t *testing.T) {
 	writeTestPKI(t, dir)
 	key, token := testTokens(t, dir)
 	bp := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
-	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
-advertisedAddress=127.0.0.1
-brokerServicePort=%d
-webServicePort=%d
-brokerServicePortTls=%d
-webServicePortTls=%d
-tlsCertificateFilePath=%s/broker.pem
-tlsKeyFilePath=%s/broker.key
-tlsTrustCertsFilePath=%s/ca.pem
-authenticationEnabled=true
-authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
-tokenSecretKey=file://%s
-authorizationEnabled=true
-superUserRoles=root,gateway
-proxyRoles=gateway
-`, bp[0], bp[1], bp[2], bp[3], dir, dir, dir, key))
-	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := securedStandalone(t, dir, key, bp, "superUserRoles=root,gateway\nproxyRoles=gateway")
 	defer runStandaloneFor(t, f)()
 	var out bytes.Buffer
 	if rc := run([]string{"admin", "--admin-url", fmt.Sprintf("http://127.0.0.1:%d", bp[1]), "--auth-plugin", "token",

@@ -1,20 +1,13 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/internal/tlstest"
+
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,33 +21,40 @@ import (
 // (ca.pem, broker.pem, broker.key).
 func writeTestPKI(t *testing.T, dir string) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca := tlstest.NewCA(t, "test CA")
+	certPEM, keyPEM := ca.Issue(t, "broker", true)
+	tlstest.Write(t, filepath.Join(dir, "ca.pem"), ca.PEM)
+	tlstest.Write(t, filepath.Join(dir, "broker.pem"), certPEM)
+	tlstest.Write(t, filepath.Join(dir, "broker.key"), keyPEM)
+}
+
+// securedStandalone is a standalone's flags with the TLS ports (ports:
+// broker, web, broker TLS, web TLS), the certificates of writeTestPKI in
+// dir, token authentication under key and authorization on; extra lines
+// add keys (providers, superusers, proxy roles).
+func securedStandalone(t *testing.T, dir, key string, ports [4]int, extra string) standaloneFlags {
+	t.Helper()
+	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
+advertisedAddress=127.0.0.1
+brokerServicePort=%d
+webServicePort=%d
+brokerServicePortTls=%d
+webServicePortTls=%d
+tlsCertificateFilePath=%s/broker.pem
+tlsKeyFilePath=%s/broker.key
+tlsTrustCertsFilePath=%s/ca.pem
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
+tokenSecretKey=file://%s
+authorizationEnabled=true
+%s
+`, ports[0], ports[1], ports[2], ports[3], dir, dir, dir, key, extra))
+	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	for name, b := range map[string][]byte{
-		"ca.pem":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		"broker.pem": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		"broker.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return f
 }
 
 // testTokens makes a secret key in dir with magnetar tokens and returns
@@ -97,26 +97,8 @@ func TestStandaloneSecurity(t *testing.T) {
 	}
 
 	ports := [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
-	conf := writeConf(t, fmt.Sprintf(`bindAddress=127.0.0.1
-advertisedAddress=127.0.0.1
-brokerServicePort=%d
-webServicePort=%d
-brokerServicePortTls=%d
-webServicePortTls=%d
-tlsCertificateFilePath=%s/broker.pem
-tlsKeyFilePath=%s/broker.key
-tlsTrustCertsFilePath=%s/ca.pem
-authenticationEnabled=true
-authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
-tokenSecretKey=file://%s
-authorizationEnabled=true
-superUserRoles=root
-`, ports[0], ports[1], ports[2], ports[3], dir, dir, dir, key))
-	f, err := parseStandaloneFlags([]string{"--config", conf, "--data-dir", t.TempDir(), "--storage", "memory"}, io.Discard,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := securedStandalone(t, dir, key, ports, `authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
+superUserRoles=root`)
 	stop := runStandaloneFor(t, f)
 	defer stop()
 

@@ -38,6 +38,8 @@ type Files struct {
 	// never reloaded).
 	RefreshInterval time.Duration
 	Logger          *slog.Logger
+	// Now is the clock (tests; default time.Now).
+	Now func() time.Time
 }
 
 // Loaded is what the files hold: Cert is nil without a certificate,
@@ -74,7 +76,10 @@ func New(files Files, build Build) (*Reloader, error) {
 	if files.Logger == nil {
 		files.Logger = slog.Default()
 	}
-	r := &Reloader{files: files, build: build, now: time.Now}
+	r := &Reloader{files: files, build: build, now: files.Now}
+	if r.now == nil {
+		r.now = time.Now
+	}
 	cfg, err := r.load()
 	if err != nil {
 		return nil, err

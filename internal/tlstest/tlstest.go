@@ -7,6 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -72,6 +73,24 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byt
 	}
 	kder, _ := x509.MarshalECPrivateKey(key)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// ClientCert is a client certificate for cn, ready for a tls.Config.
+func (ca *CA) ClientCert(t testing.TB, cn string) tls.Certificate {
+	t.Helper()
+	c, k := ca.Issue(t, cn, false)
+	cert, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// Pool is a certificate pool holding the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return pool
 }
 
 // IssueFiles is Issue written to files; it returns their paths.

@@ -1,0 +1,144 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/magnetar-io/magnetar/internal/netlab"
+)
+
+var (
+	flagRun       = flag.Bool("chaos", false, "run the fault suite (make chaos / make chaos-smoke set it)")
+	flagScenarios = flag.String("chaos.scenarios", "all", "comma-separated scenarios, all, or smoke")
+	flagSeeds     = flag.Int("chaos.seeds", 1, "seeds per scenario")
+	flagFirstSeed = flag.Int64("chaos.first-seed", 1, "first seed")
+	flagBudget    = flag.Duration("chaos.budget", 0, "start no run after this much time (0: no limit); the report says so")
+	flagReport    = flag.String("chaos.report", "", "write the report here (docs/chaos/REPORT.md)")
+	flagBin       = flag.String("chaos.bin", "", "magnetar binary (default: built into the work directory)")
+	flagWork      = flag.String("chaos.work", "", "work directory for data and logs (default: a new one under the temp dir)")
+	flagCommand   = flag.String("chaos.command", "make chaos", "the command named in the report")
+)
+
+// TestMain lets a run start this test binary as the workload process.
+func TestMain(m *testing.M) {
+	if os.Getenv("MAGNETAR_CHAOS_WORKLOAD") == "1" {
+		os.Exit(RunWorkload(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestChaos runs the selected scenarios with the selected seeds on one
+// cluster, seed by seed (so a budget cuts every scenario evenly), and
+// writes the report. Work directories of failing runs are kept.
+func TestChaos(t *testing.T) {
+	if !*flagRun {
+		t.Skip("the fault suite: make chaos or make chaos-smoke (-chaos)")
+	}
+	if err := netlab.Available(); err != nil {
+		t.Fatal(err)
+	}
+	scenarios, err := Lookup(*flagScenarios)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := *flagWork
+	if work == "" {
+		work, err = os.MkdirTemp("", "magnetar-chaos-")
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := *flagBin
+	if bin == "" {
+		bin = buildMagnetar(t, work)
+	}
+	logf := func(format string, args ...any) {
+		t.Logf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+	rep := &Report{Started: time.Now(), Commit: gitCommit(), Command: *flagCommand, LogsDir: work}
+	c, err := StartCluster(Options{Bin: bin, Dir: filepath.Join(work, "cluster"), Logf: logf})
+	if err != nil {
+		t.Fatalf("starting the cluster (logs in %s): %v", work, err)
+	}
+	defer c.Close()
+	logf("cluster up in %s", time.Since(rep.Started).Round(time.Millisecond))
+	runs := filepath.Join(work, "runs")
+	total := *flagSeeds * len(scenarios)
+	for i := range *flagSeeds {
+		seed := *flagFirstSeed + int64(i)
+		for _, s := range scenarios {
+			if *flagBudget > 0 && time.Since(rep.Started) > *flagBudget {
+				rep.Budget = fmt.Sprintf("The time budget (%s) ended the invocation after %d of %d planned runs (%d seeds x %d scenarios).",
+					*flagBudget, len(rep.Runs), total, *flagSeeds, len(scenarios))
+				break
+			}
+			r := NewRun(c, s, seed, runs, logf)
+			r.Execute()
+			rep.Add(r)
+			v := r.Verdict
+			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s, took %s, err %v",
+				s.Name, seed, v.Acked, v.Lost, v.Duplicated, v.Reordered, v.Phantom, v.ReaderMismatch,
+				v.MaxUnavailable.Seconds(), r.Took.Round(time.Second), r.Err)
+			if r.Failed() {
+				keepLogs(c, r)
+				t.Errorf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n"))
+			} else {
+				_ = os.RemoveAll(r.Dir)
+			}
+		}
+		if rep.Budget != "" {
+			break
+		}
+	}
+	rep.Took = time.Since(rep.Started)
+	md := rep.Markdown()
+	if *flagReport != "" {
+		if err := os.MkdirAll(filepath.Dir(*flagReport), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(*flagReport, []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("\n%s", md)
+	if !t.Failed() && *flagWork == "" {
+		c.Close()
+		_ = os.RemoveAll(work)
+	}
+}
+
+// keepLogs copies every server's log next to a failing run's results.
+func keepLogs(c *Cluster, r *Run) {
+	for _, p := range c.All() {
+		if b, err := os.ReadFile(p.Log); err == nil {
+			_ = os.WriteFile(filepath.Join(r.Dir, p.Name+".log"), b, 0o644)
+		}
+	}
+}
+
+func buildMagnetar(t *testing.T, work string) string {
+	t.Helper()
+	bin := filepath.Join(work, "magnetar")
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/magnetar")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}

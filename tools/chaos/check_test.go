@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// goodTopic is a topic where sequences 0..n-1 were sent, acknowledged and
+// received everywhere, in order, at ledger 1 entry seq.
+func goodTopic(n int, dedup bool) *TopicRecord {
+	t := &TopicRecord{Spec: TopicSpec{Name: "persistent://public/chaos-d/t", Dedup: dedup}, Producer: "p-t",
+		Sent: int64(n), Subs: map[string][]Receipt{}, Readers: make([][]Receipt, 2)}
+	var rs []Receipt
+	for i := range int64(n) {
+		id := fmt.Sprintf("1:%d:0", i)
+		t.Acked = append(t.Acked, Ack{Seq: i, At: 1000 + 20*i, ID: id})
+		rs = append(rs, Receipt{Seq: i, Key: KeyOf(i), ID: id})
+	}
+	for _, s := range Subscriptions {
+		t.Subs[s.Name] = append([]Receipt{}, rs...)
+	}
+	for i := range t.Readers {
+		t.Readers[i] = append([]Receipt{}, rs...)
+	}
+	return t
+}
+
+func TestCheckerAcceptsAGoodRun(t *testing.T) {
+	tp := goodTopic(10, true)
+	// Redeliveries of what was received already are allowed anywhere.
+	tp.Subs["exclusive"] = append(tp.Subs["exclusive"], tp.Subs["exclusive"][3:6]...)
+	// So is a resend deduplicated: its receipt has no position.
+	tp.Acked = append(tp.Acked, Ack{Seq: 9, At: 1300, ID: "-1:-1:0"})
+	v := Check(&Results{Topics: []*TopicRecord{tp}, Drained: true, StoppedAt: 1400})
+	if !v.OK() || len(v.Problems) > 0 {
+		t.Fatalf("%+v", v)
+	}
+	if v.MaxUnavailable != 120*time.Millisecond { // the last acknowledgement at 1280 to the stop at 1400
+		t.Fatalf("unavailability %s", v.MaxUnavailable)
+	}
+}
+
+// Each guarantee, broken on its own, is reported as that guarantee.
+func TestCheckerFindsEachViolation(t *testing.T) {
+	for name, c := range map[string]struct {
+		breakIt func(*TopicRecord)
+		field   func(Verdict) int
+		want    string
+	}{
+		"lost": {func(tp *TopicRecord) { tp.Subs["shared"] = tp.Subs["shared"][:9] },
+			func(v Verdict) int { return v.Lost }, "never reached shared"},
+		"lost from a reader": {func(tp *TopicRecord) { tp.Readers[1] = tp.Readers[1][1:] },
+			func(v Verdict) int { return v.Lost }, "never reached reader-1"},
+		"reordered": {func(tp *TopicRecord) {
+			f := tp.Subs["failover"]
+			f[4], f[5] = f[5], f[4]
+		}, func(v Verdict) int { return v.Reordered }, "failover: sequence 4 first received after 5"},
+		"reordered per key": {func(tp *TopicRecord) {
+			// Keys repeat every 8: 1 and 9 share k1.
+			ks := tp.Subs["key_shared"]
+			ks[1], ks[9] = ks[9], ks[1]
+		}, func(v Verdict) int { return v.Reordered }, "key_shared: sequence 1 first received after 9"},
+		"duplicated": {func(tp *TopicRecord) {
+			tp.Readers[0] = append(tp.Readers[0], Receipt{Seq: 3, Key: KeyOf(3), ID: "2:0:0"})
+		}, func(v Verdict) int { return v.Duplicated }, "sequence 3 stored 2 times"},
+		"phantom": {func(tp *TopicRecord) {
+			tp.Subs["shared"] = append(tp.Subs["shared"], Receipt{Seq: 42, Key: KeyOf(42), ID: "1:42:0"})
+		}, func(v Verdict) int { return v.Phantom }, "sequence 42 received, only 0..9 sent"},
+		"corrupt": {func(tp *TopicRecord) {
+			tp.Subs["shared"] = append(tp.Subs["shared"], Receipt{Seq: 0, ID: "1:0:0", Bad: "crc mismatch"})
+		}, func(v Verdict) int { return v.Phantom }, "crc mismatch"},
+		"readers disagree": {func(tp *TopicRecord) {
+			r := tp.Readers[1]
+			r[2], r[3] = r[3], r[2]
+		}, func(v Verdict) int { return v.ReaderMismatch }, "reader-0 and reader-1 differ at message 2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tp := goodTopic(10, true)
+			c.breakIt(tp)
+			v := Check(&Results{Topics: []*TopicRecord{tp}})
+			if v.OK() || c.field(v) == 0 || !strings.Contains(strings.Join(v.Problems, "\n"), c.want) {
+				t.Fatalf("want %q reported, got %+v", c.want, v)
+			}
+		})
+	}
+}
+
+// Without deduplication a sequence stored twice is allowed, and counted.
+func TestCheckerDuplicatesWithoutDedup(t *testing.T) {
+	tp := goodTopic(10, false)
+	tp.Readers[0] = append(tp.Readers[0], Receipt{Seq: 3, Key: KeyOf(3), ID: "2:0:0"})
+	tp.Readers[1] = append(tp.Readers[1], Receipt{Seq: 3, Key: KeyOf(3), ID: "2:0:0"})
+	v := Check(&Results{Topics: []*TopicRecord{tp}})
+	if !v.OK() || v.DupNoDedup != 1 {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestPayloadRoundTrip(t *testing.T) {
+	p := Payload("p-x", 17, time.Unix(0, 5))
+	prod, seq, err := ParsePayload(p)
+	if err != nil || prod != "p-x" || seq != 17 {
+		t.Fatalf("%q: %s %d %v", p, prod, seq, err)
+	}
+	p[2] ^= 1
+	if _, _, err := ParsePayload(p); err == nil {
+		t.Fatal("a flipped bit passed the CRC")
+	}
+}
+
+func TestSeedList(t *testing.T) {
+	if got := seedList([]int64{5, 1, 2, 3, 9, 10}); got != "1-3,5,9-10" {
+		t.Fatal(got)
+	}
+}

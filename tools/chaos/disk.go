@@ -1,0 +1,69 @@
+package chaos
+
+// Disk faults: the last bookie's directory is a small tmpfs that
+// disk-full fills, and every bookie runs with a fault control file
+// (MAGNETAR_TEST_FAULT_CONTROL, cmd/magnetar/bookiefaults.go) through
+// which journal-fsync-error makes its journal's fsyncs fail.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	tmpfsSize   = 512 << 20
+	tmpfsSource = "magnetar-chaos" // how leftovers of a crashed run are found in /proc/mounts
+)
+
+func mountTmpfs(dir string, size int64) error {
+	if err := unix.Mount(tmpfsSource, dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		return fmt.Errorf("mount a tmpfs at %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountLeftovers unmounts the tmpfs mounts a crashed run left.
+func unmountLeftovers() {
+	raw, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[0] == tmpfsSource && f[2] == "tmpfs" {
+			_ = unix.Unmount(f[1], unix.MNT_DETACH)
+		}
+	}
+}
+
+// faultControl is a bookie's fault control file.
+func faultControl(dir string) string {
+	return filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".faults")
+}
+
+// setFault writes a bookie's fault mode ("" clears it).
+func setFault(dir, mode string) error {
+	return os.WriteFile(faultControl(dir), []byte(mode+"\n"), 0o644)
+}
+
+// fill allocates a filler file in dir leaving about free bytes.
+func fill(dir string, free int64) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "", err
+	}
+	avail := int64(st.Bavail) * st.Bsize
+	path := filepath.Join(dir, "chaos-filler")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if n := avail - free; n > 0 {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
+			return path, fmt.Errorf("fill %s: %w", dir, err)
+		}
+	}
+	return path, nil
+}

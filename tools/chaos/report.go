@@ -1,0 +1,156 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Row aggregates a scenario's runs.
+type Row struct {
+	Scenario       *Scenario
+	Runs, Failed   int
+	Acked          int
+	Lost           int
+	Duplicated     int
+	DupNoDedup     int
+	Reordered      int
+	Phantom        int
+	ReaderMismatch int
+	MaxUnavailable time.Duration
+	Seeds          []int64
+	FailedSeeds    []int64
+}
+
+// Report is a whole chaos invocation.
+type Report struct {
+	Started  time.Time
+	Took     time.Duration
+	Commit   string
+	Command  string
+	LogsDir  string
+	Budget   string // why runs stopped early, if they did
+	Runs     []*Run
+	Failures []string // "scenario seed: what, logs in dir"
+}
+
+// Add records a finished run.
+func (rep *Report) Add(r *Run) {
+	rep.Runs = append(rep.Runs, r)
+	if r.Failed() {
+		what := "guarantee broken: " + strings.Join(r.Verdict.Problems, "; ")
+		if r.Err != nil {
+			what = r.Err.Error()
+			if i := strings.IndexByte(what, '\n'); i > 0 {
+				what = what[:i]
+			}
+		}
+		rep.Failures = append(rep.Failures, fmt.Sprintf("%s seed %d: %s (logs: %s)", r.Scenario.Name, r.Seed, what, r.Dir))
+	}
+}
+
+// Rows aggregates the runs per scenario, in Scenarios order.
+func (rep *Report) Rows() []*Row {
+	by := map[string]*Row{}
+	for _, r := range rep.Runs {
+		row := by[r.Scenario.Name]
+		if row == nil {
+			row = &Row{Scenario: r.Scenario}
+			by[r.Scenario.Name] = row
+		}
+		v := r.Verdict
+		row.Runs++
+		row.Seeds = append(row.Seeds, r.Seed)
+		if r.Failed() {
+			row.Failed++
+			row.FailedSeeds = append(row.FailedSeeds, r.Seed)
+		}
+		row.Acked += v.Acked
+		row.Lost += v.Lost
+		row.Duplicated += v.Duplicated
+		row.DupNoDedup += v.DupNoDedup
+		row.Reordered += v.Reordered
+		row.Phantom += v.Phantom
+		row.ReaderMismatch += v.ReaderMismatch
+		row.MaxUnavailable = max(row.MaxUnavailable, v.MaxUnavailable)
+	}
+	var out []*Row
+	for _, s := range Scenarios {
+		if row := by[s.Name]; row != nil {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// seedList prints seeds compactly: 1-20 or 1,4,9.
+func seedList(seeds []int64) string {
+	if len(seeds) == 0 {
+		return "-"
+	}
+	s := append([]int64{}, seeds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(s[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// Markdown renders docs/chaos/REPORT.md.
+func (rep *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Chaos report\n\n")
+	fmt.Fprintf(&b, "Written by `%s` (tools/chaos) on %s at commit %s; %d runs in %s.\n",
+		rep.Command, rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Commit, len(rep.Runs), rep.Took.Round(time.Second))
+	if rep.Budget != "" {
+		fmt.Fprintf(&b, "%s\n", rep.Budget)
+	}
+	b.WriteString(`
+Cluster: a 3-node ZooKeeper ensemble, 4 bookies, 3 brokers and the proxy, each process in its own network
+namespace on a test bridge (198.18.0.0/24, internal/netlab); links are cut with blackhole routes. Sessions
+are 4 s. Topics: 3 in public/chaos-d (E=3, Qw=3, Qa=2, deduplication on) and 3 in public/chaos-n (E=3, Qw=2,
+Qa=2, deduplication off); per namespace 2 through the brokers, 1 through the proxy. Each topic has one
+producer (a send every 20 ms, sequence ids set), Exclusive, Failover, Shared and Key_Shared subscriptions
+(1, 2, 2, 2 consumers, acknowledging) created before the first send, and 2 readers from the earliest message.
+After the fault, everything is healed, every topic must make progress again, the producers stop and the
+consumers drain; then the checker (tools/chaos/check.go) verifies: every acknowledged message reached every
+subscription and reader (lost), per-producer order on Exclusive/Failover/readers and per key on Key_Shared
+(reordered), no sequence stored twice where deduplication is on (duplicated), nothing received that was
+never sent or corrupt (phantom), both readers saw the same ids in the same order (reader mismatch).
+Unavailability is the longest time any producer went without an acknowledgement. Linearizability of the
+metadata operations is checked separately, with porcupine, in the metadata store tests.
+
+| scenario | runs | failed | acknowledged | lost | duplicated (dedup) | reordered | phantom | reader mismatch | dup. without dedup (allowed) | longest unavailability | seeds |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+`)
+	for _, row := range rep.Rows() {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.1f s | %s |\n", row.Scenario.Name, row.Runs, row.Failed,
+			row.Acked, row.Lost, row.Duplicated, row.Reordered, row.Phantom, row.ReaderMismatch, row.DupNoDedup,
+			row.MaxUnavailable.Seconds(), seedList(row.Seeds))
+	}
+	b.WriteString("\n## Scenarios\n\n")
+	for _, row := range rep.Rows() {
+		fmt.Fprintf(&b, "- **%s**: %s\n", row.Scenario.Name, row.Scenario.Doc)
+	}
+	b.WriteString("\n## Failing runs\n\n")
+	if len(rep.Failures) == 0 {
+		b.WriteString("None.\n")
+	}
+	for _, f := range rep.Failures {
+		fmt.Fprintf(&b, "- %s\n", f)
+	}
+	fmt.Fprintf(&b, "\nReproduce one: `make chaos CHAOS_SCENARIOS=<scenario> CHAOS_FIRST_SEED=<seed> CHAOS_SEEDS=1`. "+
+		"Logs of failing runs (the run's workload log and results, every server's log) are kept under %s.\n", rep.LogsDir)
+	return b.String()
+}

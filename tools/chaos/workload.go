@@ -1,0 +1,447 @@
+package chaos
+
+// The client workload: one process (in its own network namespace) that
+// produces to and consumes from the run's topics until SIGTERM, then
+// drains and writes everything it saw. Per topic: one producer (with
+// explicit sequence ids and a fixed name, so the broker's deduplication
+// applies where the namespace enables it), the four subscription types
+// (Exclusive with 1 consumer, Failover, Shared and Key_Shared with 2
+// each), all created before the first send, and 2 readers from the
+// earliest message. Every payload names its producer, sequence and send
+// time and carries a CRC of those, so the checker can tell a corrupt or
+// invented message from a real one.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
+)
+
+// Subscriptions the workload opens on every topic, with their consumer
+// counts.
+var Subscriptions = []struct {
+	Name      string
+	Type      pulsar.SubscriptionType
+	Consumers int
+}{
+	{"exclusive", pulsar.Exclusive, 1},
+	{"failover", pulsar.Failover, 2},
+	{"shared", pulsar.Shared, 2},
+	{"key_shared", pulsar.KeyShared, 2},
+}
+
+// ReadersPerTopic is how many readers read each topic from the start.
+const ReadersPerTopic = 2
+
+// WorkloadConfig is the workload process's input (a JSON file).
+type WorkloadConfig struct {
+	URLs         map[string]string // client group -> service URL
+	Topics       []TopicSpec
+	Status       string        // progress file, rewritten every 100 ms
+	Results      string        // the Results file written after the drain
+	SendInterval time.Duration // pause between a producer's sends
+	DrainTimeout time.Duration
+}
+
+// TopicSpec is one topic of a run.
+type TopicSpec struct {
+	Name  string // persistent://tenant/ns/topic
+	Group string // the client (URL) it is used through
+	Dedup bool   // its namespace has deduplication on
+}
+
+// Ack is a send the broker acknowledged.
+type Ack struct {
+	Seq int64
+	At  int64 // unix milliseconds when the acknowledgement arrived
+	ID  string
+}
+
+// Receipt is one message a consumer or reader received.
+type Receipt struct {
+	Seq      int64
+	Key      string
+	ID       string
+	Consumer int
+	Bad      string `json:",omitempty"` // why the payload is not one the workload sent
+}
+
+// TopicRecord is everything seen on one topic.
+type TopicRecord struct {
+	Spec     TopicSpec
+	Producer string
+	Sent     int64 // sequences 0..Sent-1 were handed to Send
+	Acked    []Ack
+	Subs     map[string][]Receipt // subscription name -> receipts in arrival order
+	Readers  [][]Receipt
+	Errors   []string `json:",omitempty"` // setup failures
+}
+
+// Results is the workload's output.
+type Results struct {
+	Topics    []*TopicRecord
+	Drained   bool // every acknowledged message reached every subscription and reader
+	StartedAt int64
+	StoppedAt int64
+}
+
+// Payload encodes a message: producer|seq|sendNanos|crc32.
+func Payload(producer string, seq int64, sent time.Time) []byte {
+	s := fmt.Sprintf("%s|%d|%d", producer, seq, sent.UnixNano())
+	return []byte(fmt.Sprintf("%s|%08x", s, crc32.ChecksumIEEE([]byte(s))))
+}
+
+// ParsePayload returns the producer and sequence of a payload, or an error
+// naming what is wrong with it.
+func ParsePayload(p []byte) (string, int64, error) {
+	s := string(p)
+	i := strings.LastIndexByte(s, '|')
+	if i < 0 {
+		return "", 0, fmt.Errorf("no crc in %q", s)
+	}
+	if fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(s[:i]))) != s[i+1:] {
+		return "", 0, fmt.Errorf("crc mismatch in %q", s)
+	}
+	f := strings.Split(s[:i], "|")
+	if len(f) != 3 {
+		return "", 0, fmt.Errorf("want 3 fields in %q", s)
+	}
+	seq, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad sequence in %q", s)
+	}
+	return f[0], seq, nil
+}
+
+// KeyOf is the key of sequence seq (8 keys per producer).
+func KeyOf(seq int64) string { return "k" + strconv.FormatInt(seq%8, 10) }
+
+func idString(id pulsar.MessageID) string {
+	return fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), id.BatchIdx())
+}
+
+// RunWorkload is the workload process's body: args[0] is the config file.
+// It returns the exit status.
+func RunWorkload(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "chaos workload: want the config file")
+		return 2
+	}
+	raw, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var cfg WorkloadConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	w := newWorkload(cfg)
+	defer w.closeClients()
+	if err := w.setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos workload:", err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "chaos workload: producing")
+	go w.writeStatus()
+	<-stop
+	fmt.Fprintln(os.Stderr, "chaos workload: stopping producers, draining")
+	res := w.stopAndDrain()
+	out, _ := json.Marshal(res)
+	if err := os.WriteFile(cfg.Results, out, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+type workload struct {
+	cfg       WorkloadConfig
+	clients   map[string]pulsar.Client
+	started   time.Time
+	stopSend  chan struct{}
+	stopRecv  chan struct{}
+	producing sync.WaitGroup
+	receiving sync.WaitGroup
+	closers   []func()
+	mu        struct {
+		sync.Mutex
+		topics []*TopicRecord
+	}
+}
+
+func newWorkload(cfg WorkloadConfig) *workload {
+	if cfg.SendInterval <= 0 {
+		cfg.SendInterval = 20 * time.Millisecond
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 60 * time.Second
+	}
+	return &workload{cfg: cfg, clients: map[string]pulsar.Client{}, started: time.Now(),
+		stopSend: make(chan struct{}), stopRecv: make(chan struct{})}
+}
+
+func (w *workload) setup() error {
+	logger := plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	for group, url := range w.cfg.URLs {
+		c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 60 * time.Second,
+			ConnectionTimeout: 3 * time.Second, Logger: logger})
+		if err != nil {
+			return err
+		}
+		w.clients[group] = c
+	}
+	for _, spec := range w.cfg.Topics {
+		rec := &TopicRecord{Spec: spec, Producer: "p-" + spec.Name[strings.LastIndexByte(spec.Name, '/')+1:],
+			Subs: map[string][]Receipt{}, Readers: make([][]Receipt, ReadersPerTopic)}
+		w.mu.Lock()
+		w.mu.topics = append(w.mu.topics, rec)
+		w.mu.Unlock()
+		if err := w.startTopic(rec); err != nil {
+			return fmt.Errorf("%s: %w", spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// retry calls create until it succeeds or a minute has passed: the Go
+// client does not retry a first subscribe or producer create that a broker
+// refused while a bundle moves.
+func retry[T any](create func() (T, error)) (T, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := create()
+		if err == nil || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (w *workload) startTopic(rec *TopicRecord) error {
+	client := w.clients[rec.Spec.Group]
+	for _, sub := range Subscriptions {
+		for c := range sub.Consumers {
+			cons, err := retry(func() (pulsar.Consumer, error) {
+				return client.Subscribe(pulsar.ConsumerOptions{Topic: rec.Spec.Name, SubscriptionName: sub.Name,
+					Type: sub.Type, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+					Name: fmt.Sprintf("%s-%d", sub.Name, c)})
+			})
+			if err != nil {
+				return fmt.Errorf("subscribe %s: %w", sub.Name, err)
+			}
+			w.closers = append(w.closers, cons.Close)
+			w.receiving.Add(1)
+			go w.consume(rec, sub.Name, c, cons)
+		}
+	}
+	for r := range ReadersPerTopic {
+		rd, err := retry(func() (pulsar.Reader, error) {
+			return client.CreateReader(pulsar.ReaderOptions{Topic: rec.Spec.Name, StartMessageID: pulsar.EarliestMessageID()})
+		})
+		if err != nil {
+			return fmt.Errorf("reader: %w", err)
+		}
+		w.closers = append(w.closers, rd.Close)
+		w.receiving.Add(1)
+		go w.read(rec, r, rd)
+	}
+	prod, err := retry(func() (pulsar.Producer, error) {
+		return client.CreateProducer(pulsar.ProducerOptions{Topic: rec.Spec.Name, Name: rec.Producer,
+			DisableBatching: true, SendTimeout: 30 * time.Second})
+	})
+	if err != nil {
+		return fmt.Errorf("producer: %w", err)
+	}
+	w.producing.Add(1)
+	go w.produce(rec, prod)
+	return nil
+}
+
+func (w *workload) produce(rec *TopicRecord, prod pulsar.Producer) {
+	defer w.producing.Done()
+	defer prod.Close()
+	for seq := int64(0); ; seq++ {
+		select {
+		case <-w.stopSend:
+			return
+		default:
+		}
+		w.mu.Lock()
+		rec.Sent = seq + 1
+		w.mu.Unlock()
+		s := seq
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		id, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: Payload(rec.Producer, seq, time.Now()),
+			Key: KeyOf(seq), SequenceID: &s})
+		cancel()
+		if err == nil {
+			w.mu.Lock()
+			rec.Acked = append(rec.Acked, Ack{Seq: seq, At: time.Now().UnixMilli(), ID: idString(id)})
+			w.mu.Unlock()
+		}
+		time.Sleep(w.cfg.SendInterval)
+	}
+}
+
+func (w *workload) receipt(rec *TopicRecord, m pulsar.Message, consumer int) Receipt {
+	r := Receipt{Key: m.Key(), ID: idString(m.ID()), Consumer: consumer}
+	producer, seq, err := ParsePayload(m.Payload())
+	switch {
+	case err != nil:
+		r.Bad = err.Error()
+	case producer != rec.Producer:
+		r.Bad = "producer " + producer + " never wrote to this topic"
+	case m.Key() != KeyOf(seq):
+		r.Bad = fmt.Sprintf("key %q, want %q", m.Key(), KeyOf(seq))
+	}
+	r.Seq = seq
+	return r
+}
+
+func (w *workload) consume(rec *TopicRecord, sub string, consumer int, cons pulsar.Consumer) {
+	defer w.receiving.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err == nil {
+			r := w.receipt(rec, m, consumer)
+			w.mu.Lock()
+			rec.Subs[sub] = append(rec.Subs[sub], r)
+			w.mu.Unlock()
+			_ = cons.Ack(m)
+			continue
+		}
+		select {
+		case <-w.stopRecv:
+			return
+		default:
+		}
+	}
+}
+
+func (w *workload) read(rec *TopicRecord, reader int, rd pulsar.Reader) {
+	defer w.receiving.Done()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		m, err := rd.Next(ctx)
+		cancel()
+		if err == nil {
+			r := w.receipt(rec, m, 0)
+			w.mu.Lock()
+			rec.Readers[reader] = append(rec.Readers[reader], r)
+			w.mu.Unlock()
+			continue
+		}
+		select {
+		case <-w.stopRecv:
+			return
+		default:
+		}
+	}
+}
+
+// status maps each topic to its acknowledged count.
+func (w *workload) status() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for _, t := range w.mu.topics {
+		out[t.Spec.Name] = len(t.Acked)
+	}
+	return out
+}
+
+func (w *workload) writeStatus() {
+	for {
+		select {
+		case <-w.stopSend:
+			return
+		default:
+		}
+		raw, _ := json.Marshal(w.status())
+		tmp := w.cfg.Status + ".tmp"
+		if os.WriteFile(tmp, raw, 0o644) == nil {
+			_ = os.Rename(tmp, w.cfg.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// missing counts acknowledged messages some subscription or reader has not
+// received yet.
+func (w *workload) missing() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.mu.topics {
+		lists := [][]Receipt{}
+		for _, r := range t.Subs {
+			lists = append(lists, r)
+		}
+		lists = append(lists, t.Readers...)
+		if len(t.Subs) < len(Subscriptions) {
+			n++
+		}
+		for _, l := range lists {
+			got := map[int64]bool{}
+			for _, r := range l {
+				got[r.Seq] = true
+			}
+			for _, a := range t.Acked {
+				if !got[a.Seq] {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func (w *workload) stopAndDrain() *Results {
+	stopped := time.Now()
+	close(w.stopSend)
+	w.producing.Wait()
+	deadline := time.Now().Add(w.cfg.DrainTimeout)
+	drained := false
+	for time.Now().Before(deadline) {
+		if w.missing() == 0 {
+			drained = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if drained {
+		time.Sleep(500 * time.Millisecond) // late duplicates still count
+	}
+	close(w.stopRecv)
+	w.receiving.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return &Results{Topics: w.mu.topics, Drained: drained, StartedAt: w.started.UnixMilli(), StoppedAt: stopped.UnixMilli()}
+}
+
+func (w *workload) closeClients() {
+	for _, c := range w.closers {
+		c()
+	}
+	for _, c := range w.clients {
+		c.Close()
+	}
+}
