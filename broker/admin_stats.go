@@ -104,7 +104,8 @@ func (t *topic) subscriptionStats() map[string]admin.SubscriptionStats {
 		}
 		backlog := c.Backlog()
 		out[c.Name()] = admin.SubscriptionStats{Type: "None", IsDurable: true, MsgBacklog: backlog,
-			MsgBacklogNoDelayed: backlog, BacklogSize: c.BacklogSize(), Consumers: []admin.ConsumerStats{}}
+			MsgBacklogNoDelayed: backlog, BacklogSize: c.BacklogSize(), Consumers: []admin.ConsumerStats{},
+			IsReplicated: isReplicatedCursor(c)}
 	}
 	return out
 }
@@ -115,6 +116,7 @@ func (s *subscription) stats() admin.SubscriptionStats {
 	st.MsgBacklog = s.cursor.Backlog()
 	st.MsgBacklogNoDelayed = max(st.MsgBacklog-st.MsgDelayed, 0)
 	st.BacklogSize = s.cursor.BacklogSize()
+	st.IsReplicated = s.replicated.Load()
 	return st
 }
 

@@ -52,6 +52,7 @@ func (s *subscription) ackBatchIndexes(ctx context.Context, c *consumer, cumulat
 			return err
 		}
 	}
+	s.advanceSnapshots()
 	s.mu.Lock()
 	wake := len(s.replay) > 0
 	for _, a := range acks {

@@ -129,6 +129,20 @@ type Config struct {
 	// flight to a remote cluster (replicator.go).
 	ReplicationPolicyCheckInterval time.Duration
 	ReplicationProducerQueueSize   int
+	// Replicated subscriptions (replsubs.go). ReplicatedSubscriptionsDisabled
+	// is enableReplicatedSubscriptions=false (Pulsar's default is on).
+	// ReplicatedSubscriptionsSnapshotFrequency is
+	// replicatedSubscriptionsSnapshotFrequencyMillis (1 s): how often a
+	// topic with replicated subscriptions and new data takes a snapshot.
+	// ReplicatedSubscriptionsSnapshotTimeout is
+	// replicatedSubscriptionsSnapshotTimeoutSeconds (30 s): a snapshot
+	// whose responses are not all in by then is dropped.
+	// ReplicatedSubscriptionsSnapshotMaxCached is
+	// replicatedSubscriptionsSnapshotMaxCachedPerSubscription (10).
+	ReplicatedSubscriptionsDisabled          bool
+	ReplicatedSubscriptionsSnapshotFrequency time.Duration
+	ReplicatedSubscriptionsSnapshotTimeout   time.Duration
+	ReplicatedSubscriptionsSnapshotMaxCached int
 	// Version is reported to clients in CONNECTED.
 	Version string
 	// Metadata is the configuration store holding partitioned-topic
@@ -232,6 +246,15 @@ func (c Config) withDefaults() Config {
 	if c.ReplicationProducerQueueSize <= 0 {
 		c.ReplicationProducerQueueSize = 1000
 	}
+	if c.ReplicatedSubscriptionsSnapshotFrequency <= 0 {
+		c.ReplicatedSubscriptionsSnapshotFrequency = time.Second
+	}
+	if c.ReplicatedSubscriptionsSnapshotTimeout <= 0 {
+		c.ReplicatedSubscriptionsSnapshotTimeout = 30 * time.Second
+	}
+	if c.ReplicatedSubscriptionsSnapshotMaxCached <= 0 {
+		c.ReplicatedSubscriptionsSnapshotMaxCached = 10
+	}
 	if c.Version == "" {
 		c.Version = "magnetar"
 	}
@@ -325,6 +348,9 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b.spawn(func() { b.every(cfg.MessageExpiryCheckInterval, func() { b.expireByPolicy(b.ctx, time.Now()) }) })
 	if cfg.Resources != nil && cfg.ClusterName != "" {
 		b.spawn(func() { b.every(cfg.ReplicationPolicyCheckInterval, b.checkReplication) })
+		if !cfg.ReplicatedSubscriptionsDisabled {
+			b.spawn(func() { b.every(cfg.ReplicatedSubscriptionsSnapshotFrequency, b.snapshotReplicatedSubscriptions) })
+		}
 	}
 	return b
 }

@@ -322,7 +322,14 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		dname, dseq, from = md.GetProducerName(), int64(md.GetSequenceId()), md.GetReplicatedFrom()
 		dhighest = max(dseq, int64(md.GetHighestSequenceId()))
 	}
-	if d := p.topic.dedup; d != nil {
+	// A replicated-subscription marker from a remote cluster (replsubs.go)
+	// is neither deduplicated (they all have sequence id 0) nor counted.
+	marker := p.remote && c.sendMetadata.MarkerType != nil
+	dedup := p.topic.dedup
+	if marker {
+		dedup = nil
+	}
+	if d := dedup; d != nil {
 		switch d.admit(dname, dseq, dhighest) {
 		case admitDuplicate:
 			// A duplicate: acknowledged, not stored; -1:-1 says so.
@@ -343,22 +350,25 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	p.topic.addEntry(f.Entry.Bytes(), msgs, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
-			if d := p.topic.dedup; d != nil {
+			if d := dedup; d != nil {
 				d.failed(dname)
 			}
 			code, msg := addErrorAnswer(err) // names the cause: read-only bookies, out of disk space
 			_ = c.sendSendError(id, seq, code, msg)
 			return
 		}
-		if d := p.topic.dedup; d != nil {
+		if d := dedup; d != nil {
 			if err := d.stored(c.b.ctx, dname, dseq, dhighest, pos); err != nil {
 				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
 			}
 		}
-		p.topic.stats.msgsIn.Add(msgs)
-		p.topic.stats.bytesIn.Add(size)
-		if from != "" {
-			p.topic.countInbound(from, msgs, size)
+		if !marker {
+			p.topic.noteData()
+			p.topic.stats.msgsIn.Add(msgs)
+			p.topic.stats.bytesIn.Add(size)
+			if from != "" {
+				p.topic.countInbound(from, msgs, size)
+			}
 		}
 		stages.Since(stage.Receipt, received)
 		c.b.cfg.FlightRecorder.Observe(time.Since(received))

@@ -45,6 +45,7 @@ func (c *geoCluster) start(t *testing.T) {
 	t.Helper()
 	b := New(Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
 		ReplicationPolicyCheckInterval: 100 * time.Millisecond, StatsUpdateFrequency: 100 * time.Millisecond,
+		ReplicatedSubscriptionsSnapshotFrequency: 50 * time.Millisecond, ReplicatedSubscriptionsSnapshotMaxCached: 100,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, c.ledgers)
 	addr := c.addr
 	if addr == "" {

@@ -370,6 +370,11 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	if err == nil {
 		err = ent.DecodeMetadata(&md)
 	}
+	if err == nil && md.MarkerType != nil && md.GetReplicatedFrom() == r.remote {
+		// A marker from the remote this replicator serves: each replicator
+		// sees every marker, only this one acts on it (replsubs.go).
+		r.t.receivedMarker(r.remote, e.Position, markerType(&md), ent.Payload())
+	}
 	if err != nil || md.ReplicatedFrom != nil || !replicatesTo(md.ReplicateTo, r.remote) {
 		if err != nil {
 			r.t.b.log.Warn("entry not replicated: it does not parse", "topic", r.t.name.String(), "position", e.Position, "err", err)
@@ -390,15 +395,17 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	out := replclient.MarkReplicated(ent, r.t.b.cfg.ClusterName)
 	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
 	inflight.Add(1)
-	pos := e.Position
+	pos, marker := e.Position, md.MarkerType != nil
 	prod.Send(out, int32(msgs), func(err error) {
 		defer inflight.Done()
 		<-window
 		if err != nil {
 			return
 		}
-		r.msgsOut.Add(msgs)
-		r.bytesOut.Add(int64(len(out)))
+		if !marker {
+			r.msgsOut.Add(msgs)
+			r.bytesOut.Add(int64(len(out)))
+		}
 		if err := r.cursor.Delete(context.Background(), pos); err != nil {
 			r.t.b.log.Warn("replicated entry not acknowledged", "topic", r.t.name.String(), "remote", r.remote, "err", err)
 		}

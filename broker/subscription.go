@@ -15,6 +15,7 @@ import (
 	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/markers"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -65,6 +66,9 @@ type subscription struct {
 	subType atomic.Int32
 	cursor  managedledger.Cursor
 	durable bool
+	// replicated: the subscription follows its progress in the other
+	// clusters (replsubs.go); set once, from the cursor's properties.
+	replicated atomic.Bool
 
 	mu          sync.Mutex
 	consumers   []*consumer
@@ -92,6 +96,9 @@ type subscription struct {
 	// dispatched (batches hold many), to size reads by permits; 0 until
 	// the first entry.
 	messagesPerEntry float64
+	// snapshots are the replicated-subscription snapshots read and not yet
+	// passed by the mark-delete position, oldest first (replsubs.go).
+	snapshots []markers.SnapshotData
 }
 
 type inflightEntry struct {
@@ -117,6 +124,7 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 		inflight: map[managedledger.Position]inflightEntry{}, replay: map[managedledger.Position]int32{},
 		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
 	s.subType.Store(int32(subType))
+	s.replicated.Store(isReplicatedCursor(cursor))
 	return s
 }
 
@@ -476,7 +484,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		last := entries[len(entries)-1].Position
 		s.lastRead = &last
 	}
-	out, deferred := s.assignLocked(entries, fromCursor)
+	out, deferred, skipped := s.assignLocked(entries, fromCursor)
 	s.sendMu.Lock()
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
@@ -486,6 +494,13 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
 	}
 	s.sendMu.Unlock()
+	if len(skipped) > 0 {
+		// Markers are for brokers: acknowledged as read, never delivered.
+		if err := s.cursor.Delete(context.Background(), skipped...); err != nil && !errors.Is(err, managedledger.ErrClosed) {
+			s.topic.b.log.Warn("markers not acknowledged", "topic", s.topic.name.String(), "subscription", s.name, "err", err)
+		}
+		s.advanceSnapshots()
+	}
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
@@ -500,8 +515,10 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 // assignLocked picks a consumer for each entry; entries nobody can take
 // now go to the replay set. New entries (fromCursor) of a key with entries
 // still waiting in the replay set wait behind them; entries taken from the
-// replay set are already the oldest of their key.
-func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bool) (out []delivery, deferred int) {
+// replay set are already the oldest of their key. Markers are not
+// delivered: they come back in skipped, to acknowledge (a replicated
+// subscription keeps the snapshots among them).
+func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bool) (out []delivery, deferred int, skipped []managedledger.Position) {
 	blocked := map[int32]bool{}
 	if fromCursor {
 		blocked = s.blockedSlotsLocked()
@@ -512,6 +529,15 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			continue // already with a consumer
 		}
 		info := entryInfoOf(e.Data)
+		if info.marker != 0 {
+			if info.marker == markers.Snapshot && s.replicated.Load() {
+				if _, ent, err := wire.ParseStoredEntry(e.Data); err == nil {
+					s.keepSnapshotLocked(ent.Payload())
+				}
+			}
+			skipped = append(skipped, e.Position)
+			continue
+		}
 		s.noteMessagesLocked(info.messages)
 		slot := int32(-1)
 		if s.kind() == pb.CommandSubscribe_Key_Shared {
@@ -539,7 +565,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position], ackSet: ackSet,
 			epoch: c.epoch, hasEpoch: c.hasEpoch})
 	}
-	return out, deferred
+	return out, deferred, skipped
 }
 
 // releaseJoinedLocked lifts the recently-joined restriction of consumers
@@ -664,6 +690,8 @@ type entryInfo struct {
 	messages  int       // FLOW permits it takes (a batch of N takes N)
 	key       []byte    // ordering key, else partition key (Key_Shared)
 	deliverAt time.Time // deliver_at_time, zero when none
+	// marker is the marker type (0: a message): markers go to no consumer.
+	marker markers.Type
 }
 
 // entryInfoOf reads an entry's metadata; a damaged entry counts as one
@@ -679,6 +707,7 @@ func entryInfoOf(data []byte) entryInfo {
 		return info
 	}
 	info.messages = max(int(md.GetNumMessagesInBatch()), 1)
+	info.marker = markerType(&md)
 	info.key = md.GetOrderingKey()
 	if md.DeliverAtTime != nil {
 		info.deliverAt = time.UnixMilli(md.GetDeliverAtTime())
@@ -744,6 +773,7 @@ func (s *subscription) ack(ctx context.Context, c *consumer, cumulative bool, po
 	if err != nil {
 		return err
 	}
+	s.advanceSnapshots()
 	s.mu.Lock()
 	// Acks can release entries held back (Key_Shared joins) and unblock
 	// consumers held at their unacknowledged-message limit.

@@ -46,6 +46,8 @@ type topic struct {
 	pub publishFence
 	// repl are the topic's geo-replicators (replicator.go).
 	repl replicationSet
+	// rsubs are the replicated-subscription snapshots under way (replsubs.go).
+	rsubs replSubs
 }
 
 // publishFence is what a failed add leaves (Pulsar's
@@ -350,7 +352,8 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	t.mu.Lock()
 	if s, ok := t.subs[name]; ok && cmd.GetDurable() {
 		t.mu.Unlock()
-		return s, nil // its type is checked as the consumer joins (addConsumer)
+		// Its type is checked as the consumer joins (addConsumer).
+		return s, t.replicateIfAsked(ctx, s, cmd)
 	}
 	t.mu.Unlock()
 	if !cmd.GetDurable() {
@@ -364,18 +367,33 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	}
 	s := newSubscription(t, name, cmd.GetSubType(), cursor, cmd.GetDurable())
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if !cmd.GetDurable() {
 		// Readers: one private subscription per consumer, tracked so the
 		// topic can close them.
 		t.readers[s] = struct{}{}
+		t.mu.Unlock()
 		return s, nil
 	}
 	if existing, ok := t.subs[name]; ok {
-		return existing, nil
+		s = existing
+	} else {
+		t.subs[name] = s
 	}
-	t.subs[name] = s
-	return s, nil
+	t.mu.Unlock()
+	return s, t.replicateIfAsked(ctx, s, cmd)
+}
+
+// replicateIfAsked marks a durable subscription replicated when the
+// SUBSCRIBE asks for it (replsubs.go); a SUBSCRIBE without the flag
+// leaves it as it is.
+func (t *topic) replicateIfAsked(ctx context.Context, s *subscription, cmd *pb.CommandSubscribe) error {
+	if !cmd.GetReplicateSubscriptionState() || !t.name.Persistent() {
+		return nil
+	}
+	if err := s.setReplicated(ctx); err != nil {
+		return fmt.Errorf("mark subscription %s replicated: %w", s.name, err)
+	}
+	return nil
 }
 
 func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (managedledger.Cursor, error) {

@@ -66,6 +66,9 @@ type Subscriptions interface {
 	ExpireAllSubscriptions(ctx context.Context, topic string, cutoff time.Time) error
 	// PeekMessage is the n-th (from 1) unacknowledged entry.
 	PeekMessage(ctx context.Context, topic, sub string, n int) (Message, error)
+	// SetReplicatedSubscriptionStatus turns a subscription's replication
+	// across clusters on or off (broker/replsubs.go).
+	SetReplicatedSubscriptionStatus(ctx context.Context, topic, sub string, enabled bool) error
 }
 
 // Messages serves the endpoints that answer one stored message.

@@ -23,6 +23,8 @@ package admin
 //     that long ago; all_subscription does it on every subscription.
 //   - position/{n} answers the n-th unacknowledged entry (n from 1) as a
 //     message (messages.go); pulsaradmin's peek asks 1, 2, ...
+//   - replicatedSubscriptionStatus (POST, body true or false) turns the
+//     subscription's replication across clusters on or off.
 
 import (
 	"encoding/json"
@@ -45,6 +47,21 @@ func (a *brokerAPI) registerSubscriptions(tp string, own func(string, topicHandl
 	own("POST "+sub+"/expireMessages/{seconds}", a.onSubscription(a.expireMessages))
 	own("POST "+tp+"/all_subscription/expireMessages/{seconds}", a.expireAll)
 	own("GET "+sub+"/position/{n}", a.peek)
+	own("POST "+sub+"/replicatedSubscriptionStatus", a.onSubscription(a.replicatedStatus))
+}
+
+// replicatedStatus turns replication of the subscription on or off: the
+// body is JSON true or false, as Pulsar's.
+func (a *brokerAPI) replicatedStatus(r *http.Request, topic, sub string) error {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<10))
+	if err != nil {
+		return BadRequest("enabled", "read body: %v", err)
+	}
+	var enabled bool
+	if err := json.Unmarshal(raw, &enabled); err != nil {
+		return BadRequest("enabled", "want true or false, got %q", raw)
+	}
+	return a.b.SetReplicatedSubscriptionStatus(r.Context(), topic, sub, enabled)
 }
 
 // subscriptionName is the {sub} of the path, unescaped once more.

@@ -54,6 +54,8 @@ type SubscriptionStats struct {
 	ActiveConsumerName   string          `json:"activeConsumerName,omitempty"`
 	MsgRateOut           float64         `json:"msgRateOut"`
 	Consumers            []ConsumerStats `json:"consumers"`
+	// IsReplicated: a replicated subscription (broker/replsubs.go).
+	IsReplicated bool `json:"isReplicated"`
 }
 
 // ConsumerStats is one consumer's part of the subscription stats.
@@ -130,6 +132,7 @@ func (s *PartitionedTopicStats) Add(p TopicStats) {
 		if !ok {
 			sum = SubscriptionStats{Type: sub.Type, IsDurable: sub.IsDurable, Consumers: []ConsumerStats{}}
 		}
+		sum.IsReplicated = sum.IsReplicated || sub.IsReplicated
 		sum.MsgBacklog += sub.MsgBacklog
 		sum.MsgBacklogNoDelayed += sub.MsgBacklogNoDelayed
 		sum.BacklogSize += sub.BacklogSize

@@ -62,6 +62,12 @@ type brokerSettings struct {
 	defaultPartitions   int
 	maxLookups          int // maxConcurrentLookupRequest
 	maxTopicLoads       int // maxConcurrentTopicLoadRequest
+	// Replicated subscriptions: enableReplicatedSubscriptions=false,
+	// replicatedSubscriptionsSnapshot{FrequencyMillis,TimeoutSeconds,MaxCachedPerSubscription}.
+	noReplSubs      bool
+	replSubsFreq    time.Duration
+	replSubsTimeout time.Duration
+	replSubsCached  int
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -72,41 +78,45 @@ func defaultBrokerSettings() brokerSettings {
 
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
-		"flightRecorderDir":                             setString(&s.flightRecDir),
-		"flightRecorderPublishThresholdMillis":          setDuration(&s.flightRecThreshold, time.Millisecond),
-		"maxMessageSize":                                setInt(&s.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection":        setInt(&s.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":                    setInt(&s.dispatcherBatch),
-		"keepAliveIntervalSeconds":                      setSeconds(&s.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":              setInt(&s.maxEntriesPerLedger),
-		"brokerDeduplicationEnabled":                    setBool(&s.dedup),
-		"ttlDurationDefaultInSeconds":                   setDuration(&s.ttl, time.Second),
-		"messageExpiryCheckIntervalInMinutes":           setDuration(&s.expiryCheck, time.Minute),
-		"backlogQuotaDefaultLimitBytes":                 setInt64(&s.quotaBytes),
-		"backlogQuotaDefaultLimitGB":                    setFloat(&s.quotaGB),
-		"backlogQuotaDefaultRetentionPolicy":            setString(&s.quotaPolicy),
-		"backlogQuotaCheckIntervalInSeconds":            setSeconds(&s.quotaCheck),
-		"statsUpdateFrequencyInSecs":                    setSeconds(&s.statsUpdate),
-		"defaultRetentionTimeInMinutes":                 setInt(&s.retentionMinutes),
-		"defaultRetentionSizeInMB":                      setInt(&s.retentionMB),
-		"retentionCheckIntervalInSeconds":               setSeconds(&s.retentionCheck),
-		"managedLedgerCacheSizeMB":                      setInt(&s.cacheMB),
-		"managedLedgerCacheEvictionWatermark":           setFloat(&s.cacheWatermark),
-		"managedLedgerCacheEvictionTimeThresholdMillis": setDuration(&s.cacheEvictAge, time.Millisecond),
-		"maxProducersPerTopic":                          setInt(&s.maxProducers),
-		"maxConsumersPerTopic":                          setInt(&s.maxConsumers),
-		"maxConsumersPerSubscription":                   setInt(&s.maxConsumersPerSub),
-		"maxUnackedMessagesPerConsumer":                 setInt(&s.maxUnackedPerCons),
-		"maxUnackedMessagesPerSubscription":             setInt(&s.maxUnackedPerSub),
-		"maxConcurrentLookupRequest":                    setInt(&s.maxLookups),
-		"maxConcurrentTopicLoadRequest":                 setInt(&s.maxTopicLoads),
-		"brokerEntryMetadataInterceptors":               setString(&s.entryInterceptors),
-		"exposingBrokerEntryMetadataToClientEnabled":    setBool(&s.exposeEntryMetadata),
-		"acknowledgmentAtBatchIndexLevelEnabled":        setBool(&s.batchIndexAcks),
-		"brokerDeduplicationEntriesInterval":            setInt(&s.dedupInterval),
-		"allowAutoTopicCreation":                        setNegatedBool(&s.noAutoCreate),
-		"allowAutoTopicCreationType":                    setString(&s.autoCreateType),
-		"defaultNumPartitions":                          setInt(&s.defaultPartitions),
+		"flightRecorderDir":                                       setString(&s.flightRecDir),
+		"flightRecorderPublishThresholdMillis":                    setDuration(&s.flightRecThreshold, time.Millisecond),
+		"maxMessageSize":                                          setInt(&s.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection":                  setInt(&s.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":                              setInt(&s.dispatcherBatch),
+		"keepAliveIntervalSeconds":                                setSeconds(&s.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":                        setInt(&s.maxEntriesPerLedger),
+		"brokerDeduplicationEnabled":                              setBool(&s.dedup),
+		"ttlDurationDefaultInSeconds":                             setDuration(&s.ttl, time.Second),
+		"messageExpiryCheckIntervalInMinutes":                     setDuration(&s.expiryCheck, time.Minute),
+		"backlogQuotaDefaultLimitBytes":                           setInt64(&s.quotaBytes),
+		"backlogQuotaDefaultLimitGB":                              setFloat(&s.quotaGB),
+		"backlogQuotaDefaultRetentionPolicy":                      setString(&s.quotaPolicy),
+		"backlogQuotaCheckIntervalInSeconds":                      setSeconds(&s.quotaCheck),
+		"statsUpdateFrequencyInSecs":                              setSeconds(&s.statsUpdate),
+		"defaultRetentionTimeInMinutes":                           setInt(&s.retentionMinutes),
+		"defaultRetentionSizeInMB":                                setInt(&s.retentionMB),
+		"retentionCheckIntervalInSeconds":                         setSeconds(&s.retentionCheck),
+		"managedLedgerCacheSizeMB":                                setInt(&s.cacheMB),
+		"managedLedgerCacheEvictionWatermark":                     setFloat(&s.cacheWatermark),
+		"managedLedgerCacheEvictionTimeThresholdMillis":           setDuration(&s.cacheEvictAge, time.Millisecond),
+		"maxProducersPerTopic":                                    setInt(&s.maxProducers),
+		"maxConsumersPerTopic":                                    setInt(&s.maxConsumers),
+		"maxConsumersPerSubscription":                             setInt(&s.maxConsumersPerSub),
+		"maxUnackedMessagesPerConsumer":                           setInt(&s.maxUnackedPerCons),
+		"maxUnackedMessagesPerSubscription":                       setInt(&s.maxUnackedPerSub),
+		"maxConcurrentLookupRequest":                              setInt(&s.maxLookups),
+		"maxConcurrentTopicLoadRequest":                           setInt(&s.maxTopicLoads),
+		"brokerEntryMetadataInterceptors":                         setString(&s.entryInterceptors),
+		"exposingBrokerEntryMetadataToClientEnabled":              setBool(&s.exposeEntryMetadata),
+		"acknowledgmentAtBatchIndexLevelEnabled":                  setBool(&s.batchIndexAcks),
+		"brokerDeduplicationEntriesInterval":                      setInt(&s.dedupInterval),
+		"allowAutoTopicCreation":                                  setNegatedBool(&s.noAutoCreate),
+		"allowAutoTopicCreationType":                              setString(&s.autoCreateType),
+		"defaultNumPartitions":                                    setInt(&s.defaultPartitions),
+		"enableReplicatedSubscriptions":                           setNegatedBool(&s.noReplSubs),
+		"replicatedSubscriptionsSnapshotFrequencyMillis":          setDuration(&s.replSubsFreq, time.Millisecond),
+		"replicatedSubscriptionsSnapshotTimeoutSeconds":           setSeconds(&s.replSubsTimeout),
+		"replicatedSubscriptionsSnapshotMaxCachedPerSubscription": setInt(&s.replSubsCached),
 	}
 }
 
@@ -208,7 +218,9 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
 		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
-		MaxConcurrentTopicLoadRequest: s.maxTopicLoads}, nil
+		MaxConcurrentTopicLoadRequest:   s.maxTopicLoads,
+		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
+		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

@@ -1,0 +1,453 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/wire/markers"
+)
+
+// loadedTopic is the cluster's loaded topic named name (nil if none).
+func (c *geoCluster) loadedTopic(name string) *topic {
+	for _, t := range c.broker().loadedTopics() {
+		if t.name.String() == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// cursorOf is the cluster's cursor of the topic named sub, if any.
+func (c *geoCluster) cursorOf(topicName, sub string) managedledger.Cursor {
+	t := c.loadedTopic(topicName)
+	if t == nil {
+		return nil
+	}
+	for _, cur := range t.ml.Cursors() {
+		if cur.Name() == sub {
+			return cur
+		}
+	}
+	return nil
+}
+
+// waitSnapshotCovering waits until a snapshot that started after the
+// topic's last stored message has completed in the cluster.
+func (c *geoCluster) waitSnapshotCovering(t *testing.T, topicName string) {
+	t.Helper()
+	eventually(t, "a snapshot after the last message", func() error {
+		tp := c.loadedTopic(topicName)
+		if tp == nil {
+			return fmt.Errorf("topic not loaded")
+		}
+		tp.rsubs.mu.Lock()
+		defer tp.rsubs.mu.Unlock()
+		if data := tp.rsubs.lastDataNs.Load(); tp.rsubs.lastCompletedStartNs <= data {
+			return fmt.Errorf("last snapshot started at %d, last data at %d", tp.rsubs.lastCompletedStartNs, data)
+		}
+		return nil
+	})
+}
+
+// subscribeOnce creates a subscription (at the earliest entry) and closes
+// its consumer without consuming.
+func subscribeOnce(t *testing.T, url, topic, sub string, replicated bool) {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close()
+}
+
+// geoConsumeAndAck receives n messages on sub and acknowledges each, then
+// closes the consumer; it returns their values.
+func geoConsumeAndAck(t *testing.T, url, topic, sub string, replicated bool, n int) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var got []string
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: received %d of %d: %v", sub, len(got), n, err)
+		}
+		got = append(got, string(msg.Payload()))
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// geoCollect subscribes and gathers every value until last has arrived,
+// then a little longer to catch extras.
+func geoCollect(t *testing.T, url, topic, sub string, replicated bool, last string) []string {
+	t.Helper()
+	return geoCollectOpts(t, url, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub,
+		Type: pulsar.Shared, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: replicated}, last)
+}
+
+func geoCollectOpts(t *testing.T, url string, opts pulsar.ConsumerOptions, last string) []string {
+	t.Helper()
+	cons, err := newClient(t, url).Subscribe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var got []string
+	seenLast := false
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		wait := 20 * time.Second
+		if seenLast {
+			wait = 500 * time.Millisecond
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got = append(got, string(msg.Payload()))
+		_ = cons.Ack(msg)
+		if string(msg.Payload()) == last {
+			seenLast = true
+		}
+	}
+	if !seenLast {
+		t.Fatalf("%s: %s never arrived (got %d)", opts.SubscriptionName, last, len(got))
+	}
+	return got
+}
+
+func geoIndex(v string) int {
+	var i int
+	fmt.Sscan(strings.TrimPrefix(v, "p#"), &i)
+	return i
+}
+
+// Replicated subscriptions, active-active: a consumer group that acked
+// the first half of 200 messages in a resumes in b near message 100, not
+// at the start, and loses nothing. A subscription without the flag is
+// not moved, and markers reach no consumer.
+func TestGeoReplicatedSubscription(t *testing.T) {
+	testReplicatedSubscriptionMove(t, []string{"a", "b"}, "b", true)
+}
+
+// The same in a full mesh of three (snapshots take two rounds), the group
+// moving from a to c.
+func TestGeoReplicatedSubscriptionMesh(t *testing.T) {
+	testReplicatedSubscriptionMove(t, []string{"a", "b", "c"}, "c", true)
+}
+
+// A replicated subscription that does not exist in the other cluster is
+// created there by the first update, at the mapped position (Pulsar
+// creates it at the latest entry).
+func TestGeoReplicatedSubscriptionCreatedByUpdate(t *testing.T) {
+	testReplicatedSubscriptionMove(t, []string{"a", "b"}, "b", false)
+}
+
+func testReplicatedSubscriptionMove(t *testing.T, clusters []string, to string, existsInTarget bool) {
+	cl := newGeoInstance(t, clusters...)
+	geoNamespace(t, cl["a"].res, "rsub", clusters...)
+	topic := "persistent://geo/rsub/t"
+	// The plain subscription exists everywhere from the start; the
+	// replicated one in a, and elsewhere if existsInTarget.
+	for _, n := range clusters {
+		if n == "a" || existsInTarget {
+			subscribeOnce(t, cl[n].url(), topic, "group", true)
+		}
+		subscribeOnce(t, cl[n].url(), topic, "plain", false)
+	}
+	if cur := cl["a"].cursorOf(topic, "group"); cur == nil || cur.Properties()[replicatedSubProperty] != 1 {
+		t.Fatalf("group's cursor not flagged replicated: %v", cur)
+	}
+	if cur := cl["a"].cursorOf(topic, "plain"); cur == nil || cur.Properties()[replicatedSubProperty] != 0 {
+		t.Fatal("plain's cursor flagged replicated")
+	}
+	if st, err := cl["a"].broker().TopicStats(context.Background(), topic); err != nil ||
+		!st.Subscriptions["group"].IsReplicated || st.Subscriptions["plain"].IsReplicated {
+		t.Fatalf("isReplicated in stats: %+v %v", st.Subscriptions, err)
+	}
+
+	// 20 rounds of 10 messages in a, with a snapshot completed after each
+	// (as one would be within the snapshot interval under steady traffic).
+	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p",
+		DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for round := range 20 {
+		for i := round * 10; i < round*10+10; i++ {
+			if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cl["a"].waitSnapshotCovering(t, topic)
+	}
+
+	startB := managedledger.Position{LedgerID: -1, EntryID: -1}
+	if existsInTarget {
+		startB = cl[to].cursorOf(topic, "group").MarkDeletePosition()
+	}
+	// Half consumed in a, on both subscriptions.
+	for _, sub := range []string{"group", "plain"} {
+		got := geoConsumeAndAck(t, cl["a"].url(), topic, sub, sub == "group", 100)
+		for i, v := range got {
+			if v != fmt.Sprintf("p#%d", i) {
+				t.Fatalf("%s in a: message %d is %q", sub, i, v)
+			}
+		}
+	}
+
+	// The update reaches b: its group cursor moves off the start.
+	eventually(t, "group moved in "+to, func() error {
+		cur := cl[to].cursorOf(topic, "group")
+		if cur == nil || cur.MarkDeletePosition().Compare(startB) <= 0 {
+			return fmt.Errorf("group in %s not moved", to)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // any later update lands too
+
+	// The group moved to b: the second half, at most one round again.
+	got := geoCollect(t, cl[to].url(), topic, "group", true, "p#199")
+	seen := map[int]int{}
+	again := 0
+	for _, v := range got {
+		if !strings.HasPrefix(v, "p#") {
+			t.Fatalf("group in %s got %q, which is no user message", to, v)
+		}
+		i := geoIndex(v)
+		seen[i]++
+		if i < 100 {
+			again++
+		}
+	}
+	for i := 100; i < 200; i++ {
+		if seen[i] == 0 {
+			t.Fatalf("group in %s: p#%d lost", to, i)
+		}
+	}
+	// One snapshot per round and the consumer stopped at a round's end:
+	// the newest snapshot it passed is at most a round (10) behind.
+	if again > 10 {
+		t.Fatalf("group in %s: %d of the first 100 delivered again (more than one round); got %v", to, again, got)
+	}
+	t.Logf("group in %s: %d messages, %d of the first half again", to, len(got), again)
+
+	// The plain subscription did not move: all 200, and only messages.
+	plain := geoCollect(t, cl[to].url(), topic, "plain", false, "p#199")
+	if len(plain) != 200 {
+		t.Fatalf("plain in %s: %d messages, want 200", to, len(plain))
+	}
+	for i, v := range plain {
+		if v != fmt.Sprintf("p#%d", i) {
+			t.Fatalf("plain in %s: message %d is %q", to, i, v)
+		}
+	}
+	// Markers are counted as no message, here or there.
+	for _, n := range clusters {
+		st, err := cl[n].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MsgInCounter != 200 {
+			t.Errorf("cluster %s: msgInCounter %d, want 200", n, st.MsgInCounter)
+		}
+	}
+	if slices.Contains(got, "") {
+		t.Fatal("empty message delivered")
+	}
+}
+
+// The replicated flag lives in the cursor: it outlives a broker restart,
+// and a later SUBSCRIBE without the flag does not clear it.
+func TestGeoReplicatedSubscriptionFlagSurvivesReload(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rflag", "a", "b")
+	topic := "persistent://geo/rflag/t"
+	subscribeOnce(t, cl["a"].url(), topic, "group", true)
+	cl["a"].stop()
+	cl["a"].start(t)
+	subscribeOnce(t, cl["a"].url(), topic, "group", false)
+	tp := cl["a"].loadedTopic(topic)
+	if tp == nil {
+		t.Fatal("topic not loaded")
+	}
+	tp.mu.Lock()
+	s := tp.subs["group"]
+	tp.mu.Unlock()
+	if s == nil || !s.replicated.Load() || s.cursor.Properties()[replicatedSubProperty] != 1 {
+		t.Fatal("the subscription lost its replicated flag")
+	}
+
+	// The admin API turns it off and on again (Pulsar's
+	// replicatedSubscriptionStatus).
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	post := func(sub, body string) int {
+		resp, err := http.Post(web.URL+"/admin/v2/persistent/geo/rflag/t/subscription/"+sub+"/replicatedSubscriptionStatus",
+			"application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	replicated := func() bool {
+		st, err := cl["a"].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Subscriptions["group"].IsReplicated
+	}
+	if code := post("group", "false"); code != http.StatusNoContent || replicated() || s.cursor.Properties()[replicatedSubProperty] != 0 {
+		t.Fatalf("off: %d, replicated %v", code, replicated())
+	}
+	if code := post("group", "true"); code != http.StatusNoContent || !replicated() || s.cursor.Properties()[replicatedSubProperty] != 1 {
+		t.Fatalf("on: %d, replicated %v", code, replicated())
+	}
+	if code := post("group", "maybe"); code != http.StatusBadRequest {
+		t.Fatalf("bad body: %d", code)
+	}
+	if code := post("nosuch", "true"); code != http.StatusNotFound {
+		t.Fatalf("unknown subscription: %d", code)
+	}
+}
+
+// Past the cache limit, snapshots are thinned where they are closest
+// together (the one whose neighbours are nearest goes); the oldest and
+// newest stay.
+func TestThinSnapshots(t *testing.T) {
+	var snaps []markers.SnapshotData
+	for _, e := range []uint64{10, 20, 22, 40, 50, 51, 80} {
+		snaps = append(snaps, markers.SnapshotData{Local: markers.MessageID{LedgerID: 1, EntryID: e}})
+	}
+	snaps = append(snaps, markers.SnapshotData{Local: markers.MessageID{LedgerID: 2, EntryID: 0}})
+	got := thinSnapshots(slices.Clone(snaps), 5)
+	var at []uint64
+	for _, s := range got {
+		at = append(at, s.Local.LedgerID*1000+s.Local.EntryID)
+	}
+	if want := []uint64{1010, 1022, 1051, 1080, 2000}; !slices.Equal(at, want) {
+		t.Fatalf("kept %v, want %v", at, want)
+	}
+	if got := thinSnapshots(slices.Clone(snaps), 1); len(got) != 2 {
+		t.Fatalf("limit 1 kept %d, want the oldest and newest", len(got))
+	}
+}
+
+// The test as users see it, with snapshots left to their timer:
+// messages stream into a at about 200/s (batched by the client) while
+// snapshots run every 50 ms; a Failover consumer acknowledges half in a
+// and the group moves to b. It must not start from the beginning: with
+// about 10 messages per snapshot interval and an in-process round trip
+// of a few milliseconds, the newest snapshot passed is some 10 to 20
+// messages behind; 50 leaves room for a slow (race-detector) run. And
+// nothing after the mapped position is lost.
+func TestGeoReplicatedSubscriptionContinuous(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rcont", "a", "b")
+	topic := "persistent://geo/rcont/t"
+	opts := func(url string) pulsar.ConsumerOptions {
+		return pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "group", Type: pulsar.Failover,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReplicateSubscriptionState: true}
+	}
+	for _, n := range []string{"a", "b"} {
+		cons, err := newClient(t, cl[n].url()).Subscribe(opts(cl[n].url()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons.Close()
+	}
+	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p",
+		BatchingMaxMessages: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		prod.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					t.Errorf("send: %v", err)
+				}
+				wg.Done()
+			})
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	cl["a"].waitSnapshotCovering(t, topic)
+
+	startB := cl["b"].cursorOf(topic, "group").MarkDeletePosition()
+	cons, err := newClient(t, cl["a"].url()).Subscribe(opts(cl["a"].url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("a: received %d of 100: %v", i, err)
+		}
+		if want := fmt.Sprintf("p#%d", i); string(msg.Payload()) != want {
+			t.Fatalf("a: message %d is %q", i, msg.Payload())
+		}
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons.Close()
+
+	eventually(t, "group moved in b", func() error {
+		if cl["b"].cursorOf(topic, "group").MarkDeletePosition().Compare(startB) <= 0 {
+			return fmt.Errorf("not moved")
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	got := geoCollectOpts(t, cl["b"].url(), opts(cl["b"].url()), "p#199")
+	again, seen := 0, map[int]bool{}
+	for _, v := range got {
+		i := geoIndex(v)
+		seen[i] = true
+		if i < 100 {
+			again++
+		}
+	}
+	for i := 100; i < 200; i++ {
+		if !seen[i] {
+			t.Fatalf("b: p#%d lost", i)
+		}
+	}
+	if again >= 50 {
+		t.Fatalf("b: %d of the first 100 delivered again: not close to where a stopped", again)
+	}
+	t.Logf("b: %d messages, %d of the first half again", len(got), again)
+}
