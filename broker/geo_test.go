@@ -381,6 +381,31 @@ func TestGeoRemoteOutage(t *testing.T) {
 	})
 }
 
+// The source cluster's broker fails over in the middle of replication: a
+// new broker on the same storage takes the topic and its replicator
+// resumes from the durable replication cursor, re-sending what was not
+// yet acknowledged there. With deduplication on in the remote, every
+// message arrives there exactly once and in order.
+func TestGeoSourceBrokerFailover(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "fail", "a", "b")
+	topic := "persistent://geo/fail/t"
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 300, nil)
+	// Replication is still under way (B has some, not all): the broker goes.
+	eventually(t, "replication under way", func() error {
+		if n := len(cb.values()); n == 0 {
+			return fmt.Errorf("b has nothing yet")
+		}
+		return nil
+	})
+	t.Logf("b had %d of 300 when a's broker stopped", len(cb.values()))
+	cl["a"].stop()
+	cl["a"].start(t) // the new broker: same storage, same address
+	geoProduce(t, cl["a"].url(), topic, "p", 300, 100, nil)
+	cb.waitFor(t, "b after the source failed over", 400)
+}
+
 // Removing a cluster from the namespace stops its replicator and deletes
 // its cursor.
 func TestGeoRemoveClusterDropsReplicator(t *testing.T) {
