@@ -168,8 +168,8 @@ type Journal struct {
 	cur      *segment
 	nextID   uint64
 	seq      uint64
-	hdrs     []byte   // group and record headers of the group being written
-	iov      [][]byte // its buffers: headers, payloads, padding
+	hdrs     []byte        // group and record headers of the group being written
+	iov      [][]byte      // its buffers: headers, payloads, padding
 	arrival  time.Duration // EWMA of the gap between adds
 	lastAdd  time.Time
 	lastSync time.Time
