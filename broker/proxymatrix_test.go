@@ -154,7 +154,7 @@ func TestGoClientThroughSecuredProxy(t *testing.T) {
 			}
 		})
 	}
-	if err := prod.Flush(); err != nil {
+	if err := prod.FlushWithCtx(ctx); err != nil {
 		t.Fatal(err)
 	}
 	receiveNumbered(ctx, t, cons, n)

@@ -943,13 +943,19 @@ func (s *subscription) disconnectConsumers() {
 		s.redeliverLocked(c, nil, false)
 	}
 	s.mu.Unlock()
-	// Messages already assigned to these consumers are written first.
-	s.sendMu.Lock()
-	s.sendMu.Unlock() //nolint:staticcheck // a barrier: an empty critical section is the point
+	s.awaitAssignedWrites() // messages already assigned to them go first
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
 		c.conn.closeConsumerOnClient(c.id)
 	}
+}
+
+// awaitAssignedWrites waits until a batch being written (onEntries holds
+// sendMu from assignment to the last write) has been queued on its
+// connections.
+func (s *subscription) awaitAssignedWrites() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 }
 
 // awaitingReturn reports whether the subscription is open without a
