@@ -126,6 +126,10 @@ func targetRows(res *Results) []targetRow {
 			pub.why = storageWhy("publish", mem.Report.PublishLatency)
 			e2e.why = storageWhy("end-to-end", mem.Report.E2ELatency)
 		}
+		if st := stagesWhy(half.Stages, res.Traced); st != "" {
+			pub.why = strings.TrimSpace(pub.why + " " + st)
+			e2e.why = strings.TrimSpace(e2e.why + " " + st)
+		}
 		rows = append(rows, pub, e2e)
 	}
 	for _, d := range []struct {
@@ -235,6 +239,37 @@ func storageWhy(what string, mem *perfkit.Latency) string {
 	return fmt.Sprintf("at the same rate on in-memory storage the %s p99 is %s (p99.9 %s): the broker, the network and the "+
 		"clients on this machine cost that much, and the storage path (journal write + datasync through the ledger client) the rest.",
 		what, us(mem.P99), us(mem.P999))
+}
+
+// stagesWhy names the slowest stages of the durable 50% run at p99 and the
+// flight-recorder traces taken of it.
+func stagesWhy(stages []StageLatency, tr *Traced) string {
+	byName := map[string]StageLatency{}
+	for _, s := range stages {
+		byName[s.Stage] = s
+	}
+	var parts []string
+	for _, name := range []string{"receipt", "bookie_add", "journal_queue", "journal_write", "journal_sync"} {
+		if s, ok := byName[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s", name, msf(s.P99MS)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	why := "By stage at p99 (see \"Where a publish waits\"): " + strings.Join(parts, ", ") + "."
+	if r, ok := byName["receipt"]; ok && r.P99MS > 0 {
+		journal := byName["journal_queue"].P99MS + byName["journal_write"].P99MS + byName["journal_sync"].P99MS
+		if journal >= r.P99MS/2 {
+			why += " Most of the broker's tail is the journal: its datasyncs' own tail and the adds queued behind one."
+		} else {
+			why += " The journal is less than half of the broker's tail."
+		}
+	}
+	if tr != nil && len(tr.Traces) > 0 {
+		why += fmt.Sprintf(" %d flight-recorder trace(s) of slow publishes are linked under \"Traces of slow publishes\".", len(tr.Traces))
+	}
+	return why
 }
 
 // throughputWhy explains a throughput miss by CPU and by what the same
