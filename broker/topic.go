@@ -27,6 +27,9 @@ type topic struct {
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
 	dedup *dedup     // nil unless deduplication is enabled
+	// unloading is set once an add found the managed ledger closed for
+	// good here (addFailed): the topic is being unloaded.
+	unloading atomic.Bool
 	// stamper adds broker entry metadata; nil without interceptors.
 	stamper *entryStamper
 	// terminated is set by the admin terminate (admin_topics.go): new
@@ -191,7 +194,21 @@ func (t *topic) beginAdd() bool {
 // addFailed fences the topic after a failed add and closes its producers
 // (their clients reconnect and resend what they have pending). Runs in
 // the add's callback, before the connection answers it.
+//
+// An add that found the managed ledger closed (ErrClosed: another owner
+// opened it and fenced this one, or it is closing) will fail for every
+// resend too: the topic is unloaded as well, so that its clients look it
+// up again and it loads afresh wherever its bundle is owned, instead of
+// refusing every SEND until something else unloads it (Pulsar closes a
+// topic on ManagedLedgerFencedException). Found by the fault suite
+// (tools/chaos, rolling-restart seed 1): a broker that took a bundle over
+// while the old owner was still closing lost its managed ledger to that
+// owner's last metadata write, then failed every SEND for 58 s.
 func (t *topic) addFailed(err error) {
+	if errors.Is(err, managedledger.ErrClosed) && t.unloading.CompareAndSwap(false, true) {
+		t.b.log.Warn("managed ledger closed under the topic; unloading it so that it loads again", "topic", t.name.String(), "err", err)
+		t.b.spawn(func() { t.b.unloadWhere(t.b.ctx, func(x *topic) bool { return x == t }) })
+	}
 	t.pub.mu.Lock()
 	first := !t.pub.fenced
 	t.pub.fenced = true

@@ -86,10 +86,14 @@ func TestChaos(t *testing.T) {
 			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s, took %s, err %v",
 				s.Name, seed, v.Acked, v.Lost, v.Duplicated, v.Reordered, v.Phantom, v.ReaderMismatch,
 				v.MaxUnavailable.Seconds(), r.Took.Round(time.Second), r.Err)
-			if r.Failed() {
+			switch {
+			case r.Failed():
 				keepLogs(c, r)
 				t.Errorf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n"))
-			} else {
+			case v.MaxUnavailable > SlowRun:
+				keepLogs(c, r)
+				logf("%s seed %d: unavailable %.1f s; logs kept in %s", s.Name, seed, v.MaxUnavailable.Seconds(), r.Dir)
+			default:
 				_ = os.RemoveAll(r.Dir)
 			}
 		}

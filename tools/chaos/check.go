@@ -43,6 +43,7 @@ type Verdict struct {
 	Phantom        int // received but never sent, or corrupt
 	ReaderMismatch int
 	MaxUnavailable time.Duration
+	Recreated      int // consumers and readers the workload re-created in the drain (a Go client race)
 	Drained        bool
 	Problems       []string
 }
@@ -66,6 +67,7 @@ func Check(res *Results) Verdict {
 			v.problem("%s: %s", t.Spec.Name, e)
 		}
 		v.Acked += len(t.Acked)
+		v.Recreated += t.Recreated
 		checkLoss(&v, t)
 		checkDuplicates(&v, t)
 		checkOrder(&v, t)

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -80,13 +81,14 @@ type Receipt struct {
 
 // TopicRecord is everything seen on one topic.
 type TopicRecord struct {
-	Spec     TopicSpec
-	Producer string
-	Sent     int64 // sequences 0..Sent-1 were handed to Send
-	Acked    []Ack
-	Subs     map[string][]Receipt // subscription name -> receipts in arrival order
-	Readers  [][]Receipt
-	Errors   []string `json:",omitempty"` // setup failures
+	Spec      TopicSpec
+	Producer  string
+	Sent      int64 // sequences 0..Sent-1 were handed to Send
+	Acked     []Ack
+	Subs      map[string][]Receipt // subscription name -> receipts in arrival order
+	Readers   [][]Receipt
+	Recreated int      // consumers and readers re-created in the drain (see stuckAfter)
+	Errors    []string `json:",omitempty"` // setup failures
 }
 
 // Results is the workload's output.
@@ -178,7 +180,7 @@ type workload struct {
 	stopRecv  chan struct{}
 	producing sync.WaitGroup
 	receiving sync.WaitGroup
-	closers   []func()
+	draining  atomic.Bool
 	mu        struct {
 		sync.Mutex
 		topics []*TopicRecord
@@ -237,29 +239,33 @@ func (w *workload) startTopic(rec *TopicRecord) error {
 	client := w.clients[rec.Spec.Group]
 	for _, sub := range Subscriptions {
 		for c := range sub.Consumers {
-			cons, err := retry(func() (pulsar.Consumer, error) {
-				return client.Subscribe(pulsar.ConsumerOptions{Topic: rec.Spec.Name, SubscriptionName: sub.Name,
-					Type: sub.Type, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-					Name: fmt.Sprintf("%s-%d", sub.Name, c)})
-			})
+			open := func() (pulsar.Consumer, error) {
+				return retry(func() (pulsar.Consumer, error) {
+					return client.Subscribe(pulsar.ConsumerOptions{Topic: rec.Spec.Name, SubscriptionName: sub.Name,
+						Type: sub.Type, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+						Name: fmt.Sprintf("%s-%d", sub.Name, c)})
+				})
+			}
+			cons, err := open()
 			if err != nil {
 				return fmt.Errorf("subscribe %s: %w", sub.Name, err)
 			}
-			w.closers = append(w.closers, cons.Close)
 			w.receiving.Add(1)
-			go w.consume(rec, sub.Name, c, cons)
+			go w.consume(rec, sub.Name, c, cons, open)
 		}
 	}
 	for r := range ReadersPerTopic {
-		rd, err := retry(func() (pulsar.Reader, error) {
-			return client.CreateReader(pulsar.ReaderOptions{Topic: rec.Spec.Name, StartMessageID: pulsar.EarliestMessageID()})
-		})
+		open := func(from pulsar.MessageID) (pulsar.Reader, error) {
+			return retry(func() (pulsar.Reader, error) {
+				return client.CreateReader(pulsar.ReaderOptions{Topic: rec.Spec.Name, StartMessageID: from})
+			})
+		}
+		rd, err := open(pulsar.EarliestMessageID())
 		if err != nil {
 			return fmt.Errorf("reader: %w", err)
 		}
-		w.closers = append(w.closers, rd.Close)
 		w.receiving.Add(1)
-		go w.read(rec, r, rd)
+		go w.read(rec, r, rd, open)
 	}
 	prod, err := retry(func() (pulsar.Producer, error) {
 		return client.CreateProducer(pulsar.ProducerOptions{Topic: rec.Spec.Name, Name: rec.Producer,
@@ -314,8 +320,44 @@ func (w *workload) receipt(rec *TopicRecord, m pulsar.Message, consumer int) Rec
 	return r
 }
 
-func (w *workload) consume(rec *TopicRecord, sub string, consumer int, cons pulsar.Consumer) {
+// In the drain, a consumer or reader that received nothing for stuckAfter
+// while what it reads still lacks acknowledged messages is closed and
+// created again (at most maxRecreate times), as an application's watchdog
+// would: the Go client (v0.19) registers a consumer's handler only after
+// the SUBSCRIBE answer, so a CLOSE_CONSUMER the broker sends right after
+// it (a bundle unloaded at that moment) is dropped ("Consumer with ID not
+// found while closing consumer") and the consumer waits for ever. A
+// re-created consumer resumes from its subscription's mark-delete
+// position, a reader from the last message it received, so the checker
+// still proves the broker kept everything. Re-creations are counted.
+const (
+	stuckAfter  = 10 * time.Second
+	maxRecreate = 3
+)
+
+func (w *workload) stuck(rec *TopicRecord, last time.Time, recreated int, list func() []Receipt) bool {
+	if !w.draining.Load() || time.Since(last) < stuckAfter || recreated >= maxRecreate {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	got := map[int64]bool{}
+	for _, r := range list() {
+		got[r.Seq] = true
+	}
+	for _, a := range rec.Acked {
+		if !got[a.Seq] {
+			rec.Recreated++
+			return true
+		}
+	}
+	return false
+}
+
+func (w *workload) consume(rec *TopicRecord, sub string, consumer int, cons pulsar.Consumer, open func() (pulsar.Consumer, error)) {
 	defer w.receiving.Done()
+	defer func() { cons.Close() }()
+	last, recreated := time.Now(), 0
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		m, err := cons.Receive(ctx)
@@ -326,6 +368,7 @@ func (w *workload) consume(rec *TopicRecord, sub string, consumer int, cons puls
 			rec.Subs[sub] = append(rec.Subs[sub], r)
 			w.mu.Unlock()
 			_ = cons.Ack(m)
+			last = time.Now()
 			continue
 		}
 		select {
@@ -333,11 +376,23 @@ func (w *workload) consume(rec *TopicRecord, sub string, consumer int, cons puls
 			return
 		default:
 		}
+		if w.stuck(rec, last, recreated, func() []Receipt { return rec.Subs[sub] }) {
+			fmt.Fprintf(os.Stderr, "chaos workload: %s %s-%d received nothing for %s while its subscription lacks acknowledged messages; re-creating it\n",
+				rec.Spec.Name, sub, consumer, stuckAfter)
+			cons.Close()
+			if n, err := open(); err == nil {
+				cons = n
+			}
+			last, recreated = time.Now(), recreated+1
+		}
 	}
 }
 
-func (w *workload) read(rec *TopicRecord, reader int, rd pulsar.Reader) {
+func (w *workload) read(rec *TopicRecord, reader int, rd pulsar.Reader, open func(pulsar.MessageID) (pulsar.Reader, error)) {
 	defer w.receiving.Done()
+	defer func() { rd.Close() }()
+	from := pulsar.EarliestMessageID()
+	last, recreated := time.Now(), 0
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		m, err := rd.Next(ctx)
@@ -347,12 +402,22 @@ func (w *workload) read(rec *TopicRecord, reader int, rd pulsar.Reader) {
 			w.mu.Lock()
 			rec.Readers[reader] = append(rec.Readers[reader], r)
 			w.mu.Unlock()
+			from, last = m.ID(), time.Now()
 			continue
 		}
 		select {
 		case <-w.stopRecv:
 			return
 		default:
+		}
+		if w.stuck(rec, last, recreated, func() []Receipt { return rec.Readers[reader] }) {
+			fmt.Fprintf(os.Stderr, "chaos workload: %s reader-%d received nothing for %s while it lacks acknowledged messages; re-creating it after %s\n",
+				rec.Spec.Name, reader, stuckAfter, idString(from))
+			rd.Close()
+			if n, err := open(from); err == nil {
+				rd = n
+			}
+			last, recreated = time.Now(), recreated+1
 		}
 	}
 }
@@ -418,6 +483,7 @@ func (w *workload) stopAndDrain() *Results {
 	stopped := time.Now()
 	close(w.stopSend)
 	w.producing.Wait()
+	w.draining.Store(true)
 	deadline := time.Now().Add(w.cfg.DrainTimeout)
 	drained := false
 	for time.Now().Before(deadline) {
@@ -438,9 +504,6 @@ func (w *workload) stopAndDrain() *Results {
 }
 
 func (w *workload) closeClients() {
-	for _, c := range w.closers {
-		c()
-	}
 	for _, c := range w.clients {
 		c.Close()
 	}
