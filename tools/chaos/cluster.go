@@ -346,6 +346,12 @@ func (c *Cluster) createNamespaces() error {
 			{"namespaces", "set-persistence", ns.Name, "--bookkeeper-ensemble", fmt.Sprint(ns.E),
 				"--bookkeeper-write-quorum", fmt.Sprint(ns.Qw), "--bookkeeper-ack-quorum", fmt.Sprint(ns.Qa)},
 			{"namespaces", "set-deduplication", ns.Name, dedup},
+			// Readers (non-durable cursors) do not hold ledgers: without
+			// retention, ledgers every subscription consumed are deleted
+			// under a reader that lags (a paused broker's), and it skips
+			// them, as Pulsar's readers do. The checker's reader
+			// agreement needs them kept for the length of a run.
+			{"namespaces", "set-retention", ns.Name, "--time", "30m", "--size", "256M"},
 		} {
 			if err := c.admin(args...); err != nil {
 				return err
