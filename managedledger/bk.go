@@ -69,8 +69,10 @@ type Config struct {
 	// LedgerPolicy, if set, is asked before each ledger (data or cursor)
 	// of the named managed ledger is created, and for the mark-delete
 	// rate when it opens: a namespace's persistence policies and bookie
-	// affinity groups. Zero fields keep the defaults above; an error keeps
-	// them too (and is logged).
+	// affinity groups. Zero fields keep the defaults above; an error fails
+	// the ledger's creation (retried as any failed creation is): falling
+	// back to the defaults could give a namespace weaker replication than
+	// it asks for.
 	LedgerPolicy func(ctx context.Context, name string) (LedgerPolicy, error)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
@@ -89,22 +91,21 @@ type LedgerPolicy struct {
 
 // ledgerOptions are the create options of ml's next ledger: the
 // factory's settings, overridden by Config.LedgerPolicy.
-func (c Config) ledgerOptions(ctx context.Context, name string, custom map[string][]byte) ledger.CreateOptions {
+func (c Config) ledgerOptions(ctx context.Context, name string, custom map[string][]byte) (ledger.CreateOptions, error) {
 	o := ledger.CreateOptions{EnsembleSize: c.EnsembleSize, WriteQuorumSize: c.WriteQuorum, AckQuorumSize: c.AckQuorum,
 		Password: c.Password, Custom: custom}
 	if c.LedgerPolicy == nil {
-		return o
+		return o, nil
 	}
 	p, err := c.LedgerPolicy(ctx, name)
 	if err != nil {
-		c.Logger.Warn("managed ledger policy unavailable; creating the ledger with the broker's defaults", "managed_ledger", name, "err", err)
-		return o
+		return o, fmt.Errorf("read the namespace's persistence policy: %w", err)
 	}
 	if p.EnsembleSize > 0 && p.WriteQuorum > 0 && p.AckQuorum > 0 {
 		o.EnsembleSize, o.WriteQuorumSize, o.AckQuorumSize = p.EnsembleSize, p.WriteQuorum, p.AckQuorum
 	}
 	o.BookieGroups = p.BookieGroups
-	return o
+	return o, nil
 }
 
 func (c Config) withDefaults() Config {

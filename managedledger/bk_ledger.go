@@ -191,8 +191,12 @@ func (ml *bkLedger) recoverLast(ctx context.Context, md *mlMetadata) error {
 // startLedger creates the next ledger and stores the ledger list with it
 // (CAS: a version conflict means another owner took over).
 func (ml *bkLedger) startLedger(ctx context.Context) error {
-	w, err := ml.cfg.Ledgers.Create(ctx, ml.cfg.ledgerOptions(ctx, ml.name,
-		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")}))
+	opts, err := ml.cfg.ledgerOptions(ctx, ml.name,
+		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "application": []byte("pulsar")})
+	var w *ledger.WriteHandle
+	if err == nil {
+		w, err = ml.cfg.Ledgers.Create(ctx, opts)
+	}
 	if err != nil {
 		return fmt.Errorf("managedledger %s: create ledger: %w", ml.name, err)
 	}

@@ -405,8 +405,12 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 		}
 		// Write failed: continue in a new cursor ledger.
 	}
-	w, err := ml.cfg.Ledgers.Create(ctx, ml.cfg.ledgerOptions(ctx, ml.name,
-		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "pulsar/cursor": []byte(c.name)}))
+	opts, err := ml.cfg.ledgerOptions(ctx, ml.name,
+		map[string][]byte{"pulsar/managed-ledger": []byte(ml.name), "pulsar/cursor": []byte(c.name)})
+	var w *ledger.WriteHandle
+	if err == nil {
+		w, err = ml.cfg.Ledgers.Create(ctx, opts)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: cursor %s: create cursor ledger: %w", ml.name, c.name, err)
 	}

@@ -2,7 +2,9 @@ package managedledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,5 +118,25 @@ func TestAddEntryInPlace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A namespace policy that cannot be read stops a ledger from being
+// created rather than creating it with the broker's defaults, which could
+// be weaker replication than the namespace asks for (found by the fault
+// suite's logs: "policy unavailable; creating the ledger with the
+// broker's defaults" while a broker had lost its metadata session).
+func TestUnreadableLedgerPolicyCreatesNoLedger(t *testing.T) {
+	ctx := context.Background()
+	f := newBKEnv(t).factory(t, Config{LedgerPolicy: func(context.Context, string) (LedgerPolicy, error) {
+		return LedgerPolicy{}, errors.New("metadata store unreachable")
+	}})
+	ml, err := f.Open(ctx, "public/default/persistent/policy")
+	if err == nil {
+		ml.Close(ctx)
+		t.Fatal("a managed ledger opened (and created its ledger) without its namespace's policy")
+	}
+	if !strings.Contains(err.Error(), "metadata store unreachable") {
+		t.Errorf("error %q does not say why", err)
 	}
 }

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -93,6 +94,9 @@ func namespaceLedgerPolicy(res *resources.Resources) func(context.Context, strin
 			return managedledger.LedgerPolicy{}, nil // not a topic's
 		}
 		p, err := res.GetNamespaceCached(ctx, parts[0], parts[1])
+		if errors.Is(err, resources.ErrNotFound) {
+			return managedledger.LedgerPolicy{}, nil // no namespace node: no policy, the defaults
+		}
 		if err != nil {
 			return managedledger.LedgerPolicy{}, err
 		}
