@@ -39,7 +39,11 @@ func (ml *bkLedger) addEntry(data, buf []byte, cb func(Position, error)) {
 		return
 	}
 	ml.mu.inflight++
-	orig, start := cb, time.Now()
+	orig := cb
+	var start time.Time // read only when stages are recorded: no clock read per add otherwise
+	if ml.cfg.Stages != nil {
+		start = time.Now()
+	}
 	cb = func(p Position, err error) {
 		ml.cfg.Stages.Since(stage.StorageAdd, start)
 		orig(p, err)

@@ -14,22 +14,7 @@ import (
 // not acknowledged keeps everything after its position.
 func TestNoSubscriptionKeepsOnlyCurrentLedger(t *testing.T) {
 	ctx := context.Background()
-	opens := map[string]func(t *testing.T) ManagedLedger{
-		"memory": func(t *testing.T) ManagedLedger {
-			ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 10}).Open(ctx, "t")
-			return ml
-		},
-		"bookie": func(t *testing.T) ManagedLedger {
-			f := newBKEnv(t).factory(t, Config{MaxEntriesPerLedger: 10, MinLedgerRolloverTime: time.Nanosecond})
-			ml, err := f.Open(ctx, "public/default/persistent/nosub")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ml.Close(ctx) })
-			return ml
-		},
-	}
-	for name, open := range opens {
+	for name, open := range bothKinds(10, "nosub") {
 		t.Run(name, func(t *testing.T) {
 			ml := open(t)
 			for range 200 {
@@ -52,6 +37,27 @@ func TestNoSubscriptionKeepsOnlyCurrentLedger(t *testing.T) {
 	}
 }
 
+// bothKinds opens a managed ledger in memory and on bookies, per entries
+// to a ledger, rolling over as soon as a ledger is full.
+func bothKinds(per int64, name string) map[string]func(t *testing.T) ManagedLedger {
+	ctx := context.Background()
+	return map[string]func(t *testing.T) ManagedLedger{
+		"memory": func(t *testing.T) ManagedLedger {
+			ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: per}).Open(ctx, "t")
+			return ml
+		},
+		"bookie": func(t *testing.T) ManagedLedger {
+			f := newBKEnv(t).factory(t, Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond})
+			ml, err := f.Open(ctx, "public/default/persistent/"+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ml.Close(ctx) })
+			return ml
+		},
+	}
+}
+
 func waitEntriesAtMost(t *testing.T, ml ManagedLedger, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -68,22 +74,7 @@ func waitEntriesAtMost(t *testing.T, ml ManagedLedger, n int64) {
 // headroom instead of copied).
 func TestAddEntryInPlace(t *testing.T) {
 	ctx := context.Background()
-	opens := map[string]func(t *testing.T) ManagedLedger{
-		"memory": func(t *testing.T) ManagedLedger {
-			ml, _ := NewMemoryFactory(MemoryOptions{MaxEntriesPerLedger: 7}).Open(ctx, "t")
-			return ml
-		},
-		"bookie": func(t *testing.T) ManagedLedger {
-			f := newBKEnv(t).factory(t, Config{MaxEntriesPerLedger: 7, MinLedgerRolloverTime: time.Nanosecond})
-			ml, err := f.Open(ctx, "public/default/persistent/inplace")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ml.Close(ctx) })
-			return ml
-		},
-	}
-	for name, open := range opens {
+	for name, open := range bothKinds(7, "inplace") {
 		t.Run(name, func(t *testing.T) {
 			ml := open(t)
 			c, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})

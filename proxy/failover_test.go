@@ -37,6 +37,22 @@ func sendRounds(t *testing.T, prod pulsar.Producer, cons pulsar.Consumer, from, 
 	}
 }
 
+// producerAndConsumer opens, through px, an unbatched producer and a
+// consumer of subscription "s" on topic.
+func (e *env) producerAndConsumer(px *testProxy, topic string) (pulsar.Producer, pulsar.Consumer) {
+	e.t.Helper()
+	client := e.client(px.url)
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return prod, cons
+}
+
 // waitReattached waits, asking through the proxy, until topic has its
 // producer and its consumer of subscription "s" again. Tests send only
 // once the producer is back: the Go client v0.19 races with itself (under
@@ -56,16 +72,8 @@ func (e *env) waitReattached(px *testProxy, topic string) {
 func TestBrokerKilledBehindProxy(t *testing.T) {
 	e := newEnv(t, 2)
 	px := e.startProxy(Config{})
-	client := e.client(px.url)
 	const topic = "persistent://public/default/moving"
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod, cons := e.producerAndConsumer(px, topic)
 	sendRounds(t, prod, cons, 0, 5)
 	var owner *testBroker
 	for _, b := range e.brokers {
@@ -123,16 +131,8 @@ func TestProxyLosesMetadataSession(t *testing.T) {
 		reopened <- struct{}{}
 		return e.meta.NewSession(), nil
 	}})
-	client := e.client(px.url)
 	const topic = "persistent://public/default/session-loss"
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	prod, cons := e.producerAndConsumer(px, topic)
 	sendRounds(t, prod, cons, 0, 3)
 	e.meta.ExpireSession(session)
 	select {
