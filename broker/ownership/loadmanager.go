@@ -381,7 +381,10 @@ func (s *Service) SplitAnywhere(ctx context.Context, b Bundle) error {
 }
 
 func (s *Service) anywhere(ctx context.Context, b Bundle, op string) error {
-	od, found, err := s.Owner(ctx, b)
+	// The store, not the cache: an admin operation right after a lookup
+	// must see the owner that lookup made, and the cache learns of it only
+	// when its watch fires.
+	od, found, err := s.ownerInStore(ctx, b)
 	if err != nil {
 		return err
 	}

@@ -151,10 +151,9 @@ func (s *Service) acquire(ctx context.Context, b Bundle) (LookupResult, error) {
 	}
 	// Read the store, not the cache: the cache may not have seen the
 	// winner's create yet.
-	raw, _, gerr := s.store.Get(ctx, b.path())
-	var od OwnerData
-	if gerr == nil {
-		gerr = json.Unmarshal(raw, &od)
+	od, found, gerr := s.ownerInStore(ctx, b)
+	if gerr == nil && !found {
+		gerr = metadata.ErrNotFound
 	}
 	if gerr != nil {
 		return LookupResult{}, fmt.Errorf("acquire bundle %s: another broker took it (%v); retry the lookup", b, gerr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,7 @@ type cluster struct {
 	bounds map[string][]uint32
 	loads  map[string]Load
 	wrap   func(metadata.Store) metadata.Store // set before add: the brokers' stores
+	http   *http.Client                        // set before add: the brokers' admin calls to each other
 }
 
 func (c *cluster) setLoad(s *Service, l Load) {
@@ -143,7 +145,7 @@ func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 		},
 		Load:           func() Load { c.mu.Lock(); defer c.mu.Unlock(); return c.loads[id] },
 		OnSessionLost:  func() { c.mu.Lock(); c.lost[id] = true; c.mu.Unlock() },
-		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb,
+		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb, HTTPClient: c.http,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -456,4 +458,73 @@ func (s slowCreates) Create(ctx context.Context, path string, value []byte, opts
 	}
 	time.Sleep(20 * time.Millisecond)
 	return p, st, err
+}
+
+// TestUnloadAnywhereReadsTheStore: a namespace unload asks each bundle's
+// owner to unload it. The asking broker must find the owner in the store,
+// not in its cache, whose watch may lag: on etcd a namespace unload right
+// after a bundle was acquired skipped it ("released 3 bundles, want all
+// 4"), because the cache still held the bundle as unowned.
+func TestUnloadAnywhereReadsTheStore(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	c.wrap = func(st metadata.Store) metadata.Store { return deafWatches{st} }
+	c.http = &http.Client{Transport: peerUnloads{c}}
+	c.add(t, 0, LoadBalancerConfig{})
+	c.add(t, 1, LoadBalancerConfig{})
+	c.leader(t)
+	ns, topic := "t/ns", "persistent://t/ns/stale"
+	b, err := c.svcs[0].BundleOf(context.Background(), ns, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.svcs { // both caches hold the bundle as unowned
+		if _, found, err := s.Owner(context.Background(), b); err != nil || found {
+			t.Fatalf("owner before any lookup: found=%v %v", found, err)
+		}
+	}
+	owner := c.resolve(t, c.svcs[0], ns, topic)
+	other := c.svcs[0]
+	if other == owner {
+		other = c.svcs[1]
+	}
+	if err := other.UnloadAnywhere(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if owner.OwnsTopic(ns, topic) {
+		t.Fatalf("%s still owns %s after an unload through %s", owner.ID(), b, other.ID())
+	}
+}
+
+// deafWatches hands out watchers that never see an event, as a watch far
+// behind the store would: caches keep whatever they read first.
+type deafWatches struct{ metadata.Store }
+
+func (d deafWatches) Watch(ctx context.Context, _ string) (*metadata.Watcher, error) {
+	return d.Store.Watch(ctx, "/deaf-watch")
+}
+
+// peerUnloads carries the brokers' admin unload calls to each other in
+// process: PUT http://{broker}/admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload.
+type peerUnloads struct{ c *cluster }
+
+func (p peerUnloads) RoundTrip(r *http.Request) (*http.Response, error) {
+	var target *Service
+	for _, s := range p.c.svcs {
+		if s.cfg.WebServiceURL == "http://"+r.URL.Host {
+			target = s
+		}
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/admin/v2/namespaces/"), "/")
+	if target == nil || len(parts) != 4 || parts[3] != "unload" {
+		return nil, fmt.Errorf("peerUnloads: no route for %s %s", r.Method, r.URL)
+	}
+	b, err := ParseBundle(strings.Join(parts[:3], "/"))
+	if err == nil {
+		err = target.Unload(r.Context(), b)
+	}
+	code := http.StatusNoContent
+	if err != nil {
+		code = http.StatusPreconditionFailed
+	}
+	return &http.Response{StatusCode: code, Status: http.StatusText(code), Body: http.NoBody, Request: r}, nil
 }

@@ -330,6 +330,22 @@ func (s *Service) Owner(ctx context.Context, b Bundle) (OwnerData, bool, error) 
 	return od, found, nil
 }
 
+// ownerInStore is Owner read from the store itself.
+func (s *Service) ownerInStore(ctx context.Context, b Bundle) (OwnerData, bool, error) {
+	raw, _, err := s.store.Get(ctx, b.path())
+	if errors.Is(err, metadata.ErrNotFound) {
+		return OwnerData{}, false, nil
+	}
+	var od OwnerData
+	if err == nil {
+		err = json.Unmarshal(raw, &od)
+	}
+	if err != nil {
+		return OwnerData{}, false, fmt.Errorf("owner of bundle %s: %w", b, err)
+	}
+	return od, true, nil
+}
+
 // Close releases every owned bundle (closing its topics first, so clients
 // move to other brokers at once), leaves the election and unregisters.
 func (s *Service) Close(ctx context.Context) {

@@ -46,8 +46,13 @@ func TestClusterOfProcessesOnEtcd(t *testing.T) {
 		t.Fatalf("unload: %s", resp.Status)
 	}
 	unloaded := time.Now()
-	if n := c.bundlesUnloaded() - before; n < 4 {
-		t.Fatalf("the unload released %d bundles, want all 4", n)
+	// The log lines reach the test through the processes' output pipes,
+	// possibly a moment after the unload answered.
+	for n := c.bundlesUnloaded() - before; n < 4; n = c.bundlesUnloaded() - before {
+		if time.Since(unloaded) > 5*time.Second {
+			t.Fatalf("the unload released %d bundles, want all 4", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	c.waitProgress(t, 5)
 	t.Logf("every topic made progress again %.1f s after the unload", time.Since(unloaded).Seconds())
@@ -66,9 +71,17 @@ func TestClusterOfProcessesOnEtcd(t *testing.T) {
 	killed := time.Now()
 	c.waitProgress(t, 10)
 	t.Logf("every topic made progress again %.1f s after the kill -9 (lease TTL 4 s)", time.Since(killed).Seconds())
-	if n := c.brokers[0].ownedBundles(t); n != 4 {
-		t.Fatalf("the surviving broker owns %d bundles, want all 4", n)
+	// Every topic moving again does not mean every bundle has: the leader
+	// may have shed bundles to the victim in the seconds before its lease
+	// expired, and those come back once clients look their topics up again.
+	deadline = time.Now().Add(30 * time.Second)
+	for n := c.brokers[0].ownedBundles(t); n != 4; n = c.brokers[0].ownedBundles(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the surviving broker owns %d bundles 30 s after the kill, want all 4", n)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
+	c.waitProgress(t, 5)
 	c.stopWorkload(t)
 }
 
