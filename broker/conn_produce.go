@@ -356,6 +356,15 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			if d := dedup; d != nil {
 				d.failed(dname)
 			}
+			if errors.Is(err, managedledger.ErrTerminated) && c.hasProducer(p) {
+				// Closed before the SEND_ERROR: the Go client drops a
+				// producer on SEND_ERROR TopicTerminatedError without
+				// failing its pending sends and then ignores the close;
+				// closed first, it reconnects and is refused with
+				// TopicTerminatedError, which fails them.
+				p.topic.removeProducer(p)
+				p.fence()
+			}
 			code, msg := addErrorAnswer(err) // names the cause: read-only bookies, out of disk space
 			_ = c.sendSendError(id, seq, code, msg)
 			return

@@ -412,3 +412,42 @@ func TestReachedEndOfTopic(t *testing.T) {
 		t.Fatalf("the Go client got %v %v", cmd, err)
 	}
 }
+
+// A SEND whose add fails because the topic was terminated meanwhile (it
+// raced the admin terminate, which closes producers only once the stream
+// ended) closes the producer before its SEND_ERROR. The Go client drops a
+// producer on SEND_ERROR TopicTerminatedError without failing what it
+// holds, and then ignores the CLOSE_PRODUCER: its sends timed out
+// (TestTerminateDisconnectsProducers, now and then). Closed first, it
+// reconnects, is refused with TopicTerminatedError and fails them.
+func TestSendRacingTerminateClosesProducerFirst(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const topic = "persistent://public/default/term-race"
+	r := dialRaw(t, env.url)
+	r.connect()
+	if cmd := r.openProducer(topic, 1, 1, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("PRODUCER answered %v", cmd)
+	}
+	name, err := ParseTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := env.b.loadedTopic(name)
+	if tp == nil {
+		t.Fatal("topic not loaded after PRODUCER")
+	}
+	// The stream ends, as in the admin terminate before it closes the
+	// producers.
+	if _, err := tp.ml.Terminate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.write(sendFrame(t, 1, 0))
+	first, err := r.readAnswer()
+	if err != nil || first.GetType() != pb.BaseCommand_CLOSE_PRODUCER {
+		t.Fatalf("first answer to a SEND on a terminated stream: %v %v, want CLOSE_PRODUCER", first, err)
+	}
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SEND_ERROR ||
+		cmd.GetSendError().GetError() != pb.ServerError_TopicTerminatedError {
+		t.Fatalf("then: %v %v, want SEND_ERROR TopicTerminatedError", cmd, err)
+	}
+}
