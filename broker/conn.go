@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -60,6 +61,10 @@ type serverConn struct {
 	// transport is paused while any is set.
 	pausedFor uint8
 	closed    bool
+	// closeAfterFlow holds the CLOSE_CONSUMERs of consumers closed before
+	// their first FLOW, by consumer id, each with its grace timer
+	// (closeConsumerWhenFlowed).
+	closeAfterFlow map[uint64]*time.Timer
 	// endOfTopic: the client handles REACHED_END_OF_TOPIC (set at CONNECT).
 	endOfTopic atomic.Bool
 	// watchers (guarded by mu) are the connection's topic-list watchers
@@ -325,6 +330,10 @@ func (c *serverConn) closedByNetwork(err error) {
 	c.closed = true
 	producers, consumers, watchers := c.producers, c.consumers, c.watchers
 	c.producers, c.consumers, c.watchers = map[uint64]*producer{}, map[uint64]*consumer{}, nil
+	for _, tm := range c.closeAfterFlow {
+		tm.Stop()
+	}
+	c.closeAfterFlow = nil
 	c.mu.Unlock()
 	for _, w := range watchers {
 		c.b.watchers.remove(w)

@@ -32,6 +32,7 @@ type consumer struct {
 	conn    *serverConn
 	sub     *subscription
 	created atomic.Bool // SUCCESS was sent: a repeated SUBSCRIBE gets it again
+	flowed  atomic.Bool // a FLOW came: the client handles commands for it
 	// toldEndOfTopic (guarded by sub.mu): REACHED_END_OF_TOPIC was sent.
 	toldEndOfTopic bool
 	permits        int64 // guarded by sub.mu
@@ -74,6 +75,7 @@ func (c *serverConn) handleSubscribe(cmd *pb.CommandSubscribe) error {
 
 func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	reqID := cmd.GetRequestId()
+	c.forgetHeldClose(cmd.GetConsumerId())
 	ctx := c.ctx
 	// A client that reconnects a live consumer on the same connection
 	// (the Go client's reconnectToBroker) subscribes again with the same
@@ -153,10 +155,69 @@ func (c *serverConn) consumer(id uint64) *consumer {
 }
 
 func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
-	if cs := c.consumer(cmd.GetConsumerId()); cs != nil {
-		cs.sub.flow(cs, cmd.GetMessagePermits())
+	cs := c.consumer(cmd.GetConsumerId())
+	if cs == nil {
+		c.closeFlowedConsumer(cmd.GetConsumerId())
+		return nil
 	}
+	cs.flowed.Store(true)
+	cs.sub.flow(cs, cmd.GetMessagePermits())
 	return nil
+}
+
+// closeBeforeFlowGrace is how long a consumer closed before its first
+// FLOW may take to send one before it is told anyway (a zero-queue
+// consumer sends its first FLOW only when the application receives).
+const closeBeforeFlowGrace = time.Second
+
+// closeConsumerWhenFlowed tells the client that the broker closed cs
+// (CLOSE_CONSUMER). The Go client registers a consumer's handler only
+// after the SUBSCRIBE answer, then sends its first FLOW: a CLOSE_CONSUMER
+// between the two is dropped and the consumer waits for ever. So for a
+// consumer without a FLOW yet it is sent when the FLOW comes, or after
+// closeBeforeFlowGrace.
+func (c *serverConn) closeConsumerWhenFlowed(cs *consumer) {
+	if cs.flowed.Load() {
+		c.closeConsumerOnClient(cs.id)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.closeAfterFlow == nil {
+		c.closeAfterFlow = map[uint64]*time.Timer{}
+	}
+	if old := c.closeAfterFlow[cs.id]; old != nil {
+		old.Stop()
+	}
+	id := cs.id
+	c.closeAfterFlow[id] = time.AfterFunc(closeBeforeFlowGrace, func() { c.closeFlowedConsumer(id) })
+}
+
+// closeFlowedConsumer sends the CLOSE_CONSUMER held for consumer id, if
+// one is.
+func (c *serverConn) closeFlowedConsumer(id uint64) {
+	c.mu.Lock()
+	tm, held := c.closeAfterFlow[id]
+	delete(c.closeAfterFlow, id)
+	c.mu.Unlock()
+	if held {
+		tm.Stop()
+		c.closeConsumerOnClient(id)
+	}
+}
+
+// forgetHeldClose drops the CLOSE_CONSUMER held for consumer id: its
+// client subscribes with that id again, so it knows the consumer is gone.
+func (c *serverConn) forgetHeldClose(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tm, held := c.closeAfterFlow[id]; held {
+		tm.Stop()
+		delete(c.closeAfterFlow, id)
+	}
 }
 
 func (c *serverConn) handleAck(cmd *pb.CommandAck) error {

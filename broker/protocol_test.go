@@ -4,6 +4,7 @@ package broker
 // that no client's own choices hide a difference (issue 28).
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,11 +93,13 @@ func TestRedeliverFollowsTheSubscriptionType(t *testing.T) {
 func TestMessagesCarryTheConsumerEpoch(t *testing.T) {
 	_, url := startBroker(t)
 	produce(t, newClient(t, url), "epochs", 3, false)
-	for _, epoch := range []*uint64{nil, ptr(uint64(7))} {
+	for i, epoch := range []*uint64{nil, ptr(uint64(7))} {
 		r := dialRaw(t, url)
 		r.connect()
+		// A subscription each: the broker may not have seen the previous
+		// connection close yet (ConsumerBusy on the same one).
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
-			Topic: ptr("epochs"), Subscription: ptr("s"), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+			Topic: ptr("epochs"), Subscription: ptr(fmt.Sprint("s", i)), SubType: pb.CommandSubscribe_Exclusive.Enum(),
 			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1)), InitialPosition: pb.CommandSubscribe_Earliest.Enum(),
 			ConsumerEpoch: epoch}})
 		if cmd, err := r.read(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {

@@ -4,6 +4,7 @@ package broker
 // or closes only that connection, and keeps serving others.
 
 import (
+	"fmt"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -449,5 +450,65 @@ func TestSendRacingTerminateClosesProducerFirst(t *testing.T) {
 	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SEND_ERROR ||
 		cmd.GetSendError().GetError() != pb.ServerError_TopicTerminatedError {
 		t.Fatalf("then: %v %v, want SEND_ERROR TopicTerminatedError", cmd, err)
+	}
+}
+
+// A consumer closed by the broker before its first FLOW is told so only
+// once it sent one (or after closeBeforeFlowGrace): the Go client
+// registers a consumer's handler after the SUBSCRIBE answer and sends its
+// first FLOW then, so a CLOSE_CONSUMER right behind the SUCCESS (a bundle
+// unloaded at that moment) was dropped and the consumer waited for ever
+// (the fault suite re-created such consumers).
+func TestCloseBeforeFirstFlowWaitsForIt(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const topic = "persistent://public/default/close-before-flow"
+	subscribe := func(r *rawClient, id uint64) {
+		t.Helper()
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: ptr(topic), Subscription: ptr(fmt.Sprint("s", id)), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+			ConsumerId: ptr(id), RequestId: ptr(id)}})
+		if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+			t.Fatalf("subscribe %d: %v %v", id, cmd, err)
+		}
+	}
+	r := dialRaw(t, env.url)
+	r.connect()
+	subscribe(r, 1) // sends no FLOW yet
+	subscribe(r, 2)
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(2)), MessagePermits: ptr(uint32(10))}})
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("ping: %v %v", cmd, err)
+	}
+	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	// Consumer 2 had sent a FLOW: closed at once. Consumer 1 not yet.
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 2 {
+		t.Fatalf("after the unload: %v %v, want CLOSE_CONSUMER for consumer 2", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
+		t.Fatalf("consumer 1, which sent no FLOW, was told before it could handle it: %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(10))}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 1 {
+		t.Fatalf("after consumer 1's FLOW: %v %v, want CLOSE_CONSUMER for it", cmd, err)
+	}
+
+	// A consumer that never sends a FLOW (a zero-queue consumer not
+	// receiving) is told after the grace.
+	r2 := dialRaw(t, env.url)
+	r2.connect()
+	subscribe(r2, 3)
+	start := time.Now()
+	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := r2.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 3 {
+		t.Fatalf("without a FLOW: %v %v, want CLOSE_CONSUMER after the grace", cmd, err)
+	}
+	if d := time.Since(start); d < closeBeforeFlowGrace/2 {
+		t.Fatalf("told after %v, before the grace %v", d, closeBeforeFlowGrace)
 	}
 }

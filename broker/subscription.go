@@ -946,7 +946,7 @@ func (s *subscription) disconnectConsumers() {
 	s.awaitAssignedWrites() // messages already assigned to them go first
 	for _, c := range consumers {
 		c.conn.dropConsumer(c)
-		c.conn.closeConsumerOnClient(c.id)
+		c.conn.closeConsumerWhenFlowed(c)
 	}
 }
 
