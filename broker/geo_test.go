@@ -32,7 +32,8 @@ type geoCluster struct {
 	store   metadata.Store
 	res     *resources.Resources
 	ledgers *managedledger.MemoryFactory
-	addr    string // kept across restarts
+	addr    string        // kept across restarts
+	tweak   func(*Config) // a test's settings over the defaults below (nil: none)
 
 	mu  sync.Mutex
 	b   *Broker
@@ -43,10 +44,14 @@ func (c *geoCluster) url() string { return "pulsar://" + c.addr }
 
 func (c *geoCluster) start(t *testing.T) {
 	t.Helper()
-	b := New(Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
+	cfg := Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
 		ReplicationPolicyCheckInterval: 100 * time.Millisecond, StatsUpdateFrequency: 100 * time.Millisecond,
 		ReplicatedSubscriptionsSnapshotFrequency: 50 * time.Millisecond, ReplicatedSubscriptionsSnapshotMaxCached: 100,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, c.ledgers)
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	b := New(cfg, c.ledgers)
 	addr := c.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -92,6 +97,13 @@ func (c *geoCluster) broker() *Broker {
 // registered with its broker URL, and the tenant "geo" allowed on all.
 func newGeoInstance(t *testing.T, names ...string) map[string]*geoCluster {
 	t.Helper()
+	return newGeoInstanceWith(t, nil, names...)
+}
+
+// newGeoInstanceWith is newGeoInstance with tweak applied to every
+// cluster's broker configuration.
+func newGeoInstanceWith(t *testing.T, tweak func(*Config), names ...string) map[string]*geoCluster {
+	t.Helper()
 	ctx := context.Background()
 	config := metadata.NewMemoryServer()
 	out := map[string]*geoCluster{}
@@ -102,7 +114,8 @@ func newGeoInstance(t *testing.T, names ...string) map[string]*geoCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(res.Close)
-		c := &geoCluster{name: n, store: store, res: res, ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{})}
+		c := &geoCluster{name: n, store: store, res: res, ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{}),
+			tweak: tweak}
 		c.start(t)
 		t.Cleanup(c.stop)
 		if err := res.CreateCluster(ctx, n, resources.ClusterData{ServiceURL: "http://" + c.addr, BrokerServiceURL: c.url()}); err != nil {
@@ -483,4 +496,65 @@ func scrapeMetrics(t *testing.T, b *Broker) string {
 		}
 	}
 	return sb.String()
+}
+
+// A cluster added to a topic's replication clusters gets what is
+// published from then on (replicationStartAt=latest, Pulsar's default),
+// not what the topic stored before.
+func TestGeoReplicationStartsAtLatest(t *testing.T) {
+	got := testReplicationStartAt(t, "")
+	if len(got) != 10 || got[0] != "p#20" {
+		t.Fatalf("b got %d messages from %v, want the 10 sent after it was added (p#20 on)", len(got), got)
+	}
+}
+
+// replicationStartAt=earliest: the new replicator sends what the topic
+// still stores.
+func TestGeoReplicationStartsAtEarliest(t *testing.T) {
+	got := testReplicationStartAt(t, "earliest")
+	if len(got) != 30 || got[0] != "p#0" {
+		t.Fatalf("b got %d messages from %v, want all 30", len(got), got)
+	}
+}
+
+// testReplicationStartAt stores 20 messages in a topic that replicates
+// nowhere, adds cluster b, sends 10 more and returns what b received.
+func testReplicationStartAt(t *testing.T, startAt string) []string {
+	cl := newGeoInstanceWith(t, func(c *Config) { c.ReplicationStartAt = startAt }, "a", "b")
+	geoNamespace(t, cl["a"].res, "start", "a")
+	topic := "persistent://geo/start/t"
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 20, nil)
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	if _, err := cl["a"].res.SetReplicationClusters(context.Background(), "geo", "start", []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replicator to b connected", func() error {
+		st, err := cl["a"].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			return err
+		}
+		if r, ok := st.Replication["b"]; !ok || !r.Connected {
+			return fmt.Errorf("replication: %+v", st.Replication)
+		}
+		return nil
+	})
+	geoProduce(t, cl["a"].url(), topic, "p", 20, 10, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(cb.values(), "p#29") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // anything more on its way
+	return cb.values()
+}
+
+func TestParseReplicationStartAt(t *testing.T) {
+	for in, want := range map[string]managedledger.InitialPosition{"": managedledger.Latest,
+		"latest": managedledger.Latest, "Earliest": managedledger.Earliest} {
+		if got, err := ParseReplicationStartAt(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseReplicationStartAt("-1:-1"); err == nil {
+		t.Error("-1:-1 accepted")
+	}
 }

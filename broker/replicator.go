@@ -12,8 +12,12 @@ package broker
 //     removed from it stops its replicator and deletes its cursor.
 //   - A replicator reads the topic through a durable cursor named
 //     pulsar.repl.<remote> (Pulsar's name; not a subscription: admin lists,
-//     backlogs of subscriptions and TTL skip it), created at the earliest
-//     entry, so a topic that starts replicating sends what it still stores.
+//     backlogs of subscriptions and TTL skip it). A new cursor starts at
+//     replicationStartAt: the latest entry (default, Pulsar's), so a
+//     cluster added to the list gets what is published from then on, or
+//     the earliest, so it also gets what the topic still stores. The
+//     cursors of the clusters in the list when the topic loads are opened
+//     before it is served, so none misses the first messages.
 //   - Each entry is forwarded as stored (batch, producer name, sequence id,
 //     publish and event time, key, properties, schema version), with
 //     replicated_from = this cluster appended to its metadata
@@ -104,47 +108,108 @@ type replicator struct {
 
 // replicationClusters are the clusters the topic's messages go to: the
 // topic-level setting (of the partitioned topic for a partition), else
-// the namespace's. ok is false when they cannot be read.
-func (t *topic) replicationClusters(ctx context.Context) (clusters []string, ok bool) {
-	res := t.b.cfg.Resources
-	if res == nil {
-		return nil, false
-	}
+// the namespace's. The error wraps resources.ErrNotFound when the
+// namespace does not exist.
+func (t *topic) replicationClusters(ctx context.Context) ([]string, error) {
 	base := t.name
 	if b, _, isPartition := partitionOf(t.name); isPartition {
 		base = b
 	}
 	if c, set, err := t.b.topicReplicationClusters(ctx, base); err != nil {
-		return nil, false
+		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	} else if set {
-		return c, true
+		return c, nil
 	}
-	p, ok := t.policies(ctx)
-	if !ok {
-		return nil, false
+	p, err := t.b.cfg.Resources.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	}
-	return p.ReplicationClusters, true
+	return p.ReplicationClusters, nil
+}
+
+// replicates reports whether the topic can have replicators at all.
+func (t *topic) replicates() bool {
+	return t.name.Persistent() && t.b.cfg.ClusterName != "" && t.b.cfg.Resources != nil
+}
+
+// remotesOf are the clusters of a replication list other than this one.
+func (t *topic) remotesOf(clusters []string) map[string]bool {
+	remotes := map[string]bool{}
+	for _, c := range clusters {
+		if c != t.b.cfg.ClusterName {
+			remotes[c] = true
+		}
+	}
+	return remotes
+}
+
+// ParseReplicationStartAt reads replicationStartAt: "latest" (or empty,
+// the default) or "earliest", in any case, as Pulsar compares them.
+func ParseReplicationStartAt(s string) (managedledger.InitialPosition, error) {
+	switch strings.ToLower(s) {
+	case "", "latest":
+		return managedledger.Latest, nil
+	case "earliest":
+		return managedledger.Earliest, nil
+	}
+	return managedledger.Latest, fmt.Errorf("replicationStartAt %q: want latest or earliest", s)
+}
+
+// openReplicatorCursors creates the cursor of every remote the topic
+// replicates to before the topic is served, as Pulsar checks replication
+// before a topic finishes loading. New cursors start at the latest entry
+// by default (replicationStartAt), so one created after producers were
+// let in (by reconcileReplication, which runs after the load) would miss
+// what they sent meanwhile. Existing cursors keep their position. A
+// namespace that does not exist replicates nowhere; clusters that cannot
+// be read fail the load (the client retries), rather than load a topic
+// whose first messages might never be replicated.
+func (t *topic) openReplicatorCursors(ctx context.Context) error {
+	if !t.replicates() {
+		return nil
+	}
+	clusters, err := t.replicationClusters(ctx)
+	if errors.Is(err, resources.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for remote := range t.remotesOf(clusters) {
+		if _, err := t.openReplicatorCursor(ctx, remote); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openReplicatorCursor opens (creating it at replicationStartAt if it is
+// new) the cursor of the replicator to remote.
+func (t *topic) openReplicatorCursor(ctx context.Context, remote string) (managedledger.Cursor, error) {
+	start, err := ParseReplicationStartAt(t.b.cfg.ReplicationStartAt)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := t.ml.OpenCursor(ctx, replCursorPrefix+remote, managedledger.CursorOptions{Initial: start})
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: replicator cursor to %s: %w", t.name, remote, err)
+	}
+	return cur, nil
 }
 
 // reconcileReplication starts and stops replicators to match the topic's
 // replication clusters, and deletes cursors of remotes no longer in them.
 func (t *topic) reconcileReplication(ctx context.Context) {
-	local := t.b.cfg.ClusterName
-	if !t.name.Persistent() || local == "" {
+	if !t.replicates() {
 		return
 	}
-	clusters, ok := t.replicationClusters(ctx)
-	if !ok {
+	clusters, err := t.replicationClusters(ctx)
+	if err != nil {
 		return // keep what runs: a metadata hiccup must not drop cursors
 	}
 	t.repl.reconcile.Lock()
 	defer t.repl.reconcile.Unlock()
-	want := map[string]bool{}
-	for _, c := range clusters {
-		if c != local {
-			want[c] = true
-		}
-	}
+	want := t.remotesOf(clusters)
 	t.repl.mu.Lock()
 	if t.repl.closed {
 		t.repl.mu.Unlock()
@@ -184,7 +249,7 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 }
 
 func (t *topic) startReplicator(ctx context.Context, remote string) error {
-	cur, err := t.ml.OpenCursor(ctx, replCursorPrefix+remote, managedledger.CursorOptions{Initial: managedledger.Earliest})
+	cur, err := t.openReplicatorCursor(ctx, remote)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ type brokerSettings struct {
 	replSubsFreq    time.Duration
 	replSubsTimeout time.Duration
 	replSubsCached  int
+	replStartAt     string // replicationStartAt
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -117,6 +118,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"replicatedSubscriptionsSnapshotFrequencyMillis":          setDuration(&s.replSubsFreq, time.Millisecond),
 		"replicatedSubscriptionsSnapshotTimeoutSeconds":           setSeconds(&s.replSubsTimeout),
 		"replicatedSubscriptionsSnapshotMaxCachedPerSubscription": setInt(&s.replSubsCached),
+		"replicationStartAt":                                      setString(&s.replStartAt),
 	}
 }
 
@@ -136,6 +138,9 @@ func (s *brokerSettings) validate(path string) error {
 		return fmt.Errorf("config %s: managedLedgerCacheEvictionWatermark %g: want a fraction between 0 and 1", path, s.cacheWatermark)
 	}
 	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if _, err := broker.ParseReplicationStartAt(s.replStartAt); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	if s.quotaPolicy != "" && !broker.ValidBacklogPolicy(s.quotaPolicy) {
@@ -220,7 +225,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
 		MaxConcurrentTopicLoadRequest:   s.maxTopicLoads,
 		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
-		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached}, nil
+		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached,
+		ReplicationStartAt: s.replStartAt}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker
