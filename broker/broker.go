@@ -134,6 +134,11 @@ type Config struct {
 	// starts, "latest" (default, Pulsar's: what is published from then
 	// on) or "earliest" (what the topic still stores, too).
 	ReplicationStartAt string
+	// DispatchThrottlingRatePerReplicatorInMsg and ...InByte are Pulsar's
+	// keys: what each replicator sends a second at most, without a
+	// namespace replicatorDispatchRate (0: no limit; dynamic).
+	DispatchThrottlingRatePerReplicatorInMsg  int64
+	DispatchThrottlingRatePerReplicatorInByte int64
 	// Replicated subscriptions (replsubs.go). ReplicatedSubscriptionsDisabled
 	// is enableReplicatedSubscriptions=false (Pulsar's default is on).
 	// ReplicatedSubscriptionsSnapshotFrequency is

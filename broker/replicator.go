@@ -34,6 +34,12 @@ package broker
 //     rewinds to the first unacknowledged entry and dials again with
 //     backoff (100 ms doubling to 1 min, jittered); the backlog grows
 //     meanwhile and local producers and consumers are unaffected.
+//   - Dispatch rate (dispatchrate.go): the namespace's
+//     replicatorDispatchRate for this cluster, else the broker's
+//     dispatchThrottlingRatePerReplicatorIn{Msg,Byte} per second (0: off).
+//     An entry counts as one message, as in Pulsar's replicator. The rate
+//     is read again at every replication check, so a change applies
+//     within replicationPolicyCheckInterval.
 //   - A remote broker deduplicates replicated entries by their original
 //     producer name and sequence id (conn_produce.go), so with
 //     deduplication on in the remote, resending after a reconnect stores
@@ -104,6 +110,9 @@ type replicator struct {
 	oldestMs atomic.Int64
 	rates    atomic.Pointer[[2]float64] // msg/s, bytes/s out
 	prev     [3]float64
+	// limiter holds the replicator to its dispatch rate, refreshed at
+	// every replication check (replicatorDispatchRate).
+	limiter dispatchLimiter
 }
 
 // replicationClusters are the clusters the topic's messages go to: the
@@ -215,11 +224,13 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 		t.repl.mu.Unlock()
 		return
 	}
-	var stop []*replicator
+	var stop, keep []*replicator
 	for remote, r := range t.repl.m {
 		if !want[remote] {
 			stop = append(stop, r)
 			delete(t.repl.m, remote)
+		} else {
+			keep = append(keep, r)
 		}
 	}
 	var start []string
@@ -229,6 +240,12 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 		}
 	}
 	t.repl.mu.Unlock()
+	if len(keep) > 0 { // policies and dynamic settings change without a reload
+		rate, now := t.replicatorDispatchRate(ctx), time.Now()
+		for _, r := range keep {
+			r.limiter.setRate(rate, now)
+		}
+	}
 	for _, r := range stop {
 		r.stop()
 		t.b.log.Info("replicator stopped: cluster removed from the replication clusters", "topic", t.name.String(), "remote", r.remote)
@@ -254,6 +271,7 @@ func (t *topic) startReplicator(ctx context.Context, remote string) error {
 		return err
 	}
 	r := &replicator{t: t, remote: remote, cursor: cur, done: make(chan struct{})}
+	r.limiter.setRate(t.replicatorDispatchRate(ctx), time.Now())
 	r.ctx, r.cancel = context.WithCancel(t.b.ctx)
 	t.repl.mu.Lock()
 	if t.repl.closed || t.repl.m[remote] != nil {
@@ -386,7 +404,14 @@ func (r *replicator) forward(prod *replclient.Producer) error {
 		inflight.Wait()
 	}()
 	for {
-		entries, err := r.read(prod)
+		permits := r.limiter.acquire(r.ctx, prod.Done())
+		if permits == 0 {
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			return prod.Err()
+		}
+		entries, err := r.read(prod, permits)
 		if err != nil {
 			return err
 		}
@@ -401,15 +426,16 @@ func (r *replicator) forward(prod *replclient.Producer) error {
 	}
 }
 
-// read waits for entries, giving up when the producer fails or the
-// replicator stops.
-func (r *replicator) read(prod *replclient.Producer) ([]managedledger.Entry, error) {
+// read waits for at most maxEntries entries (the dispatch rate's permits:
+// Pulsar's replicator counts an entry as one message), giving up when the
+// producer fails or the replicator stops.
+func (r *replicator) read(prod *replclient.Producer, maxEntries int) ([]managedledger.Entry, error) {
 	type result struct {
 		entries []managedledger.Entry
 		err     error
 	}
 	ch := make(chan result, 1)
-	r.cursor.ReadEntriesOrWait(r.t.b.cfg.DispatcherMaxReadBatchSize, 5<<20, func(es []managedledger.Entry, err error) {
+	r.cursor.ReadEntriesOrWait(min(r.t.b.cfg.DispatcherMaxReadBatchSize, maxEntries), 5<<20, func(es []managedledger.Entry, err error) {
 		ch <- result{es, err}
 	})
 	select {
@@ -459,6 +485,9 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	}
 	out := replclient.MarkReplicated(ent, r.t.b.cfg.ClusterName)
 	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
+	// Taken as sent, as Pulsar's replicator takes them: one message per
+	// entry, batched or not, and the entry's bytes.
+	r.limiter.consume(1, int64(len(out)))
 	inflight.Add(1)
 	pos, marker := e.Position, md.MarkerType != nil
 	prod.Send(out, int32(msgs), func(err error) {

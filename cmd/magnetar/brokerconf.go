@@ -69,6 +69,8 @@ type brokerSettings struct {
 	replSubsTimeout time.Duration
 	replSubsCached  int
 	replStartAt     string // replicationStartAt
+	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}
+	replMsgRate, replByteRate int64
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -119,6 +121,8 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"replicatedSubscriptionsSnapshotTimeoutSeconds":           setSeconds(&s.replSubsTimeout),
 		"replicatedSubscriptionsSnapshotMaxCachedPerSubscription": setInt(&s.replSubsCached),
 		"replicationStartAt":                                      setString(&s.replStartAt),
+		"dispatchThrottlingRatePerReplicatorInMsg":                setInt64(&s.replMsgRate),
+		"dispatchThrottlingRatePerReplicatorInByte":               setInt64(&s.replByteRate),
 	}
 }
 
@@ -139,6 +143,10 @@ func (s *brokerSettings) validate(path string) error {
 	}
 	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if s.replMsgRate < 0 || s.replByteRate < 0 {
+		return fmt.Errorf("config %s: dispatchThrottlingRatePerReplicatorInMsg %d, dispatchThrottlingRatePerReplicatorInByte %d: each must be 0 (no limit) or more",
+			path, s.replMsgRate, s.replByteRate)
 	}
 	if _, err := broker.ParseReplicationStartAt(s.replStartAt); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
@@ -226,7 +234,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxConcurrentTopicLoadRequest:   s.maxTopicLoads,
 		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
 		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached,
-		ReplicationStartAt: s.replStartAt}, nil
+		ReplicationStartAt: s.replStartAt, DispatchThrottlingRatePerReplicatorInMsg: s.replMsgRate,
+		DispatchThrottlingRatePerReplicatorInByte: s.replByteRate}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker
