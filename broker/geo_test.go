@@ -578,15 +578,52 @@ func TestGeoReplicatorDispatchRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const limit = 50 // messages a second
-	rate := utils.DispatchRate{DispatchThrottlingRateInMsg: limit, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	rate := utils.DispatchRate{DispatchThrottlingRateInMsg: geoRateLimit, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
 	if err := adm.Namespaces().SetReplicatorDispatchRate(*ns, rate); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := adm.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got != rate {
 		t.Fatalf("get: %+v %v, want %+v", got, err, rate)
 	}
-	topic := "persistent://geo/rate/t"
+	testReplicatorRateLimited(t, cl, "persistent://geo/rate/t", func() {
+		// pulsaradmin has no call for it: DELETE as pulsar-admin sends it.
+		req, err := http.NewRequest(http.MethodDelete, web.URL+"/admin/v2/namespaces/geo/rate/replicatorDispatchRate", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("remove: %s", resp.Status)
+		}
+		if got, err := adm.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got != (utils.DispatchRate{}) {
+			t.Fatalf("get after remove: %+v %v, want nothing", got, err)
+		}
+	})
+}
+
+// Without a namespace policy the broker's
+// dispatchThrottlingRatePerReplicatorInMsg applies, and a dynamic
+// configuration override of 0 lifts it.
+func TestGeoReplicatorDispatchRateBrokerDefault(t *testing.T) {
+	cl := newGeoInstanceWith(t, func(c *Config) { c.DispatchThrottlingRatePerReplicatorInMsg = geoRateLimit }, "a", "b")
+	geoNamespace(t, cl["a"].res, "rated", "a", "b")
+	testReplicatorRateLimited(t, cl, "persistent://geo/rated/t", func() {
+		cl["a"].broker().applyOverrides(map[string]string{"dispatchThrottlingRatePerReplicatorInMsg": "0"})
+	})
+}
+
+// geoRateLimit is the replicator limit of the rate tests, messages a second.
+const geoRateLimit = 50
+
+// testReplicatorRateLimited stores 600 messages in a while its replicator
+// to b is limited to geoRateLimit a second, measures the rate b receives
+// them at, lifts the limit with lift and checks the rest arrives at once.
+func testReplicatorRateLimited(t *testing.T, cl map[string]*geoCluster, topic string, lift func()) {
+	t.Helper()
 	cb := subscribeGeo(t, cl["b"].url(), topic)
 	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
@@ -607,8 +644,8 @@ func TestGeoReplicatorDispatchRate(t *testing.T) {
 	}
 	wg.Wait() // all stored in a: only the limit holds replication back
 
-	// Over 3 s from the first arrival: at most a period's burst (50) plus
-	// 50 a second, 200; unlimited, all 600 arrive well within that.
+	// Over 3 s from the first arrival: about 50 a second (150); unlimited,
+	// all 600 arrive well within that.
 	eventually(t, "first message in b", func() error {
 		if len(cb.values()) == 0 {
 			return fmt.Errorf("none yet")
@@ -620,32 +657,17 @@ func TestGeoReplicatorDispatchRate(t *testing.T) {
 	time.Sleep(window)
 	n := len(cb.values()) - first
 	perSec := float64(n) / window.Seconds()
-	t.Logf("limited to %d msg/s: %d messages in %v after the first (%.1f msg/s)", limit, n, window, perSec)
-	if perSec < 0.6*limit || perSec > 1.5*limit {
-		t.Fatalf("replicated at %.1f msg/s, want about %d", perSec, limit)
+	t.Logf("limited to %d msg/s: %d messages in %v after the first %d (%.1f msg/s)", geoRateLimit, n, window, first, perSec)
+	if perSec < 0.6*geoRateLimit || perSec > 1.5*geoRateLimit {
+		t.Fatalf("replicated at %.1f msg/s, want about %d", perSec, geoRateLimit)
 	}
 
-	// Removed: the rest drains at once.
-	// pulsaradmin has no call for it: DELETE as pulsar-admin sends it.
-	req, err := http.NewRequest(http.MethodDelete, web.URL+"/admin/v2/namespaces/geo/rate/replicatorDispatchRate", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("remove: %s", resp.Status)
-	}
-	if got, err := adm.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got != (utils.DispatchRate{}) {
-		t.Fatalf("get after remove: %+v %v, want nothing", got, err)
-	}
-	removed := time.Now()
-	cb.waitFor(t, "b after the limit was removed", total)
-	t.Logf("the other %d arrived %v after the removal", total-first-n, time.Since(removed))
-	if d := time.Since(removed); d > 3*time.Second {
-		t.Fatalf("the rest took %v after the removal", d)
+	lift()
+	lifted := time.Now()
+	cb.waitFor(t, "b after the limit was lifted", total)
+	d := time.Since(lifted)
+	t.Logf("the other %d arrived within %v after the limit was lifted", total-first-n, d)
+	if d > 3*time.Second {
+		t.Fatalf("the rest took %v after the limit was lifted", d)
 	}
 }
