@@ -129,6 +129,16 @@ type Config struct {
 	// flight to a remote cluster (replicator.go).
 	ReplicationPolicyCheckInterval time.Duration
 	ReplicationProducerQueueSize   int
+	// ReplicationStartAt is replicationStartAt: where a replicator cursor
+	// created for a cluster newly in a topic's replication clusters
+	// starts, "latest" (default, Pulsar's: what is published from then
+	// on) or "earliest" (what the topic still stores, too).
+	ReplicationStartAt string
+	// DispatchThrottlingRatePerReplicatorInMsg and ...InByte are Pulsar's
+	// keys: what each replicator sends a second at most, without a
+	// namespace replicatorDispatchRate (0: no limit; dynamic).
+	DispatchThrottlingRatePerReplicatorInMsg  int64
+	DispatchThrottlingRatePerReplicatorInByte int64
 	// Replicated subscriptions (replsubs.go). ReplicatedSubscriptionsDisabled
 	// is enableReplicatedSubscriptions=false (Pulsar's default is on).
 	// ReplicatedSubscriptionsSnapshotFrequency is
@@ -410,6 +420,10 @@ func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
 	if err := t.loadDedup(ctx); err != nil {
 		_ = ml.Close(ctx)
 		return nil, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if err := t.openReplicatorCursors(ctx); err != nil {
+		_ = ml.Close(ctx)
+		return nil, err
 	}
 	return b.addTopic(ctx, t)
 }

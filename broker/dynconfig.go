@@ -45,6 +45,10 @@ type dynamicSettings struct {
 	quotaPolicy       string
 	retentionMinutes  int
 	retentionMB       int64
+	// replMsgRate and replByteRate are
+	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}: each replicator's
+	// limit a second without a namespace policy (0: none).
+	replMsgRate, replByteRate int64
 }
 
 // retention is the broker default retention these settings give.
@@ -78,6 +82,14 @@ func dynamicKeys() map[string]dynamicKey {
 				return err
 			},
 			get: func(s *dynamicSettings) string { return strconv.FormatInt(int64(s.messageTTL/time.Second), 10) },
+		},
+		"dispatchThrottlingRatePerReplicatorInMsg": {
+			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, &s.replMsgRate) },
+			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.replMsgRate, 10) },
+		},
+		"dispatchThrottlingRatePerReplicatorInByte": {
+			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, &s.replByteRate) },
+			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.replByteRate, 10) },
 		},
 		"backlogQuotaDefaultLimitBytes": {
 			set: func(s *dynamicSettings, v string) error { return parseInt64(v, -1, &s.quotaBytes) },
@@ -124,7 +136,8 @@ func startedSettings(c Config) *dynamicSettings {
 	return &dynamicSettings{maxPendingPublish: c.MaxPendingPublishRequestsPerConnection,
 		dispatcherBatch: c.DispatcherMaxReadBatchSize, messageTTL: c.MessageTTL,
 		quotaBytes: c.BacklogQuotaDefaultLimitBytes, quotaPolicy: c.BacklogQuotaDefaultRetentionPolicy,
-		retentionMinutes: c.DefaultRetentionMinutes, retentionMB: c.DefaultRetentionMB}
+		retentionMinutes: c.DefaultRetentionMinutes, retentionMB: c.DefaultRetentionMB,
+		replMsgRate: c.DispatchThrottlingRatePerReplicatorInMsg, replByteRate: c.DispatchThrottlingRatePerReplicatorInByte}
 }
 
 // settings are the dynamic settings in effect.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -32,7 +34,8 @@ type geoCluster struct {
 	store   metadata.Store
 	res     *resources.Resources
 	ledgers *managedledger.MemoryFactory
-	addr    string // kept across restarts
+	addr    string        // kept across restarts
+	tweak   func(*Config) // a test's settings over the defaults below (nil: none)
 
 	mu  sync.Mutex
 	b   *Broker
@@ -43,10 +46,14 @@ func (c *geoCluster) url() string { return "pulsar://" + c.addr }
 
 func (c *geoCluster) start(t *testing.T) {
 	t.Helper()
-	b := New(Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
+	cfg := Config{ClusterName: c.name, Metadata: c.store, Resources: c.res, BrokerDeduplicationEnabled: true,
 		ReplicationPolicyCheckInterval: 100 * time.Millisecond, StatsUpdateFrequency: 100 * time.Millisecond,
 		ReplicatedSubscriptionsSnapshotFrequency: 50 * time.Millisecond, ReplicatedSubscriptionsSnapshotMaxCached: 100,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, c.ledgers)
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	b := New(cfg, c.ledgers)
 	addr := c.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -92,6 +99,13 @@ func (c *geoCluster) broker() *Broker {
 // registered with its broker URL, and the tenant "geo" allowed on all.
 func newGeoInstance(t *testing.T, names ...string) map[string]*geoCluster {
 	t.Helper()
+	return newGeoInstanceWith(t, nil, names...)
+}
+
+// newGeoInstanceWith is newGeoInstance with tweak applied to every
+// cluster's broker configuration.
+func newGeoInstanceWith(t *testing.T, tweak func(*Config), names ...string) map[string]*geoCluster {
+	t.Helper()
 	ctx := context.Background()
 	config := metadata.NewMemoryServer()
 	out := map[string]*geoCluster{}
@@ -102,7 +116,8 @@ func newGeoInstance(t *testing.T, names ...string) map[string]*geoCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(res.Close)
-		c := &geoCluster{name: n, store: store, res: res, ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{})}
+		c := &geoCluster{name: n, store: store, res: res, ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{}),
+			tweak: tweak}
 		c.start(t)
 		t.Cleanup(c.stop)
 		if err := res.CreateCluster(ctx, n, resources.ClusterData{ServiceURL: "http://" + c.addr, BrokerServiceURL: c.url()}); err != nil {
@@ -483,4 +498,176 @@ func scrapeMetrics(t *testing.T, b *Broker) string {
 		}
 	}
 	return sb.String()
+}
+
+// A cluster added to a topic's replication clusters gets what is
+// published from then on (replicationStartAt=latest, Pulsar's default),
+// not what the topic stored before.
+func TestGeoReplicationStartsAtLatest(t *testing.T) {
+	got := testReplicationStartAt(t, "")
+	if len(got) != 10 || got[0] != "p#20" {
+		t.Fatalf("b got %d messages from %v, want the 10 sent after it was added (p#20 on)", len(got), got)
+	}
+}
+
+// replicationStartAt=earliest: the new replicator sends what the topic
+// still stores.
+func TestGeoReplicationStartsAtEarliest(t *testing.T) {
+	got := testReplicationStartAt(t, "earliest")
+	if len(got) != 30 || got[0] != "p#0" {
+		t.Fatalf("b got %d messages from %v, want all 30", len(got), got)
+	}
+}
+
+// testReplicationStartAt stores 20 messages in a topic that replicates
+// nowhere, adds cluster b, sends 10 more and returns what b received.
+func testReplicationStartAt(t *testing.T, startAt string) []string {
+	cl := newGeoInstanceWith(t, func(c *Config) { c.ReplicationStartAt = startAt }, "a", "b")
+	geoNamespace(t, cl["a"].res, "start", "a")
+	topic := "persistent://geo/start/t"
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 20, nil)
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	if _, err := cl["a"].res.SetReplicationClusters(context.Background(), "geo", "start", []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replicator to b connected", func() error {
+		st, err := cl["a"].broker().TopicStats(context.Background(), topic)
+		if err != nil {
+			return err
+		}
+		if r, ok := st.Replication["b"]; !ok || !r.Connected {
+			return fmt.Errorf("replication: %+v", st.Replication)
+		}
+		return nil
+	})
+	geoProduce(t, cl["a"].url(), topic, "p", 20, 10, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(cb.values(), "p#29") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // anything more on its way
+	return cb.values()
+}
+
+func TestParseReplicationStartAt(t *testing.T) {
+	for in, want := range map[string]managedledger.InitialPosition{"": managedledger.Latest,
+		"latest": managedledger.Latest, "Earliest": managedledger.Earliest} {
+		if got, err := ParseReplicationStartAt(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseReplicationStartAt("-1:-1"); err == nil {
+		t.Error("-1:-1 accepted")
+	}
+}
+
+// A replicator dispatch rate (namespace policy replicatorDispatchRate,
+// set through the admin API as pulsar-admin does) holds a replicator to
+// that rate, and removing it lifts the limit. Batching is off, so each
+// message is one entry, which is what Pulsar's replicator limit counts.
+func TestGeoReplicatorDispatchRate(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "rate", "a", "b")
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := utils.GetNamespaceName("geo/rate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := utils.DispatchRate{DispatchThrottlingRateInMsg: geoRateLimit, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	if err := adm.Namespaces().SetReplicatorDispatchRate(*ns, rate); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := adm.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got != rate {
+		t.Fatalf("get: %+v %v, want %+v", got, err, rate)
+	}
+	testReplicatorRateLimited(t, cl, "persistent://geo/rate/t", func() {
+		// pulsaradmin has no call for it: DELETE as pulsar-admin sends it.
+		req, err := http.NewRequest(http.MethodDelete, web.URL+"/admin/v2/namespaces/geo/rate/replicatorDispatchRate", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("remove: %s", resp.Status)
+		}
+		if got, err := adm.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got != (utils.DispatchRate{}) {
+			t.Fatalf("get after remove: %+v %v, want nothing", got, err)
+		}
+	})
+}
+
+// Without a namespace policy the broker's
+// dispatchThrottlingRatePerReplicatorInMsg applies, and a dynamic
+// configuration override of 0 lifts it.
+func TestGeoReplicatorDispatchRateBrokerDefault(t *testing.T) {
+	cl := newGeoInstanceWith(t, func(c *Config) { c.DispatchThrottlingRatePerReplicatorInMsg = geoRateLimit }, "a", "b")
+	geoNamespace(t, cl["a"].res, "rated", "a", "b")
+	testReplicatorRateLimited(t, cl, "persistent://geo/rated/t", func() {
+		cl["a"].broker().applyOverrides(map[string]string{"dispatchThrottlingRatePerReplicatorInMsg": "0"})
+	})
+}
+
+// geoRateLimit is the replicator limit of the rate tests, messages a second.
+const geoRateLimit = 50
+
+// testReplicatorRateLimited stores 600 messages in a while its replicator
+// to b is limited to geoRateLimit a second, measures the rate b receives
+// them at, lifts the limit with lift and checks the rest arrives at once.
+func testReplicatorRateLimited(t *testing.T, cl map[string]*geoCluster, topic string, lift func()) {
+	t.Helper()
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	prod, err := newClient(t, cl["a"].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const total = 600
+	var wg sync.WaitGroup
+	for i := range total {
+		wg.Add(1)
+		prod.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					t.Errorf("send: %v", err)
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait() // all stored in a: only the limit holds replication back
+
+	// Over 3 s from the first arrival: about 50 a second (150); unlimited,
+	// all 600 arrive well within that.
+	eventually(t, "first message in b", func() error {
+		if len(cb.values()) == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
+	first := len(cb.values())
+	const window = 3 * time.Second
+	time.Sleep(window)
+	n := len(cb.values()) - first
+	perSec := float64(n) / window.Seconds()
+	t.Logf("limited to %d msg/s: %d messages in %v after the first %d (%.1f msg/s)", geoRateLimit, n, window, first, perSec)
+	if perSec < 0.6*geoRateLimit || perSec > 1.5*geoRateLimit {
+		t.Fatalf("replicated at %.1f msg/s, want about %d", perSec, geoRateLimit)
+	}
+
+	lift()
+	lifted := time.Now()
+	cb.waitFor(t, "b after the limit was lifted", total)
+	d := time.Since(lifted)
+	t.Logf("the other %d arrived within %v after the limit was lifted", total-first-n, d)
+	if d > 3*time.Second {
+		t.Fatalf("the rest took %v after the limit was lifted", d)
+	}
 }

@@ -2,8 +2,9 @@ package broker
 
 // Namespace policies that change how topics behave: message TTL
 // (message_ttl_in_seconds), the storage backlog quota
-// (backlog_quota_map.destination_storage) and retention
-// (retention_policies). A namespace setting wins over the broker default
+// (backlog_quota_map.destination_storage), retention
+// (retention_policies) and the replicators' dispatch rate
+// (replicatorDispatchRate). A namespace setting wins over the broker default
 // (ttlDurationDefaultInSeconds, backlogQuotaDefault*, defaultRetention*);
 // policies are read through the resources cache, so the periodic checks
 // cost no metadata round trip.
@@ -49,6 +50,20 @@ func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
 	}
 	s := t.b.settings()
 	return s.quotaBytes, s.quotaPolicy
+}
+
+// replicatorDispatchRate is the limit of each of the topic's
+// replicators: its namespace's replicatorDispatchRate for this cluster,
+// else the broker's dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a
+// second (both 0: none).
+func (t *topic) replicatorDispatchRate(ctx context.Context) dispatchRate {
+	if p, ok := t.policies(ctx); ok {
+		if r, set := p.ReplicatorDispatchRate[t.b.cfg.ClusterName]; set {
+			return dispatchRateOf(r, t.rates.current())
+		}
+	}
+	s := t.b.settings()
+	return dispatchRate{Msgs: s.replMsgRate, Bytes: s.replByteRate, Period: time.Second}
 }
 
 // RetentionOf turns Pulsar's retention settings (minutes and MiB, -1 for

@@ -12,8 +12,12 @@ package broker
 //     removed from it stops its replicator and deletes its cursor.
 //   - A replicator reads the topic through a durable cursor named
 //     pulsar.repl.<remote> (Pulsar's name; not a subscription: admin lists,
-//     backlogs of subscriptions and TTL skip it), created at the earliest
-//     entry, so a topic that starts replicating sends what it still stores.
+//     backlogs of subscriptions and TTL skip it). A new cursor starts at
+//     replicationStartAt: the latest entry (default, Pulsar's), so a
+//     cluster added to the list gets what is published from then on, or
+//     the earliest, so it also gets what the topic still stores. The
+//     cursors of the clusters in the list when the topic loads are opened
+//     before it is served, so none misses the first messages.
 //   - Each entry is forwarded as stored (batch, producer name, sequence id,
 //     publish and event time, key, properties, schema version), with
 //     replicated_from = this cluster appended to its metadata
@@ -30,6 +34,12 @@ package broker
 //     rewinds to the first unacknowledged entry and dials again with
 //     backoff (100 ms doubling to 1 min, jittered); the backlog grows
 //     meanwhile and local producers and consumers are unaffected.
+//   - Dispatch rate (dispatchrate.go): the namespace's
+//     replicatorDispatchRate for this cluster, else the broker's
+//     dispatchThrottlingRatePerReplicatorIn{Msg,Byte} per second (0: off).
+//     An entry counts as one message, as in Pulsar's replicator. The rate
+//     is read again at every replication check, so a change applies
+//     within replicationPolicyCheckInterval.
 //   - A remote broker deduplicates replicated entries by their original
 //     producer name and sequence id (conn_produce.go), so with
 //     deduplication on in the remote, resending after a reconnect stores
@@ -100,61 +110,127 @@ type replicator struct {
 	oldestMs atomic.Int64
 	rates    atomic.Pointer[[2]float64] // msg/s, bytes/s out
 	prev     [3]float64
+	// limiter holds the replicator to its dispatch rate, refreshed at
+	// every replication check (replicatorDispatchRate).
+	limiter dispatchLimiter
 }
 
 // replicationClusters are the clusters the topic's messages go to: the
 // topic-level setting (of the partitioned topic for a partition), else
-// the namespace's. ok is false when they cannot be read.
-func (t *topic) replicationClusters(ctx context.Context) (clusters []string, ok bool) {
-	res := t.b.cfg.Resources
-	if res == nil {
-		return nil, false
-	}
+// the namespace's. The error wraps resources.ErrNotFound when the
+// namespace does not exist.
+func (t *topic) replicationClusters(ctx context.Context) ([]string, error) {
 	base := t.name
 	if b, _, isPartition := partitionOf(t.name); isPartition {
 		base = b
 	}
 	if c, set, err := t.b.topicReplicationClusters(ctx, base); err != nil {
-		return nil, false
+		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	} else if set {
-		return c, true
+		return c, nil
 	}
-	p, ok := t.policies(ctx)
-	if !ok {
-		return nil, false
+	p, err := t.b.cfg.Resources.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	}
-	return p.ReplicationClusters, true
+	return p.ReplicationClusters, nil
+}
+
+// replicates reports whether the topic can have replicators at all.
+func (t *topic) replicates() bool {
+	return t.name.Persistent() && t.b.cfg.ClusterName != "" && t.b.cfg.Resources != nil
+}
+
+// remotesOf are the clusters of a replication list other than this one.
+func (t *topic) remotesOf(clusters []string) map[string]bool {
+	remotes := map[string]bool{}
+	for _, c := range clusters {
+		if c != t.b.cfg.ClusterName {
+			remotes[c] = true
+		}
+	}
+	return remotes
+}
+
+// ParseReplicationStartAt reads replicationStartAt: "latest" (or empty,
+// the default) or "earliest", in any case, as Pulsar compares them.
+func ParseReplicationStartAt(s string) (managedledger.InitialPosition, error) {
+	switch strings.ToLower(s) {
+	case "", "latest":
+		return managedledger.Latest, nil
+	case "earliest":
+		return managedledger.Earliest, nil
+	}
+	return managedledger.Latest, fmt.Errorf("replicationStartAt %q: want latest or earliest", s)
+}
+
+// openReplicatorCursors creates the cursor of every remote the topic
+// replicates to before the topic is served, as Pulsar checks replication
+// before a topic finishes loading. New cursors start at the latest entry
+// by default (replicationStartAt), so one created after producers were
+// let in (by reconcileReplication, which runs after the load) would miss
+// what they sent meanwhile. Existing cursors keep their position. A
+// namespace that does not exist replicates nowhere; clusters that cannot
+// be read fail the load (the client retries), rather than load a topic
+// whose first messages might never be replicated.
+func (t *topic) openReplicatorCursors(ctx context.Context) error {
+	if !t.replicates() {
+		return nil
+	}
+	clusters, err := t.replicationClusters(ctx)
+	if errors.Is(err, resources.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for remote := range t.remotesOf(clusters) {
+		if _, err := t.openReplicatorCursor(ctx, remote); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openReplicatorCursor opens (creating it at replicationStartAt if it is
+// new) the cursor of the replicator to remote.
+func (t *topic) openReplicatorCursor(ctx context.Context, remote string) (managedledger.Cursor, error) {
+	start, err := ParseReplicationStartAt(t.b.cfg.ReplicationStartAt)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := t.ml.OpenCursor(ctx, replCursorPrefix+remote, managedledger.CursorOptions{Initial: start})
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: replicator cursor to %s: %w", t.name, remote, err)
+	}
+	return cur, nil
 }
 
 // reconcileReplication starts and stops replicators to match the topic's
 // replication clusters, and deletes cursors of remotes no longer in them.
 func (t *topic) reconcileReplication(ctx context.Context) {
-	local := t.b.cfg.ClusterName
-	if !t.name.Persistent() || local == "" {
+	if !t.replicates() {
 		return
 	}
-	clusters, ok := t.replicationClusters(ctx)
-	if !ok {
+	clusters, err := t.replicationClusters(ctx)
+	if err != nil {
 		return // keep what runs: a metadata hiccup must not drop cursors
 	}
 	t.repl.reconcile.Lock()
 	defer t.repl.reconcile.Unlock()
-	want := map[string]bool{}
-	for _, c := range clusters {
-		if c != local {
-			want[c] = true
-		}
-	}
+	want := t.remotesOf(clusters)
 	t.repl.mu.Lock()
 	if t.repl.closed {
 		t.repl.mu.Unlock()
 		return
 	}
-	var stop []*replicator
+	var stop, keep []*replicator
 	for remote, r := range t.repl.m {
 		if !want[remote] {
 			stop = append(stop, r)
 			delete(t.repl.m, remote)
+		} else {
+			keep = append(keep, r)
 		}
 	}
 	var start []string
@@ -164,6 +240,12 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 		}
 	}
 	t.repl.mu.Unlock()
+	if len(keep) > 0 { // policies and dynamic settings change without a reload
+		rate, now := t.replicatorDispatchRate(ctx), time.Now()
+		for _, r := range keep {
+			r.limiter.setRate(rate, now)
+		}
+	}
 	for _, r := range stop {
 		r.stop()
 		t.b.log.Info("replicator stopped: cluster removed from the replication clusters", "topic", t.name.String(), "remote", r.remote)
@@ -184,11 +266,12 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 }
 
 func (t *topic) startReplicator(ctx context.Context, remote string) error {
-	cur, err := t.ml.OpenCursor(ctx, replCursorPrefix+remote, managedledger.CursorOptions{Initial: managedledger.Earliest})
+	cur, err := t.openReplicatorCursor(ctx, remote)
 	if err != nil {
 		return err
 	}
 	r := &replicator{t: t, remote: remote, cursor: cur, done: make(chan struct{})}
+	r.limiter.setRate(t.replicatorDispatchRate(ctx), time.Now())
 	r.ctx, r.cancel = context.WithCancel(t.b.ctx)
 	t.repl.mu.Lock()
 	if t.repl.closed || t.repl.m[remote] != nil {
@@ -321,7 +404,14 @@ func (r *replicator) forward(prod *replclient.Producer) error {
 		inflight.Wait()
 	}()
 	for {
-		entries, err := r.read(prod)
+		permits := r.limiter.acquire(r.ctx, prod.Done())
+		if permits == 0 {
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			return prod.Err()
+		}
+		entries, err := r.read(prod, permits)
 		if err != nil {
 			return err
 		}
@@ -336,15 +426,16 @@ func (r *replicator) forward(prod *replclient.Producer) error {
 	}
 }
 
-// read waits for entries, giving up when the producer fails or the
-// replicator stops.
-func (r *replicator) read(prod *replclient.Producer) ([]managedledger.Entry, error) {
+// read waits for at most maxEntries entries (the dispatch rate's permits:
+// Pulsar's replicator counts an entry as one message), giving up when the
+// producer fails or the replicator stops.
+func (r *replicator) read(prod *replclient.Producer, maxEntries int) ([]managedledger.Entry, error) {
 	type result struct {
 		entries []managedledger.Entry
 		err     error
 	}
 	ch := make(chan result, 1)
-	r.cursor.ReadEntriesOrWait(r.t.b.cfg.DispatcherMaxReadBatchSize, 5<<20, func(es []managedledger.Entry, err error) {
+	r.cursor.ReadEntriesOrWait(min(r.t.b.cfg.DispatcherMaxReadBatchSize, maxEntries), 5<<20, func(es []managedledger.Entry, err error) {
 		ch <- result{es, err}
 	})
 	select {
@@ -394,6 +485,9 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	}
 	out := replclient.MarkReplicated(ent, r.t.b.cfg.ClusterName)
 	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
+	// Taken as sent, as Pulsar's replicator takes them: one message per
+	// entry, batched or not, and the entry's bytes.
+	r.limiter.consume(1, int64(len(out)))
 	inflight.Add(1)
 	pos, marker := e.Position, md.MarkerType != nil
 	prod.Send(out, int32(msgs), func(err error) {

@@ -24,7 +24,8 @@
 //	GET POST DELETE     .../retention, .../messageTTL, .../deduplication,
 //	                    .../autoTopicCreation, .../maxProducersPerTopic,
 //	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer,
-//	                    .../persistence, .../persistence/bookieAffinity
+//	                    .../persistence, .../persistence/bookieAffinity,
+//	                    .../replicatorDispatchRate (this broker's cluster's)
 //	GET                 .../backlogQuotaMap
 //	POST DELETE         .../backlogQuota                (?backlogQuotaType=)
 //	GET POST            .../replication

@@ -88,6 +88,26 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		return nil
 	}))
 
+	// Keyed by this broker's cluster, as Pulsar's: the limit is for the
+	// replicators of the cluster it was set in.
+	mux.HandleFunc("GET "+ns+"replicatorDispatchRate", a.getter(func(p *resources.Policies) any {
+		if r, ok := p.ReplicatorDispatchRate[a.cluster]; ok {
+			return r
+		}
+		return nil
+	}))
+	mux.HandleFunc("POST "+ns+"replicatorDispatchRate", setter(a, "replicatorDispatchRate",
+		func(p *resources.Policies, v resources.DispatchRate) {
+			if p.ReplicatorDispatchRate == nil {
+				p.ReplicatorDispatchRate = map[string]resources.DispatchRate{}
+			}
+			p.ReplicatorDispatchRate[a.cluster] = v
+		}))
+	mux.HandleFunc("DELETE "+ns+"replicatorDispatchRate", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		delete(p.ReplicatorDispatchRate, a.cluster)
+		return nil
+	}))
+
 	mux.HandleFunc("GET "+ns+"autoTopicCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoTopicCreationOverride) }))
 	mux.HandleFunc("POST "+ns+"autoTopicCreation", setter(a, "autoTopicCreationOverride",
 		func(p *resources.Policies, v resources.AutoTopicCreationOverride) { p.AutoTopicCreationOverride = &v }))

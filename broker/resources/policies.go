@@ -145,6 +145,30 @@ type BookieAffinityGroupData struct {
 	BookkeeperAffinityGroupSecondary string `json:"bookkeeperAffinityGroupSecondary,omitempty"`
 }
 
+// DispatchRate is Pulsar's DispatchRate(Impl): at most
+// DispatchThrottlingRateInMsg messages and DispatchThrottlingRateInByte
+// bytes every RatePeriodInSecond seconds (each <= 0: no limit on it);
+// RelativeToPublishRate adds the topic's publish rate to both.
+type DispatchRate struct {
+	DispatchThrottlingRateInMsg  int   `json:"dispatchThrottlingRateInMsg"`
+	DispatchThrottlingRateInByte int64 `json:"dispatchThrottlingRateInByte"`
+	RatePeriodInSecond           int   `json:"ratePeriodInSecond"`
+	RelativeToPublishRate        bool  `json:"relativeToPublishRate"`
+}
+
+// UnmarshalJSON starts from Java's defaults (no limits, a 1 s period),
+// so a body that leaves members out, as pulsaradmin's lacks
+// relativeToPublishRate, means what it means to Pulsar.
+func (d *DispatchRate) UnmarshalJSON(data []byte) error {
+	type plain DispatchRate
+	v := plain{DispatchThrottlingRateInMsg: -1, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*d = DispatchRate(v)
+	return nil
+}
+
 // Topic types of AutoTopicCreationOverride.
 const (
 	TopicTypePartitioned    = "partitioned"
@@ -184,9 +208,13 @@ type Policies struct {
 	RetentionPolicies         *RetentionPolicies         `json:"retention_policies,omitempty"`
 	Persistence               *PersistencePolicies       `json:"persistence,omitempty"`
 	BookieAffinityGroup       *BookieAffinityGroupData   `json:"bookieAffinityGroup,omitempty"`
-	Deleted                   bool                       `json:"deleted"`
-	EncryptionRequired        bool                       `json:"encryption_required"`
-	SubscriptionAuthMode      string                     `json:"subscription_auth_mode"`
+	// ReplicatorDispatchRate is keyed by the cluster whose replicators it
+	// limits: the cluster of the broker that was asked to set it, as
+	// Pulsar's Namespaces resource keys it.
+	ReplicatorDispatchRate map[string]DispatchRate `json:"replicatorDispatchRate"`
+	Deleted                bool                    `json:"deleted"`
+	EncryptionRequired     bool                    `json:"encryption_required"`
+	SubscriptionAuthMode   string                  `json:"subscription_auth_mode"`
 
 	MaxProducersPerTopic              *int  `json:"max_producers_per_topic,omitempty"`
 	MaxConsumersPerTopic              *int  `json:"max_consumers_per_topic,omitempty"`
@@ -240,6 +268,7 @@ func (p *Policies) UnmarshalJSON(data []byte) error {
 func (p Policies) MarshalJSON() ([]byte, error) {
 	p.ReplicationClusters = orEmptySlice(p.ReplicationClusters)
 	p.BacklogQuotaMap = orEmptyMap(p.BacklogQuotaMap)
+	p.ReplicatorDispatchRate = orEmptyMap(p.ReplicatorDispatchRate)
 	return encodeWithExtra(plainPolicies(p), p.Extra)
 }
 

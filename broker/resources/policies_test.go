@@ -45,7 +45,8 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"schema_compatibility_strategy", p.SchemaCompatibilityStrategy == "BACKWARD"},
 		{"is_allow_auto_update_schema", p.IsAllowAutoUpdateSchema != nil && !*p.IsAllowAutoUpdateSchema},
 		{"persistence", p.Persistence != nil && p.Persistence.BookkeeperEnsemble > 0},
-		{"extra", len(p.Extra) == 9 && string(p.Extra["properties"]) != ""},
+		{"replicatorDispatchRate", p.ReplicatorDispatchRate != nil && len(p.ReplicatorDispatchRate) == 0},
+		{"extra", len(p.Extra) == 8 && string(p.Extra["properties"]) != ""},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -287,5 +288,22 @@ func TestBacklogQuotaReadsNumbersWrittenAsStrings(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &q); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
+	}
+}
+
+// A DispatchRate body that leaves members out gets Java's defaults (no
+// limit, 1 s); a period under a second is refused.
+func TestDispatchRateDefaults(t *testing.T) {
+	var d DispatchRate
+	if err := json.Unmarshal([]byte(`{"dispatchThrottlingRateInMsg":5}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	if want := (DispatchRate{DispatchThrottlingRateInMsg: 5, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}); d != want {
+		t.Fatalf("got %+v, want %+v", d, want)
+	}
+	p := NewPolicies()
+	p.ReplicatorDispatchRate = map[string]DispatchRate{"a": {RatePeriodInSecond: 0}}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "replicatorDispatchRate.a.ratePeriodInSecond") {
+		t.Fatalf("period 0: %v", err)
 	}
 }

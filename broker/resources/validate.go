@@ -20,6 +20,7 @@ func (p *Policies) Validate() error {
 	checks := []func() error{
 		p.validateClusters, p.validateAuth, p.validateBundles, p.validateBacklogQuotas,
 		p.validateRetention, p.validateLimits, p.validateAutoTopicCreation, p.validateEnums, p.validatePersistence,
+		p.validateDispatchRates,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -244,6 +245,17 @@ func (p *Policies) validatePersistence() error {
 	}
 	if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary == "" {
 		return invalidf("bookieAffinityGroup.bookkeeperAffinityGroupPrimary", "is required")
+	}
+	return nil
+}
+
+// validateDispatchRates: a period of at least a second (Pulsar's
+// rate limiter takes whole seconds).
+func (p *Policies) validateDispatchRates() error {
+	for _, c := range slices.Sorted(maps.Keys(p.ReplicatorDispatchRate)) {
+		if r := p.ReplicatorDispatchRate[c]; r.RatePeriodInSecond < 1 {
+			return invalidf("replicatorDispatchRate."+c+".ratePeriodInSecond", "must be >= 1, got %d", r.RatePeriodInSecond)
+		}
 	}
 	return nil
 }

@@ -4,7 +4,8 @@ package main
 // topics), their bundles (bundles, unload, split-bundle) and policies
 // (retention, message TTL, backlog quotas, deduplication, replication
 // clusters, permissions, producer and consumer limits, schema
-// compatibility, persistence and bookie affinity: admin_persistence.go),
+// compatibility, persistence and bookie affinity: admin_persistence.go,
+// replicator dispatch rate: admin_dispatchrate.go),
 // with pulsar-admin's names and value formats.
 
 import (
@@ -105,6 +106,7 @@ func namespaceCmds() []adminCmd {
 	cmds = append(cmds, backlogQuotaCmds()...)
 	cmds = append(cmds, accessCmds()...)
 	cmds = append(cmds, persistenceCmds()...)
+	cmds = append(cmds, dispatchRateCmds()...)
 	return append(cmds, limitCmds()...)
 }
 

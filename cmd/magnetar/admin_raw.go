@@ -9,6 +9,8 @@ package main
 //   - GET schemas/.../schema (latest, with its version):
 //     GetSchemaInfoWithVersion prints failures on os.Stdout.
 //   - GET bookies/all (bookies list-bookies, admin_bookies.go): no call.
+//   - DELETE namespaces/{ns}/replicatorDispatchRate: no call; GET of it
+//     answers a zero rate when none is set (admin_dispatchrate.go).
 //   - GET .../examinemessage: no call. Its answer is a message like get
 //     message by id, read as pulsaradmin's handleResp reads those.
 //

@@ -68,6 +68,9 @@ type brokerSettings struct {
 	replSubsFreq    time.Duration
 	replSubsTimeout time.Duration
 	replSubsCached  int
+	replStartAt     string // replicationStartAt
+	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}
+	replMsgRate, replByteRate int64
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -117,6 +120,9 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"replicatedSubscriptionsSnapshotFrequencyMillis":          setDuration(&s.replSubsFreq, time.Millisecond),
 		"replicatedSubscriptionsSnapshotTimeoutSeconds":           setSeconds(&s.replSubsTimeout),
 		"replicatedSubscriptionsSnapshotMaxCachedPerSubscription": setInt(&s.replSubsCached),
+		"replicationStartAt":                                      setString(&s.replStartAt),
+		"dispatchThrottlingRatePerReplicatorInMsg":                setInt64(&s.replMsgRate),
+		"dispatchThrottlingRatePerReplicatorInByte":               setInt64(&s.replByteRate),
 	}
 }
 
@@ -136,6 +142,13 @@ func (s *brokerSettings) validate(path string) error {
 		return fmt.Errorf("config %s: managedLedgerCacheEvictionWatermark %g: want a fraction between 0 and 1", path, s.cacheWatermark)
 	}
 	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if s.replMsgRate < 0 || s.replByteRate < 0 {
+		return fmt.Errorf("config %s: dispatchThrottlingRatePerReplicatorInMsg %d, dispatchThrottlingRatePerReplicatorInByte %d: each must be 0 (no limit) or more",
+			path, s.replMsgRate, s.replByteRate)
+	}
+	if _, err := broker.ParseReplicationStartAt(s.replStartAt); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	if s.quotaPolicy != "" && !broker.ValidBacklogPolicy(s.quotaPolicy) {
@@ -220,7 +233,9 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
 		MaxConcurrentTopicLoadRequest:   s.maxTopicLoads,
 		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
-		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached}, nil
+		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached,
+		ReplicationStartAt: s.replStartAt, DispatchThrottlingRatePerReplicatorInMsg: s.replMsgRate,
+		DispatchThrottlingRatePerReplicatorInByte: s.replByteRate}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker
