@@ -637,3 +637,59 @@ func TestSyncGeoMinThreeRegionsRefusesTwo(t *testing.T) {
 		}
 	}
 }
+
+// crashKeepingRegistration stops a bookie's core as a crash would, but
+// leaves its registration in place, as the metadata store keeps a killed
+// bookie's node until its session times out.
+func (c *cluster) crashKeepingRegistration(id string) {
+	nd := c.nodes[id]
+	c.faults.mu.Lock()
+	core := nd.core
+	nd.core = nil
+	c.faults.mu.Unlock()
+	if core != nil {
+		core.Close()
+	}
+}
+
+// TestRegionLossBeforeSessionsExpire: a whole region's bookies die but
+// stay registered (their sessions have not expired yet). A writer must
+// not swap one dead bookie of the region for the other on every entry,
+// storing an ensemble change per entry until the registrations go: a
+// bookie that failed this ledger is not chosen again while another keeps
+// the placement rules. Found by the stretched-cluster process test (over
+// a hundred fragments per ledger in the seconds after a region's kill -9).
+func TestRegionLossBeforeSessionsExpire(t *testing.T) {
+	c := geoCluster(t, 7)
+	cl := c.client(t, Config{Placement: geoPlacement(1, 2, true)})
+	ctx := context.Background()
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int64][]byte{}
+	appendChecked(t, c, w, "before", 10, acked)
+	c.crashKeepingRegistration("c-0")
+	c.crashKeepingRegistration("c-1")
+	for i := range 40 {
+		payload := []byte(fmt.Sprintf("during-%d", i))
+		id, err := w.Append(ctx, payload)
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		acked[id] = payload
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	md := w.Metadata()
+	if got := regionsOf(c, md.last().Bookies); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("ensemble after the loss %v spans %v, want a and b", md.last().Bookies, got)
+	}
+	// At most: the first ensemble, the failed c bookie replaced by the
+	// other c bookie (still registered), that one replaced in a or b.
+	if len(md.Ensembles) > 3 {
+		t.Fatalf("%d fragments for 50 entries after a region loss, want at most 3: %v", len(md.Ensembles), md.Ensembles)
+	}
+	readAll(t, c, w.ID(), acked)
+}

@@ -49,7 +49,12 @@ type WriteHandle struct {
 		// failCause is the last bookie failure: a replacement that cannot
 		// be placed names it (a read-only bookie, out of disk space).
 		failCause error
-		changing  bool          // an ensemble change is running: completions wait
+		changing  bool // an ensemble change is running: completions wait
+		// replaced are the bookies earlier ensemble changes replaced after
+		// a failure (the last maxAvoided): later changes avoid them while
+		// another bookie keeps the placement rules, so a dead bookie still
+		// registered (its session not yet expired) is not chosen back.
+		replaced  []string
 		err       error         // terminal: fenced, closed, out of bookies
 		done      []completion  // completions waiting for delivery, in order
 		idle      chan struct{} // closed when pending becomes empty (for Close)
@@ -429,9 +434,10 @@ func (h *WriteHandle) changeEnsemble() {
 		}
 		failed := maps2slice(h.mu.failed)
 		md, version, lac := h.mu.md.clone(), h.mu.version, h.mu.lac
+		avoid := slices.Clone(h.mu.replaced)
 		h.mu.Unlock()
 
-		next, newVersion, err := h.storeNewEnsemble(md, version, lac, failed)
+		next, newVersion, err := h.storeNewEnsemble(md, version, lac, failed, avoid)
 		h.mu.Lock()
 		if err != nil {
 			if cause := h.mu.failCause; cause != nil && errors.Is(err, ErrNotEnoughBookies) {
@@ -448,6 +454,12 @@ func (h *WriteHandle) changeEnsemble() {
 			if h.mu.failed[f.pos] == f.bookie {
 				delete(h.mu.failed, f.pos)
 			}
+			if !slices.Contains(h.mu.replaced, f.bookie) {
+				h.mu.replaced = append(h.mu.replaced, f.bookie)
+			}
+		}
+		if n := len(h.mu.replaced); n > maxAvoided {
+			h.mu.replaced = slices.Delete(h.mu.replaced, 0, n-maxAvoided)
 		}
 		var sends []send
 		for _, pa := range h.mu.pending {
@@ -481,9 +493,15 @@ func maps2slice(m map[int]string) []failedPos {
 	return out
 }
 
+// maxAvoided bounds the bookies a writer avoids for having failed it.
+const maxAvoided = 16
+
 // storeNewEnsemble picks replacements and stores the new fragment by CAS,
 // retrying on version conflicts while the ledger is still ours to write.
-func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed []failedPos) (*Metadata, int64, error) {
+// Replacements avoid the bookies in avoid (replaced earlier after
+// failures) unless no other keeps the placement rules: one that failed
+// may be back, and the ledger must not fail for want of it.
+func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed []failedPos, avoid []string) (*Metadata, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), h.c.cfg.MetadataTimeout)
 	defer cancel()
 	exclude := make([]string, 0, len(failed))
@@ -493,7 +511,11 @@ func (h *WriteHandle) storeNewEnsemble(md *Metadata, version, lac int64, failed 
 	for {
 		ens := slices.Clone(md.last().Bookies)
 		for _, f := range failed {
-			b, err := h.c.cfg.Placement.Replace(candidates(h.c.bookies(), groupsOf(md), h.e+len(failed)), ens, f.pos, h.w, exclude)
+			bookies := candidates(h.c.bookies(), groupsOf(md), h.e+len(failed))
+			b, err := h.c.cfg.Placement.Replace(bookies, ens, f.pos, h.w, append(slices.Clone(exclude), avoid...))
+			if errors.Is(err, ErrNotEnoughBookies) && len(avoid) > 0 {
+				b, err = h.c.cfg.Placement.Replace(bookies, ens, f.pos, h.w, exclude)
+			}
 			if err != nil {
 				return nil, 0, fmt.Errorf("ledger %d: replace bookie %s: %w", h.id, f.bookie, err)
 			}
