@@ -42,12 +42,14 @@ testrace: zookeeper nats pulsar-perf
 
 ## test-long: the seeded crash and fault suites with many more seeds
 ## (journal and entry-log crashes, ledger fault scenarios, re-replication,
-## the managed-ledger model test);
+## the managed-ledger model test, the stretched cluster's region loss with
+## 16 topics, a 30 s stream after it and a 5 ms inter-region round trip);
 ## about 3 minutes on 2 cores with these counts: raise them for soaks
 test-long: zookeeper
 	MAGNETAR_CRASH_SEEDS=3000 $(GO) test -count=1 -timeout 60m -run 'TestCrash' ./journal/ ./entrylog/
 	$(GO) test -count=1 -timeout 60m -run 'TestRandomizedFaults|TestReplicationRandomized' ./ledger/ -ledger.seeds=3000 -ledger.replseeds=100
 	$(GO) test -count=1 -timeout 60m -run 'TestBKModel' ./managedledger/ -ml.seeds=300
+	$(GO) test -count=1 -timeout 20m -run '^TestStretchedClusterSurvivesRegionLoss$$' ./cmd/magnetar/ -stretched.long
 	$(MAKE) fuzz-server HOSTILE_INPUTS=20000 HOSTILE_SEEDS=3
 	$(MAKE) deploy-guide-test
 

@@ -72,6 +72,13 @@ type Config struct {
 	// ensembles, and dialing one fails naming it: there is no plaintext
 	// fallback. Without it, TLS-only bookies are skipped likewise.
 	BookieTLS func() *tls.Config
+	// DialAddresses maps a bookie endpoint as registered (host:port) to
+	// the address the default transport dials instead; endpoints not in
+	// it are dialed as registered. It is per client, so one broker can
+	// reach a bookie through a tunnel, a NAT or (in the stretched-cluster
+	// tests) a relay adding an inter-region delay, while others dial it
+	// directly (the broker's bookieAddressMap).
+	DialAddresses map[string]string
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -134,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.transport = cfg.Transport
 	if c.transport == nil {
 		c.ownNet = NewNetTransport(reg, client.Options{MaxFrameSize: cfg.MaxFrameSize}, cfg.BookieTLS)
+		c.ownNet.dialAt = cfg.DialAddresses
 		c.transport = c.ownNet
 	}
 	c.caps = newBatchCaps(c.transport, cfg.ReadTimeout)

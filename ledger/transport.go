@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ type NetTransport struct {
 	book AddressBook
 	opts client.Options
 	tls  func() *tls.Config // nil: plaintext
+	// dialAt maps registered endpoints to the addresses dialed instead
+	// (Config.DialAddresses); read-only after construction.
+	dialAt map[string]string
 
 	mu    sync.Mutex
 	conns map[string]*netConn
@@ -78,6 +82,15 @@ func (t *NetTransport) dial(bookieID string) (*client.Client, error) {
 	opts := t.opts
 	if t.tls != nil {
 		opts.TLS = t.tls()
+	}
+	if at, ok := t.dialAt[addr]; ok {
+		// The bookie's certificate names its registered host, not the
+		// relay's or tunnel's.
+		if host, _, err := net.SplitHostPort(addr); err == nil && opts.TLS != nil && opts.TLS.ServerName == "" {
+			opts.TLS = opts.TLS.Clone()
+			opts.TLS.ServerName = host
+		}
+		addr = at
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

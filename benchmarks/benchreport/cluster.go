@@ -60,7 +60,7 @@ func (r *runner) startCluster(ctx context.Context, dir, conn string) (target, er
 		return t, err
 	}
 	for i := range clusterBookies {
-		s, metrics, err := r.startBookie(dir, conn, i)
+		s, metrics, _, err := r.startBookie(dir, conn, i)
 		if err != nil {
 			return t, err
 		}
@@ -83,29 +83,31 @@ func (r *runner) startCluster(ctx context.Context, dir, conn string) (target, er
 	return t, s.waitReady(time.Minute)
 }
 
-func (r *runner) startBookie(dir, conn string, i int) (*server, string, error) {
+// startBookie starts bookie i with extra flags; it returns the server, its
+// metrics URL and its bookie address (host:port, also its id).
+func (r *runner) startBookie(dir, conn string, i int, extra ...string) (*server, string, string, error) {
 	port, err1 := freePort()
 	httpPort, err2 := freePort()
 	if err1 != nil || err2 != nil {
-		return nil, "", fmt.Errorf("free ports: %v %v", err1, err2)
+		return nil, "", "", fmt.Errorf("free ports: %v %v", err1, err2)
 	}
 	d := filepath.Join(dir, fmt.Sprintf("bookie%d", i))
 	conf := filepath.Join(dir, fmt.Sprintf("bookie%d.conf", i))
 	// The bookies share this machine's one disk and two cores: each gets
 	// the default caches, as three bookie hosts would.
 	if err := os.WriteFile(conf, []byte("dbStorage_writeCacheMaxSizeMb=64\ndbStorage_readAheadCacheMaxSizeMb=64\n"), 0o644); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	s, err := startServer(fmt.Sprintf("bookie%d", i), r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("cluster-bookie%d.log", i)),
-		"bookie", "--config", conf, "--metadata-store", conn, "--journal-dirs", d+"/journal", "--ledger-dirs", d+"/ledgers",
-		"--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
-		"--bookie-port", itoa(port), "--http-port", itoa(httpPort))
+	s, err := startServer(fmt.Sprintf("bookie%d", i), r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%s-bookie%d.log", filepath.Base(dir), i)),
+		append([]string{"bookie", "--config", conf, "--metadata-store", conn, "--journal-dirs", d + "/journal", "--ledger-dirs", d + "/ledgers",
+			"--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
+			"--bookie-port", itoa(port), "--http-port", itoa(httpPort)}, extra...)...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if err := s.waitReady(time.Minute); err != nil {
 		_ = s.stop()
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return s, fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort), nil
+	return s, fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort), fmt.Sprintf("127.0.0.1:%d", port), nil
 }

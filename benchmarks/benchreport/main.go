@@ -37,10 +37,15 @@
 //   - geo (geo.go): two durable standalones (clusters bench-a, bench-b)
 //     replicating namespace geo/rep; a producer in A at --geo-rate, a
 //     consumer in B; replication throughput and latency (send time in A
-//     to receipt in B).
+//     to receipt in B);
+//   - syncgeo (syncgeo.go): a stretched cluster, one bookie in each of
+//     regions a, b, c and a broker in a writing E=3/Qw=3/Qa=2 region-aware,
+//     reaching b and c through internal/delayrelay relays: 1 KiB unbatched
+//     publish latency at a fixed rate with no inter-region delay and with a
+//     5 ms round trip, alternated.
 //
 // --only selects sections (machine, standalone, cluster, nats, tls,
-// proxy, metadata, geo), e.g. --only tls,proxy,metadata,geo.
+// proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
 //
 // Every client run is `magnetar perf produce|e2e --json` (the official Go
 // client) or benchmarks/natsperf, so both systems are measured by the same
@@ -152,7 +157,7 @@ func parseOptions(args []string) (options, error) {
 }
 
 // sectionNames are the parts of a report, in the order they run.
-var sectionNames = []string{"machine", "standalone", "cluster", "nats", "tls", "proxy", "metadata", "geo"}
+var sectionNames = []string{"machine", "standalone", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
 
 // parseSections reads --only: known section names, comma-separated; empty
 // selects every section.

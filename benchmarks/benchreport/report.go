@@ -39,6 +39,7 @@ func writeReport(w io.Writer, res *Results, charts []chartFile) {
 	writeProxy(w, res)
 	writeMetadata(w, res)
 	writeGeo(w, res)
+	writeSyncGeo(w, res)
 	if len(charts) > 0 {
 		fmt.Fprintf(w, "## Charts\n\n")
 		for _, c := range charts {

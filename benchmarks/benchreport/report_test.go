@@ -282,3 +282,25 @@ func TestParseSections(t *testing.T) {
 		t.Fatal("unknown section accepted")
 	}
 }
+
+// The syncgeo section shows every pass and the p50 the round trip added
+// (medians of the passes' p50s); a section that did not run says why.
+func TestSyncGeoSection(t *testing.T) {
+	res := &Results{SyncGeo: SyncGeoResult{Ran: true, Setup: "stretched", RTTMillis: 5,
+		Local:  []Run{sampleRun("l1", 1024, 500, 500, 4000), sampleRun("l2", 1024, 500, 500, 8000)},
+		Remote: []Run{sampleRun("r1", 1024, 500, 500, 24000), sampleRun("r2", 1024, 500, 500, 28000)}}}
+	var b strings.Builder
+	writeSyncGeo(&b, res)
+	for _, want := range []string{"## Synchronous geo-replication: publish latency with a 5 ms inter-region round trip",
+		"| none | 1 | 500 msg/s | 1.00 ms | 4.00 ms |", "| 5 ms | 2 | 500 msg/s | 7.00 ms | 28.00 ms |",
+		"Median publish p50: 1.00 ms without, 6.00 ms with the round trip: **+5.00 ms**"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	writeSyncGeo(&b, &Results{SyncGeo: SyncGeoResult{Skipped: "zookeeper did not start"}})
+	if !strings.Contains(b.String(), "Not measured: zookeeper did not start") {
+		t.Errorf("skipped section: %q", b.String())
+	}
+}

@@ -33,6 +33,7 @@ type Results struct {
 	Proxy    ProxyResult    `json:"proxy"`
 	Metadata MetadataResult `json:"metadata"`
 	Geo      GeoResult      `json:"geo"`
+	SyncGeo  SyncGeoResult  `json:"syncGeo"`
 
 	Sections []string `json:"sections"` // what ran (--only)
 	Notes    []string `json:"notes,omitempty"`
@@ -116,6 +117,19 @@ type GeoResult struct {
 	MaxProducer *Run   `json:"maxProducer,omitempty"`
 	MaxConsumer *Run   `json:"maxConsumer,omitempty"`
 	Skipped     string `json:"skipped,omitempty"`
+}
+
+// SyncGeoResult is publish latency on a stretched cluster (a bookie per
+// region, the broker's remote bookies through delaying relays) with no
+// inter-region delay (Local) and with a round trip of RTTMillis (Remote),
+// passes alternated.
+type SyncGeoResult struct {
+	Ran       bool    `json:"ran"`
+	Setup     string  `json:"setup"`
+	RTTMillis float64 `json:"rttMillis"`
+	Local     []Run   `json:"local"`
+	Remote    []Run   `json:"remote"`
+	Skipped   string  `json:"skipped,omitempty"`
 }
 
 // Machine describes where the run happened.

@@ -67,7 +67,8 @@ func run(ctx context.Context, o options) error {
 		run     func(context.Context) error
 		skipped *string
 	}{{"tls", r.runTLS, &r.res.TLS.Skipped}, {"proxy", r.runProxy, &r.res.Proxy.Skipped},
-		{"metadata", r.runMetadata, &r.res.Metadata.Skipped}, {"geo", r.runGeo, &r.res.Geo.Skipped}} {
+		{"metadata", r.runMetadata, &r.res.Metadata.Skipped}, {"geo", r.runGeo, &r.res.Geo.Skipped},
+		{"syncgeo", r.runSyncGeo, &r.res.SyncGeo.Skipped}} {
 		if !only[s.name] {
 			continue
 		}
@@ -141,4 +142,4 @@ func sectionList(only map[string]bool) []string {
 func errorsJoin(errs ...error) error { return errors.Join(errs...) }
 
 // dataDirs are the servers' directories under the work directory.
-var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk", "tls", "proxy", "metadata", "geo"}
+var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk", "tls", "proxy", "metadata", "geo", "syncgeo"}

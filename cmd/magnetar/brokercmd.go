@@ -182,7 +182,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	stages := stage.NewRecorder()
 	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS,
-		Placement: f.placement.policy(log), Stages: stages, Logger: log})
+		Placement: f.placement.policy(log), DialAddresses: f.placement.dialAt, Stages: stages, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -255,10 +255,14 @@ func writeFile(t *testing.T, path, text string) {
 // child's race reports go to files that checkClientRaces reads: the Go
 // client v0.19 races with itself when a send meets a producer
 // reconnection, which this test causes on purpose.
-func startClientWorkload(t *testing.T, dir, url, status, results string, topics int) *bookieProcess {
+//
+// With the option "received" the status file also counts what each
+// topic's consumer received, under "received/<topic>", so waitProgress
+// waits for consumers too.
+func startClientWorkload(t *testing.T, dir, url, status, results string, topics int, options ...string) *bookieProcess {
 	t.Helper()
 	skipProcessesIfShort(t)
-	cmd := exec.Command(os.Args[0], url, status, results, strconv.Itoa(topics))
+	cmd := exec.Command(os.Args[0], append([]string{url, status, results, strconv.Itoa(topics)}, options...)...)
 	cmd.Env = append(os.Environ(), "MAGNETAR_TEST_CLIENT=1",
 		"GORACE=exitcode=0 log_path="+filepath.Join(dir, "client-race"))
 	p := &bookieProcess{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
@@ -368,10 +372,11 @@ func checkClientRaces(t *testing.T, dir string) {
 
 // runClientWorkload is the child process: one producer and one consumer
 // per topic, sending numbered messages until SIGTERM, then draining.
-// Arguments: service URL, status file, results file, topic count.
+// Arguments: service URL, status file, results file, topic count, and
+// optionally "received" (count receipts in the status file too).
 func runClientWorkload(args []string) int {
-	if len(args) != 4 {
-		fmt.Fprintln(os.Stderr, "client workload: want url status results topics")
+	if len(args) != 4 && (len(args) != 5 || args[4] != "received") {
+		fmt.Fprintln(os.Stderr, "client workload: want url status results topics [received]")
 		return 2
 	}
 	n, _ := strconv.Atoi(args[3])
@@ -400,7 +405,7 @@ func runClientWorkload(args []string) int {
 			return 1
 		}
 	}
-	go w.writeStatus(ctx, args[1])
+	go w.writeStatus(ctx, args[1], len(args) == 5)
 	<-stop
 	cancel()
 	producing.Wait()
@@ -511,11 +516,14 @@ func (w *workload) snapshot() map[string]workloadResult {
 	return out
 }
 
-func (w *workload) writeStatus(ctx context.Context, path string) {
+func (w *workload) writeStatus(ctx context.Context, path string, received bool) {
 	for ctx.Err() == nil {
 		counts := map[string]int{}
 		for k, v := range w.snapshot() {
 			counts[k] = len(v.Acked)
+			if received {
+				counts["received/"+k] = len(v.Received)
+			}
 		}
 		raw, _ := json.Marshal(counts)
 		tmp := path + ".tmp"

@@ -92,6 +92,19 @@ func TestBrokerConfigFileShipped(t *testing.T) {
 	if sp, ok := g.placement.policy(log).(*ledger.SpreadPlacement); !ok || sp.Kind != "region" || sp.MinDomains != 3 || !sp.Enforce {
 		t.Fatalf("region-aware keys built %#v", g.placement.policy(log))
 	}
+	// bookieAddressMap: registered=dialed pairs reach the ledger client;
+	// a pair that is not two host:port is refused.
+	m := writeConf(t, "bookieAddressMap=127.0.0.1:3181=127.0.0.1:4181, 127.0.0.1:3182=127.0.0.1:4182\n")
+	if g, err := parseBrokerFlags([]string{"--config", m, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err != nil ||
+		len(g.placement.dialAt) != 2 || g.placement.dialAt["127.0.0.1:3182"] != "127.0.0.1:4182" {
+		t.Fatalf("bookieAddressMap: %v, %v", g.placement.dialAt, err)
+	}
+	for _, bad := range []string{"127.0.0.1:3181", "127.0.0.1:3181=nohost", "a:1=b:2,a:1=c:3"} {
+		m := writeConf(t, "bookieAddressMap="+bad+"\n")
+		if _, err := parseBrokerFlags([]string{"--config", m, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err == nil {
+			t.Fatalf("bookieAddressMap=%s accepted", bad)
+		}
+	}
 	// A bad quorum is refused.
 	p := writeConf(t, "managedLedgerDefaultEnsembleSize=2\nmanagedLedgerDefaultWriteQuorum=3\n")
 	if _, err := parseBrokerFlags([]string{"--config", p, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err == nil {

@@ -13,12 +13,19 @@ package main
 // Region-aware, the minimum counts regions. Racks and regions come from
 // the rack map (magnetar admin bookies set-bookie-rack) or each bookie's
 // --region/--rack.
+//
+// bookieAddressMap (ours, broker.conf) makes this broker dial some bookies
+// at other addresses than they registered: registered=dialed pairs,
+// comma-separated. Use it where a broker reaches a bookie through a tunnel
+// or NAT; the stretched-cluster tests route each broker's traffic to
+// other regions' bookies through delaying relays with it.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -32,6 +39,8 @@ type placementSettings struct {
 	rackAware, regionAware bool
 	minRacks               int
 	enforce                bool
+	// dialAt is bookieAddressMap: registered endpoint -> address dialed.
+	dialAt map[string]string
 }
 
 // defaultPlacementSettings are Pulsar's broker defaults.
@@ -45,7 +54,35 @@ func (p *placementSettings) brokerKeys() map[string]confSetter {
 		"bookkeeperClientRegionawarePolicyEnabled":         setBool(&p.regionAware),
 		"bookkeeperClientMinNumRacksPerWriteQuorum":        setInt(&p.minRacks),
 		"bookkeeperClientEnforceMinNumRacksPerWriteQuorum": setBool(&p.enforce),
+		"bookieAddressMap":                                 p.setAddressMap,
 	}
+}
+
+// setAddressMap reads bookieAddressMap: host:port=host:port pairs,
+// comma-separated (empty: none).
+func (p *placementSettings) setAddressMap(v string) error {
+	m := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(pair, "=")
+		from, to = strings.TrimSpace(from), strings.TrimSpace(to)
+		if !ok {
+			return fmt.Errorf("bookieAddressMap: %q is not registered=dialed", pair)
+		}
+		for _, a := range []string{from, to} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("bookieAddressMap: %q: want host:port: %w", a, err)
+			}
+		}
+		if _, dup := m[from]; dup {
+			return fmt.Errorf("bookieAddressMap: %s is mapped twice", from)
+		}
+		m[from] = to
+	}
+	p.dialAt = m
+	return nil
 }
 
 func (p *placementSettings) bookieKeys() map[string]confSetter {
