@@ -392,14 +392,7 @@ func TestGeoReplicatedSubscriptionContinuous(t *testing.T) {
 	defer prod.Close()
 	var wg sync.WaitGroup
 	for i := range 200 {
-		wg.Add(1)
-		prod.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))},
-			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-				if err != nil {
-					t.Errorf("send: %v", err)
-				}
-				wg.Done()
-			})
+		sendAsync(t, prod, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))}, &wg)
 		time.Sleep(5 * time.Millisecond)
 	}
 	wg.Wait()

@@ -228,15 +228,21 @@ func geoProduce(t *testing.T, url, topic, producer string, from, n int, opts fun
 			}
 			continue
 		}
-		wg.Add(1)
-		p.SendAsync(context.Background(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			if err != nil {
-				t.Errorf("send: %v", err)
-			}
-			wg.Done()
-		})
+		sendAsync(t, p, m, &wg)
 	}
 	wg.Wait()
+}
+
+// sendAsync sends m without waiting for it: wg is done once its receipt
+// (or error, which fails the test) came.
+func sendAsync(t *testing.T, p pulsar.Producer, m *pulsar.ProducerMessage, wg *sync.WaitGroup) {
+	wg.Add(1)
+	p.SendAsync(context.Background(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		if err != nil {
+			t.Errorf("send: %v", err)
+		}
+		wg.Done()
+	})
 }
 
 // A full mesh of 3 clusters with a producer in each: every cluster's
@@ -633,14 +639,7 @@ func testReplicatorRateLimited(t *testing.T, cl map[string]*geoCluster, topic st
 	const total = 600
 	var wg sync.WaitGroup
 	for i := range total {
-		wg.Add(1)
-		prod.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))},
-			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-				if err != nil {
-					t.Errorf("send: %v", err)
-				}
-				wg.Done()
-			})
+		sendAsync(t, prod, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("p#%d", i))}, &wg)
 	}
 	wg.Wait() // all stored in a: only the limit holds replication back
 
