@@ -28,13 +28,30 @@ const (
 	geoLead = 3 * time.Second
 )
 
-// runGeo measures replication from A to B.
+// runGeo measures replication from A to B on shared cores, then (with
+// --geo-pinned) with each cluster on its own core (geopin.go). A failed
+// pinned pass is noted in its own rows, not the section's.
 func (r *runner) runGeo(ctx context.Context) error {
-	d := &r.res.Geo
 	dir := filepath.Join(r.o.work, "geo")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if err := r.runGeoShared(ctx, dir); err != nil || !r.o.geoPinned {
+		return err
+	}
+	pinned := &GeoPinned{}
+	r.res.Geo.Pinned = pinned
+	if err := r.runGeoPinned(ctx, filepath.Join(dir, "pinned"), pinned); err != nil {
+		pinned.Skipped = err.Error()
+		fmt.Fprintf(os.Stderr, "== geo pinned: %v\n", err)
+	}
+	return ctx.Err()
+}
+
+// runGeoShared is the unpinned passes: both standalones and their
+// clients share every core.
+func (r *runner) runGeoShared(ctx context.Context, dir string) error {
+	d := &r.res.Geo
 	var ts []target
 	defer func() {
 		for _, t := range ts {
@@ -56,7 +73,7 @@ func (r *runner) runGeo(ctx context.Context) error {
 	d.Ran = true
 	// Unthrottled first: B's receive rate is the replication throughput;
 	// then the latency pass at half of it (or --geo-rate if that is lower).
-	mp, mc, err := r.geoPass(ctx, a, b, geoTopic+"-max", 0)
+	mp, mc, err := r.geoPass(ctx, a, b, geoTopic+"-max", 0, nil)
 	if err != nil {
 		return err
 	}
@@ -68,7 +85,7 @@ func (r *runner) runGeo(ctx context.Context) error {
 	d.Setup = fmt.Sprintf("two durable standalones on this machine (clusters bench-a and bench-b, each its own metadata store with both "+
 		"clusters registered); namespace geo/rep replicated to both; 1 KiB, batching on; a producer in A unthrottled, then at "+
 		"%.0f msg/s (half of what B received unthrottled, at most --geo-rate); a consumer in B", rate)
-	prod, cons, err := r.geoPass(ctx, a, b, geoTopic, rate)
+	prod, cons, err := r.geoPass(ctx, a, b, geoTopic, rate, nil)
 	if err != nil {
 		return err
 	}
@@ -77,8 +94,10 @@ func (r *runner) runGeo(ctx context.Context) error {
 }
 
 // geoPass publishes into topic in A at rate (0: unthrottled) while a
-// consumer in B, subscribed first, receives what is replicated.
-func (r *runner) geoPass(ctx context.Context, a, b target, topic string, rate float64) (prod, cons Run, err error) {
+// consumer in B, subscribed first, receives what is replicated. watch, if
+// not nil, is called as A's producer starts and what it returns when the
+// producer ends.
+func (r *runner) geoPass(ctx context.Context, a, b target, topic string, rate float64, watch func() func()) (prod, cons Run, err error) {
 	type result struct {
 		run Run
 		err error
@@ -98,7 +117,12 @@ func (r *runner) geoPass(ctx context.Context, a, b target, topic string, rate fl
 	if rate == 0 {
 		args = append(args, "--max-pending", itoa(maxWindow))
 	}
+	stop := func() {}
+	if watch != nil {
+		stop = watch()
+	}
 	prod, perr := r.perf(ctx, a, "geo producer in A", "produce", args...)
+	stop()
 	c := <-consumed
 	if err := errorsJoin(perr, c.err); err != nil {
 		return prod, cons, err
@@ -151,4 +175,5 @@ func writeGeo(w io.Writer, res *Results) {
 	}
 	fmt.Fprintf(w, "| %.0f | %.0f msg/s | %s | %.0f msg/s | %.1f | %s | %s | %s | %s |\n\n", p.TargetRate, p.PublishPS,
 		us(lat(p.PublishLatency).P99), c.ConsumePS, c.ConsumeMiB, us(l.P50), us(l.P99), us(l.P999), us(l.Max))
+	writeGeoPinned(w, d.Pinned)
 }

@@ -37,7 +37,11 @@
 //   - geo (geo.go): two durable standalones (clusters bench-a, bench-b)
 //     replicating namespace geo/rep; a producer in A at --geo-rate, a
 //     consumer in B; replication throughput and latency (send time in A
-//     to receipt in B);
+//     to receipt in B); with --geo-pinned (geopin.go) again with A and
+//     its producer on one core and B and its consumer on another
+//     (taskset -c): A's one-core baseline, B's receive rate and A's
+//     replication backlog trend with A unthrottled, and whether B keeps
+//     up at 0.8 x the baseline;
 //   - syncgeo (syncgeo.go): a stretched cluster, one bookie in each of
 //     regions a, b, c and a broker in a writing E=3/Qw=3/Qa=2 region-aware,
 //     reaching b and c through internal/delayrelay relays: 1 KiB unbatched
@@ -62,6 +66,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -87,6 +92,9 @@ type options struct {
 	only map[string]bool
 	// geoRate is the geo-replication section's publish rate (msg/s).
 	geoRate float64
+	// geoPinned adds the geo section's passes with each cluster on its
+	// own core (geopin.go).
+	geoPinned bool
 	// metaOps is the metadata section's operations per kind and backend;
 	// metaTopics its topic count for the topic load time.
 	metaOps, metaTopics int
@@ -123,6 +131,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: 3 s windows, 64 MiB backlog, 100 and 500 topics, 2,000 metadata operations")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(sectionNames, ","))
 	fs.Float64Var(&o.geoRate, "geo-rate", 10000, "geo-replication section: 1 KiB messages/s published into cluster A")
+	fs.BoolVar(&o.geoPinned, "geo-pinned", runtime.NumCPU() >= 2, "geo-replication section: also run each cluster and its clients pinned to its own core (taskset -c; default on with 2 or more CPUs)")
 	fs.IntVar(&o.metaOps, "metadata-ops", 20000, "metadata section: operations of each kind on each backend")
 	fs.IntVar(&o.metaTopics, "metadata-topics", 1000, "metadata section: topics whose load time is measured on each backend")
 	if err := fs.Parse(args); err != nil {

@@ -194,7 +194,7 @@ func geoTargetRows(res *Results) []targetRow {
 	name := fmt.Sprintf("replication throughput (1 KiB, A to B) ≥ %.1f × single-cluster publish", targetGeoVsPublish)
 	if g.MaxConsumer == nil || g.MaxProducer == nil {
 		if slices.Contains(res.Sections, "geo") {
-			return []targetRow{{name: name}}
+			return append([]targetRow{{name: name}}, geoPinnedTargetRows(g.Pinned)...)
 		}
 		return nil
 	}
@@ -204,10 +204,11 @@ func geoTargetRows(res *Results) []targetRow {
 	}
 	got := g.MaxConsumer.Report.ConsumePS
 	ratio := got / single
-	return []targetRow{{name: name, measured: fmt.Sprintf("%.0f vs %.0f msg/s (%s)", got, single, from),
+	rows := []targetRow{{name: name, measured: fmt.Sprintf("%.0f vs %.0f msg/s (%s)", got, single, from),
 		ratio: fmt.Sprintf("%.2f", ratio), met: ratio >= targetGeoVsPublish, ran: true,
 		why: "both clusters, their bookies and the clients share this machine's cores and one disk: A stores each message and " +
 			"replicates it, B stores it again, on the same device."}}
+	return append(rows, geoPinnedTargetRows(g.Pinned)...)
 }
 
 // meanCores is the servers' average CPU use over runs.

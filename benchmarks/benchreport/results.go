@@ -114,9 +114,46 @@ type GeoResult struct {
 	Consumer *Run   `json:"consumer"` // on B: its e2e latency is the replication latency
 	// MaxProducer and MaxConsumer are the unthrottled pass: what B
 	// received per second is the replication throughput.
-	MaxProducer *Run   `json:"maxProducer,omitempty"`
-	MaxConsumer *Run   `json:"maxConsumer,omitempty"`
-	Skipped     string `json:"skipped,omitempty"`
+	MaxProducer *Run `json:"maxProducer,omitempty"`
+	MaxConsumer *Run `json:"maxConsumer,omitempty"`
+	// Pinned is the same replication with each cluster on its own core
+	// (--geo-pinned; nil when off).
+	Pinned  *GeoPinned `json:"pinned,omitempty"`
+	Skipped string     `json:"skipped,omitempty"`
+}
+
+// GeoPinned is replication with A and its clients pinned to one core and
+// B and its clients to another (geopin.go).
+type GeoPinned struct {
+	Setup string `json:"setup"`
+	CoreA string `json:"coreA"` // taskset CPU list
+	CoreB string `json:"coreB"`
+	// Baseline is A alone, its producer unthrottled: one one-core
+	// cluster's publish rate.
+	Baseline *Run `json:"baseline"`
+	// Max is A's producer unthrottled; AtTarget at targetGeoVsPublish of
+	// the baseline.
+	Max      GeoPass `json:"unthrottled"`
+	AtTarget GeoPass `json:"atTarget"`
+	Skipped  string  `json:"skipped,omitempty"`
+}
+
+// GeoPass is one replication pass: A's producer, B's consumer and A's
+// replication backlog to B while the producer ran.
+type GeoPass struct {
+	Producer *Run            `json:"producer"`
+	Consumer *Run            `json:"consumer"`
+	Backlog  []BacklogSample `json:"backlog"`
+	// BacklogGrowthPS is the backlog's least-squares slope over the
+	// measured window, messages per second.
+	BacklogGrowthPS float64 `json:"backlogGrowthPerSec"`
+}
+
+// BacklogSample is A's replication backlog to B at one moment.
+type BacklogSample struct {
+	At           float64 `json:"t"` // seconds since A's producer started
+	Messages     int64   `json:"messages"`
+	DelaySeconds int64   `json:"delaySeconds"` // the replicator's replicationDelayInSeconds
 }
 
 // SyncGeoResult is publish latency on a stretched cluster (a bookie per

@@ -16,8 +16,8 @@ import (
 // is still worth having. The standalone part is required.
 func run(ctx context.Context, o options) error {
 	r := &runner{o: o, res: &Results{Started: time.Now().UTC(), Machine: describeMachine(),
-		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v, metadata %d operations and %d topics, geo %.0f msg/s",
-			o.duration, o.warmup, o.backlogMB, o.topics, o.metaOps, o.metaTopics, o.geoRate)}}
+		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v, metadata %d operations and %d topics, geo %.0f msg/s, geo pinned %v",
+			o.duration, o.warmup, o.backlogMB, o.topics, o.metaOps, o.metaTopics, o.geoRate, o.geoPinned)}}
 	r.logDir = filepath.Join(o.work, "logs")
 	for _, d := range []string{o.out, r.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -37,6 +37,9 @@ type target struct {
 	// metrics are the servers' /metrics URLs (the publish-stage
 	// histograms are read there).
 	metrics []string
+	// pin is the CPUs its servers and the clients run against it are
+	// pinned to (the zero pin: none).
+	pin pin
 }
 
 // clientArgs are the flags every client run shares.
@@ -52,7 +55,8 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 	full := append([]string{"perf", mode}, r.clientArgs(t)...)
 	full = append(full, args...)
 	m := meterCPU(t.servers...)
-	rep, err := r.client(ctx, label, r.o.magnetar, full...)
+	bin, full := t.pin.command(r.o.magnetar, full)
+	rep, err := r.client(ctx, label, bin, full...)
 	if err != nil {
 		return Run{}, err
 	}

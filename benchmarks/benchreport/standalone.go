@@ -35,6 +35,13 @@ func (r *runner) startStandalone(dataDir string, extra ...string) (target, error
 
 // startStandaloneConf is startStandalone with another configuration file.
 func (r *runner) startStandaloneConf(config, dataDir string, extra ...string) (target, error) {
+	return r.startStandaloneOn(config, dataDir, pin{}, extra...)
+}
+
+// startStandaloneOn is startStandaloneConf with the process pinned by p
+// (inherited by its threads; clients run against the target are pinned
+// the same way).
+func (r *runner) startStandaloneOn(config, dataDir string, p pin, extra ...string) (target, error) {
 	bin, err1 := freePort()
 	web, err2 := freePort()
 	if err1 != nil || err2 != nil {
@@ -43,7 +50,8 @@ func (r *runner) startStandaloneConf(config, dataDir string, extra ...string) (t
 	r.seq++
 	args := append([]string{"standalone", "--config", config, "--data-dir", dataDir, "--bind-address", "127.0.0.1",
 		"--advertised-address", "127.0.0.1", "--broker-port", itoa(bin), "--web-port", itoa(web)}, extra...)
-	s, err := startServer("standalone", r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.seq)), args...)
+	exe, args := p.command(r.o.magnetar, args)
+	s, err := startServer("standalone", exe, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.seq)), args...)
 	if err != nil {
 		return target{}, err
 	}
@@ -53,7 +61,7 @@ func (r *runner) startStandaloneConf(config, dataDir string, extra ...string) (t
 	}
 	admin := fmt.Sprintf("http://127.0.0.1:%d", web)
 	return target{name: "standalone", service: fmt.Sprintf("pulsar://127.0.0.1:%d", bin),
-		admin: admin, servers: []*server{s}, metrics: []string{admin + "/metrics"}}, nil
+		admin: admin, servers: []*server{s}, metrics: []string{admin + "/metrics"}, pin: p}, nil
 }
 
 // runStandalone runs the standalone scenarios.
