@@ -33,6 +33,11 @@ import (
 
 // Config holds the broker settings, under Pulsar's key names.
 type Config struct {
+	// OwnershipRequired marks a cluster broker (and standalone, which owns
+	// its bundles too): until EnableOwnership it serves no topic and
+	// answers lookups ServiceNotReady, so that a client reaching its
+	// freshly opened ports cannot load a topic another broker owns.
+	OwnershipRequired bool
 	// ClusterName is clusterName.
 	ClusterName string
 	// AdvertisedAddress is host:port clients are told to connect to

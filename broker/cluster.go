@@ -36,7 +36,9 @@ var errNotOwner = admin.ErrNotOwner
 
 // EnableOwnership starts the ownership service: this broker registers,
 // joins the leader election and from now on serves only the bundles it
-// owns. The broker fills cfg's CloseBundle and Load. Call it before Serve.
+// owns. The broker fills cfg's CloseBundle and Load. Call it before Serve,
+// or after it with Config.OwnershipRequired set (the ports must be open to
+// know the addresses to register): until then no topic is served.
 func (b *Broker) EnableOwnership(ctx context.Context, cfg ownership.Config) (*ownership.Service, error) {
 	cfg.CloseBundle = b.closeBundle
 	cfg.Load = b.loadReport
@@ -64,10 +66,17 @@ func (b *Broker) Ownership() *ownership.Service { return b.own.Load() }
 
 func namespaceOf(t TopicName) string { return t.Tenant + "/" + t.Namespace }
 
+// errOwnershipPending refuses lookups and topic loads on a cluster broker
+// whose ports are open but whose ownership service has not started yet.
+var errOwnershipPending = fmt.Errorf("this broker is starting and owns no bundle yet: %w", errNotOwner)
+
 // servesTopic reports whether this broker may load the topic now.
 func (b *Broker) servesTopic(name TopicName) bool {
 	svc := b.own.Load()
-	return svc == nil || svc.OwnsTopic(namespaceOf(name), name.String())
+	if svc == nil {
+		return !b.cfg.OwnershipRequired
+	}
+	return svc.OwnsTopic(namespaceOf(name), name.String())
 }
 
 // closeBundle closes the loaded topics of a bundle this broker no longer
@@ -170,6 +179,9 @@ func memoryUsage() ownership.ResourceUsage {
 // cluster mode, else as the ownership service decides.
 func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool) (ownership.LookupResult, error) {
 	svc := b.own.Load()
+	if svc == nil && b.cfg.OwnershipRequired {
+		return ownership.LookupResult{}, fmt.Errorf("lookup %s: %w", name, errOwnershipPending)
+	}
 	if svc == nil {
 		return ownership.LookupResult{BrokerURL: "pulsar://" + b.advertisedAddress(), BrokerURLTLS: b.brokerURLTLS(), Self: true}, nil
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/magnetar-io/magnetar/wire/pb"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -273,5 +274,60 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A cluster broker's ports open before its ownership service starts (it
+// registers its real addresses, known only once listening). A client that
+// reaches it in between, such as one reconnecting to a broker restarted
+// after it lost its session, must not get a topic loaded there: the
+// bundle's real owner may be writing it. The chaos suite found two brokers
+// fencing each other's ledgers through this window.
+func TestNoTopicServedBeforeOwnershipStarts(t *testing.T) {
+	meta := metadata.NewMemoryServer()
+	store := meta.NewSession()
+	b := New(Config{ClusterName: "test", Metadata: store, OwnershipRequired: true}, testLedgers(t, 0))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(b.HTTPHandler())
+	defer web.Close()
+	const topic = "persistent://public/default/before-ownership"
+	r := dialRaw(t, "pulsar://"+srv.Addr().String())
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		Topic: ptr(topic), RequestId: ptr(uint64(1))}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetLookupTopicResponse().GetResponse() != pb.CommandLookupTopicResponse_Failed ||
+		cmd.GetLookupTopicResponse().GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("lookup before ownership: %v %v, want Failed/ServiceNotReady", cmd, err)
+	}
+	if cmd := r.openProducer(topic, 1, 2, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_ERROR ||
+		cmd.GetError().GetError() != pb.ServerError_ServiceNotReady {
+		t.Fatalf("producer before ownership: %v, want ServiceNotReady", cmd)
+	}
+	if n := len(b.loadedTopics()); n != 0 {
+		t.Fatalf("%d topics loaded before the ownership service started", n)
+	}
+	own, err := b.EnableOwnership(context.Background(), ownership.Config{Store: store,
+		BrokerID: strings.TrimPrefix(web.URL, "http://"), WebServiceURL: web.URL,
+		PulsarServiceURL: "pulsar://" + srv.Addr().String(), ReportInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		own.Close(ctx)
+		srv.Close(ctx)
+		b.Close(ctx)
+	}()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{
+		Topic: ptr(topic), RequestId: ptr(uint64(4))}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetLookupTopicResponse().GetResponse() != pb.CommandLookupTopicResponse_Connect {
+		t.Fatalf("lookup once ownership runs: %v %v", cmd, err)
+	}
+	if cmd := r.openProducer(topic, 2, 5, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("producer once ownership runs: %v", cmd)
 	}
 }

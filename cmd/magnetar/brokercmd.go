@@ -207,6 +207,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	bcfg.ClusterMetadata = store
+	bcfg.OwnershipRequired = true // its ports open before its ownership service starts
 	bcfg.Stages = stages
 	fr, err := f.startFlightRecorder(log)
 	if err != nil {

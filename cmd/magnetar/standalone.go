@@ -177,6 +177,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	bcfg.ClusterMetadata = store
+	bcfg.OwnershipRequired = true // its ports open before its ownership service starts
 	bcfg.Stages = stages
 	fr, err := f.startFlightRecorder(log)
 	if err != nil {
