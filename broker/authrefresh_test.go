@@ -24,10 +24,16 @@ func startRefreshingBroker(t *testing.T) *securedBroker {
 	return startSecuredBroker(t, func(c *Config) { c.AuthenticationRefreshCheck = refreshCheck })
 }
 
-// expiringToken is a token for sub that expires after d (whole seconds,
-// as JWT's exp is).
+// shortLived is the life of the tokens these tests see expire: long
+// enough that a CONNECT under make test's load is answered before it ends.
+const shortLived = 2 * time.Second
+
+// expiringToken is a token for sub valid for at least d: JWT's exp is in
+// whole seconds, so it is rounded up (rounded down, a token of one second
+// made at x.95 s expired 50 ms later and its CONNECT was refused).
 func (sb *securedBroker) expiringToken(t *testing.T, sub string, d time.Duration) string {
-	return sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(d).Unix()})
+	exp := time.Now().Add(d + time.Second - time.Nanosecond).Unix()
+	return sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"sub": sub, "exp": exp})
 }
 
 // connectWithToken connects a raw client with tok, saying whether it
@@ -69,7 +75,7 @@ func respond(r *rawClient, tok string) {
 
 func TestAuthRefreshRenewsExpiredToken(t *testing.T) {
 	sb := startRefreshingBroker(t)
-	r := sb.connectWithToken(t, sb.expiringToken(t, "producer", time.Second), true)
+	r := sb.connectWithToken(t, sb.expiringToken(t, "producer", shortLived), true)
 	c := awaitChallenge(t, r)
 	if c.GetChallenge().GetAuthMethodName() != "token" || string(c.GetChallenge().GetAuthData()) != "refresh" {
 		t.Errorf("challenge %v, want method token and data refresh", c.GetChallenge())
@@ -84,26 +90,26 @@ func TestAuthRefreshRenewsExpiredToken(t *testing.T) {
 func TestAuthRefreshClosesConnection(t *testing.T) {
 	sb := startRefreshingBroker(t)
 	t.Run("no answer", func(t *testing.T) {
-		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", time.Second), true)
+		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", shortLived), true)
 		awaitChallenge(t, r)
 		expectClosed(t, r)
 	})
 	t.Run("another role", func(t *testing.T) {
-		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", time.Second), true)
+		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", shortLived), true)
 		awaitChallenge(t, r)
 		respond(r, sb.expiringToken(t, "super", time.Hour))
 		awaitError(t, r, pb.ServerError_AuthenticationError)
 		expectClosed(t, r)
 	})
 	t.Run("an expired token", func(t *testing.T) {
-		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", time.Second), true)
+		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", shortLived), true)
 		awaitChallenge(t, r)
 		respond(r, sb.expiringToken(t, "producer", -time.Minute))
 		awaitError(t, r, pb.ServerError_AuthenticationError)
 		expectClosed(t, r)
 	})
 	t.Run("client without refresh", func(t *testing.T) {
-		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", time.Second), false)
+		r := sb.connectWithToken(t, sb.expiringToken(t, "producer", shortLived), false)
 		for {
 			cmd, err := r.read()
 			if err != nil {
