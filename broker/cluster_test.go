@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"github.com/magnetar-io/magnetar/wire/pb"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/netio"
+	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
 // testCluster is n brokers in cluster mode sharing one metadata server

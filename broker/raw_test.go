@@ -4,10 +4,10 @@ package broker
 // or closes only that connection, and keeps serving others.
 
 import (
-	"fmt"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
