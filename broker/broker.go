@@ -38,6 +38,12 @@ type Config struct {
 	// answers lookups ServiceNotReady, so that a client reaching its
 	// freshly opened ports cannot load a topic another broker owns.
 	OwnershipRequired bool
+	// TraceReaders logs every reader's (non-durable subscription's)
+	// SUBSCRIBE, FLOW, delivery and acknowledgement at INFO. A test aid
+	// (MAGNETAR_TEST_TRACE_READERS=1 sets it in cmd/magnetar): the fault
+	// suite enables it so that a reader's disagreement can be told apart
+	// as the broker's or the client's from what was actually sent.
+	TraceReaders bool
 	// ClusterName is clusterName.
 	ClusterName string
 	// AdvertisedAddress is host:port clients are told to connect to

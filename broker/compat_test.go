@@ -9,12 +9,15 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // ReconsumeLater sends a message to the subscription's retry topic, which
@@ -248,4 +251,45 @@ func waitReaderBack(t *testing.T, env *adminEnv, name string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: no reader reconnected 10 s after the unload", name)
+}
+
+// The reader trace (Config.TraceReaders, a test aid of the fault suite)
+// logs what a reader asked for and what it was sent.
+func TestTraceReadersLogsWhatReadersAreSent(t *testing.T) {
+	var logs syncBuffer
+	b := New(Config{ClusterName: "test", Metadata: metadata.NewMemoryServer().NewSession(), TraceReaders: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, testLedgers(t, 0))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Close(ctx)
+		b.Close(ctx)
+	}()
+	client := newClient(t, "pulsar://"+srv.Addr().String())
+	const topic = "persistent://public/default/traced"
+	p := newProducer(t, client, topic, pulsar.ProducerOptions{DisableBatching: true})
+	id, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := client.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := rd.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("position=%d:%d", id.LedgerID(), id.EntryID())
+	for _, line := range []string{"trace: reader subscribed", "start=-1:-1", "trace: reader flow", "trace: reader delivery", want} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("the log has no %q:\n%s", line, logs.String())
+		}
+	}
 }

@@ -145,6 +145,12 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	}
 	cs.created.Store(true)
 	_ = c.sendSuccess(reqID)
+	if !sub.durable && c.b.cfg.TraceReaders {
+		start := cmd.GetStartMessageId()
+		c.b.log.Info("trace: reader subscribed", "topic", name.String(), "subscription", sub.name, "consumer", cs.id,
+			"remote", c.t.RemoteAddr().String(), "start", fmt.Sprintf("%d:%d", int64(start.GetLedgerId()), int64(start.GetEntryId())),
+			"read_position", sub.cursor.ReadPosition().String())
+	}
 	time.AfterFunc(activeChangeDelay, sub.notifyActiveConsumers)
 }
 
@@ -161,6 +167,9 @@ func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
 		return nil
 	}
 	cs.flowed.Store(true)
+	if !cs.sub.durable && c.b.cfg.TraceReaders {
+		c.b.log.Info("trace: reader flow", "subscription", cs.sub.name, "consumer", cs.id, "permits", cmd.GetMessagePermits())
+	}
 	cs.sub.flow(cs, cmd.GetMessagePermits())
 	return nil
 }
@@ -229,6 +238,10 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: &pb.CommandAckResponse{
 			ConsumerId: ptr(cmd.GetConsumerId()), RequestId: cmd.RequestId,
 			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
+	}
+	if !cs.sub.durable && c.b.cfg.TraceReaders {
+		c.b.log.Info("trace: reader ack", "subscription", cs.sub.name, "consumer", cs.id, "type", cmd.GetAckType().String(),
+			"ids", fmt.Sprint(positionsOf(cmd.GetMessageId())))
 	}
 	var positions []managedledger.Position
 	var partial []batchAck
@@ -396,4 +409,13 @@ func (c *serverConn) handleConsumerStats(cmd *pb.CommandConsumerStats) error {
 		resp.MsgBacklog = ptr(uint64(max(cs.sub.cursor.Backlog(), 0)))
 	}
 	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONSUMER_STATS_RESPONSE.Enum(), ConsumerStatsResponse: resp})
+}
+
+// positionsOf is ids as positions (for the reader trace).
+func positionsOf(ids []*pb.MessageIdData) []managedledger.Position {
+	out := make([]managedledger.Position, len(ids))
+	for i, id := range ids {
+		out[i] = position(id)
+	}
+	return out
 }

@@ -489,9 +489,13 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
+	trace := !s.durable && s.topic.b.cfg.TraceReaders
 	for _, d := range out {
 		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
 			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
+		if trace {
+			s.topic.b.log.Info("trace: reader delivery", "subscription", s.name, "consumer", d.c.id, "position", d.entry.Position.String())
+		}
 	}
 	s.sendMu.Unlock()
 	if len(skipped) > 0 {

@@ -27,6 +27,11 @@ import (
 
 const faultControlEnv = "MAGNETAR_TEST_FAULT_CONTROL"
 
+// traceReadersEnv set to 1 makes a broker log what every reader asks for
+// and is sent (broker.Config.TraceReaders): the fault suite's aid for
+// telling a reader's disagreement apart as the broker's or the client's.
+const traceReadersEnv = "MAGNETAR_TEST_TRACE_READERS"
+
 // withTestFaults wraps fs when the fault control file is configured.
 func withTestFaults(ctx context.Context, fs engine.FS, journalDirs []string, log *slog.Logger) engine.FS {
 	control := os.Getenv(faultControlEnv)

@@ -6,19 +6,19 @@ package main
 // brokers by the leader's load manager (broker/ownership).
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -208,6 +208,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	bcfg.MetadataStoreURL, bcfg.ConfigurationStoreURL = f.metadataURL, f.configURL
 	bcfg.ClusterMetadata = store
 	bcfg.OwnershipRequired = true // its ports open before its ownership service starts
+	bcfg.TraceReaders = os.Getenv(traceReadersEnv) == "1"
 	bcfg.Stages = stages
 	fr, err := f.startFlightRecorder(log)
 	if err != nil {

@@ -290,6 +290,10 @@ func (c *Cluster) startBrokers() error {
 		}
 		p.Args = []string{"broker", "--config", conf, "--metadata-store", c.ZKConn, "--configuration-metadata-store", c.ZKConn,
 			"--bind-address", p.Host.Addr, "--advertised-address", p.Host.Addr, "--broker-port", "6650", "--web-port", "8080"}
+		// Every reader's subscribe, flow, delivery and ack in the broker's
+		// log: a reader that disagrees can then be checked against what
+		// the brokers sent it.
+		p.Env = []string{"MAGNETAR_TEST_TRACE_READERS=1"}
 		c.Brokers = append(c.Brokers, p)
 		if err := p.Start(); err != nil {
 			return err

@@ -255,7 +255,11 @@ func (w *workload) startTopic(rec *TopicRecord) error {
 		}
 	}
 	for r := range ReadersPerTopic {
+		var opened atomic.Int32
 		open := func(from pulsar.MessageID) (pulsar.Reader, error) {
+			// Named reader-<r>-<n> (n counts re-creations) so that the
+			// brokers' reader trace can be matched to this reader.
+			name := fmt.Sprintf("reader-%d-%d", r, opened.Add(1))
 			return retry(func() (pulsar.Reader, error) {
 				// A receiver queue of one: the Go client (v0.19) reader
 				// drops the message its dispatcher holds when it
@@ -263,7 +267,8 @@ func (w *workload) startTopic(rec *TopicRecord) error {
 				// readers disagreed for the client's sake, not the
 				// broker's (broker/compat_test.go,
 				// TestGoReaderReconnectWhileHoldingAMessage).
-				return client.CreateReader(pulsar.ReaderOptions{Topic: rec.Spec.Name, StartMessageID: from, ReceiverQueueSize: 1})
+				return client.CreateReader(pulsar.ReaderOptions{Topic: rec.Spec.Name, StartMessageID: from, ReceiverQueueSize: 1,
+					SubscriptionName: name})
 			})
 		}
 		rd, err := open(pulsar.EarliestMessageID())
