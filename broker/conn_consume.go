@@ -317,6 +317,11 @@ func (c *serverConn) answerExistingConsumer(existing *consumer, topic TopicName,
 	case !existing.created.Load():
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("consumer id %d is still being created", existing.id))
 	default:
+		// As Pulsar: a SUBSCRIBE repeated for a live consumer succeeds and
+		// changes nothing (its start position included), so a client that
+		// subscribes twice must not expect a redelivery from the second.
+		c.log.Info("SUBSCRIBE repeated for a live consumer; answered success, nothing changed",
+			"topic", topic.String(), "subscription", sub, "consumer", existing.id)
 		_ = c.sendSuccess(reqID)
 	}
 }
