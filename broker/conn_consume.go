@@ -78,12 +78,14 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	c.forgetHeldClose(cmd.GetConsumerId())
 	ctx := c.ctx
 	// A client that reconnects a live consumer on the same connection
-	// (the Go client's reconnectToBroker) subscribes again with the same
-	// id: answered before anything is opened, as Pulsar answers it, so
-	// that a reader does not get a second private cursor.
+	// (the Go client's reconnectToBroker, when two reconnects were asked
+	// for) subscribes again with the same id: the consumer restarts.
 	if existing := c.consumer(cmd.GetConsumerId()); existing != nil {
-		c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
-		return
+		if !c.restartable(existing, name, cmd.GetSubscription()) {
+			c.answerExistingConsumer(existing, name, cmd.GetSubscription(), reqID)
+			return
+		}
+		c.retireResubscribed(existing)
 	}
 	if code, err := c.authorizeTopic(auth.OpConsume, name, cmd.GetSubscription()); err != nil {
 		_ = c.sendError(reqID, code, err.Error())
@@ -306,6 +308,34 @@ func (c *serverConn) registerConsumer(cs *consumer) (existing *consumer, ok bool
 	return nil, true
 }
 
+// restartable reports whether a SUBSCRIBE with existing's id is its own
+// client subscribing it again: same topic and subscription, and created.
+func (c *serverConn) restartable(existing *consumer, topic TopicName, sub string) bool {
+	return existing.sub.topic.name == topic && existing.sub.name == sub && existing.created.Load()
+}
+
+// retireResubscribed closes a live consumer whose client subscribed again
+// with its id on this connection, as if the client had closed it: what it
+// was sent and did not acknowledge goes out again, and the SUBSCRIBE then
+// opens a new one (a reader's at the start id it names) that has no
+// permits until the client's FLOW. Both official clients subscribe again
+// only after discarding what they had queued for the consumer, and follow
+// the answer with a fresh FLOW. Answering success with nothing changed,
+// as Pulsar's broker does, left what the client discarded in flight to a
+// durable consumer for ever, or behind a reader's cursor: lost (the Go
+// client, v0.19, subscribes twice when two reconnects were asked for).
+func (c *serverConn) retireResubscribed(existing *consumer) {
+	if c.removeConsumer(existing.id) != existing {
+		return // closed meanwhile
+	}
+	c.log.Info("SUBSCRIBE repeated for a live consumer; restarting it",
+		"topic", existing.sub.topic.name.String(), "subscription", existing.sub.name, "consumer", existing.id)
+	existing.sub.removeConsumer(existing)
+	// Its messages already assigned are queued before the new consumer's
+	// SUCCESS, so none of them reaches the client after it.
+	existing.sub.awaitAssignedWrites()
+}
+
 // answerExistingConsumer answers a SUBSCRIBE whose id is taken on this
 // connection, as answerExistingProducer does for producers.
 func (c *serverConn) answerExistingConsumer(existing *consumer, topic TopicName, sub string, reqID uint64) {
@@ -317,11 +347,6 @@ func (c *serverConn) answerExistingConsumer(existing *consumer, topic TopicName,
 	case !existing.created.Load():
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, fmt.Sprintf("consumer id %d is still being created", existing.id))
 	default:
-		// As Pulsar: a SUBSCRIBE repeated for a live consumer succeeds and
-		// changes nothing (its start position included), so a client that
-		// subscribes twice must not expect a redelivery from the second.
-		c.log.Info("SUBSCRIBE repeated for a live consumer; answered success, nothing changed",
-			"topic", topic.String(), "subscription", sub, "consumer", existing.id)
 		_ = c.sendSuccess(reqID)
 	}
 }

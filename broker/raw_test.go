@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
+
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -510,5 +512,119 @@ func TestCloseBeforeFirstFlowWaitsForIt(t *testing.T) {
 	}
 	if d := time.Since(start); d < closeBeforeFlowGrace/2 {
 		t.Fatalf("told after %v, before the grace %v", d, closeBeforeFlowGrace)
+	}
+}
+
+// A SUBSCRIBE repeated on the same connection with the id of a live
+// consumer restarts that consumer. The Go client (v0.19) subscribes twice
+// when two reconnects were asked for, and before each it drops what it had
+// queued or was handing over; answering with nothing changed (as Pulsar's
+// broker does) left the message it dropped past a reader's cursor (lost:
+// the fault suite caught one on the wire, sent between the two SUBSCRIBEs
+// on a FLOW from before the second) or in flight to a durable consumer for
+// ever. Now what the old one was sent and did not acknowledge goes out
+// again, and a reader restarts at the start id of the new SUBSCRIBE.
+func TestResubscribeRestartsTheConsumer(t *testing.T) {
+	_, url := startBroker(t)
+	client := newClient(t, url)
+	const topic = "persistent://public/default/resubscribe"
+	keep, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "keep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep.Close()
+	p := newProducer(t, client, topic, pulsar.ProducerOptions{DisableBatching: true})
+	var ids []pulsar.MessageID
+	for i := range 4 {
+		id, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	idOf := func(m pulsar.MessageID) string { return fmt.Sprintf("%d:%d", m.LedgerID(), m.EntryID()) }
+	r := dialRaw(t, url)
+	r.connect()
+	subscribe := func(req uint64, durable bool, start *pb.MessageIdData) {
+		t.Helper()
+		sub := "durable"
+		if !durable {
+			sub = "reader"
+		}
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+			Topic: ptr(topic), Subscription: ptr(sub), SubType: pb.CommandSubscribe_Exclusive.Enum(),
+			ConsumerId: ptr(uint64(1)), RequestId: ptr(req), Durable: ptr(durable), StartMessageId: start,
+			InitialPosition: pb.CommandSubscribe_Earliest.Enum()}})
+	}
+	flow := func() {
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(1))}})
+	}
+	// untilSuccess reads to the SUCCESS of req, returning the messages
+	// that came before it.
+	untilSuccess := func(req uint64) (before []string) {
+		t.Helper()
+		for {
+			cmd, err := r.readAnswer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch cmd.GetType() {
+			case pb.BaseCommand_MESSAGE:
+				before = append(before, fmt.Sprintf("%d:%d", cmd.GetMessage().GetMessageId().GetLedgerId(), cmd.GetMessage().GetMessageId().GetEntryId()))
+			case pb.BaseCommand_SUCCESS:
+				if cmd.GetSuccess().GetRequestId() == req {
+					return before
+				}
+			default:
+				t.Fatalf("unexpected %v", cmd)
+			}
+		}
+	}
+	nextMessage := func() string {
+		t.Helper()
+		for {
+			cmd, err := r.readAnswer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cmd.GetType() == pb.BaseCommand_MESSAGE {
+				return fmt.Sprintf("%d:%d", cmd.GetMessage().GetMessageId().GetLedgerId(), cmd.GetMessage().GetMessageId().GetEntryId())
+			}
+		}
+	}
+	for _, durable := range []bool{false, true} {
+		var start *pb.MessageIdData
+		if !durable {
+			start = &pb.MessageIdData{LedgerId: ptr(uint64(math.MaxUint64)), EntryId: ptr(uint64(math.MaxUint64))}
+		}
+		subscribe(10, durable, start)
+		untilSuccess(10)
+		flow()
+		if got := nextMessage(); got != idOf(ids[0]) {
+			t.Fatalf("durable %v: first message %s, want %s", durable, got, idOf(ids[0]))
+		}
+		// As the Go client: a FLOW for the next message, then the same
+		// SUBSCRIBE again (from the message it has seen, for a reader),
+		// having dropped whatever comes for the old one meanwhile.
+		flow()
+		if !durable {
+			start = &pb.MessageIdData{LedgerId: ptr(uint64(ids[0].LedgerID())), EntryId: ptr(uint64(ids[0].EntryID()))}
+		}
+		subscribe(11, durable, start)
+		untilSuccess(11)
+		flow()
+		// The restarted consumer gets message 0 again first (a reader is
+		// started at the id it sent and filters it, as clients do; a
+		// durable one has it back as unacknowledged), then 1.
+		if got := nextMessage(); got != idOf(ids[0]) {
+			t.Errorf("durable %v: after the repeated SUBSCRIBE the first message is %s, want %s again", durable, got, idOf(ids[0]))
+		}
+		flow()
+		if got := nextMessage(); got != idOf(ids[1]) {
+			t.Errorf("durable %v: then %s, want %s", durable, got, idOf(ids[1]))
+		}
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: &pb.CommandCloseConsumer{
+			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(12))}})
+		untilSuccess(12)
 	}
 }
