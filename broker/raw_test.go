@@ -570,7 +570,7 @@ func TestResubscribeRestartsTheConsumer(t *testing.T) {
 			}
 			switch cmd.GetType() {
 			case pb.BaseCommand_MESSAGE:
-				before = append(before, fmt.Sprintf("%d:%d", cmd.GetMessage().GetMessageId().GetLedgerId(), cmd.GetMessage().GetMessageId().GetEntryId()))
+				before = append(before, sentID(cmd))
 			case pb.BaseCommand_SUCCESS:
 				if cmd.GetSuccess().GetRequestId() == req {
 					return before
@@ -588,7 +588,7 @@ func TestResubscribeRestartsTheConsumer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if cmd.GetType() == pb.BaseCommand_MESSAGE {
-				return fmt.Sprintf("%d:%d", cmd.GetMessage().GetMessageId().GetLedgerId(), cmd.GetMessage().GetMessageId().GetEntryId())
+				return sentID(cmd)
 			}
 		}
 	}
@@ -627,4 +627,10 @@ func TestResubscribeRestartsTheConsumer(t *testing.T) {
 			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(12))}})
 		untilSuccess(12)
 	}
+}
+
+// sentID is a MESSAGE's id as ledger:entry.
+func sentID(cmd *pb.BaseCommand) string {
+	id := cmd.GetMessage().GetMessageId()
+	return fmt.Sprintf("%d:%d", id.GetLedgerId(), id.GetEntryId())
 }
