@@ -43,6 +43,7 @@ var Scenarios = []*Scenario{
 	{Name: "disk-full", Doc: "the 512 MiB tmpfs holding bk4's journal and ledgers is filled to 1 MiB free for 4-10 s, then emptied", Inject: diskFull},
 	{Name: "unload", Doc: "unload 3-6 random topics or whole namespaces, 0.5-3 s apart", Inject: unload},
 	{Name: "split-bundle", Doc: "split the bundle of a topic in two and unload the halves", Inject: splitBundle},
+	{Name: "kill-proxy", Doc: "kill -9 the proxy (a third of the topics' clients go through it), restart it 2-6 s later", Inject: killProxy},
 	{Name: "rolling-restart", Doc: "restart every broker, then every bookie, one at a time (SIGTERM)", Inject: rollingRestart, noMix: true},
 	{Name: "random", Doc: "2-3 of the scenarios above (not rolling-restart) at once, staggered, chosen by the seed", noMix: true},
 }
@@ -93,6 +94,15 @@ func killBroker(r *Run) error {
 	r.Logf("kill -9 %s", b.Name)
 	b.Kill()
 	return restartAfter(r, b, 2*time.Second, 6*time.Second)
+}
+
+// killProxy kills the proxy: its clients lose their connections and
+// reconnect through it once it is back; nothing the brokers acknowledged
+// through it may be lost, and its producers' resends must be deduplicated.
+func killProxy(r *Run) error {
+	r.Logf("kill -9 %s", r.C.Proxy.Name)
+	r.C.Proxy.Kill()
+	return restartAfter(r, r.C.Proxy, 2*time.Second, 6*time.Second)
 }
 
 func killZKLeader(r *Run) error {
