@@ -160,6 +160,10 @@ func (c *serverConn) handleSeek(cmd *pb.CommandSeek) error {
 	if cs == nil {
 		return c.sendError(reqID, pb.ServerError_MetadataError, "Consumer not found")
 	}
+	// The consumer's own SEEK shows its client handles the consumer's
+	// commands (as a FLOW does): its close below must not be held for a
+	// FLOW, or the answer would overtake it.
+	cs.flowed.Store(true)
 	c.goSafe("SEEK", func() {
 		target, err := seekTarget(c.ctx, cs.sub.topic.ml, cmd)
 		if err == nil {

@@ -634,3 +634,30 @@ func sentID(cmd *pb.BaseCommand) string {
 	id := cmd.GetMessage().GetMessageId()
 	return fmt.Sprintf("%d:%d", id.GetLedgerId(), id.GetEntryId())
 }
+
+// A SEEK closes the consumer before it is answered (as Pulsar's
+// resetCursor), also for a consumer that has sent no FLOW yet: its SEEK
+// shows its client handles the consumer's commands, so the close is not
+// held for a FLOW. Held, the Go client saw the SEEK succeed while its
+// consumer was already gone from the broker, and its next SEEK failed with
+// "Consumer not found" (the Go client suite's TestReaderWithSeekByID, a
+// reader from the latest message inclusive, which seeks as it is created).
+func TestSeekBeforeFirstFlowClosesBeforeTheAnswer(t *testing.T) {
+	_, url := startBroker(t)
+	r := dialRaw(t, url)
+	r.connect()
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
+		Topic: ptr("persistent://public/default/seek-before-flow"), Subscription: ptr("s"),
+		SubType: pb.CommandSubscribe_Exclusive.Enum(), ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS {
+		t.Fatalf("subscribe: %v %v", cmd, err)
+	}
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_SEEK.Enum(), Seek: &pb.CommandSeek{ConsumerId: ptr(uint64(1)),
+		RequestId: ptr(uint64(2)), MessageId: &pb.MessageIdData{LedgerId: ptr(uint64(math.MaxInt64)), EntryId: ptr(uint64(math.MaxInt64))}}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER {
+		t.Fatalf("first answer to the SEEK: %v %v, want CLOSE_CONSUMER", cmd, err)
+	}
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_SUCCESS || cmd.GetSuccess().GetRequestId() != 2 {
+		t.Fatalf("then: %v %v, want the SEEK's SUCCESS", cmd, err)
+	}
+}
