@@ -147,7 +147,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 	}
 	cs.created.Store(true)
 	_ = c.sendSuccess(reqID)
-	if !sub.durable && c.b.cfg.TraceReaders {
+	if sub.traced() {
 		start := cmd.GetStartMessageId()
 		c.b.log.Info("trace: reader subscribed", "topic", name.String(), "subscription", sub.name, "consumer", cs.id,
 			"remote", c.t.RemoteAddr().String(), "start", fmt.Sprintf("%d:%d", int64(start.GetLedgerId()), int64(start.GetEntryId())),
@@ -169,7 +169,7 @@ func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
 		return nil
 	}
 	cs.flowed.Store(true)
-	if !cs.sub.durable && c.b.cfg.TraceReaders {
+	if cs.sub.traced() {
 		c.b.log.Info("trace: reader flow", "subscription", cs.sub.name, "consumer", cs.id, "permits", cmd.GetMessagePermits())
 	}
 	cs.sub.flow(cs, cmd.GetMessagePermits())
@@ -241,7 +241,7 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 			ConsumerId: ptr(cmd.GetConsumerId()), RequestId: cmd.RequestId,
 			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
 	}
-	if !cs.sub.durable && c.b.cfg.TraceReaders {
+	if cs.sub.traced() {
 		c.b.log.Info("trace: reader ack", "subscription", cs.sub.name, "consumer", cs.id, "type", cmd.GetAckType().String(),
 			"ids", fmt.Sprint(positionsOf(cmd.GetMessageId())))
 	}

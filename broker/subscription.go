@@ -489,7 +489,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
 	// (which may be read on another goroutine) cannot overtake them.
-	trace := !s.durable && s.topic.b.cfg.TraceReaders
+	trace := s.traced()
 	for _, d := range out {
 		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
 			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
@@ -571,6 +571,10 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 	}
 	return out, deferred, skipped
 }
+
+// traced reports whether the reader trace (Config.TraceReaders) logs this
+// subscription: a reader's, with the trace on.
+func (s *subscription) traced() bool { return !s.durable && s.topic.b.cfg.TraceReaders }
 
 // releaseJoinedLocked lifts the recently-joined restriction of consumers
 // once everything read before they joined is acknowledged.
