@@ -238,8 +238,12 @@ func (st subTarget) reset(ctx context.Context, pos managedledger.Position) error
 }
 
 // ExpireMessages acknowledges what was published before cutoff
-// (admin.Subscriptions).
+// (admin.Subscriptions). sub may name a replicator's cursor
+// (pulsar.repl.<remote>), as on Pulsar.
 func (b *Broker) ExpireMessages(ctx context.Context, name, sub string, cutoff time.Time) error {
+	if isReplicatorCursor(sub) {
+		return b.expireReplicator(ctx, name, sub, cutoff)
+	}
 	t, st, err := b.targetOf(ctx, name, sub)
 	if err != nil {
 		return err
@@ -251,8 +255,9 @@ func (b *Broker) ExpireMessages(ctx context.Context, name, sub string, cutoff ti
 	return st.expireUpTo(ctx, last)
 }
 
-// ExpireAllSubscriptions acknowledges, on every subscription, what was
-// published before cutoff (admin.Subscriptions).
+// ExpireAllSubscriptions acknowledges, on every subscription and
+// replicator cursor, what was published before cutoff
+// (admin.Subscriptions).
 func (b *Broker) ExpireAllSubscriptions(ctx context.Context, name string, cutoff time.Time) error {
 	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
@@ -271,7 +276,32 @@ func (b *Broker) ExpireAllSubscriptions(ctx context.Context, name string, cutoff
 			return err
 		}
 	}
+	for _, c := range t.replicatorCursors() {
+		if err := expireCursorUpTo(ctx, c, last); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// expireReplicator acknowledges, on the replicator cursor named cursor,
+// what was published before cutoff.
+func (b *Broker) expireReplicator(ctx context.Context, name, cursor string, cutoff time.Time) error {
+	t, err := b.existingAdminTopic(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, c := range t.replicatorCursors() {
+		if c.Name() != cursor {
+			continue
+		}
+		last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
+		if !ok {
+			return nil
+		}
+		return expireCursorUpTo(ctx, c, last)
+	}
+	return fmt.Errorf("replicator cursor %s of %s: %w", cursor, t.name, errSubNotFound)
 }
 
 // expireUpTo acknowledges everything up to pos (never moving back).

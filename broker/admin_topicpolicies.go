@@ -38,6 +38,44 @@ func (b *Broker) SetTopicReplicationClusters(ctx context.Context, name string, c
 	return nil
 }
 
+// TopicReplicatorDispatchRate is a topic's own replicator dispatch rate
+// (nil: none), or with applied the one in force: the topic's, else its
+// namespace's for this cluster, else the broker's (admin.TopicPolicies).
+func (b *Broker) TopicReplicatorDispatchRate(ctx context.Context, name string, applied bool) (*resources.DispatchRate, error) {
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	own, err := b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(t))
+	if err != nil || own.ReplicatorDispatchRate != nil || !applied {
+		return own.ReplicatorDispatchRate, err
+	}
+	p, err := b.cfg.Resources.GetNamespace(ctx, t.Tenant, t.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if r, set := p.ReplicatorDispatchRate[b.cfg.ClusterName]; set {
+		return &r, nil
+	}
+	s := b.settings()
+	return &resources.DispatchRate{DispatchThrottlingRateInMsg: int(s.replMsgRate), DispatchThrottlingRateInByte: s.replByteRate, RatePeriodInSecond: 1}, nil
+}
+
+// SetTopicReplicatorDispatchRate sets or (nil) removes a topic's
+// replicator dispatch rate (admin.TopicPolicies); loaded topics apply it
+// at their next replication check.
+func (b *Broker) SetTopicReplicatorDispatchRate(ctx context.Context, name string, rate *resources.DispatchRate) error {
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return err
+	}
+	if err := b.cfg.Resources.SetTopicReplicatorDispatchRate(ctx, resourceTopic(t), rate); err != nil {
+		return err
+	}
+	b.log.Info("topic replicator dispatch rate set", "topic", t.String(), "rate", rate)
+	return nil
+}
+
 // policyTopic parses a topic for its policies: a partition's are its
 // partitioned topic's.
 func (b *Broker) policyTopic(name string) (TopicName, error) {

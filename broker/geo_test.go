@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
@@ -402,6 +403,71 @@ func TestGeoRemoteOutage(t *testing.T) {
 	})
 }
 
+// A replication backlog expires as a subscription's does, as Pulsar's
+// checkMessageExpiry expires its replicators: while b is down, the
+// admin's expire-messages on the replicator cursor (pulsar.repl.b) and
+// then the namespace's message TTL empty a's backlog to b, and b, back,
+// gets only what was published after.
+func TestGeoReplicationBacklogExpires(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "ttl", "a", "b")
+	topic := "persistent://geo/ttl/t"
+	cb := subscribeGeo(t, cl["b"].url(), topic)
+	geoProduce(t, cl["a"].url(), topic, "p", 0, 10, nil)
+	cb.waitFor(t, "b before the outage", 10)
+
+	cl["b"].stop()
+	ctx, a := context.Background(), cl["a"].broker()
+	backlog := func(empty bool) { // in entries: batches are counted as one
+		t.Helper()
+		eventually(t, fmt.Sprintf("replication backlog empty: %v", empty), func() error {
+			st, err := a.TopicStats(ctx, topic)
+			if err != nil {
+				return err
+			}
+			if r := st.Replication["b"]; (r.ReplicationBacklog == 0) != empty {
+				return fmt.Errorf("replication to b: %+v", r)
+			}
+			return nil
+		})
+	}
+	geoProduce(t, cl["a"].url(), topic, "p", 10, 50, nil)
+	backlog(false)
+	if err := a.ExpireMessages(ctx, topic, "pulsar.repl.b", time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	backlog(true)
+
+	geoProduce(t, cl["a"].url(), topic, "p", 60, 50, nil)
+	backlog(false)
+	ttl := 1
+	if _, err := cl["a"].res.UpdateNamespace(ctx, "geo", "ttl", func(p *resources.Policies) error {
+		p.MessageTTLInSeconds = &ttl
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the TTL expired the replication backlog", func() error {
+		a.expireByPolicy(ctx, time.Now().Add(2*time.Second)) // as a check a second after the TTL
+		st, err := a.TopicStats(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if r := st.Replication["b"]; r.ReplicationBacklog != 0 {
+			return fmt.Errorf("replication to b: %+v", r)
+		}
+		return nil
+	})
+
+	cl["b"].start(t)
+	geoProduce(t, cl["a"].url(), topic, "p", 110, 10, nil)
+	got := cb.waitFor(t, "b after the outage", 20)
+	time.Sleep(500 * time.Millisecond) // anything expired would come first
+	if got = cb.values(); len(got) != 20 || got[10] != "p#110" {
+		t.Fatalf("b received %d: %v, want p#0-9 then p#110-119", len(got), got)
+	}
+}
+
 // The source cluster's broker fails over in the middle of replication: a
 // new broker on the same storage takes the topic and its replicator
 // resumes from the durable replication cursor, re-sending what was not
@@ -609,6 +675,58 @@ func TestGeoReplicatorDispatchRate(t *testing.T) {
 			t.Fatalf("get after remove: %+v %v, want nothing", got, err)
 		}
 	})
+}
+
+// A topic-level replicator dispatch rate (pulsaradmin's
+// TopicPolicies().SetReplicatorDispatchRate) holds the topic's replicator
+// to it over its namespace's (none here: unlimited); GET answers it, with
+// applied the one in force; removing it lifts the limit.
+func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
+	cl := newGeoInstance(t, "a", "b")
+	geoNamespace(t, cl["a"].res, "trate", "a", "b")
+	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://geo/trate/t"
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client has the call, its interface does not list it.
+	withPolicies, ok := adm.(interface {
+		TopicPolicies(bool) admin.TopicPolicies
+	})
+	if !ok {
+		t.Fatal("pulsaradmin client without TopicPolicies")
+	}
+	ctx, policies := context.Background(), withPolicies.TopicPolicies(false)
+	if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, false); err != nil || got != nil {
+		t.Fatalf("unset: %+v %v, want nothing", got, err)
+	}
+	unlimited := utils.DispatchRateData{DispatchThrottlingRateInMsg: 0, DispatchThrottlingRateInByte: 0, RatePeriodInSecond: 1}
+	if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, true); err != nil || got == nil || *got != unlimited {
+		t.Fatalf("applied, unset: %+v %v, want the broker's %+v", got, err, unlimited)
+	}
+	rate := utils.DispatchRateData{DispatchThrottlingRateInMsg: geoRateLimit, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	if err := policies.SetReplicatorDispatchRate(ctx, *tn, rate); err != nil {
+		t.Fatal(err)
+	}
+	for _, applied := range []bool{false, true} {
+		if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, applied); err != nil || got == nil || *got != rate {
+			t.Fatalf("get (applied %v): %+v %v, want %+v", applied, got, err, rate)
+		}
+	}
+	testReplicatorRateLimited(t, cl, topic, func() {
+		if err := policies.RemoveReplicatorDispatchRate(ctx, *tn); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, false); err != nil || got != nil {
+		t.Fatalf("after remove: %+v %v, want nothing", got, err)
+	}
 }
 
 // Without a namespace policy the broker's

@@ -4,7 +4,7 @@ package broker
 // (message_ttl_in_seconds), the storage backlog quota
 // (backlog_quota_map.destination_storage), retention
 // (retention_policies) and the replicators' dispatch rate
-// (replicatorDispatchRate). A namespace setting wins over the broker default
+// (replicatorDispatchRate, also a topic policy). A namespace setting wins over the broker default
 // (ttlDurationDefaultInSeconds, backlogQuotaDefault*, defaultRetention*);
 // policies are read through the resources cache, so the periodic checks
 // cost no metadata round trip.
@@ -53,14 +53,16 @@ func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
 }
 
 // replicatorDispatchRate is the limit of each of the topic's
-// replicators: its namespace's replicatorDispatchRate for this cluster,
-// else the broker's dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a
-// second (both 0: none).
-func (t *topic) replicatorDispatchRate(ctx context.Context) dispatchRate {
-	if p, ok := t.policies(ctx); ok {
-		if r, set := p.ReplicatorDispatchRate[t.b.cfg.ClusterName]; set {
-			return dispatchRateOf(r, t.rates.current())
-		}
+// replicators: its topic-level replicatorDispatchRate (own), else its
+// namespace's for this cluster, else the broker's
+// dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a second (both 0:
+// none).
+func (t *topic) replicatorDispatchRate(ns resources.Policies, own *resources.DispatchRate) dispatchRate {
+	if own != nil {
+		return dispatchRateOf(*own, t.rates.current())
+	}
+	if r, set := ns.ReplicatorDispatchRate[t.b.cfg.ClusterName]; set {
+		return dispatchRateOf(r, t.rates.current())
 	}
 	s := t.b.settings()
 	return dispatchRate{Msgs: s.replMsgRate, Bytes: s.replByteRate, Period: time.Second}

@@ -115,25 +115,36 @@ type replicator struct {
 	limiter dispatchLimiter
 }
 
-// replicationClusters are the clusters the topic's messages go to: the
-// topic-level setting (of the partitioned topic for a partition), else
-// the namespace's. The error wraps resources.ErrNotFound when the
-// namespace does not exist.
-func (t *topic) replicationClusters(ctx context.Context) ([]string, error) {
+// replicationPolicy is what decides a topic's replication, read once per
+// check: the clusters its messages go to and its replicators' dispatch
+// rate.
+type replicationPolicy struct {
+	clusters []string
+	rate     dispatchRate
+}
+
+// replicationPolicy reads the topic's policy: its topic-level settings
+// (of the partitioned topic for a partition) win over its namespace's,
+// and those over the broker's. The error wraps resources.ErrNotFound
+// when the namespace does not exist.
+func (t *topic) replicationPolicy(ctx context.Context) (replicationPolicy, error) {
 	base := t.name
 	if b, _, isPartition := partitionOf(t.name); isPartition {
 		base = b
 	}
-	if c, set, err := t.b.topicReplicationClusters(ctx, base); err != nil {
-		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
-	} else if set {
-		return c, nil
+	own, err := t.b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(base))
+	if err != nil {
+		return replicationPolicy{}, fmt.Errorf("topic %s: topic policies: %w", t.name, err)
 	}
 	p, err := t.b.cfg.Resources.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
+		return replicationPolicy{}, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	}
-	return p.ReplicationClusters, nil
+	rp := replicationPolicy{clusters: p.ReplicationClusters, rate: t.replicatorDispatchRate(p, own.ReplicatorDispatchRate)}
+	if len(own.ReplicationClusters) > 0 {
+		rp.clusters = own.ReplicationClusters
+	}
+	return rp, nil
 }
 
 // replicates reports whether the topic can have replicators at all.
@@ -177,14 +188,14 @@ func (t *topic) openReplicatorCursors(ctx context.Context) error {
 	if !t.replicates() {
 		return nil
 	}
-	clusters, err := t.replicationClusters(ctx)
+	policy, err := t.replicationPolicy(ctx)
 	if errors.Is(err, resources.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	for remote := range t.remotesOf(clusters) {
+	for remote := range t.remotesOf(policy.clusters) {
 		if _, err := t.openReplicatorCursor(ctx, remote); err != nil {
 			return err
 		}
@@ -212,13 +223,13 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 	if !t.replicates() {
 		return
 	}
-	clusters, err := t.replicationClusters(ctx)
+	policy, err := t.replicationPolicy(ctx)
 	if err != nil {
 		return // keep what runs: a metadata hiccup must not drop cursors
 	}
 	t.repl.reconcile.Lock()
 	defer t.repl.reconcile.Unlock()
-	want := t.remotesOf(clusters)
+	want := t.remotesOf(policy.clusters)
 	t.repl.mu.Lock()
 	if t.repl.closed {
 		t.repl.mu.Unlock()
@@ -241,9 +252,9 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 	}
 	t.repl.mu.Unlock()
 	if len(keep) > 0 { // policies and dynamic settings change without a reload
-		rate, now := t.replicatorDispatchRate(ctx), time.Now()
+		now := time.Now()
 		for _, r := range keep {
-			r.limiter.setRate(rate, now)
+			r.limiter.setRate(policy.rate, now)
 		}
 	}
 	for _, r := range stop {
@@ -259,19 +270,19 @@ func (t *topic) reconcileReplication(ctx context.Context) {
 	}
 	slices.Sort(start)
 	for _, remote := range start {
-		if err := t.startReplicator(ctx, remote); err != nil {
+		if err := t.startReplicator(ctx, remote, policy.rate); err != nil {
 			t.b.log.Warn("replicator not started; retried at the next check", "topic", t.name.String(), "remote", remote, "err", err)
 		}
 	}
 }
 
-func (t *topic) startReplicator(ctx context.Context, remote string) error {
+func (t *topic) startReplicator(ctx context.Context, remote string, rate dispatchRate) error {
 	cur, err := t.openReplicatorCursor(ctx, remote)
 	if err != nil {
 		return err
 	}
 	r := &replicator{t: t, remote: remote, cursor: cur, done: make(chan struct{})}
-	r.limiter.setRate(t.replicatorDispatchRate(ctx), time.Now())
+	r.limiter.setRate(rate, time.Now())
 	r.ctx, r.cancel = context.WithCancel(t.b.ctx)
 	t.repl.mu.Lock()
 	if t.repl.closed || t.repl.m[remote] != nil {

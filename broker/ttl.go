@@ -7,9 +7,17 @@ package broker
 // the last entry published before now - TTL (never backwards), and the
 // dispatcher drops what it held of them. The check runs every
 // messageExpiryCheckIntervalInMinutes (default 5 minutes).
+//
+// The replicators' cursors (pulsar.repl.<remote>) expire too, as
+// Pulsar's checkMessageExpiry expires its replicators: a remote cut off
+// for longer than the TTL does not get what expired meanwhile, so a
+// replication backlog is bounded by the TTL as a subscription's is. What
+// a replicator had already read when its cursor moved is still sent
+// (at most one read, dispatcherMaxReadBatchSize entries).
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -33,6 +41,33 @@ func (t *topic) expireBefore(ctx context.Context, cutoff time.Time) {
 	for _, s := range t.durableSubs() {
 		s.expireUpTo(ctx, last)
 	}
+	for _, c := range t.replicatorCursors() {
+		_ = expireCursorUpTo(ctx, c, last) // a closed cursor: the replicator is gone
+	}
+}
+
+// replicatorCursors are the topic's replicator cursors, those of remotes
+// no replicator runs for at the moment included.
+func (t *topic) replicatorCursors() []managedledger.Cursor {
+	var out []managedledger.Cursor
+	for _, c := range t.ml.Cursors() {
+		if isReplicatorCursor(c.Name()) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// expireCursorUpTo moves a cursor's mark-delete position to pos, never
+// backwards.
+func expireCursorUpTo(ctx context.Context, c managedledger.Cursor, pos managedledger.Position) error {
+	if c.MarkDeletePosition().Compare(pos) >= 0 {
+		return nil
+	}
+	if err := c.MarkDelete(ctx, pos); err != nil {
+		return fmt.Errorf("expire messages of cursor %s up to %v: %w", c.Name(), pos, err)
+	}
+	return nil
 }
 
 // lastPublishedBefore finds the last entry published before t (ms), by

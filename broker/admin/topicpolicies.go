@@ -1,8 +1,10 @@
 package admin
 
-// Topic-level policies: .../{topic}/replication (GET, POST, DELETE), as
-// Pulsar's topic policies and pulsaradmin's Topics().SetReplicationClusters,
-// GetReplicationClusters, RemoveReplicationClusters call them.
+// Topic-level policies: .../{topic}/replication and
+// .../{topic}/replicatorDispatchRate (GET, POST, DELETE), as Pulsar's
+// topic policies and pulsaradmin's Topics().SetReplicationClusters,
+// GetReplicationClusters, RemoveReplicationClusters and TopicPolicies()
+// Set/Get/RemoveReplicatorDispatchRate call them.
 //
 // Behavior:
 //   - POST takes the list of clusters; each must exist and be allowed
@@ -10,6 +12,10 @@ package admin
 //     or DELETE removes the setting: the namespace's clusters apply.
 //   - GET answers the topic's own list, or with applied=true the list in
 //     force (the namespace's when the topic has none).
+//   - replicatorDispatchRate takes Pulsar's DispatchRate body (members
+//     left out: no limit, a 1 s period); GET answers nothing (an empty
+//     body) when the topic has none, or with applied=true the rate in
+//     force: the namespace's for this cluster, else the broker's.
 //   - Answered by any broker: the policies live in the configuration
 //     store, which every broker (and cluster of the instance) shares.
 //     A partition takes its partitioned topic's setting.
@@ -17,6 +23,8 @@ package admin
 import (
 	"context"
 	"net/http"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
 // TopicPolicies serves topic-level policies.
@@ -26,6 +34,11 @@ type TopicPolicies interface {
 	TopicReplicationClusters(ctx context.Context, name string, applied bool) ([]string, error)
 	// SetTopicReplicationClusters sets (empty: removes) the topic's list.
 	SetTopicReplicationClusters(ctx context.Context, name string, clusters []string) error
+	// TopicReplicatorDispatchRate is the topic's own replicator dispatch
+	// rate, nil when it has none (applied: else the one in force).
+	TopicReplicatorDispatchRate(ctx context.Context, name string, applied bool) (*resources.DispatchRate, error)
+	// SetTopicReplicatorDispatchRate sets (nil: removes) it.
+	SetTopicReplicatorDispatchRate(ctx context.Context, name string, rate *resources.DispatchRate) error
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {
@@ -43,5 +56,24 @@ func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHand
 	})
 	here("DELETE "+tp+"/replication", func(w http.ResponseWriter, r *http.Request, name string) {
 		a.done(w, r, a.b.SetTopicReplicationClusters(r.Context(), name, nil))
+	})
+	here("GET "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
+		rate, err := a.b.TopicReplicatorDispatchRate(r.Context(), name, r.URL.Query().Get("applied") == "true")
+		if err == nil && rate == nil {
+			w.WriteHeader(http.StatusNoContent) // unset, as Pulsar answers it
+			return
+		}
+		a.answer(w, r, rate, err)
+	})
+	here("POST "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
+		var rate resources.DispatchRate
+		if err := requireBody(w, r, "replicatorDispatchRate", &rate); err != nil {
+			a.done(w, r, err)
+			return
+		}
+		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, &rate))
+	})
+	here("DELETE "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
+		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, nil))
 	})
 }

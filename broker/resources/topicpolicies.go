@@ -17,9 +17,13 @@ import (
 const topicPoliciesRoot = "/admin/topic-policies"
 
 // TopicPolicies are a topic's own policies (only what is modelled:
-// replication clusters). Nil means not set: the namespace's apply.
+// replication clusters and the replicators' dispatch rate). Nil means not
+// set: the namespace's apply.
 type TopicPolicies struct {
 	ReplicationClusters []string `json:"replicationClusters,omitempty"`
+	// ReplicatorDispatchRate limits each of the topic's replicators, in
+	// every cluster (the policies are instance-wide).
+	ReplicatorDispatchRate *DispatchRate `json:"replicatorDispatchRate,omitempty"`
 
 	// Extra holds the members this type does not model, verbatim.
 	Extra map[string]json.RawMessage `json:"-"`
@@ -84,6 +88,24 @@ func (r *Resources) SetTopicReplicationClusters(ctx context.Context, t TopicName
 		}
 		clusters = check.ReplicationClusters
 	}
+	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) { p.ReplicationClusters = clusters })
+}
+
+// SetTopicReplicatorDispatchRate sets (nil: removes, the namespace's
+// applies) the dispatch rate of a topic's replicators.
+func (r *Resources) SetTopicReplicatorDispatchRate(ctx context.Context, t TopicName, rate *DispatchRate) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	if rate != nil && rate.RatePeriodInSecond < 1 {
+		return invalidf("replicatorDispatchRate.ratePeriodInSecond", "must be >= 1, got %d", rate.RatePeriodInSecond)
+	}
+	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) { p.ReplicatorDispatchRate = rate })
+}
+
+// updateTopicPolicies applies change to a topic's policies by
+// compare-and-set, keeping what it does not touch.
+func (r *Resources) updateTopicPolicies(ctx context.Context, t TopicName, change func(*TopicPolicies)) error {
 	for attempt := 0; attempt < maxCASAttempts; attempt++ {
 		cur, stat, err := getJSON[TopicPolicies](ctx, r.store, topicPoliciesPath(t), "policies of topic "+t.String())
 		version := stat.Version
@@ -92,7 +114,7 @@ func (r *Resources) SetTopicReplicationClusters(ctx context.Context, t TopicName
 		} else if err != nil {
 			return err
 		}
-		cur.ReplicationClusters = clusters
+		change(&cur)
 		raw, err := json.Marshal(cur)
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -410,6 +411,7 @@ func adminTopics(a adminCLI, brokerURL string) {
 	wantContains(t, "list-partitioned-topics", a.ok("topics", "list-partitioned-topics", "public/default"), "persistent://public/default/pt\n")
 	a.ok("topics", "create", "plain")
 	wantContains(t, "topics list", a.ok("topics", "list", "public/default"), "persistent://public/default/plain\n")
+	adminTopicReplicatorDispatchRate(a)
 
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: brokerURL, Logger: plog.DefaultNopLogger()})
 	if err != nil {
@@ -458,6 +460,11 @@ func adminTopics(a adminCLI, brokerURL string) {
 	a.ok("topics", "expire-messages", "plain", "--subscription", "sub", "--expireTime", "0")
 	if n := backlog(); n != 0 {
 		t.Fatalf("backlog after expire-messages 0: %d", n)
+	}
+	a.ok("topics", "reset-cursor", "plain", "--subscription", "sub", "--time", "1h")
+	a.ok("topics", "expire-messages-all-subscriptions", "plain", "--expireTime", "0")
+	if n := backlog(); n != 0 {
+		t.Fatalf("backlog after expire-messages-all-subscriptions 0: %d", n)
 	}
 
 	var last utils.MessageID
@@ -644,25 +651,26 @@ func adminSchemas(a adminCLI) {
 // before with "flag provided but not defined: -r".
 func TestAdminAcceptsPulsarAdminFlagForms(t *testing.T) {
 	want := map[string][]string{
-		"tenants create":                  {"r", "c", "admin-roles", "allowed-clusters"},
-		"tenants update":                  {"r", "c"},
-		"namespaces create":               {"b", "c", "bundles", "clusters"},
-		"namespaces set-retention":        {"s", "t"},
-		"namespaces set-message-ttl":      {"ttl", "messageTTL"},
-		"namespaces set-backlog-quota":    {"l", "limit", "lt", "limitTime", "p", "t"},
-		"namespaces set-deduplication":    {"e", "d", "enable", "disable"},
-		"namespaces split-bundle":         {"b", "u"},
-		"topics create-partitioned-topic": {"p"},
-		"topics delete":                   {"f"},
-		"topics create-subscription":      {"s", "m"},
-		"topics unsubscribe":              {"s", "f"},
-		"topics skip":                     {"s", "n"},
-		"topics clear-backlog":            {"s"},
-		"topics reset-cursor":             {"s", "t", "m"},
-		"topics expire-messages":          {"s", "t", "expireTime"},
-		"topics peek-messages":            {"s", "n"},
-		"topics examine-message":          {"i", "m", "initialPosition", "messagePosition"},
-		"topics get-message-by-id":        {"l", "e", "ledgerId", "entryId"},
+		"tenants create":                           {"r", "c", "admin-roles", "allowed-clusters"},
+		"tenants update":                           {"r", "c"},
+		"namespaces create":                        {"b", "c", "bundles", "clusters"},
+		"namespaces set-retention":                 {"s", "t"},
+		"namespaces set-message-ttl":               {"ttl", "messageTTL"},
+		"namespaces set-backlog-quota":             {"l", "limit", "lt", "limitTime", "p", "t"},
+		"namespaces set-deduplication":             {"e", "d", "enable", "disable"},
+		"namespaces split-bundle":                  {"b", "u"},
+		"topics create-partitioned-topic":          {"p"},
+		"topics delete":                            {"f"},
+		"topics create-subscription":               {"s", "m"},
+		"topics unsubscribe":                       {"s", "f"},
+		"topics skip":                              {"s", "n"},
+		"topics clear-backlog":                     {"s"},
+		"topics reset-cursor":                      {"s", "t", "m"},
+		"topics expire-messages":                   {"s", "t", "expireTime"},
+		"topics expire-messages-all-subscriptions": {"t", "expireTime"},
+		"topics peek-messages":                     {"s", "n"},
+		"topics examine-message":                   {"i", "m", "initialPosition", "messagePosition"},
+		"topics get-message-by-id":                 {"l", "e", "ledgerId", "entryId"},
 	}
 	flags := map[string]*flag.FlagSet{}
 	for _, g := range adminGroups() {
@@ -684,5 +692,36 @@ func TestAdminAcceptsPulsarAdminFlagForms(t *testing.T) {
 				t.Errorf("%s: pulsar-admin's -%s is not accepted", cmd, n)
 			}
 		}
+	}
+}
+
+// adminTopicReplicatorDispatchRate: topics set-, get- and
+// remove-replicator-dispatch-rate with pulsar-admin's flags; --applied
+// shows the rate in force (the broker's when neither the topic nor its
+// namespace has one).
+func adminTopicReplicatorDispatchRate(a adminCLI) {
+	t := a.t
+	if out := a.ok("topics", "get-replicator-dispatch-rate", "plain"); out != "(not set)\n" {
+		t.Fatalf("unset: %q", out)
+	}
+	var r resources.DispatchRate
+	a.json(&r, "topics", "get-replicator-dispatch-rate", "plain", "--applied")
+	if want := (resources.DispatchRate{RatePeriodInSecond: 1}); r != want {
+		t.Fatalf("applied, unset: %+v, want the broker's %+v", r, want)
+	}
+	a.ok("topics", "set-replicator-dispatch-rate", "plain", "--msg-dispatch-rate", "100",
+		"--byte-dispatch-rate", "1048576", "--dispatch-rate-period", "2", "--relative-to-publish-rate")
+	want := resources.DispatchRate{DispatchThrottlingRateInMsg: 100, DispatchThrottlingRateInByte: 1 << 20, RatePeriodInSecond: 2, RelativeToPublishRate: true}
+	for _, args := range [][]string{{"plain"}, {"plain", "--applied"}} {
+		r = resources.DispatchRate{}
+		a.json(&r, append([]string{"topics", "get-replicator-dispatch-rate"}, args...)...)
+		if r != want {
+			t.Fatalf("get %v: %+v, want %+v", args, r, want)
+		}
+	}
+	wantContains(t, "bad period", a.fails(2, "topics", "set-replicator-dispatch-rate", "plain", "--dispatch-rate-period", "0"), "want 1 or more")
+	a.ok("topics", "remove-replicator-dispatch-rate", "plain")
+	if out := a.ok("topics", "get-replicator-dispatch-rate", "plain"); out != "(not set)\n" {
+		t.Fatalf("after remove: %q", out)
 	}
 }

@@ -171,6 +171,7 @@ func topicCmds() []adminCmd {
 		}),
 	}
 	cmds = append(cmds, statsCmds()...)
+	cmds = append(cmds, topicDispatchRateCmds()...)
 	cmds = append(cmds, messageCmds()...)
 	return append(cmds, subscriptionCmds()...)
 }
@@ -329,6 +330,19 @@ func subscriptionCmds() []adminCmd {
 					return replyNone(), err
 				}
 				return replyNone(), env.api.Subscriptions().ExpireMessages(*t, sub, sec)
+			}
+		}),
+		topicCmd("expire-messages-all-subscriptions", "acknowledge, on every subscription and replicator, messages older than a time", func(fs *flag.FlagSet) topicAction {
+			older := fs.String("expireTime", "", "age: seconds, or 10m, 3h, 2d (required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				if *older == "" {
+					return replyNone(), usageErrorf("--expireTime is required")
+				}
+				sec, err := parseRelativeTime("expireTime", *older)
+				if err != nil {
+					return replyNone(), err
+				}
+				return replyNone(), env.api.Subscriptions().ExpireAllMessages(*t, sec)
 			}
 		}),
 	}
