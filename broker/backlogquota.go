@@ -4,8 +4,11 @@ package broker
 // backlog_quota_map.destination_storage; policies.go;
 // backlogQuotaDefaultRetentionPolicy): a topic whose largest subscription
 // backlog passes the limit is over quota, checked every
-// backlogQuotaCheckIntervalInSeconds and when a producer connects. Then,
-// by policy:
+// backlogQuotaCheckIntervalInSeconds and when a producer connects. A
+// replicator's backlog (its pulsar.repl.<remote> cursor) counts as a
+// subscription's, as in Pulsar, whose quota is the managed ledger's
+// slowest cursor: a remote cut off long enough puts its topics over
+// quota. Then, by policy:
 //
 //   - producer_request_hold (default): producers are disconnected and new
 //     ones refused with ProducerBlockedQuotaExceededError, which clients
@@ -14,8 +17,8 @@ package broker
 //   - producer_exception: the same, with ProducerBlockedQuotaExceededException,
 //     which clients report to the application.
 //   - consumer_backlog_eviction: the oldest unacknowledged messages of each
-//     subscription over the limit are skipped until it is under again;
-//     producers are never blocked.
+//     subscription (or replicator) over the limit are skipped until it is
+//     under again; producers are never blocked.
 
 import (
 	"context"
@@ -49,28 +52,44 @@ func (t *topic) overQuota() bool {
 			return true
 		}
 	}
+	for _, c := range t.replicatorCursors() {
+		if c.BacklogSize() > limit {
+			return true
+		}
+	}
 	return false
 }
 
 // evictBacklog skips the oldest unacknowledged entries of every
-// subscription over the limit until it is under it.
+// subscription and replicator over the limit until it is under it.
 func (t *topic) evictBacklog(ctx context.Context) {
 	limit, _ := t.backlogQuota(ctx)
 	for _, s := range t.durableSubs() {
-		size, n := s.cursor.BacklogSize(), s.cursor.Backlog()
-		if size <= limit || n == 0 {
-			continue
+		if t.evictCursor(ctx, s.cursor, limit) {
+			s.dropUpTo(s.cursor.MarkDeletePosition())
 		}
-		avg := max(size/n, 1)
-		skip := (size - limit + avg - 1) / avg
-		if err := s.cursor.SkipEntries(ctx, skip); err != nil {
-			t.b.log.Warn("backlog eviction failed", "topic", t.name.String(), "subscription", s.name, "err", err)
-			continue
-		}
-		s.dropUpTo(s.cursor.MarkDeletePosition())
-		t.b.log.Info("backlog quota exceeded: oldest messages skipped", "topic", t.name.String(),
-			"subscription", s.name, "skipped", skip, "limit_bytes", limit)
 	}
+	for _, c := range t.replicatorCursors() {
+		t.evictCursor(ctx, c, limit) // the replicator reads on from the new position
+	}
+}
+
+// evictCursor skips a cursor's oldest entries until its backlog is under
+// limit; it reports whether it skipped any.
+func (t *topic) evictCursor(ctx context.Context, c managedledger.Cursor, limit int64) bool {
+	size, n := c.BacklogSize(), c.Backlog()
+	if size <= limit || n == 0 {
+		return false
+	}
+	avg := max(size/n, 1)
+	skip := (size - limit + avg - 1) / avg
+	if err := c.SkipEntries(ctx, skip); err != nil {
+		t.b.log.Warn("backlog eviction failed", "topic", t.name.String(), "cursor", c.Name(), "err", err)
+		return false
+	}
+	t.b.log.Info("backlog quota exceeded: oldest messages skipped", "topic", t.name.String(),
+		"cursor", c.Name(), "skipped", skip, "limit_bytes", limit)
+	return true
 }
 
 // admitProducer applies the quota to a connecting producer: nil, or the

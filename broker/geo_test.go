@@ -468,6 +468,63 @@ func TestGeoReplicationBacklogExpires(t *testing.T) {
 	}
 }
 
+// A replication backlog counts against the namespace's backlog quota, as
+// in Pulsar (whose quota is the managed ledger's slowest cursor, a
+// replicator's included): with b down, 32 KiB waiting for it put the
+// topic over a 4 KiB quota, so producers are refused (producer_exception);
+// with consumer_backlog_eviction the replication backlog is trimmed to
+// the quota instead.
+func TestGeoReplicationBacklogCountsAgainstQuota(t *testing.T) {
+	for _, policy := range []resources.RetentionPolicy{resources.ProducerException, resources.ConsumerBacklogEviction} {
+		t.Run(string(policy), func(t *testing.T) {
+			cl := newGeoInstance(t, "a", "b")
+			geoNamespace(t, cl["a"].res, "quota", "a", "b")
+			ctx := context.Background()
+			if _, err := cl["a"].res.UpdateNamespace(ctx, "geo", "quota", func(p *resources.Policies) error {
+				p.BacklogQuotaMap = map[resources.BacklogQuotaType]resources.BacklogQuota{resources.DestinationStorage: {LimitSize: 4 << 10, Policy: policy}}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			topic := "persistent://geo/quota/t"
+			cl["b"].stop()
+			client := newClient(t, cl["a"].url())
+			prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 32 {
+				if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: make([]byte, 1<<10)}); err != nil {
+					t.Fatalf("send %d: %v", i, err)
+				}
+			}
+			prod.Close()
+			tp, err := cl["a"].broker().getTopic(ctx, mustTopic(t, topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if policy == resources.ProducerException {
+				waitProducerRefused(t, client, topic, "ProducerBlockedQuotaExceededException")
+				return
+			}
+			eventually(t, "the replication backlog evicted to the quota", func() error {
+				cl["a"].broker().enforceBacklogQuotas(ctx)
+				if tp.overQuota() {
+					return fmt.Errorf("still over quota")
+				}
+				st, err := cl["a"].broker().TopicStats(ctx, topic)
+				if err != nil {
+					return err
+				}
+				if r := st.Replication["b"]; r.ReplicationBacklog == 0 || r.ReplicationBacklog > 5 {
+					return fmt.Errorf("replication to b: %+v, want a backlog of 1-5 entries", r)
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // The source cluster's broker fails over in the middle of replication: a
 // new broker on the same storage takes the topic and its replicator
 // resumes from the durable replication cursor, re-sending what was not
