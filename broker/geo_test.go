@@ -461,9 +461,9 @@ func TestGeoReplicationBacklogExpires(t *testing.T) {
 
 	cl["b"].start(t)
 	geoProduce(t, cl["a"].url(), topic, "p", 110, 10, nil)
-	got := cb.waitFor(t, "b after the outage", 20)
+	cb.waitFor(t, "b after the outage", 20)
 	time.Sleep(500 * time.Millisecond) // anything expired would come first
-	if got = cb.values(); len(got) != 20 || got[10] != "p#110" {
+	if got := cb.values(); len(got) != 20 || got[10] != "p#110" {
 		t.Fatalf("b received %d: %v, want p#0-9 then p#110-119", len(got), got)
 	}
 }

@@ -82,17 +82,3 @@ func claimed(names []string, key string) bool {
 	return false
 }
 
-// mergeExtra returns base overlaid with top (top wins).
-func mergeExtra(base, top map[string]json.RawMessage) map[string]json.RawMessage {
-	if len(base) == 0 {
-		return top
-	}
-	out := make(map[string]json.RawMessage, len(base)+len(top))
-	for k, v := range base {
-		out[k] = v
-	}
-	for k, v := range top {
-		out[k] = v
-	}
-	return out
-}
