@@ -81,4 +81,3 @@ func claimed(names []string, key string) bool {
 	}
 	return false
 }
-
