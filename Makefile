@@ -66,7 +66,8 @@ deploy-guide-test: zookeeper
 ## nodes, 4 bookies, 3 brokers, the proxy), each in its own network namespace
 ## on a test bridge (198.18.0.0/24; needs root), runs a recorded workload
 ## through every named scenario (kill -9, SIGSTOP, partitions, disk faults,
-## unloads, splits, rolling restarts, random mixes) for CHAOS_SEEDS seeds
+## unloads, splits, rolling restarts, random mixes, and a second cluster
+## replicated to cut off or killed) for CHAOS_SEEDS seeds
 ## from CHAOS_FIRST_SEED, seed by seed, starting no run after CHAOS_BUDGET;
 ## the checker proves nothing acknowledged was lost, reordered or (with
 ## deduplication) duplicated; writes CHAOS_REPORT (docs/chaos/REPORT.md).

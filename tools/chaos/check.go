@@ -80,9 +80,10 @@ func Check(res *Results) Verdict {
 	return v
 }
 
-// lists names every receipt list of a topic: subscriptions, then readers.
+// lists names every receipt list of a topic: subscriptions (the one in
+// the cluster it replicates to too), then readers.
 func lists(t *TopicRecord) (names []string, out [][]Receipt) {
-	for _, s := range Subscriptions {
+	for _, s := range subscriptionsOf(t.Spec) {
 		names = append(names, s.Name)
 		out = append(out, t.Subs[s.Name])
 	}
@@ -113,27 +114,50 @@ func checkLoss(v *Verdict, t *TopicRecord) {
 	}
 }
 
+// checkDuplicates counts sequences stored at more than one position: in
+// the topic's own cluster (the producer's receipts, its subscriptions and
+// readers), and separately in the cluster it replicates to, whose
+// positions are its own.
 func checkDuplicates(v *Verdict, t *TopicRecord) {
-	ids := map[int64]map[string]bool{}
-	add := func(seq int64, id string) {
-		if ids[seq] == nil {
-			ids[seq] = map[string]bool{}
-		}
-		ids[seq][id] = true
-	}
+	local := map[int64]map[string]bool{}
 	for _, a := range t.Acked {
 		if !strings.HasPrefix(a.ID, "-1:-1:") { // a receipt for a resend deduplicated: no position of its own
-			add(a.Seq, a.ID)
+			addID(local, a.Seq, a.ID)
 		}
 	}
-	_, ls := lists(t)
-	for _, l := range ls {
+	names, ls := lists(t)
+	for i, l := range ls {
+		if names[i] == GeoSubscription {
+			continue
+		}
 		for _, r := range l {
 			if r.Bad == "" {
-				add(r.Seq, r.ID)
+				addID(local, r.Seq, r.ID)
 			}
 		}
 	}
+	countDuplicates(v, t, "", local)
+	if t.Spec.Remote == "" {
+		return
+	}
+	remote := map[int64]map[string]bool{}
+	for _, r := range t.Subs[GeoSubscription] {
+		if r.Bad == "" {
+			addID(remote, r.Seq, r.ID)
+		}
+	}
+	countDuplicates(v, t, " in "+RemoteCluster, remote)
+}
+
+func addID(ids map[int64]map[string]bool, seq int64, id string) {
+	if ids[seq] == nil {
+		ids[seq] = map[string]bool{}
+	}
+	ids[seq][id] = true
+}
+
+// countDuplicates counts the sequences of ids stored more than once.
+func countDuplicates(v *Verdict, t *TopicRecord, where string, ids map[int64]map[string]bool) {
 	seqs := make([]int64, 0, len(ids))
 	for s := range ids {
 		seqs = append(seqs, s)
@@ -145,7 +169,7 @@ func checkDuplicates(v *Verdict, t *TopicRecord) {
 		}
 		if t.Spec.Dedup {
 			v.Duplicated++
-			v.problem("%s (dedup on): sequence %d stored %d times: %v", t.Spec.Name, s, len(ids[s]), keys(ids[s]))
+			v.problem("%s (dedup on)%s: sequence %d stored %d times: %v", t.Spec.Name, where, s, len(ids[s]), keys(ids[s]))
 		} else {
 			v.DupNoDedup++
 		}
@@ -186,6 +210,9 @@ func checkOrder(v *Verdict, t *TopicRecord) {
 	ordered(v, t.Spec.Name+" exclusive", t.Subs["exclusive"], one)
 	ordered(v, t.Spec.Name+" failover", t.Subs["failover"], one)
 	ordered(v, t.Spec.Name+" key_shared", t.Subs["key_shared"], func(r Receipt) string { return r.Key })
+	if t.Spec.Remote != "" {
+		ordered(v, t.Spec.Name+" "+GeoSubscription+" in "+RemoteCluster, t.Subs[GeoSubscription], one)
+	}
 	for i, r := range t.Readers {
 		ordered(v, fmt.Sprintf("%s reader-%d", t.Spec.Name, i), r, one)
 	}

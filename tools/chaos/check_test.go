@@ -87,6 +87,49 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 	}
 }
 
+// geoTopic is goodTopic replicated: the subscription in the remote
+// cluster received everything in order, at the remote's own positions.
+func geoTopic(n int) *TopicRecord {
+	t := goodTopic(n, true)
+	t.Spec.Remote = remoteGroup
+	for i := range int64(n) {
+		t.Subs[GeoSubscription] = append(t.Subs[GeoSubscription], Receipt{Seq: i, Key: KeyOf(i), ID: fmt.Sprintf("77:%d:0", i)})
+	}
+	return t
+}
+
+// The remote cluster's subscription is held to the same rules; its
+// positions differ from the source's without counting as duplicates.
+func TestCheckerGeoSubscription(t *testing.T) {
+	if v := Check(&Results{Topics: []*TopicRecord{geoTopic(10)}}); !v.OK() || len(v.Problems) > 0 {
+		t.Fatalf("a good replicated run: %+v", v)
+	}
+	for name, c := range map[string]struct {
+		breakIt func(*TopicRecord)
+		field   func(Verdict) int
+		want    string
+	}{
+		"lost": {func(tp *TopicRecord) { tp.Subs[GeoSubscription] = tp.Subs[GeoSubscription][1:] },
+			func(v Verdict) int { return v.Lost }, "never reached " + GeoSubscription},
+		"reordered": {func(tp *TopicRecord) {
+			g := tp.Subs[GeoSubscription]
+			g[2], g[3] = g[3], g[2]
+		}, func(v Verdict) int { return v.Reordered }, GeoSubscription + " in c2: sequence 2 first received after 3"},
+		"stored twice in the remote": {func(tp *TopicRecord) {
+			tp.Subs[GeoSubscription] = append(tp.Subs[GeoSubscription], Receipt{Seq: 4, Key: KeyOf(4), ID: "78:0:0"})
+		}, func(v Verdict) int { return v.Duplicated }, "(dedup on) in c2: sequence 4 stored 2 times"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tp := geoTopic(10)
+			c.breakIt(tp)
+			v := Check(&Results{Topics: []*TopicRecord{tp}})
+			if v.OK() || c.field(v) == 0 || !strings.Contains(strings.Join(v.Problems, "\n"), c.want) {
+				t.Fatalf("want %q reported, got %+v", c.want, v)
+			}
+		})
+	}
+}
+
 // Without deduplication a sequence stored twice is allowed, and counted.
 func TestCheckerDuplicatesWithoutDedup(t *testing.T) {
 	tp := goodTopic(10, false)

@@ -7,6 +7,7 @@ package chaos
 //	br1 .. br3         magnetar broker, ports 6650 / 8080, sessions of 4 s
 //	proxy              magnetar proxy, port 6650 / 8080, brokers from ZooKeeper
 //	client             the workload process (this test binary again)
+//	remote             cluster c2 of the geo scenarios, one standalone (geo.go)
 //
 // Namespaces public/chaos-d (E=3, Qw=3, Qa=2, deduplication on) and
 // public/chaos-n (E=3, Qw=2, Qa=2, deduplication off) hold the topics.
@@ -46,6 +47,7 @@ type Cluster struct {
 	Bookies []*Proc
 	Brokers []*Proc
 	Proxy   *Proc
+	Remote  *Proc // c2, once a geo run started it (geo.go)
 	Client  *netlab.Host
 	ZKConn  string // zk:host:2181,.../c1
 	tmpfs   string // the last bookie's directory, a tmpfs
@@ -117,7 +119,7 @@ func (c *Cluster) logf(format string, args ...any) {
 
 // Close kills every process and removes the lab.
 func (c *Cluster) Close() {
-	for _, group := range [][]*Proc{{c.Proxy}, c.Brokers, c.Bookies, c.ZK} {
+	for _, group := range [][]*Proc{{c.Remote, c.Proxy}, c.Brokers, c.Bookies, c.ZK} {
 		for _, p := range group {
 			if p != nil {
 				p.Kill()
@@ -372,8 +374,12 @@ func (c *Cluster) ServiceURLs() map[string]string {
 	for _, b := range c.Brokers {
 		hosts = append(hosts, b.Host.Addr+":6650")
 	}
-	return map[string]string{"direct": "pulsar://" + strings.Join(hosts, ","),
+	urls := map[string]string{"direct": "pulsar://" + strings.Join(hosts, ","),
 		"proxy": "pulsar://" + c.Proxy.Host.Addr + ":6650"}
+	if c.Remote != nil {
+		urls[remoteGroup] = "pulsar://" + c.Remote.Host.Addr + ":6650"
+	}
+	return urls
 }
 
 // Owner is the broker serving topic (by a lookup), or nil.
@@ -492,5 +498,9 @@ func (c *Cluster) bookieDir(p *Proc) string { return filepath.Join(c.opts.Dir, p
 
 // All lists every server process.
 func (c *Cluster) All() []*Proc {
-	return append(append(append(append([]*Proc{}, c.ZK...), c.Bookies...), c.Brokers...), c.Proxy)
+	all := append(append(append(append([]*Proc{}, c.ZK...), c.Bookies...), c.Brokers...), c.Proxy)
+	if c.Remote != nil {
+		all = append(all, c.Remote)
+	}
+	return all
 }

@@ -142,8 +142,12 @@ consumers and readers the workload closed and created again in the drain after 1
 they lacked acknowledged messages: the Go client (v0.19) registers a consumer's handler only after the SUBSCRIBE
 answer, so a CLOSE_CONSUMER sent right after it (a bundle unloaded at that moment) is dropped and the consumer
 waits for ever; a re-created one resumes from its subscription's mark-delete position (a reader from its last
-message), so the checker still proves the broker kept everything. Linearizability of the
-metadata operations is checked separately, with porcupine, in the metadata store tests.
+message), so the checker still proves the broker kept everything. The geo scenarios (cut-remote, kill-remote)
+add a second cluster, c2 (one standalone on its own host, registered with c1 in both configuration stores),
+and 2 more topics in public/chaos-g (E=3, Qw=3, Qa=2, deduplication on in both clusters) replicated from c1 to
+c2, where an Exclusive subscription made before the first send must receive every message acknowledged in
+c1, in order, stored once in c2. Linearizability of the metadata operations is checked separately, with
+porcupine, in the metadata store tests.
 
 | scenario | runs | failed | acknowledged | lost | duplicated (dedup) | reordered | phantom | reader mismatch | dup. without dedup (allowed) | consumers re-created | longest unavailability | seeds |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|

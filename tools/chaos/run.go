@@ -68,6 +68,9 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 				Group: group, Dedup: ns.Dedup})
 		}
 	}
+	if s.Geo {
+		r.Topics = append(r.Topics, geoTopicSpecs(s.Name, seed)...)
+	}
 	return r
 }
 
@@ -75,6 +78,12 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 func (r *Run) Execute() {
 	start := time.Now()
 	defer func() { r.Took = time.Since(start) }()
+	if r.Scenario.Geo {
+		if err := r.C.EnsureRemote(); err != nil {
+			r.Err = fmt.Errorf("before the run: %w", err)
+			return
+		}
+	}
 	if _, err := r.C.EnsureUp(); err != nil {
 		r.Err = fmt.Errorf("before the run: %w", err)
 		return

@@ -61,6 +61,9 @@ type TopicSpec struct {
 	Name  string // persistent://tenant/ns/topic
 	Group string // the client (URL) it is used through
 	Dedup bool   // its namespace has deduplication on
+	// Remote is the client group of the cluster the topic replicates to
+	// ("": none), where GeoSubscription receives the replicated messages.
+	Remote string `json:",omitempty"`
 }
 
 // Ack is a send the broker acknowledged.
@@ -235,13 +238,37 @@ func retry[T any](create func() (T, error)) (T, error) {
 	}
 }
 
+// subscriptionsOf are a topic's subscriptions: Subscriptions in its own
+// cluster, and GeoSubscription in the one it replicates to.
+func subscriptionsOf(spec TopicSpec) []subscriptionSpec {
+	out := make([]subscriptionSpec, 0, len(Subscriptions)+1)
+	for _, s := range Subscriptions {
+		out = append(out, subscriptionSpec{s.Name, s.Type, s.Consumers, spec.Group})
+	}
+	if spec.Remote != "" {
+		out = append(out, subscriptionSpec{GeoSubscription, pulsar.Exclusive, 1, spec.Remote})
+	}
+	return out
+}
+
+type subscriptionSpec struct {
+	Name      string
+	Type      pulsar.SubscriptionType
+	Consumers int
+	Group     string // the client group it subscribes through
+}
+
 func (w *workload) startTopic(rec *TopicRecord) error {
 	client := w.clients[rec.Spec.Group]
-	for _, sub := range Subscriptions {
+	for _, sub := range subscriptionsOf(rec.Spec) {
+		subClient := w.clients[sub.Group]
+		if subClient == nil {
+			return fmt.Errorf("subscribe %s: no client group %q", sub.Name, sub.Group)
+		}
 		for c := range sub.Consumers {
 			open := func() (pulsar.Consumer, error) {
 				return retry(func() (pulsar.Consumer, error) {
-					return client.Subscribe(pulsar.ConsumerOptions{Topic: rec.Spec.Name, SubscriptionName: sub.Name,
+					return subClient.Subscribe(pulsar.ConsumerOptions{Topic: rec.Spec.Name, SubscriptionName: sub.Name,
 						Type: sub.Type, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 						Name: fmt.Sprintf("%s-%d", sub.Name, c)})
 				})
@@ -472,7 +499,7 @@ func (w *workload) missing() int {
 			lists = append(lists, r)
 		}
 		lists = append(lists, t.Readers...)
-		if len(t.Subs) < len(Subscriptions) {
+		if len(t.Subs) < len(subscriptionsOf(t.Spec)) {
 			n++
 		}
 		for _, l := range lists {
