@@ -498,7 +498,7 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
 	// Taken as sent, as Pulsar's replicator takes them: one message per
 	// entry, batched or not, and the entry's bytes.
-	r.limiter.consume(1, int64(len(out)))
+	r.limiter.consume(1, int64(out.Len()))
 	inflight.Add(1)
 	pos, marker := e.Position, md.MarkerType != nil
 	prod.Send(out, int32(msgs), func(err error) {
@@ -509,7 +509,7 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 		}
 		if !marker {
 			r.msgsOut.Add(msgs)
-			r.bytesOut.Add(int64(len(out)))
+			r.bytesOut.Add(int64(out.Len()))
 		}
 		if err := r.cursor.Delete(context.Background(), pos); err != nil {
 			r.t.b.log.Warn("replicated entry not acknowledged", "topic", r.t.name.String(), "remote", r.remote, "err", err)

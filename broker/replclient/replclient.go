@@ -151,10 +151,11 @@ func (p *Producer) Err() error {
 	return p.failed
 }
 
-// Send publishes entry (the bytes from the 0x0e01 magic) holding
-// messages messages; cb runs once, in SEND order, with nil once the
-// remote broker stored it (or found it a duplicate).
-func (p *Producer) Send(entry []byte, messages int32, cb func(error)) {
+// Send publishes entry holding messages messages, written as vectors
+// (frame header, entry head, payload: the payload is not copied); cb
+// runs once, in SEND order, with nil once the remote broker stored it
+// (or found it a duplicate).
+func (p *Producer) Send(entry Replicated, messages int32, cb func(error)) {
 	p.mu.Lock()
 	if p.failed != nil {
 		err := p.failed
@@ -166,11 +167,11 @@ func (p *Producer) Send(entry []byte, messages int32, cb func(error)) {
 	p.seq++
 	cmd := &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
 		ProducerId: ptr(uint64(producerID)), SequenceId: &seq, NumMessages: &messages}}
-	head, err := wire.AppendPayloadFrameHeader(make([]byte, 0, 64), cmd, nil, len(entry))
+	head, err := wire.AppendPayloadFrameHeader(make([]byte, 0, 64), cmd, nil, entry.Len())
 	if err == nil {
 		p.pending = append(p.pending, pendingSend{seq: seq, cb: cb})
 		_ = p.conn.SetWriteDeadline(time.Now().Add(p.cfg.Timeout))
-		bufs := net.Buffers{head, entry}
+		bufs := net.Buffers{head, entry.Head, entry.Payload}
 		_, err = bufs.WriteTo(p.conn)
 	}
 	p.mu.Unlock()
@@ -423,20 +424,40 @@ func readFrame(br *bufio.Reader, max int) (*pb.BaseCommand, error) {
 // replicatedFromField is MessageMetadata.replicated_from's field number.
 const replicatedFromField = 5
 
-// MarkReplicated returns a copy of entry (from the 0x0e01 magic) whose
+// Replicated is an entry re-framed for a remote cluster: Head holds the
+// magic, the new checksum, the metadata size and the metadata with
+// replicated_from appended; Payload is the stored payload itself, shared
+// with the cache, not copied (nothing mutates entry bytes).
+type Replicated struct {
+	Head    []byte
+	Payload []byte
+}
+
+// Len is the entry's size on the wire.
+func (r Replicated) Len() int { return len(r.Head) + len(r.Payload) }
+
+// Bytes is the entry in one buffer (a copy).
+func (r Replicated) Bytes() []byte { return append(append([]byte{}, r.Head...), r.Payload...) }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// MarkReplicated re-frames entry (from the 0x0e01 magic) so that its
 // metadata also says replicated_from = cluster, with a new checksum. The
 // stored metadata bytes are kept as they are and the field appended
 // (protobuf takes the last value of a field), so nothing the original
-// producer set is lost, fields this broker does not know included.
-func MarkReplicated(e wire.Entry, cluster string) []byte {
+// producer set is lost, fields this broker does not know included. The
+// payload is not copied: the checksum runs over the new head and then
+// the payload in place.
+func MarkReplicated(e wire.Entry, cluster string) Replicated {
 	md, payload := e.Metadata(), e.Payload()
 	extra := protowire.AppendString(protowire.AppendTag(nil, replicatedFromField, protowire.BytesType), cluster)
-	out := make([]byte, 10, 10+len(md)+len(extra)+len(payload))
-	binary.BigEndian.PutUint16(out, wire.MagicChecksum)
-	binary.BigEndian.PutUint32(out[6:], uint32(len(md)+len(extra)))
-	out = append(append(append(out, md...), extra...), payload...)
-	binary.BigEndian.PutUint32(out[2:], crc32.Checksum(out[6:], crc32.MakeTable(crc32.Castagnoli)))
-	return out
+	head := make([]byte, 10, 10+len(md)+len(extra))
+	binary.BigEndian.PutUint16(head, wire.MagicChecksum)
+	binary.BigEndian.PutUint32(head[6:], uint32(len(md)+len(extra)))
+	head = append(append(head, md...), extra...)
+	sum := crc32.Update(crc32.Update(0, castagnoli, head[6:]), castagnoli, payload)
+	binary.BigEndian.PutUint32(head[2:], sum)
+	return Replicated{Head: head, Payload: payload}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -21,7 +21,7 @@ func TestMarkReplicated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := wire.ParseEntry(MarkReplicated(e, "a"))
+	out, err := wire.ParseEntry(MarkReplicated(e, "a").Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
