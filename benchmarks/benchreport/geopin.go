@@ -258,16 +258,20 @@ func backlogGrowth(samples []BacklogSample, from, to float64) float64 {
 	return (n*sxy - sx*sy) / den
 }
 
-// geoKeepsUp says whether B kept up with A in pass p: it received at
-// least geoKeepUpRatio of what A published per second, and the backlog
-// grew by at most geoKeepUpGrowth of the publish rate per second. why
-// names what failed.
+// geoKeepsUp says whether B kept up with A in pass p: A published at
+// least geoKeepUpRatio of its target rate (a paced pass that fell short
+// does not test that rate), B received at least geoKeepUpRatio of what A
+// published per second, and the backlog grew by at most geoKeepUpGrowth
+// of the publish rate per second. why names what failed.
 func geoKeepsUp(p GeoPass) (ok bool, why string) {
 	if p.Producer == nil || p.Consumer == nil || p.Producer.Report.PublishPS <= 0 {
 		return false, "not measured"
 	}
 	pub, got := p.Producer.Report.PublishPS, p.Consumer.Report.ConsumePS
 	var fails []string
+	if target := p.Producer.Report.TargetRate; target > 0 && pub < geoKeepUpRatio*target {
+		fails = append(fails, fmt.Sprintf("A published %.2f × the target rate (at least %.2f needed)", pub/target, geoKeepUpRatio))
+	}
 	if got < geoKeepUpRatio*pub {
 		fails = append(fails, fmt.Sprintf("B received %.2f × what A published (at least %.2f needed)", got/pub, geoKeepUpRatio))
 	}

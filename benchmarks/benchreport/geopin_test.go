@@ -137,6 +137,10 @@ func TestGeoKeepsUp(t *testing.T) {
 		{"growing backlog", geoSamplePass(40000, 39500, 2000, 40000), false, "backlog grew 2000"},
 		{"both", geoSamplePass(40000, 20000, 20000, 40000), false, "; the backlog"},
 		{"not measured", GeoPass{}, false, "not measured"},
+		// The last report's pass: A's producer, held to 1,000 messages in
+		// flight, published 62,947 of 87,520 msg/s; B got all of it, which
+		// says nothing about the target rate.
+		{"target rate not reached", geoSamplePass(62947, 62986, 0, 87520), false, "A published 0.72 × the target rate"},
 	} {
 		ok, why := geoKeepsUp(c.p)
 		if ok != c.ok || !strings.Contains(why, c.whyNeedle) {
