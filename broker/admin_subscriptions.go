@@ -277,7 +277,7 @@ func (b *Broker) ExpireAllSubscriptions(ctx context.Context, name string, cutoff
 		}
 	}
 	for _, c := range t.replicatorCursors() {
-		if err := expireCursorUpTo(ctx, c, last); err != nil {
+		if err := expireCursorUpTo(ctx, c, last); err != nil && !cursorGone(err) {
 			return err
 		}
 	}

@@ -39,16 +39,31 @@ func (b *Broker) SetTopicReplicationClusters(ctx context.Context, name string, c
 }
 
 // TopicReplicatorDispatchRate is a topic's own replicator dispatch rate
-// (nil: none), or with applied the one in force: the topic's, else its
-// namespace's for this cluster, else the broker's (admin.TopicPolicies).
-func (b *Broker) TopicReplicatorDispatchRate(ctx context.Context, name string, applied bool) (*resources.DispatchRate, error) {
+// in this cluster (global: the one set for every cluster; nil: none), or
+// with applied the one in force here: the topic's (this cluster's, else
+// its global one), else its namespace's for this cluster, else the
+// broker's (admin.TopicPolicies).
+func (b *Broker) TopicReplicatorDispatchRate(ctx context.Context, name string, global, applied bool) (*resources.DispatchRate, error) {
 	t, err := b.policyTopic(name)
 	if err != nil {
 		return nil, err
 	}
 	own, err := b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(t))
-	if err != nil || own.ReplicatorDispatchRate != nil || !applied {
-		return own.ReplicatorDispatchRate, err
+	if err != nil {
+		return nil, err
+	}
+	if !applied {
+		if global {
+			return own.GlobalReplicatorDispatchRate, nil
+		}
+		r, ok := own.ReplicatorDispatchRate[b.cfg.ClusterName]
+		if !ok {
+			return nil, nil
+		}
+		return &r, nil
+	}
+	if r := own.ReplicatorDispatchRateIn(b.cfg.ClusterName); r != nil {
+		return r, nil
 	}
 	p, err := b.cfg.Resources.GetNamespace(ctx, t.Tenant, t.Namespace)
 	if err != nil {
@@ -62,17 +77,22 @@ func (b *Broker) TopicReplicatorDispatchRate(ctx context.Context, name string, a
 }
 
 // SetTopicReplicatorDispatchRate sets or (nil) removes a topic's
-// replicator dispatch rate (admin.TopicPolicies); loaded topics apply it
+// replicator dispatch rate in this cluster, or with global in every
+// cluster without its own (admin.TopicPolicies); loaded topics apply it
 // at their next replication check.
-func (b *Broker) SetTopicReplicatorDispatchRate(ctx context.Context, name string, rate *resources.DispatchRate) error {
+func (b *Broker) SetTopicReplicatorDispatchRate(ctx context.Context, name string, global bool, rate *resources.DispatchRate) error {
 	t, err := b.policyTopic(name)
 	if err != nil {
 		return err
 	}
-	if err := b.cfg.Resources.SetTopicReplicatorDispatchRate(ctx, resourceTopic(t), rate); err != nil {
+	cluster := b.cfg.ClusterName
+	if global {
+		cluster = ""
+	}
+	if err := b.cfg.Resources.SetTopicReplicatorDispatchRate(ctx, resourceTopic(t), cluster, rate); err != nil {
 		return err
 	}
-	b.log.Info("topic replicator dispatch rate set", "topic", t.String(), "rate", rate)
+	b.log.Info("topic replicator dispatch rate set", "topic", t.String(), "cluster", cluster, "global", global, "rate", rate)
 	return nil
 }
 

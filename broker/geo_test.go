@@ -776,6 +776,18 @@ func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
 			t.Fatalf("get (applied %v): %+v %v, want %+v", applied, got, err, rate)
 		}
 	}
+	// A local topic policy, as Pulsar's: b's replicators are not limited
+	// by the rate set through a; a global one (isGlobal) reaches b.
+	webB := httptest.NewServer(cl["b"].broker().HTTPHandler())
+	t.Cleanup(webB.Close)
+	admB, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: webB.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB := admB.(interface{ TopicPolicies(bool) admin.TopicPolicies })
+	if got, err := inB.TopicPolicies(false).GetReplicatorDispatchRate(ctx, *tn, true); err != nil || got == nil || *got != unlimited {
+		t.Fatalf("in b, applied: %+v %v, want b's broker default %+v", got, err, unlimited)
+	}
 	testReplicatorRateLimited(t, cl, topic, func() {
 		if err := policies.RemoveReplicatorDispatchRate(ctx, *tn); err != nil {
 			t.Fatal(err)
@@ -783,6 +795,16 @@ func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
 	})
 	if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, false); err != nil || got != nil {
 		t.Fatalf("after remove: %+v %v, want nothing", got, err)
+	}
+	global := utils.DispatchRateData{DispatchThrottlingRateInMsg: 7, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+	if err := inB.TopicPolicies(true).SetReplicatorDispatchRate(ctx, *tn, global); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := inB.TopicPolicies(false).GetReplicatorDispatchRate(ctx, *tn, true); err != nil || got == nil || *got != global {
+		t.Fatalf("in b, applied after a global rate: %+v %v, want %+v", got, err, global)
+	}
+	if got, err := policies.GetReplicatorDispatchRate(ctx, *tn, true); err != nil || got == nil || *got != global {
+		t.Fatalf("in a, applied after a global rate: %+v %v, want it (a has none of its own now) %+v", got, err, global)
 	}
 }
 

@@ -11,8 +11,9 @@ package broker
 //     the topic loads and every replicationPolicyCheckInterval; a cluster
 //     removed from it stops its replicator and deletes its cursor.
 //   - A replicator reads the topic through a durable cursor named
-//     pulsar.repl.<remote> (Pulsar's name; not a subscription: admin lists,
-//     backlogs of subscriptions and TTL skip it). A new cursor starts at
+//     pulsar.repl.<remote> (Pulsar's name; not a subscription: admin lists
+//     and subscription stats skip it; the TTL, expire-messages and
+//     backlog quotas treat it as a subscription, as Pulsar's do). A new cursor starts at
 //     replicationStartAt: the latest entry (default, Pulsar's), so a
 //     cluster added to the list gets what is published from then on, or
 //     the earliest, so it also gets what the topic still stores. The
@@ -34,8 +35,9 @@ package broker
 //     rewinds to the first unacknowledged entry and dials again with
 //     backoff (100 ms doubling to 1 min, jittered); the backlog grows
 //     meanwhile and local producers and consumers are unaffected.
-//   - Dispatch rate (dispatchrate.go): the namespace's
-//     replicatorDispatchRate for this cluster, else the broker's
+//   - Dispatch rate (dispatchrate.go): the topic's replicatorDispatchRate
+//     for this cluster (or its global one), else the namespace's for this
+//     cluster, else the broker's
 //     dispatchThrottlingRatePerReplicatorIn{Msg,Byte} per second (0: off).
 //     An entry counts as one message, as in Pulsar's replicator. The rate
 //     is read again at every replication check, so a change applies
@@ -140,7 +142,7 @@ func (t *topic) replicationPolicy(ctx context.Context) (replicationPolicy, error
 	if err != nil {
 		return replicationPolicy{}, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	}
-	rp := replicationPolicy{clusters: p.ReplicationClusters, rate: t.replicatorDispatchRate(p, own.ReplicatorDispatchRate)}
+	rp := replicationPolicy{clusters: p.ReplicationClusters, rate: t.replicatorDispatchRate(p, own.ReplicatorDispatchRateIn(t.b.cfg.ClusterName))}
 	if len(own.ReplicationClusters) > 0 {
 		rp.clusters = own.ReplicationClusters
 	}

@@ -17,6 +17,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,8 +43,16 @@ func (t *topic) expireBefore(ctx context.Context, cutoff time.Time) {
 		s.expireUpTo(ctx, last)
 	}
 	for _, c := range t.replicatorCursors() {
-		_ = expireCursorUpTo(ctx, c, last) // a closed cursor: the replicator is gone
+		if err := expireCursorUpTo(ctx, c, last); err != nil && !cursorGone(err) {
+			t.b.log.Warn("replication backlog not expired", "topic", t.name.String(), "cursor", c.Name(), "err", err)
+		}
 	}
+}
+
+// cursorGone reports whether err says the cursor or its ledger closed
+// meanwhile (a remote removed, the topic unloaded): nothing to expire.
+func cursorGone(err error) bool {
+	return errors.Is(err, managedledger.ErrCursorNotFound) || errors.Is(err, managedledger.ErrClosed)
 }
 
 // replicatorCursors are the topic's replicator cursors, those of remotes

@@ -13,9 +13,12 @@ package admin
 //   - GET answers the topic's own list, or with applied=true the list in
 //     force (the namespace's when the topic has none).
 //   - replicatorDispatchRate takes Pulsar's DispatchRate body (members
-//     left out: no limit, a 1 s period); GET answers nothing (an empty
-//     body) when the topic has none, or with applied=true the rate in
-//     force: the namespace's for this cluster, else the broker's.
+//     left out: no limit, a 1 s period). As a Pulsar topic policy it is
+//     local, for the replicators of the cluster of the broker asked,
+//     unless isGlobal=true, which sets the one for every cluster without
+//     its own. GET answers nothing (204) when the topic has none, or with
+//     applied=true the rate in force here: the topic's, else the
+//     namespace's for this cluster, else the broker's.
 //   - Answered by any broker: the policies live in the configuration
 //     store, which every broker (and cluster of the instance) shares.
 //     A partition takes its partitioned topic's setting.
@@ -36,9 +39,10 @@ type TopicPolicies interface {
 	SetTopicReplicationClusters(ctx context.Context, name string, clusters []string) error
 	// TopicReplicatorDispatchRate is the topic's own replicator dispatch
 	// rate, nil when it has none (applied: else the one in force).
-	TopicReplicatorDispatchRate(ctx context.Context, name string, applied bool) (*resources.DispatchRate, error)
+	// global: the one set for every cluster.
+	TopicReplicatorDispatchRate(ctx context.Context, name string, global, applied bool) (*resources.DispatchRate, error)
 	// SetTopicReplicatorDispatchRate sets (nil: removes) it.
-	SetTopicReplicatorDispatchRate(ctx context.Context, name string, rate *resources.DispatchRate) error
+	SetTopicReplicatorDispatchRate(ctx context.Context, name string, global bool, rate *resources.DispatchRate) error
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {
@@ -58,7 +62,7 @@ func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHand
 		a.done(w, r, a.b.SetTopicReplicationClusters(r.Context(), name, nil))
 	})
 	here("GET "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
-		rate, err := a.b.TopicReplicatorDispatchRate(r.Context(), name, r.URL.Query().Get("applied") == "true")
+		rate, err := a.b.TopicReplicatorDispatchRate(r.Context(), name, isGlobal(r), r.URL.Query().Get("applied") == "true")
 		if err == nil && rate == nil {
 			w.WriteHeader(http.StatusNoContent) // unset, as Pulsar answers it
 			return
@@ -71,9 +75,12 @@ func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHand
 			a.done(w, r, err)
 			return
 		}
-		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, &rate))
+		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, isGlobal(r), &rate))
 	})
 	here("DELETE "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
-		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, nil))
+		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, isGlobal(r), nil))
 	})
 }
+
+// isGlobal is Pulsar's isGlobal query parameter of topic policies.
+func isGlobal(r *http.Request) bool { return r.URL.Query().Get("isGlobal") == "true" }

@@ -21,9 +21,13 @@ const topicPoliciesRoot = "/admin/topic-policies"
 // set: the namespace's apply.
 type TopicPolicies struct {
 	ReplicationClusters []string `json:"replicationClusters,omitempty"`
-	// ReplicatorDispatchRate limits each of the topic's replicators, in
-	// every cluster (the policies are instance-wide).
-	ReplicatorDispatchRate *DispatchRate `json:"replicatorDispatchRate,omitempty"`
+	// ReplicatorDispatchRate limits each of the topic's replicators in the
+	// cluster it is keyed by: a local topic policy, as Pulsar's topic
+	// policies are unless set with isGlobal.
+	ReplicatorDispatchRate map[string]DispatchRate `json:"replicatorDispatchRate,omitempty"`
+	// GlobalReplicatorDispatchRate (isGlobal) applies in every cluster
+	// without a local one.
+	GlobalReplicatorDispatchRate *DispatchRate `json:"globalReplicatorDispatchRate,omitempty"`
 
 	// Extra holds the members this type does not model, verbatim.
 	Extra map[string]json.RawMessage `json:"-"`
@@ -91,16 +95,38 @@ func (r *Resources) SetTopicReplicationClusters(ctx context.Context, t TopicName
 	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) { p.ReplicationClusters = clusters })
 }
 
-// SetTopicReplicatorDispatchRate sets (nil: removes, the namespace's
-// applies) the dispatch rate of a topic's replicators.
-func (r *Resources) SetTopicReplicatorDispatchRate(ctx context.Context, t TopicName, rate *DispatchRate) error {
+// SetTopicReplicatorDispatchRate sets (nil: removes) the dispatch rate of
+// a topic's replicators in cluster, or with cluster "" (Pulsar's
+// isGlobal) in every cluster without one of its own.
+func (r *Resources) SetTopicReplicatorDispatchRate(ctx context.Context, t TopicName, cluster string, rate *DispatchRate) error {
 	if err := t.validate(); err != nil {
 		return err
 	}
 	if rate != nil && rate.RatePeriodInSecond < 1 {
 		return invalidf("replicatorDispatchRate.ratePeriodInSecond", "must be >= 1, got %d", rate.RatePeriodInSecond)
 	}
-	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) { p.ReplicatorDispatchRate = rate })
+	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) {
+		switch {
+		case cluster == "":
+			p.GlobalReplicatorDispatchRate = rate
+		case rate == nil:
+			delete(p.ReplicatorDispatchRate, cluster)
+		default:
+			if p.ReplicatorDispatchRate == nil {
+				p.ReplicatorDispatchRate = map[string]DispatchRate{}
+			}
+			p.ReplicatorDispatchRate[cluster] = *rate
+		}
+	})
+}
+
+// ReplicatorDispatchRateIn is the topic-level rate in force in cluster:
+// its own, else the global one (nil: none).
+func (p TopicPolicies) ReplicatorDispatchRateIn(cluster string) *DispatchRate {
+	if r, ok := p.ReplicatorDispatchRate[cluster]; ok {
+		return &r
+	}
+	return p.GlobalReplicatorDispatchRate
 }
 
 // updateTopicPolicies applies change to a topic's policies by

@@ -62,23 +62,32 @@ func dispatchRateCmds() []adminCmd {
 	}
 }
 
+// globalFlag is pulsar-admin's --global of topic policies: the policy
+// for every cluster rather than the one of the broker asked.
+func globalFlag(fs *flag.FlagSet) func() map[string]string {
+	global := fs.Bool("global", false, "the topic's rate for every cluster without its own (isGlobal)")
+	return func() map[string]string { return map[string]string{"isGlobal": fmt.Sprint(*global)} }
+}
+
 func topicDispatchRateCmds() []adminCmd {
 	return []adminCmd{
 		topicCmd("set-replicator-dispatch-rate", "limit what each replicator of the topic sends (over its namespace's)", func(fs *flag.FlagSet) topicAction {
-			rate := dispatchRateFlags(fs)
+			rate, scope := dispatchRateFlags(fs), globalFlag(fs)
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
 				r, err := rate()
 				if err != nil {
 					return replyNone(), err
 				}
-				return replyNone(), env.raw.Post(topicPath(t, "replicatorDispatchRate"), r)
+				return replyNone(), env.raw.PostWithQueryParams(topicPath(t, "replicatorDispatchRate"), r, scope())
 			}
 		}),
 		topicCmd("get-replicator-dispatch-rate", "show the topic's replicator dispatch rate", func(fs *flag.FlagSet) topicAction {
 			applied := fs.Bool("applied", false, "the rate in force: the topic's, else its namespace's, else the broker's")
+			scope := globalFlag(fs)
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
-				body, err := env.raw.GetWithQueryParams(topicPath(t, "replicatorDispatchRate"), nil,
-					map[string]string{"applied": fmt.Sprint(*applied)}, false)
+				params := scope()
+				params["applied"] = fmt.Sprint(*applied)
+				body, err := env.raw.GetWithQueryParams(topicPath(t, "replicatorDispatchRate"), nil, params, false)
 				var r *resources.DispatchRate
 				if err == nil && len(body) > 0 {
 					err = json.Unmarshal(body, &r)
@@ -86,8 +95,11 @@ func topicDispatchRateCmds() []adminCmd {
 				return replyObject(r), err
 			}
 		}),
-		topicPlain("remove-replicator-dispatch-rate", "remove the topic's replicator dispatch rate (its namespace's applies)", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
-			return replyNone(), env.raw.Delete(topicPath(t, "replicatorDispatchRate"))
+		topicCmd("remove-replicator-dispatch-rate", "remove the topic's replicator dispatch rate (its namespace's applies)", func(fs *flag.FlagSet) topicAction {
+			scope := globalFlag(fs)
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				return replyNone(), env.raw.DeleteWithQueryParams(topicPath(t, "replicatorDispatchRate"), scope())
+			}
 		}),
 	}
 }

@@ -724,4 +724,21 @@ func adminTopicReplicatorDispatchRate(a adminCLI) {
 	if out := a.ok("topics", "get-replicator-dispatch-rate", "plain"); out != "(not set)\n" {
 		t.Fatalf("after remove: %q", out)
 	}
+	// --global: the one for every cluster; it applies where a cluster has
+	// none of its own, and is shown and removed on its own.
+	a.ok("topics", "set-replicator-dispatch-rate", "plain", "--msg-dispatch-rate", "7", "--global")
+	if out := a.ok("topics", "get-replicator-dispatch-rate", "plain"); out != "(not set)\n" {
+		t.Fatalf("this cluster's after a global set: %q", out)
+	}
+	for _, args := range [][]string{{"plain", "--global"}, {"plain", "--applied"}} {
+		r = resources.DispatchRate{}
+		a.json(&r, append([]string{"topics", "get-replicator-dispatch-rate"}, args...)...)
+		if r.DispatchThrottlingRateInMsg != 7 {
+			t.Fatalf("get %v: %+v, want the global 7", args, r)
+		}
+	}
+	a.ok("topics", "remove-replicator-dispatch-rate", "plain", "--global")
+	if out := a.ok("topics", "get-replicator-dispatch-rate", "plain", "--global"); out != "(not set)\n" {
+		t.Fatalf("global after remove: %q", out)
+	}
 }

@@ -48,9 +48,11 @@ type Cluster struct {
 	Brokers []*Proc
 	Proxy   *Proc
 	Remote  *Proc // c2, once a geo run started it (geo.go)
-	Client  *netlab.Host
-	ZKConn  string // zk:host:2181,.../c1
-	tmpfs   string // the last bookie's directory, a tmpfs
+	// geoReady: c2 runs and both stores know the replicated namespace.
+	geoReady bool
+	Client   *netlab.Host
+	ZKConn   string // zk:host:2181,.../c1
+	tmpfs    string // the last bookie's directory, a tmpfs
 }
 
 // Namespaces the workload's topics live in, and whether they deduplicate.

@@ -31,32 +31,39 @@ const (
 	geoTopics = 2
 )
 
-// EnsureRemote starts c2 and sets up replication between the clusters, once.
+// EnsureRemote starts c2 and sets up replication between the clusters,
+// once: a start or setup that failed is tried again by the next geo run
+// (every step tolerates having been done).
 func (c *Cluster) EnsureRemote() error {
-	if c.Remote != nil {
+	if c.geoReady {
 		return nil
 	}
-	d, err := procDir(c.opts.Dir, "remote")
-	if err != nil {
-		return err
+	if c.Remote == nil {
+		d, err := procDir(c.opts.Dir, "remote")
+		if err != nil {
+			return err
+		}
+		p, err := c.addProc("remote", c.opts.Bin, nil, nil)
+		if err != nil {
+			return err
+		}
+		p.Args = []string{"standalone", "--cluster", RemoteCluster, "--data-dir", d, "--bind-address", p.Host.Addr,
+			"--advertised-address", p.Host.Addr, "--broker-port", "6650", "--web-port", "8080"}
+		c.Remote = p
 	}
-	p, err := c.addProc("remote", c.opts.Bin, nil, nil)
-	if err != nil {
-		return err
+	if !c.Remote.Running() {
+		if err := c.Remote.Start(); err != nil {
+			return err
+		}
 	}
-	p.Args = []string{"standalone", "--cluster", RemoteCluster, "--data-dir", d, "--bind-address", p.Host.Addr,
-		"--advertised-address", p.Host.Addr, "--broker-port", "6650", "--web-port", "8080"}
-	c.Remote = p
-	if err := p.Start(); err != nil {
-		return err
-	}
-	if err := p.WaitReady(90 * time.Second); err != nil {
+	if err := c.Remote.WaitReady(90 * time.Second); err != nil {
 		return err
 	}
 	if err := c.setupGeo(); err != nil {
 		return fmt.Errorf("geo-replication between c1 and %s: %w", RemoteCluster, err)
 	}
-	c.logf("remote cluster %s serving on %s, %s replicated to both", RemoteCluster, p.Host.Addr, GeoNamespace)
+	c.geoReady = true
+	c.logf("remote cluster %s serving on %s, %s replicated to both", RemoteCluster, c.Remote.Host.Addr, GeoNamespace)
 	return nil
 }
 

@@ -78,15 +78,15 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 func (r *Run) Execute() {
 	start := time.Now()
 	defer func() { r.Took = time.Since(start) }()
+	if _, err := r.C.EnsureUp(); err != nil {
+		r.Err = fmt.Errorf("before the run: %w", err)
+		return
+	}
 	if r.Scenario.Geo {
 		if err := r.C.EnsureRemote(); err != nil {
 			r.Err = fmt.Errorf("before the run: %w", err)
 			return
 		}
-	}
-	if _, err := r.C.EnsureUp(); err != nil {
-		r.Err = fmt.Errorf("before the run: %w", err)
-		return
 	}
 	if err := r.startWorkload(); err != nil {
 		r.Err = err
