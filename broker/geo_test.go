@@ -784,7 +784,9 @@ func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inB := admB.(interface{ TopicPolicies(bool) admin.TopicPolicies })
+	inB := admB.(interface {
+		TopicPolicies(bool) admin.TopicPolicies
+	})
 	if got, err := inB.TopicPolicies(false).GetReplicatorDispatchRate(ctx, *tn, true); err != nil || got == nil || *got != unlimited {
 		t.Fatalf("in b, applied: %+v %v, want b's broker default %+v", got, err, unlimited)
 	}
