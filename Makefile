@@ -83,9 +83,9 @@ chaos: build zookeeper
 		-chaos.scenarios='$(CHAOS_SCENARIOS)' -chaos.seeds=$(CHAOS_SEEDS) -chaos.first-seed=$(CHAOS_FIRST_SEED) \
 		-chaos.budget=$(CHAOS_BUDGET) -chaos.report=$(CHAOS_REPORT)
 
-## chaos-smoke: three scenarios of the fault suite (kill-broker,
-## partition-broker-zk, kill-bookie), one seed each, in about a minute and a
-## half; the report goes to .chaos/REPORT-smoke.md. make test runs it
+## chaos-smoke: four scenarios of the fault suite (kill-broker, kill-remote,
+## partition-broker-zk, kill-bookie), one seed each, in about two minutes;
+## the report goes to .chaos/REPORT-smoke.md. make test runs it
 chaos-smoke: build zookeeper
 	$(GO) test -count=1 -timeout 10m -run '^TestChaos$$' -v ./tools/chaos/ -chaos -chaos.bin=$(CURDIR)/$(BIN) \
 		-chaos.scenarios=smoke -chaos.seeds=1 -chaos.report=$(CURDIR)/.chaos/REPORT-smoke.md -chaos.command='make chaos-smoke'

@@ -56,7 +56,7 @@ var Scenarios = []*Scenario{
 func init() { Scenarios[len(Scenarios)-1].Inject = randomMix }
 
 // SmokeScenarios are what make chaos-smoke runs (1 seed each).
-var SmokeScenarios = []string{"kill-broker", "partition-broker-zk", "kill-bookie"}
+var SmokeScenarios = []string{"kill-broker", "partition-broker-zk", "kill-bookie", "kill-remote"}
 
 // Lookup returns the scenarios named (comma-separated; "all" or "" for
 // every one, "smoke" for the smoke set).
