@@ -586,12 +586,7 @@ func TestGeoRemoveClusterDropsReplicator(t *testing.T) {
 func TestGeoTopicLevelReplicationClusters(t *testing.T) {
 	cl := newGeoInstance(t, "a", "b")
 	geoNamespace(t, cl["a"].res, "tl", "a")
-	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
-	t.Cleanup(web.Close)
-	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, adm := geoAdmin(t, cl["a"])
 	topic := "persistent://geo/tl/t"
 	tn := topicName(t, topic)
 	expectStatus(t, "unknown cluster", adm.Topics().SetReplicationClusters(tn, []string{"a", "mars"}), 403)
@@ -690,6 +685,19 @@ func TestParseReplicationStartAt(t *testing.T) {
 	}
 }
 
+// geoAdmin serves a cluster's broker's admin API and returns its URL and
+// a pulsaradmin client of it.
+func geoAdmin(t *testing.T, c *geoCluster) (*httptest.Server, pulsaradmin.Client) {
+	t.Helper()
+	web := httptest.NewServer(c.broker().HTTPHandler())
+	t.Cleanup(web.Close)
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return web, adm
+}
+
 // A replicator dispatch rate (namespace policy replicatorDispatchRate,
 // set through the admin API as pulsar-admin does) holds a replicator to
 // that rate, and removing it lifts the limit. Batching is off, so each
@@ -697,12 +705,7 @@ func TestParseReplicationStartAt(t *testing.T) {
 func TestGeoReplicatorDispatchRate(t *testing.T) {
 	cl := newGeoInstance(t, "a", "b")
 	geoNamespace(t, cl["a"].res, "rate", "a", "b")
-	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
-	t.Cleanup(web.Close)
-	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	web, adm := geoAdmin(t, cl["a"])
 	ns, err := utils.GetNamespaceName("geo/rate")
 	if err != nil {
 		t.Fatal(err)
@@ -741,12 +744,7 @@ func TestGeoReplicatorDispatchRate(t *testing.T) {
 func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
 	cl := newGeoInstance(t, "a", "b")
 	geoNamespace(t, cl["a"].res, "trate", "a", "b")
-	web := httptest.NewServer(cl["a"].broker().HTTPHandler())
-	t.Cleanup(web.Close)
-	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: web.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, adm := geoAdmin(t, cl["a"])
 	const topic = "persistent://geo/trate/t"
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
@@ -778,12 +776,7 @@ func TestGeoTopicReplicatorDispatchRate(t *testing.T) {
 	}
 	// A local topic policy, as Pulsar's: b's replicators are not limited
 	// by the rate set through a; a global one (isGlobal) reaches b.
-	webB := httptest.NewServer(cl["b"].broker().HTTPHandler())
-	t.Cleanup(webB.Close)
-	admB, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: webB.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, admB := geoAdmin(t, cl["b"])
 	inB := admB.(interface {
 		TopicPolicies(bool) admin.TopicPolicies
 	})
