@@ -20,12 +20,11 @@ import (
 // runner runs one report: the options, the results so far and where the
 // logs go.
 type runner struct {
-	o       options
-	res     *Results
-	logDir  string
-	seqMu   sync.Mutex // clients may run at once (geo)
-	seq     int        // numbers client logs in run order
-	natsBin string
+	o      options
+	res    *Results
+	logDir string
+	seqMu  sync.Mutex // clients may run at once (geo)
+	seq    int        // numbers client logs in run order
 }
 
 // target is a running Magnetar deployment the clients talk to.
