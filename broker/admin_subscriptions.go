@@ -241,10 +241,7 @@ func (st subTarget) reset(ctx context.Context, pos managedledger.Position) error
 // (admin.Subscriptions). sub may name a replicator's cursor
 // (pulsar.repl.<remote>), as on Pulsar.
 func (b *Broker) ExpireMessages(ctx context.Context, name, sub string, cutoff time.Time) error {
-	if isReplicatorCursor(sub) {
-		return b.expireReplicator(ctx, name, sub, cutoff)
-	}
-	t, st, err := b.targetOf(ctx, name, sub)
+	t, st, err := b.expireTargetOf(ctx, name, sub)
 	if err != nil {
 		return err
 	}
@@ -253,6 +250,24 @@ func (b *Broker) ExpireMessages(ctx context.Context, name, sub string, cutoff ti
 		return nil
 	}
 	return st.expireUpTo(ctx, last)
+}
+
+// expireTargetOf is targetOf that also finds a replicator's cursor by its
+// name, which Pulsar's expire-messages accepts.
+func (b *Broker) expireTargetOf(ctx context.Context, name, sub string) (*topic, subTarget, error) {
+	if !isReplicatorCursor(sub) {
+		return b.targetOf(ctx, name, sub)
+	}
+	t, err := b.existingAdminTopic(ctx, name)
+	if err != nil {
+		return nil, subTarget{}, err
+	}
+	for _, c := range t.replicatorCursors() {
+		if c.Name() == sub {
+			return t, subTarget{name: sub, cursor: c}, nil
+		}
+	}
+	return nil, subTarget{}, fmt.Errorf("replicator cursor %s of %s: %w", sub, t.name, errSubNotFound)
 }
 
 // ExpireAllSubscriptions acknowledges, on every subscription and
@@ -277,40 +292,17 @@ func (b *Broker) ExpireAllSubscriptions(ctx context.Context, name string, cutoff
 		}
 	}
 	for _, c := range t.replicatorCursors() {
-		if err := expireCursorUpTo(ctx, c, last); err != nil && !cursorGone(err) {
+		if err := (subTarget{name: c.Name(), cursor: c}).expireUpTo(ctx, last); err != nil && !cursorGone(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-// expireReplicator acknowledges, on the replicator cursor named cursor,
-// what was published before cutoff.
-func (b *Broker) expireReplicator(ctx context.Context, name, cursor string, cutoff time.Time) error {
-	t, err := b.existingAdminTopic(ctx, name)
-	if err != nil {
-		return err
-	}
-	for _, c := range t.replicatorCursors() {
-		if c.Name() != cursor {
-			continue
-		}
-		last, ok := lastPublishedBefore(ctx, t.ml, uint64(cutoff.UnixMilli()))
-		if !ok {
-			return nil
-		}
-		return expireCursorUpTo(ctx, c, last)
-	}
-	return fmt.Errorf("replicator cursor %s of %s: %w", cursor, t.name, errSubNotFound)
-}
-
 // expireUpTo acknowledges everything up to pos (never moving back).
 func (st subTarget) expireUpTo(ctx context.Context, pos managedledger.Position) error {
-	if st.cursor.MarkDeletePosition().Compare(pos) >= 0 {
-		return nil
-	}
-	if err := st.cursor.MarkDelete(ctx, pos); err != nil {
-		return fmt.Errorf("expire messages of subscription %s up to %v: %w", st.name, pos, err)
+	if moved, err := expireCursorUpTo(ctx, st.cursor, pos); !moved {
+		return err
 	}
 	st.dropAcknowledged()
 	return nil

@@ -62,18 +62,12 @@ func (b *Broker) TopicReplicatorDispatchRate(ctx context.Context, name string, g
 		}
 		return &r, nil
 	}
-	if r := own.ReplicatorDispatchRateIn(b.cfg.ClusterName); r != nil {
-		return r, nil
-	}
 	p, err := b.cfg.Resources.GetNamespace(ctx, t.Tenant, t.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	if r, set := p.ReplicatorDispatchRate[b.cfg.ClusterName]; set {
-		return &r, nil
-	}
-	s := b.settings()
-	return &resources.DispatchRate{DispatchThrottlingRateInMsg: int(s.replMsgRate), DispatchThrottlingRateInByte: s.replByteRate, RatePeriodInSecond: 1}, nil
+	r := b.replicatorRate(p, own.ReplicatorDispatchRateIn(b.cfg.ClusterName))
+	return &r, nil
 }
 
 // SetTopicReplicatorDispatchRate sets or (nil) removes a topic's

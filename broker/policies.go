@@ -53,19 +53,25 @@ func (t *topic) backlogQuota(ctx context.Context) (int64, string) {
 }
 
 // replicatorDispatchRate is the limit of each of the topic's
-// replicators: its topic-level replicatorDispatchRate (own), else its
-// namespace's for this cluster, else the broker's
-// dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a second (both 0:
-// none).
+// replicators (replicatorRate), with a relative rate resolved against the
+// topic's publish rate.
 func (t *topic) replicatorDispatchRate(ns resources.Policies, own *resources.DispatchRate) dispatchRate {
+	return dispatchRateOf(t.b.replicatorRate(ns, own), t.rates.current())
+}
+
+// replicatorRate is the replicator dispatch rate in force in this
+// cluster: the topic's own (own), else its namespace's for this cluster,
+// else the broker's dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a
+// second (both 0: none).
+func (b *Broker) replicatorRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
 	if own != nil {
-		return dispatchRateOf(*own, t.rates.current())
+		return *own
 	}
-	if r, set := ns.ReplicatorDispatchRate[t.b.cfg.ClusterName]; set {
-		return dispatchRateOf(r, t.rates.current())
+	if r, set := ns.ReplicatorDispatchRate[b.cfg.ClusterName]; set {
+		return r
 	}
-	s := t.b.settings()
-	return dispatchRate{Msgs: s.replMsgRate, Bytes: s.replByteRate, Period: time.Second}
+	s := b.settings()
+	return resources.DispatchRate{DispatchThrottlingRateInMsg: int(s.replMsgRate), DispatchThrottlingRateInByte: s.replByteRate, RatePeriodInSecond: 1}
 }
 
 // RetentionOf turns Pulsar's retention settings (minutes and MiB, -1 for

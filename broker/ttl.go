@@ -43,7 +43,7 @@ func (t *topic) expireBefore(ctx context.Context, cutoff time.Time) {
 		s.expireUpTo(ctx, last)
 	}
 	for _, c := range t.replicatorCursors() {
-		if err := expireCursorUpTo(ctx, c, last); err != nil && !cursorGone(err) {
+		if _, err := expireCursorUpTo(ctx, c, last); err != nil && !cursorGone(err) {
 			t.b.log.Warn("replication backlog not expired", "topic", t.name.String(), "cursor", c.Name(), "err", err)
 		}
 	}
@@ -68,15 +68,15 @@ func (t *topic) replicatorCursors() []managedledger.Cursor {
 }
 
 // expireCursorUpTo moves a cursor's mark-delete position to pos, never
-// backwards.
-func expireCursorUpTo(ctx context.Context, c managedledger.Cursor, pos managedledger.Position) error {
+// backwards; moved says whether it did.
+func expireCursorUpTo(ctx context.Context, c managedledger.Cursor, pos managedledger.Position) (moved bool, err error) {
 	if c.MarkDeletePosition().Compare(pos) >= 0 {
-		return nil
+		return false, nil
 	}
 	if err := c.MarkDelete(ctx, pos); err != nil {
-		return fmt.Errorf("expire messages of cursor %s up to %v: %w", c.Name(), pos, err)
+		return false, fmt.Errorf("expire messages of %s up to %v: %w", c.Name(), pos, err)
 	}
-	return nil
+	return true, nil
 }
 
 // lastPublishedBefore finds the last entry published before t (ms), by
@@ -97,11 +97,7 @@ func lastPublishedBefore(ctx context.Context, ml managedledger.ManagedLedger, t 
 
 // expireUpTo acknowledges everything up to pos on this subscription.
 func (s *subscription) expireUpTo(ctx context.Context, pos managedledger.Position) {
-	if s.cursor.MarkDeletePosition().Compare(pos) >= 0 {
-		return
+	if moved, _ := expireCursorUpTo(ctx, s.cursor, pos); moved {
+		s.dropUpTo(pos)
 	}
-	if err := s.cursor.MarkDelete(ctx, pos); err != nil {
-		return
-	}
-	s.dropUpTo(pos)
 }

@@ -79,6 +79,24 @@ func AppendEntry(dst []byte, md *pb.MessageMetadata, payload []byte) ([]byte, er
 	return out, nil
 }
 
+// AppendEntryHead appends an entry's head — magic, CRC32C, metadataSize
+// and the metadata, given as parts that are concatenated — for payload,
+// which the checksum covers but which is not appended: a writer sends it
+// from where it is (a vectored write), so re-framing an entry with new
+// metadata copies no payload. The metadata must not be empty.
+func AppendEntryHead(dst, payload []byte, metadata ...[]byte) []byte {
+	start := len(dst)
+	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
+	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
+	for _, part := range metadata {
+		out = append(out, part...)
+	}
+	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(len(out)-start-entryHeaderLen))
+	crc := crc32.Update(crc32.Checksum(out[start+magicLen+crcLen:], castagnoli), castagnoli, payload)
+	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
+	return out
+}
+
 // appendCommand appends [totalSize placeholder][commandSize][cmd]; the caller
 // fills totalSize once it knows what follows.
 func appendCommand(dst []byte, cmd *pb.BaseCommand) ([]byte, error) {

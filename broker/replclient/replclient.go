@@ -30,10 +30,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"net/url"
@@ -439,24 +437,16 @@ func (r Replicated) Len() int { return len(r.Head) + len(r.Payload) }
 // Bytes is the entry in one buffer (a copy).
 func (r Replicated) Bytes() []byte { return append(append([]byte{}, r.Head...), r.Payload...) }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // MarkReplicated re-frames entry (from the 0x0e01 magic) so that its
 // metadata also says replicated_from = cluster, with a new checksum. The
 // stored metadata bytes are kept as they are and the field appended
 // (protobuf takes the last value of a field), so nothing the original
 // producer set is lost, fields this broker does not know included. The
-// payload is not copied: the checksum runs over the new head and then
-// the payload in place.
+// payload is not copied (wire.AppendEntryHead).
 func MarkReplicated(e wire.Entry, cluster string) Replicated {
 	md, payload := e.Metadata(), e.Payload()
 	extra := protowire.AppendString(protowire.AppendTag(nil, replicatedFromField, protowire.BytesType), cluster)
-	head := make([]byte, 10, 10+len(md)+len(extra))
-	binary.BigEndian.PutUint16(head, wire.MagicChecksum)
-	binary.BigEndian.PutUint32(head[6:], uint32(len(md)+len(extra)))
-	head = append(append(head, md...), extra...)
-	sum := crc32.Update(crc32.Update(0, castagnoli, head[6:]), castagnoli, payload)
-	binary.BigEndian.PutUint32(head[2:], sum)
+	head := wire.AppendEntryHead(make([]byte, 0, 10+len(md)+len(extra)), payload, md, extra)
 	return Replicated{Head: head, Payload: payload}
 }
 

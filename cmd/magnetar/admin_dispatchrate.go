@@ -5,9 +5,9 @@ package main
 // pulsar-admin's: the most each of the namespace's replicators in the
 // cluster of the broker asked sends every period (docs/geo-replication.md).
 // The same three under topics set the rate of one topic's replicators,
-// over its namespace's, in every cluster (topic policies are
-// instance-wide); get-replicator-dispatch-rate --applied shows the one in
-// force.
+// over its namespace's: in the cluster of the broker asked, as Pulsar's
+// topic policies, or with --global in every cluster without its own;
+// get-replicator-dispatch-rate --applied shows the one in force.
 // -1 (the default of each flag) is no limit on it; unset prints
 // "(not set)" (text) or null (json), and the broker's
 // dispatchThrottlingRatePerReplicatorIn* apply.

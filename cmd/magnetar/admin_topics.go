@@ -320,12 +320,9 @@ func subscriptionCmds() []adminCmd {
 			}
 		}),
 		subCmd("expire-messages", "acknowledge a subscription's messages older than a time", func(fs *flag.FlagSet) subRun {
-			older := fs.String("expireTime", "", "age: seconds, or 10m, 3h, 2d (required)")
+			age := expireTimeFlag(fs)
 			return func(env *adminEnv, t *utils.TopicName, sub string) (adminReply, error) {
-				if *older == "" {
-					return replyNone(), usageErrorf("--expireTime is required")
-				}
-				sec, err := parseRelativeTime("expireTime", *older)
+				sec, err := age()
 				if err != nil {
 					return replyNone(), err
 				}
@@ -333,18 +330,27 @@ func subscriptionCmds() []adminCmd {
 			}
 		}),
 		topicCmd("expire-messages-all-subscriptions", "acknowledge, on every subscription and replicator, messages older than a time", func(fs *flag.FlagSet) topicAction {
-			older := fs.String("expireTime", "", "age: seconds, or 10m, 3h, 2d (required)")
+			age := expireTimeFlag(fs)
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
-				if *older == "" {
-					return replyNone(), usageErrorf("--expireTime is required")
-				}
-				sec, err := parseRelativeTime("expireTime", *older)
+				sec, err := age()
 				if err != nil {
 					return replyNone(), err
 				}
 				return replyNone(), env.api.Subscriptions().ExpireAllMessages(*t, sec)
 			}
 		}),
+	}
+}
+
+// expireTimeFlag registers pulsar-admin's required --expireTime; the
+// function it returns reads it in seconds.
+func expireTimeFlag(fs *flag.FlagSet) func() (int64, error) {
+	older := fs.String("expireTime", "", "age: seconds, or 10m, 3h, 2d (required)")
+	return func() (int64, error) {
+		if *older == "" {
+			return 0, usageErrorf("--expireTime is required")
+		}
+		return parseRelativeTime("expireTime", *older)
 	}
 }
 

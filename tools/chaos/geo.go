@@ -68,33 +68,26 @@ func (c *Cluster) EnsureRemote() error {
 }
 
 // setupGeo registers each cluster in the other's store and creates the
-// replicated namespace in both.
+// replicated namespace in both. Each step tolerates having been done.
 func (c *Cluster) setupGeo() error {
-	remote := c.Remote.Host.Addr
-	br1 := c.Brokers[0].Host.Addr
-	both := "c1," + RemoteCluster
-	steps := []struct {
+	c1, c2 := c.adminURL(), "http://"+c.Remote.Host.Addr+":8080"
+	br1, both := c.Brokers[0].Host.Addr, "c1,"+RemoteCluster
+	type step struct {
 		admin string
 		args  []string
-	}{
-		{c.adminURL(), []string{"clusters", "create", RemoteCluster, "--url", "http://" + remote + ":8080", "--broker-url", "pulsar://" + remote + ":6650"}},
-		{"http://" + remote + ":8080", []string{"clusters", "create", "c1", "--url", "http://" + br1 + ":8080", "--broker-url", "pulsar://" + br1 + ":6650"}},
 	}
-	for _, admin := range []string{c.adminURL(), "http://" + remote + ":8080"} {
-		steps = append(steps, []struct {
-			admin string
-			args  []string
-		}{
-			{admin, []string{"tenants", "update", "public", "--allowed-clusters", both}},
-			{admin, []string{"namespaces", "create", GeoNamespace, "--clusters", both}},
-			{admin, []string{"namespaces", "set-deduplication", GeoNamespace, "--enable"}},
-			{admin, []string{"namespaces", "set-retention", GeoNamespace, "--time", "30m", "--size", "256M"}},
-		}...)
+	steps := []step{
+		{c1, []string{"clusters", "create", RemoteCluster, "--url", c2, "--broker-url", "pulsar://" + c.Remote.Host.Addr + ":6650"}},
+		{c2, []string{"clusters", "create", "c1", "--url", "http://" + br1 + ":8080", "--broker-url", "pulsar://" + br1 + ":6650"}},
 	}
-	steps = append(steps, struct {
-		admin string
-		args  []string
-	}{c.adminURL(), []string{"namespaces", "set-persistence", GeoNamespace, "--bookkeeper-ensemble", "3",
+	for _, admin := range []string{c1, c2} {
+		steps = append(steps,
+			step{admin, []string{"tenants", "update", "public", "--allowed-clusters", both}},
+			step{admin, []string{"namespaces", "create", GeoNamespace, "--clusters", both}},
+			step{admin, []string{"namespaces", "set-deduplication", GeoNamespace, "--enable"}},
+			step{admin, []string{"namespaces", "set-retention", GeoNamespace, "--time", "30m", "--size", "256M"}})
+	}
+	steps = append(steps, step{c1, []string{"namespaces", "set-persistence", GeoNamespace, "--bookkeeper-ensemble", "3",
 		"--bookkeeper-write-quorum", "3", "--bookkeeper-ack-quorum", "2"}})
 	for _, s := range steps {
 		out, err := c.magnetar(append([]string{"admin", "--admin-url", s.admin}, s.args...)...)
