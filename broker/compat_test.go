@@ -239,7 +239,10 @@ func TestGoReaderReconnectWhileHoldingAMessage(t *testing.T) {
 // reader on it: the reader has reconnected.
 func waitReaderBack(t *testing.T, env *adminEnv, name string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// The Go client's reconnect backoff doubles from 100 ms on each
+	// refused attempt (a topic still unloading): a few under make test's
+	// load add up past 10 s.
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if st, err := env.admin.Topics().GetStats(topicName(t, name)); err == nil {
 			for _, sub := range st.Subscriptions {
@@ -250,7 +253,7 @@ func waitReaderBack(t *testing.T, env *adminEnv, name string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s: no reader reconnected 10 s after the unload", name)
+	t.Fatalf("%s: no reader reconnected 30 s after the unload", name)
 }
 
 // The reader trace (Config.TraceReaders, a test aid of the fault suite)
