@@ -1,8 +1,6 @@
 package bookie
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -11,6 +9,8 @@ import (
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -213,7 +213,8 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 	if st.fenced && !recovery {
 		return bkproto.StatusFenced
 	}
-	if err := c.storage.AddEntry(r.LedgerID, r.EntryID, r.Data); err != nil {
+	sum, summed := dataSum(r)
+	if err := c.storeEntry(r, sum, summed); err != nil {
 		c.noteStorageError(err)
 		return statusOf(err)
 	}
@@ -221,13 +222,19 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 	deferred := r.Flags&bkproto.FlagDeferredSync != 0
 	queued := time.Now()
 	// Not journalAdd: this closure is the one allocation of the hot path.
-	err := js.Add(r.LedgerID, r.EntryID, r.Data, func(_ journal.Mark, err error) {
+	done := func(_ journal.Mark, err error) {
 		c.noteJournalError(err)
 		c.opts.Metrics.observeJournalAdd(time.Since(queued))
 		if !deferred {
 			answer(statusOf(err))
 		}
-	})
+	}
+	var err error
+	if summed {
+		err = js.AddSummed(r.LedgerID, r.EntryID, r.Data, sum, done)
+	} else {
+		err = js.Add(r.LedgerID, r.EntryID, r.Data, done)
+	}
 	if err != nil {
 		c.noteJournalError(err)
 		return statusOf(err)
@@ -236,6 +243,30 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 		answer(bkproto.StatusOK)
 	}
 	return bkproto.StatusOK
+}
+
+// dataSum returns the CRC32C of an add's data for the journal and the
+// entry log to build their record checksums from, so the data is summed
+// once here rather than once by each: the ledger client's sum when it is
+// in this process (no wire in between), else computed. Small entries are
+// not summed: combining costs more than each store hashing them itself.
+func dataSum(r *bkproto.Request) (uint32, bool) {
+	switch {
+	case len(r.Data) < crc32c.CombineWorthFrom:
+		return 0, false
+	case r.DataSummed:
+		return r.DataSum, true
+	}
+	return crc32c.Checksum(r.Data), true
+}
+
+// storeEntry hands an add to ledger storage, with its data's CRC32C when
+// there is one and the storage takes it.
+func (c *Core) storeEntry(r *bkproto.Request, sum uint32, summed bool) error {
+	if a, ok := c.storage.(entrylog.SummedAdder); ok && summed {
+		return a.AddEntrySummed(r.LedgerID, r.EntryID, r.Data, sum)
+	}
+	return c.storage.AddEntry(r.LedgerID, r.EntryID, r.Data)
 }
 
 func (c *Core) read(r *bkproto.Request, resp *bkproto.Response, reply Reply) {

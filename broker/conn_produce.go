@@ -42,19 +42,17 @@ package broker
 //     version returned in PRODUCER_SUCCESS.
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/replclient"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -350,7 +348,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	size := int64(f.Entry.Len())
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)
-	p.topic.addEntry(f.Entry.Bytes(), msgs, func(pos managedledger.Position, err error) {
+	p.topic.addEntry(f.Entry.Bytes(), f.Entry.Sum(), msgs, func(pos managedledger.Position, err error) {
 		c.endSend()
 		if err != nil {
 			if d := dedup; d != nil {

@@ -27,6 +27,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -122,7 +123,7 @@ func newEntryStamper(ctx context.Context, cfg Config, ml managedledger.ManagedLe
 
 // add stores entry (the producer's bytes, which the caller may reuse
 // afterwards) with its broker entry metadata in front.
-func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, messages int64, cb func(managedledger.Position, error)) {
+func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := uint64(s.now().UnixMilli())
@@ -131,15 +132,17 @@ func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, message
 	// (AddEntryInPlace).
 	data := make([]byte, managedledger.EntryHeadroom, managedledger.EntryHeadroom+wire.BrokerEntryMetadataLen(ts, s.timestamp, index, s.index)+len(entry))
 	data = wire.AppendBrokerEntryMetadata(data, ts, s.timestamp, index, s.index)
+	bem := data[managedledger.EntryHeadroom:]
 	data = append(data, entry...)
+	sum = crc32c.Extend(crc32c.Checksum(bem), entry, sum)
 	// The index is taken even if the add fails: a gap in the indices is
 	// harmless, a duplicate would not be.
 	s.last = index
 	if s.cursor == nil {
-		ml.AddEntryInPlace(data, cb)
+		ml.AddEntryInPlace(data, sum, cb)
 		return
 	}
-	ml.AddEntryInPlace(data, func(pos managedledger.Position, err error) {
+	ml.AddEntryInPlace(data, sum, func(pos managedledger.Position, err error) {
 		if err == nil { // callbacks run in storage order: the cursor only moves forward
 			_ = s.cursor.MarkDeleteWithProperties(context.Background(), pos, map[string]int64{indexProperty: index})
 		}

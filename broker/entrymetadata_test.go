@@ -11,6 +11,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -142,7 +143,7 @@ func TestBrokerEntryIndexSurvivesTrimming(t *testing.T) {
 	var last managedledger.Position
 	for range 3 {
 		done := make(chan error, 1)
-		s.add(ml, entry, 2, func(p managedledger.Position, err error) { last = p; done <- err })
+		s.add(ml, entry, crc32c.Checksum(entry), 2, func(p managedledger.Position, err error) { last = p; done <- err })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}

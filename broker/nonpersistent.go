@@ -85,7 +85,7 @@ func (n *streamOfNothing) AddEntry(_ []byte, cb func(managedledger.Position, err
 }
 
 // AddEntryInPlace implements managedledger.ManagedLedger.
-func (n *streamOfNothing) AddEntryInPlace(_ []byte, cb func(managedledger.Position, error)) {
+func (n *streamOfNothing) AddEntryInPlace(_ []byte, _ uint32, cb func(managedledger.Position, error)) {
 	cb(n.take(), nil)
 }
 

@@ -66,6 +66,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/markers"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -202,7 +203,7 @@ func (t *topic) writeMarker(typ markers.Type, payload []byte, replicateTo []stri
 		}
 		return
 	}
-	t.addEntry(entry, 1, func(pos managedledger.Position, err error) {
+	t.addEntry(entry, crc32c.Checksum(entry), 1, func(pos managedledger.Position, err error) {
 		if err != nil && !errors.Is(err, managedledger.ErrClosed) {
 			t.b.log.Warn("replicated-subscription marker not stored", "topic", t.name.String(), "type", int(typ), "err", err)
 		}

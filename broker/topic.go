@@ -139,7 +139,10 @@ func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 // addEntry stores a producer's entry (which the caller may reuse once
 // this returns: it aliases the connection's read buffer). While the topic
 // is fenced it fails at once with errTopicFenced.
-func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
+//
+// sum is the entry's CRC32C (wire.Entry.Sum): storage builds its
+// checksums from it.
+func (t *topic) addEntry(entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
 	if !t.beginAdd() {
 		cb(managedledger.Position{}, fmt.Errorf("topic %s: %w", t.name, errTopicFenced))
 		return
@@ -152,10 +155,10 @@ func (t *topic) addEntry(entry []byte, messages int64, cb func(managedledger.Pos
 		orig(pos, err)
 		t.endAdd()
 	}
-	t.storeEntry(entry, messages, cb)
+	t.storeEntry(entry, sum, messages, cb)
 }
 
-func (t *topic) storeEntry(entry []byte, messages int64, cb func(managedledger.Position, error)) {
+func (t *topic) storeEntry(entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
 	if !t.name.Persistent() {
 		// One copy for every subscription: the connection's buffer is
 		// reused once this returns, the writes to consumers are not done.
@@ -167,14 +170,12 @@ func (t *topic) storeEntry(entry []byte, messages int64, cb func(managedledger.P
 		return
 	}
 	if t.stamper != nil {
-		t.stamper.add(t.ml, entry, messages, cb)
+		t.stamper.add(t.ml, entry, sum, messages, cb)
 		return
 	}
 	// The one copy out of the connection's buffer, with room in front for
 	// storage to encode its entry without copying again.
-	buf := make([]byte, managedledger.EntryHeadroom+len(entry))
-	copy(buf[managedledger.EntryHeadroom:], entry)
-	t.ml.AddEntryInPlace(buf, cb)
+	t.ml.AddEntryInPlace(managedledger.WithHeadroom(entry), sum, cb)
 }
 
 // beginAdd counts an add about to be handed to the managed ledger, unless

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/internal/invariants"
 )
 
 // DB is a bookie's ledger storage on disk: one independent storage per
@@ -254,7 +256,19 @@ func (d *DB) AddEntry(ledgerID, entryID int64, data []byte) error {
 		return err
 	}
 	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data)
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, payloadSum{})
+}
+
+// AddEntrySummed implements SummedAdder.
+func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, crc uint32) error {
+	if invariants.Enabled && crc != crc32c.Checksum(data) {
+		invariants.Failf("entrylog: AddEntrySummed of ledger %d entry %d with CRC %08x, the data's is %08x", ledgerID, entryID, crc, crc32c.Checksum(data))
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.exit()
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, payloadSum{crc, true})
 }
 
 // ReadEntry implements Storage. A record that fails its checks is an

@@ -36,7 +36,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 	data := make([]byte, 1000)
 	e := int64(0)
 	for c.pending() == nil { // fill the first half until it is swapped out
-		if _, err := c.put(1, e, data); err != nil {
+		if _, err := c.put(1, e, data, payloadSum{}); err != nil {
 			t.Fatal(err)
 		}
 		e++
@@ -48,7 +48,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 		if full {
 			break
 		}
-		if _, err := c.put(1, e, data); err != nil {
+		if _, err := c.put(1, e, data, payloadSum{}); err != nil {
 			t.Fatal(err)
 		}
 		e++
@@ -59,12 +59,12 @@ func TestWriteCacheThrottle(t *testing.T) {
 	}
 	c.mu.Unlock()
 	start := time.Now()
-	waited, err := c.put(1, e, data)
+	waited, err := c.put(1, e, data, payloadSum{})
 	if !errors.Is(err, ErrWriteCacheFull) || !waited || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("add to a full cache: waited=%v after %v: %v", waited, time.Since(start), err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := c.put(1, e, data); done <- err }()
+	go func() { _, err := c.put(1, e, data, payloadSum{}); done <- err }()
 	time.Sleep(10 * time.Millisecond)
 	c.flushed(c.pending())
 	if err := <-done; err != nil {
@@ -73,12 +73,12 @@ func TestWriteCacheThrottle(t *testing.T) {
 	if got, ok := c.get(1, e); !ok || !bytes.Equal(got, data) {
 		t.Fatal("entry added after the wait not readable")
 	}
-	if _, err := c.put(1, 0, make([]byte, 9<<10)); !errors.Is(err, ErrEntryTooLarge) {
+	if _, err := c.put(1, 0, make([]byte, 9<<10), payloadSum{}); !errors.Is(err, ErrEntryTooLarge) {
 		t.Fatalf("entry larger than a half: %v", err)
 	}
 	stopped := errors.New("stopped")
 	c.stop(stopped)
-	if _, err := c.put(1, e+1, data); !errors.Is(err, stopped) {
+	if _, err := c.put(1, e+1, data, payloadSum{}); !errors.Is(err, stopped) {
 		t.Fatalf("add after stop: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Frozen format constants (see the package doc). Changing any of them
@@ -113,24 +114,45 @@ func decodeLogHeader(b []byte, name string) (logHeader, error) {
 // putRecordHeader fills b[:RecordHeaderSize] for payload; the checksum
 // covers the length, both ids and the payload, so a record read at a wrong
 // offset, or one whose length was damaged, fails it.
-func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte) {
+//
+// sum is the payload's CRC32C when the caller has it (AddEntrySummed):
+// the checksum is then combined from it rather than read off the payload
+// again, for payloads large enough that this is cheaper.
+func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte, sum payloadSum) {
 	binary.LittleEndian.PutUint32(b[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint64(b[8:], uint64(ledgerID))
 	binary.LittleEndian.PutUint64(b[16:], uint64(entryID))
-	binary.LittleEndian.PutUint32(b[4:], recordCRC(b, payload))
+	crc := headerCRC(b)
+	if sum.known && len(payload) >= crc32c.CombineWorthFrom {
+		crc = crc32c.Combine(crc, sum.crc, len(payload))
+	} else {
+		crc = crc32.Update(crc, castagnoli, payload)
+	}
+	binary.LittleEndian.PutUint32(b[4:], crc)
+}
+
+// payloadSum is a payload's CRC32C, if known.
+type payloadSum struct {
+	crc   uint32
+	known bool
+}
+
+// headerCRC is the CRC32C of the header's checked fields (all but the
+// checksum itself), which the record's checksum continues over the payload.
+func headerCRC(hdr []byte) uint32 {
+	c := crc32.Update(0, castagnoli, hdr[0:4])
+	return crc32.Update(c, castagnoli, hdr[8:RecordHeaderSize])
 }
 
 func recordCRC(hdr, payload []byte) uint32 {
-	c := crc32.Update(0, castagnoli, hdr[0:4])
-	c = crc32.Update(c, castagnoli, hdr[8:RecordHeaderSize])
-	return crc32.Update(c, castagnoli, payload)
+	return crc32.Update(headerCRC(hdr), castagnoli, payload)
 }
 
 // encodeRecord returns a whole record (tests and compaction use it).
 func encodeRecord(ledgerID, entryID int64, payload []byte) []byte {
 	b := make([]byte, RecordHeaderSize+len(payload))
 	copy(b[RecordHeaderSize:], payload)
-	putRecordHeader(b, ledgerID, entryID, b[RecordHeaderSize:])
+	putRecordHeader(b, ledgerID, entryID, b[RecordHeaderSize:], payloadSum{})
 	return b
 }
 

@@ -141,7 +141,7 @@ func (s *shard) hasLedger(ledgerID int64) bool {
 	return s.mu.ledgers[ledgerID] != nil
 }
 
-func (s *shard) addEntry(ledgerID, entryID int64, data []byte) error {
+func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum payloadSum) error {
 	if err := s.fail.check(); err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (s *shard) addEntry(ledgerID, entryID int64, data []byte) error {
 	if err != nil || !live {
 		return err
 	}
-	waited, err := s.wc.put(ledgerID, entryID, data)
+	waited, err := s.wc.put(ledgerID, entryID, data, sum)
 	if waited {
 		s.stats.throttledAdds.Add(1)
 	}

@@ -56,6 +56,17 @@ type Checkpointer interface {
 	CompleteCheckpoint(Checkpoint) error
 }
 
+// SummedAdder is a Storage that can take an entry's CRC32C from the
+// caller instead of reading the entry again for its record checksum: a
+// bookie that has the CRC (from the ledger client in the same process, or
+// from its own check of an add) passes it on, so each byte is summed once
+// on the write path. crc must be the data's; a wrong one stores a record
+// every read rejects as corrupt. Wrappers that embed a Storage do not
+// have it, so their AddEntry hooks still run.
+type SummedAdder interface {
+	AddEntrySummed(ledgerID, entryID int64, data []byte, crc uint32) error
+}
+
 // Storage is a bookie's ledger storage: entries by (ledger id, entry id)
 // plus a little state per ledger. It is not the write-ahead log: an entry
 // added here becomes durable only at the next Flush, and the bookie

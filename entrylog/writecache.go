@@ -155,14 +155,14 @@ func newWriteCache(size int64, maxWait time.Duration) *writeCache {
 
 // put adds an entry, waiting (bounded) while both halves are full. It
 // reports whether it had to wait (for stats).
-func (c *writeCache) put(ledgerID, entryID int64, data []byte) (waited bool, err error) {
+func (c *writeCache) put(ledgerID, entryID int64, data []byte, sum payloadSum) (waited bool, err error) {
 	n := RecordHeaderSize + len(data)
 	if int64(n) > c.half || len(data) > MaxEntrySize {
 		return false, fmt.Errorf("%w: %d bytes, a directory's write cache takes at most %d",
 			ErrEntryTooLarge, len(data), min(c.half-RecordHeaderSize, MaxEntrySize))
 	}
 	var hdr [RecordHeaderSize]byte
-	putRecordHeader(hdr[:], ledgerID, entryID, data) // checksum outside the lock
+	putRecordHeader(hdr[:], ledgerID, entryID, data, sum) // checksum outside the lock
 	var deadline *time.Timer
 	for {
 		wait, err := c.tryPut(entryKeyID{ledgerID, entryID}, hdr[:], data)

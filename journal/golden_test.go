@@ -104,7 +104,7 @@ func encodeGoldenFile(t *testing.T, f goldenFile) []byte {
 			count: uint32(len(g.records)), seq: g.seq}.put(b)
 		p := groupHeaderSize
 		for _, r := range g.records {
-			putRecordHeader(b[p:], r.LedgerID, r.EntryID, r.Payload)
+			putRecordHeader(b[p:], r.LedgerID, r.EntryID, r.Payload, payloadSum{})
 			p += recordHeaderSize
 			p += copy(b[p:], r.Payload)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/internal/stage"
 )
 
@@ -120,6 +122,7 @@ type Callback func(Mark, error)
 type request struct {
 	ledgerID, entryID int64
 	payload           []byte
+	sum               payloadSum
 	cb                Callback
 	enqueued          time.Time
 }
@@ -213,6 +216,21 @@ func Open(fs engine.FS, dir string, opts Options, replay func(Entry) error) (*Jo
 // Add queues an entry; cb runs once it is durable (or failed). Add blocks
 // while the queue is full. The payload must not change until cb runs.
 func (j *Journal) Add(ledgerID, entryID int64, payload []byte, cb Callback) error {
+	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, cb: cb})
+}
+
+// AddSummed is Add for a payload whose CRC32C the caller already has, so
+// the record's checksum need not read the payload again. crc must be the
+// payload's: a wrong one writes a record that replay rejects as torn.
+func (j *Journal) AddSummed(ledgerID, entryID int64, payload []byte, crc uint32, cb Callback) error {
+	if invariants.Enabled && crc != crc32c.Checksum(payload) {
+		invariants.Failf("journal: AddSummed of ledger %d entry %d with CRC %08x, the payload's is %08x", ledgerID, entryID, crc, crc32c.Checksum(payload))
+	}
+	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, sum: payloadSum{crc, true}, cb: cb})
+}
+
+func (j *Journal) add(r *request) error {
+	payload := r.payload
 	if len(payload) > MaxEntrySize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrEntryTooLarge, len(payload), MaxEntrySize)
 	}
@@ -224,7 +242,8 @@ func (j *Journal) Add(ledgerID, entryID int64, payload []byte, cb Callback) erro
 	if err := j.failure(); err != nil {
 		return err
 	}
-	j.queue <- &request{ledgerID: ledgerID, entryID: entryID, payload: payload, cb: cb, enqueued: time.Now()}
+	r.enqueued = time.Now()
+	j.queue <- r
 	return nil
 }
 

@@ -44,6 +44,11 @@ func (s *Set) Add(ledgerID, entryID int64, payload []byte, cb Callback) error {
 	return s.For(ledgerID).Add(ledgerID, entryID, payload, cb)
 }
 
+// AddSummed is Journal.AddSummed on the ledger's journal.
+func (s *Set) AddSummed(ledgerID, entryID int64, payload []byte, crc uint32, cb Callback) error {
+	return s.For(ledgerID).AddSummed(ledgerID, entryID, payload, crc, cb)
+}
+
 // LastMarks returns each journal's last acknowledged mark, in directory
 // order; ledger storage takes them before a flush and checkpoints them
 // after it.

@@ -205,7 +205,7 @@ func (j *Journal) encodeGroup(g group, span int64) [][]byte {
 	iov := j.iov[:0]
 	start, p := 0, groupHeaderSize // h[start:p] is the headers not yet in iov
 	for _, r := range g.reqs {
-		putRecordHeader(h[p:], r.ledgerID, r.entryID, r.payload)
+		putRecordHeader(h[p:], r.ledgerID, r.entryID, r.payload, r.sum)
 		p += recordHeaderSize
 		if len(r.payload) > 0 {
 			iov = append(iov, h[start:p], r.payload)

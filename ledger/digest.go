@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -58,11 +59,19 @@ func (d digester) size() int {
 	return 0
 }
 
-// sum appends the digest of the header and payload to dst.
-func (d digester) sum(dst, header, payload []byte) []byte {
+// sum appends the digest of the header and payload to dst. ps is the
+// payload's CRC32C if the caller has it: a CRC32C digest is then combined
+// from it (for payloads large enough that this is cheaper) instead of
+// read off the payload again.
+func (d digester) sum(dst, header, payload []byte, ps payloadSum) []byte {
 	switch d.typ {
 	case DigestCRC32C:
-		c := crc32.Update(crc32.Checksum(header, castagnoli), castagnoli, payload)
+		c := crc32.Checksum(header, castagnoli)
+		if ps.worthCombining(payload) {
+			c = crc32c.Combine(c, ps.crc, len(payload))
+		} else {
+			c = crc32.Update(c, castagnoli, payload)
+		}
 		return binary.BigEndian.AppendUint32(dst, c)
 	case DigestMAC:
 		m := hmac.New(sha256.New, d.macKey)
@@ -71,6 +80,27 @@ func (d digester) sum(dst, header, payload []byte) []byte {
 		return m.Sum(dst)
 	}
 	return dst
+}
+
+// payloadSum is a payload's CRC32C, if the caller knows it.
+type payloadSum struct {
+	crc   uint32
+	known bool
+}
+
+func (ps payloadSum) worthCombining(payload []byte) bool {
+	return ps.known && len(payload) >= crc32c.CombineWorthFrom
+}
+
+// entrySum returns the CRC32C of an encoded entry (head: its header and
+// digest; then the payload) for a bookie in this process to build its
+// record checksums from (bkproto.Request.DataSum), when the payload's sum
+// is known and the entry large enough for combining to pay.
+func (ps payloadSum) entrySum(head, payload []byte) (uint32, bool) {
+	if !ps.worthCombining(payload) {
+		return 0, false
+	}
+	return crc32c.Combine(crc32c.Checksum(head), ps.crc, len(payload)), true
 }
 
 // masterKey is what bookies check on adds and fences: derived from the
@@ -93,12 +123,12 @@ const Headroom = entryHeaderLen + sha256.Size
 
 // encodeInPlace encodes the entry in front of the payload buf[Headroom:]
 // and returns the encoded entry, a suffix of buf: no copy of the payload.
-func (d digester) encodeInPlace(ledgerID, entryID, lac, length int64, buf []byte) []byte {
+func (d digester) encodeInPlace(ledgerID, entryID, lac, length int64, buf []byte, ps payloadSum) []byte {
 	payload := buf[Headroom:]
 	e := buf[Headroom-entryHeaderLen-d.size():]
 	bkproto.PutEntryHead(e, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})
 	binary.BigEndian.PutUint64(e[bkproto.EntryHeadLen:], uint64(length))
-	d.sum(e[entryHeaderLen:entryHeaderLen], e[:entryHeaderLen], payload)
+	d.sum(e[entryHeaderLen:entryHeaderLen], e[:entryHeaderLen], payload, ps)
 	return e
 }
 
@@ -106,7 +136,7 @@ func (d digester) encodeEntry(ledgerID, entryID, lac, length int64, payload []by
 	b := make([]byte, entryHeaderLen, entryHeaderLen+d.size()+len(payload))
 	bkproto.PutEntryHead(b, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})
 	binary.BigEndian.PutUint64(b[bkproto.EntryHeadLen:], uint64(length))
-	b = d.sum(b, b[:entryHeaderLen], payload)
+	b = d.sum(b, b[:entryHeaderLen], payload, payloadSum{})
 	return append(b, payload...)
 }
 
@@ -131,7 +161,7 @@ func (d digester) decodeEntry(ledgerID, entryID int64, b []byte) (Entry, error) 
 		return Entry{}, fmt.Errorf("%w: asked for ledger %d entry %d, got ledger %d entry %d", ErrDigestMismatch, ledgerID, entryID, h.LedgerID, h.EntryID)
 	}
 	payload := b[n:]
-	want := d.sum(nil, b[:entryHeaderLen], payload)
+	want := d.sum(nil, b[:entryHeaderLen], payload, payloadSum{})
 	if subtle.ConstantTimeCompare(want, b[entryHeaderLen:n]) != 1 {
 		return Entry{}, fmt.Errorf("%w: ledger %d entry %d", ErrDigestMismatch, ledgerID, entryID)
 	}
@@ -144,7 +174,7 @@ func (d digester) encodeLAC(ledgerID, lac int64) []byte {
 	b := make([]byte, 16, 16+d.size())
 	binary.BigEndian.PutUint64(b, uint64(ledgerID))
 	binary.BigEndian.PutUint64(b[8:], uint64(lac))
-	return d.sum(b, b, nil)
+	return d.sum(b, b, nil, payloadSum{})
 }
 
 // decodeLAC verifies explicit-LAC data.
@@ -152,7 +182,7 @@ func (d digester) decodeLAC(ledgerID int64, b []byte) (int64, error) {
 	if len(b) != 16+d.size() || int64(binary.BigEndian.Uint64(b)) != ledgerID {
 		return 0, fmt.Errorf("%w: explicit LAC of ledger %d", ErrDigestMismatch, ledgerID)
 	}
-	if subtle.ConstantTimeCompare(d.sum(nil, b[:16], nil), b[16:]) != 1 {
+	if subtle.ConstantTimeCompare(d.sum(nil, b[:16], nil, payloadSum{}), b[16:]) != 1 {
 		return 0, fmt.Errorf("%w: explicit LAC of ledger %d", ErrDigestMismatch, ledgerID)
 	}
 	return int64(binary.BigEndian.Uint64(b[8:])), nil

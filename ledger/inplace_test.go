@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Entries appended in place (encoded in the headroom in front of the
 // payload) are the same entries as appended by copy, for both digests:
 // read back by another client they verify and hold the payloads; a
-// buffer shorter than the headroom is refused alone.
+// buffer shorter than the headroom is refused alone. Payloads run past
+// crc32c.CombineWorthFrom, so digests and the bookies' record checksums
+// built from the payload's CRC (not by reading it again) are checked too.
 func TestAppendAsyncInPlace(t *testing.T) {
 	for _, digest := range []DigestType{DigestCRC32C, DigestMAC} {
 		t.Run(string(digest), func(t *testing.T) {
@@ -26,17 +30,17 @@ func TestAppendAsyncInPlace(t *testing.T) {
 			done := make(chan error, n+1)
 			var want [][]byte
 			for i := range n {
-				payload := []byte(fmt.Sprintf("entry-%03d-%s", i, bytes.Repeat([]byte{byte(i)}, i)))
+				payload := []byte(fmt.Sprintf("entry-%03d-%s", i, bytes.Repeat([]byte{byte(i)}, i*i*4)))
 				want = append(want, payload)
 				if i%2 == 0 {
 					buf := make([]byte, Headroom+len(payload))
 					copy(buf[Headroom:], payload)
-					w.AppendAsyncInPlace(buf, func(_ int64, err error) { done <- err })
+					w.AppendAsyncInPlace(buf, crc32c.Checksum(payload), func(_ int64, err error) { done <- err })
 				} else {
 					w.AppendAsync(payload, func(_ int64, err error) { done <- err })
 				}
 			}
-			w.AppendAsyncInPlace(make([]byte, Headroom-1), func(id int64, err error) {
+			w.AppendAsyncInPlace(make([]byte, Headroom-1), 0, func(id int64, err error) {
 				if err == nil || id != -1 {
 					done <- fmt.Errorf("a short buffer was appended as %d (%v)", id, err)
 					return

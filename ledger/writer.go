@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,9 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/internal/invariants"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -75,6 +76,8 @@ type pendingAdd struct {
 	entryID  int64
 	length   int64
 	data     []byte
+	dataSum  uint32 // data's CRC32C, when summed (bkproto.Request.DataSum)
+	summed   bool
 	cb       AddCallback
 	sentTo   []string // by write-set slot: the bookie it was last sent to
 	sentAt   []time.Time
@@ -150,7 +153,7 @@ func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error)
 // ErrEntryTooLarge (entry id -1) after the entries appended before it, and
 // the handle stays writable.
 func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
-	h.appendAsync(payload, nil, cb)
+	h.appendAsync(payload, nil, payloadSum{}, cb)
 }
 
 // AppendAsyncInPlace is AppendAsync for a payload with Headroom bytes of
@@ -159,18 +162,26 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 // publish path). buf must stay unchanged until cb runs, and may be given
 // to a ledger once: after a failure, append it elsewhere with AppendAsync
 // (requests of this ledger may still be on their way to bookies).
-func (h *WriteHandle) AppendAsyncInPlace(buf []byte, cb AddCallback) {
+//
+// crc is the payload's CRC32C (the broker has it from the producer's
+// verified checksum): the digest and a bookie in this process build their
+// checksums from it instead of reading the payload again. It must be
+// right; a wrong one makes the entry unreadable.
+func (h *WriteHandle) AppendAsyncInPlace(buf []byte, crc uint32, cb AddCallback) {
 	if len(buf) < Headroom {
 		h.mu.Lock()
 		h.refuseLocked(cb, fmt.Errorf("ledger %d: in-place append of %d bytes, shorter than the %d-byte headroom", h.id, len(buf), Headroom))
 		return
 	}
-	h.appendAsync(buf[Headroom:], buf, cb)
+	if invariants.Enabled && crc != crc32c.Checksum(buf[Headroom:]) {
+		invariants.Failf("ledger %d: in-place append with CRC %08x, the payload's is %08x", h.id, crc, crc32c.Checksum(buf[Headroom:]))
+	}
+	h.appendAsync(buf[Headroom:], buf, payloadSum{crc, true}, cb)
 }
 
 // appendAsync appends payload, encoded in place in front of it when buf
 // (payload with its headroom) is given.
-func (h *WriteHandle) appendAsync(payload, buf []byte, cb AddCallback) {
+func (h *WriteHandle) appendAsync(payload, buf []byte, ps payloadSum, cb AddCallback) {
 	if st := h.c.cfg.Stages; st != nil {
 		start, inner := time.Now(), cb
 		cb = func(id int64, err error) { st.Since(stage.LedgerAdd, start); inner(id, err) }
@@ -192,12 +203,14 @@ func (h *WriteHandle) appendAsync(payload, buf []byte, cb AddCallback) {
 	h.mu.length += int64(len(payload))
 	var data []byte
 	if buf != nil {
-		data = h.dig.encodeInPlace(h.id, id, h.mu.lac, h.mu.length, buf)
+		data = h.dig.encodeInPlace(h.id, id, h.mu.lac, h.mu.length, buf, ps)
 	} else {
 		data = h.dig.encodeEntry(h.id, id, h.mu.lac, h.mu.length, payload)
 	}
 	h.mu.sentLAC = h.mu.lac
-	h.enqueueLocked(id, h.mu.length, data, cb)
+	pa := &pendingAdd{entryID: id, length: h.mu.length, data: data, cb: cb}
+	pa.dataSum, pa.summed = ps.entrySum(data[:len(data)-len(payload)], payload)
+	h.enqueueLocked(pa)
 }
 
 // addFrameSize is the frame size of the add request carrying a payload
@@ -237,14 +250,13 @@ func (h *WriteHandle) appendEncoded(e Entry, data []byte, cb AddCallback) {
 	}
 	h.mu.nextEntry++
 	h.mu.length = e.Length
-	h.enqueueLocked(e.EntryID, e.Length, data, cb)
+	h.enqueueLocked(&pendingAdd{entryID: e.EntryID, length: e.Length, data: data, cb: cb})
 }
 
 // enqueueLocked adds a pending entry and sends it (unless an ensemble
 // change is running: it will send it). Unlocks mu.
-func (h *WriteHandle) enqueueLocked(id, length int64, data []byte, cb AddCallback) {
-	pa := &pendingAdd{entryID: id, length: length, data: data, cb: cb,
-		sentTo: make([]string, h.w), sentAt: make([]time.Time, h.w), acked: make([]bool, h.w)}
+func (h *WriteHandle) enqueueLocked(pa *pendingAdd) {
+	pa.sentTo, pa.sentAt, pa.acked = make([]string, h.w), make([]time.Time, h.w), make([]bool, h.w)
 	h.mu.pending = append(h.mu.pending, pa)
 	h.armTimerLocked()
 	var sends []send
@@ -287,7 +299,8 @@ func (h *WriteHandle) send(sends []send) {
 		flags = bkproto.FlagRecoveryAdd
 	}
 	for _, s := range sends {
-		req := &bkproto.Request{Op: bkproto.OpAdd, Flags: flags, LedgerID: h.id, EntryID: s.pa.entryID, MasterKey: h.key, Data: s.pa.data}
+		req := &bkproto.Request{Op: bkproto.OpAdd, Flags: flags, LedgerID: h.id, EntryID: s.pa.entryID, MasterKey: h.key, Data: s.pa.data,
+			DataSum: s.pa.dataSum, DataSummed: s.pa.summed}
 		h.c.transport.Send(s.bookie, req, func(_ *bkproto.Response, err error) { h.onAddResponse(s, err) })
 	}
 }

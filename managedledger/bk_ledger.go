@@ -90,6 +90,7 @@ type queuedAdd struct {
 	cb    func(Position, error)
 	start time.Time // when AddEntry took it (zero for a failed add queued again)
 	buf   []byte    // data with its headroom (AddEntryInPlace), until its first append
+	crc   uint32    // data's CRC32C, with buf
 }
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {

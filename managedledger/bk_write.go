@@ -1,13 +1,12 @@
 package managedledger
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/ledger"
 )
 
@@ -20,50 +19,51 @@ import (
 // refused for its size (ledger.ErrEntryTooLarge) fails alone: it could
 // never be stored, so nothing stored after it overtakes it.
 func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
-	ml.addEntry(data, nil, cb)
+	ml.addEntry(queuedAdd{data: data, cb: cb})
 }
 
 // AddEntryInPlace implements ManagedLedger: the first append encodes the
 // ledger entry in the headroom in front of the data (no copy); an append
 // again after a failure copies (AppendAsync), since the failed ledger's
 // requests may still hold buf.
-func (ml *bkLedger) AddEntryInPlace(buf []byte, cb func(Position, error)) {
-	ml.addEntry(buf[EntryHeadroom:], buf, cb)
+func (ml *bkLedger) AddEntryInPlace(buf []byte, crc uint32, cb func(Position, error)) {
+	ml.addEntry(queuedAdd{data: buf[EntryHeadroom:], cb: cb, buf: buf, crc: crc})
 }
 
-func (ml *bkLedger) addEntry(data, buf []byte, cb func(Position, error)) {
+func (ml *bkLedger) addEntry(add queuedAdd) {
 	ml.mu.Lock()
 	if err := ml.addErrorLocked(); err != nil {
 		ml.mu.Unlock()
-		cb(Position{}, err)
+		add.cb(Position{}, err)
 		return
 	}
 	ml.mu.inflight++
-	orig := cb
+	orig := add.cb
 	var start time.Time // read only when stages are recorded: no clock read per add otherwise
 	if ml.cfg.Stages != nil {
 		start = time.Now()
 	}
-	cb = func(p Position, err error) {
+	add.start = start
+	add.cb = func(p Position, err error) {
 		ml.cfg.Stages.Since(stage.StorageAdd, start)
 		orig(p, err)
 		ml.addDone()
 	}
 	if ml.mu.rolling {
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start, buf})
+		ml.mu.queued = append(ml.mu.queued, add)
 		ml.mu.Unlock()
 		return
 	}
 	if cause := ml.mu.rollErr; cause != nil {
 		// The last rollover failed: its writer is closed. Try again, with
 		// this add first in the next ledger.
-		ml.mu.queued = append(ml.mu.queued, queuedAdd{data, cb, start, buf})
+		ml.mu.queued = append(ml.mu.queued, add)
 		ml.startRolloverLocked(cause)
 		ml.mu.Unlock()
 		return
 	}
 	ml.cfg.Stages.Since(stage.MLQueue, start)
-	ml.appendLocked(data, buf, cb)
+	ml.appendLocked(add)
 	if ml.shouldRollLocked() {
 		ml.startRolloverLocked(nil)
 	}
@@ -121,13 +121,14 @@ func (ml *bkLedger) shouldRollLocked() bool {
 
 // appendLocked hands one add to the writer: in place (encoded in buf's
 // headroom) when buf is given, else copied.
-func (ml *bkLedger) appendLocked(data, buf []byte, cb func(Position, error)) {
+func (ml *bkLedger) appendLocked(add queuedAdd) {
 	w := ml.mu.writer
 	ml.mu.appended++
-	ml.mu.appendSize += int64(len(data))
+	ml.mu.appendSize += int64(len(add.data))
+	data, cb := add.data, add.cb
 	done := func(entryID int64, err error) { ml.onAdded(w, data, cb, entryID, err) }
-	if buf != nil {
-		w.AppendAsyncInPlace(buf, done)
+	if add.buf != nil {
+		w.AppendAsyncInPlace(add.buf, add.crc, done)
 		return
 	}
 	w.AppendAsync(data, done)
@@ -241,7 +242,7 @@ func (ml *bkLedger) rollover(cause error) {
 		if !q.start.IsZero() {
 			ml.cfg.Stages.Since(stage.MLQueue, q.start)
 		}
-		ml.appendLocked(q.data, q.buf, q.cb)
+		ml.appendLocked(q)
 	}
 	ml.mu.Unlock()
 }

@@ -74,6 +74,16 @@ import (
 // entry (the ledger entry header and digest).
 const EntryHeadroom = ledger.Headroom
 
+// WithHeadroom returns a copy of entry with EntryHeadroom bytes of scratch
+// in front of it, for AddEntryInPlace: the publish path's one copy of a
+// message's bytes. Made by append, which leaves the bytes it copies
+// unzeroed; make would clear the whole buffer first, as much work again
+// as the copy for a large entry.
+func WithHeadroom(entry []byte) []byte {
+	var head [EntryHeadroom]byte
+	return append(head[:], entry...)
+}
+
 // Position is an entry's place in the stream.
 type Position struct {
 	LedgerID, EntryID int64
@@ -168,8 +178,12 @@ type ManagedLedger interface {
 	// AddEntryInPlace is AddEntry for buf[EntryHeadroom:], the
 	// EntryHeadroom bytes in front of it being scratch the storage may use
 	// to encode the entry without copying it (the broker's publish path).
-	// buf is the storage's, as data is AddEntry's.
-	AddEntryInPlace(buf []byte, cb func(Position, error))
+	// buf is the storage's, as data is AddEntry's. crc is the CRC32C of
+	// buf[EntryHeadroom:]: storage builds its checksums from it rather than
+	// reading the data again (the broker has it from the producer's
+	// verified checksum). It must be right: a wrong one makes the entry
+	// unreadable.
+	AddEntryInPlace(buf []byte, crc uint32, cb func(Position, error))
 	// ResumeAdds accepts adds again after a failed one (ErrAddsStopped).
 	// The broker calls it once every add it made before the failure has
 	// called back and its producers must reconnect (Pulsar's topic fence).

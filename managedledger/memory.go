@@ -122,7 +122,7 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 
 // AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
 // is, without its headroom.
-func (ml *memoryLedger) AddEntryInPlace(buf []byte, cb func(Position, error)) {
+func (ml *memoryLedger) AddEntryInPlace(buf []byte, _ uint32, cb func(Position, error)) {
 	ml.AddEntry(buf[EntryHeadroom:], cb)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // A topic without subscriptions keeps only its current ledger (and what
@@ -84,9 +86,12 @@ func TestAddEntryInPlace(t *testing.T) {
 			const n = 30 // across rollovers, some added while one runs
 			done := make(chan error, n)
 			for i := range n {
-				buf := make([]byte, EntryHeadroom+7)
-				copy(buf[EntryHeadroom:], fmt.Sprintf("e-%05d", i))
-				ml.AddEntryInPlace(buf, func(_ Position, err error) { done <- err })
+				// Every third past crc32c.CombineWorthFrom: storage builds
+				// its checksums from the given CRC for those.
+				data := inPlaceEntry(i)
+				buf := make([]byte, EntryHeadroom+len(data))
+				copy(buf[EntryHeadroom:], data)
+				ml.AddEntryInPlace(buf, crc32c.Checksum(buf[EntryHeadroom:]), func(_ Position, err error) { done <- err })
 			}
 			for range n {
 				if err := <-done; err != nil {
@@ -104,12 +109,16 @@ func TestAddEntryInPlace(t *testing.T) {
 				}
 			}
 			for i, g := range got {
-				if g != fmt.Sprintf("e-%05d", i) {
-					t.Fatalf("entry %d is %q", i, g)
+				if g != inPlaceEntry(i) {
+					t.Fatalf("entry %d is %.20q... (%d bytes), want %d bytes", i, g, len(g), len(inPlaceEntry(i)))
 				}
 			}
 		})
 	}
+}
+
+func inPlaceEntry(i int) string {
+	return fmt.Sprintf("e-%05d", i) + strings.Repeat("x", (i%3)*5000)
 }
 
 // A namespace policy that cannot be read stops a ledger from being

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -63,6 +64,15 @@ func (e Entry) ComputeChecksum() uint32 {
 		return 0
 	}
 	return crc32.Checksum(e.raw[magicLen+crcLen:], castagnoli)
+}
+
+// Sum returns the CRC32C of the whole entry (magic and checksum
+// included), built from the producer's checksum: storage checksums the
+// entry from it without reading it again. Call it only once VerifyChecksum
+// passed.
+func (e Entry) Sum() uint32 {
+	head := magicLen + crcLen
+	return crc32c.Extend(crc32c.Checksum(e.raw[:head]), e.raw[head:], e.Checksum())
 }
 
 // VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does

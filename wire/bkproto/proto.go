@@ -318,6 +318,14 @@ type Request struct {
 	TimeoutMillis uint32 // long-poll OpRead
 	MaxCount      uint32 // OpBatchRead
 	MaxBytes      uint32 // OpBatchRead
+
+	// DataSum is the CRC32C of Data, when DataSummed: set only by a
+	// ledger client handing a request to a bookie in its own process
+	// (ledger.LocalTransport), never encoded or decoded, so a bookie
+	// trusts it only where no wire lies between the sum and the bytes. A
+	// bookie computes it for requests from the network.
+	DataSum    uint32
+	DataSummed bool
 }
 
 // Response is a decoded response. Slices alias the frame.
