@@ -7,12 +7,14 @@
 //   - the machine: `magnetar perf disk` (write+datasync bandwidth at the
 //     journal's group size, one datasync's latency, cold sequential read)
 //     and loopback TCP bandwidth measured here;
-//   - a standalone (one process: broker, bookie, metadata) on a fresh data
-//     directory: maximum durable publish throughput for 100 B, 1 KiB and
-//     64 KiB; publish and end-to-end latency at 10%, 50% and 80% of the
-//     1 KiB maximum; 1,000 and 10,000 topics with a producer each; a
-//     catch-up read of a backlog after a restart with the page cache
-//     dropped; the process's peak RSS against its configured caches;
+//   - a standalone (one process: broker, bookie, metadata): maximum
+//     durable publish throughput for 100 B, 1 KiB and 64 KiB; publish and
+//     end-to-end latency at 10%, 50% and 80% of the 1 KiB maximum; 1,000
+//     and 10,000 topics with a producer each; a catch-up read of a backlog
+//     after a restart with the page cache dropped; the highest peak RSS of
+//     its processes against its configured caches; then the 50% point with
+//     the flight recorder on, and the 1 KiB maximum and 50% point on
+//     in-memory storage;
 //   - a cluster on this machine: ZooKeeper, 3 bookie processes and a broker
 //     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
 //   - NATS JetStream with file storage, its default sync and with
@@ -50,6 +52,15 @@
 //
 // --only selects sections (machine, standalone, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
+//
+// Each standalone, cluster and in-memory run (each size's maximum, each
+// fixed rate, each topic count) starts its own servers on an emptied data
+// directory and removes it after (fresh.go), ZooKeeper's data included,
+// so no run measures an earlier run's data or its background flushing and
+// GC; only the backlog fill and the catch-up read share a directory, the
+// catch-up restarting on it. natsperf starts its own nats-server on a
+// fresh store. Each section's data directories are removed when the
+// section ends, so later sections have the disk.
 //
 // Every client run is `magnetar perf produce|e2e --json` (the official Go
 // client) or benchmarks/natsperf, so both systems are measured by the same

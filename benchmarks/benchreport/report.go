@@ -397,7 +397,7 @@ func writeMemory(w io.Writer, res *Results) {
 			fmt.Fprintf(w, "| %s | %.0f MiB | %.0f MiB |\n", d.name, d.dep.PeakRSSMiB, d.dep.CacheMiB)
 		}
 	}
-	fmt.Fprintf(w, "\nPeak RSS is the kernel's high-water mark (VmHWM) over every run the deployment served.\n\n")
+	fmt.Fprintf(w, "\nPeak RSS is the kernel's high-water mark (VmHWM) of the deployment's processes, summed, at its highest over the fresh deployments its runs started (one per run).\n\n")
 }
 
 func writeNotes(w io.Writer, res *Results) {
@@ -410,7 +410,7 @@ func writeNotes(w io.Writer, res *Results) {
 	if res.NATS.Skipped != "" {
 		notes = append(notes, "NATS: "+res.NATS.Skipped)
 	} else if res.NATS.Server != "" {
-		notes = append(notes, "NATS server: "+res.NATS.Server+"; file storage, one stream, replicas 1.")
+		notes = append(notes, "NATS server: "+res.NATS.Server+"; file storage, one stream, replicas 1; a fresh server and store for each run.")
 	}
 	if res.Standalone.Ran {
 		notes = append(notes, "Standalone: "+res.Standalone.Setup+".")

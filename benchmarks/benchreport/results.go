@@ -208,8 +208,10 @@ type Deployment struct {
 	Topics     []Run   `json:"topics"`     // many topics
 	CatchUp    *Run    `json:"catchUp"`    // backlog read after a cold restart
 	BacklogMiB float64 `json:"backlogMiB"` // what CatchUp read
-	PeakRSSMiB float64 `json:"peakRssMiB"` // the servers' peak resident memory, summed
-	CacheMiB   float64 `json:"cacheMiB"`   // their configured cache sizes, summed
+	// PeakRSSMiB is the highest over the deployments its runs started
+	// (one per run) of their processes' peak resident memory, summed.
+	PeakRSSMiB float64 `json:"peakRssMiB"`
+	CacheMiB   float64 `json:"cacheMiB"` // its processes' configured cache sizes, summed
 	Profile    string  `json:"profileTop,omitempty"`
 	Skipped    string  `json:"skipped,omitempty"`
 }

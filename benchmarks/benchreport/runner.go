@@ -24,7 +24,15 @@ type runner struct {
 	res    *Results
 	logDir string
 	seqMu  sync.Mutex // clients may run at once (geo)
-	seq    int        // numbers client logs in run order
+	seq    int        // numbers logs in run order
+}
+
+// nextSeq is the next log number.
+func (r *runner) nextSeq() int {
+	r.seqMu.Lock()
+	defer r.seqMu.Unlock()
+	r.seq++
+	return r.seq
 }
 
 // target is a running Magnetar deployment the clients talk to.
@@ -65,10 +73,7 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 // client runs a client command, echoing its progress lines (stderr) to
 // ours and into a log, and decodes the JSON report it prints on stdout.
 func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, error) {
-	r.seqMu.Lock()
-	r.seq++
-	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.seq, sanitize(label)))
-	r.seqMu.Unlock()
+	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.nextSeq(), sanitize(label)))
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return perfclient.Report{}, err
