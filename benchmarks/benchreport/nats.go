@@ -9,11 +9,14 @@ import (
 	"strings"
 )
 
-// runNATSSection measures NATS JetStream with natsperf (runNATS).
+// runNATSSection measures NATS JetStream with natsperf (runNATS), then
+// with natscli's own benchmark (runNATSCLI); each notes its own failure,
+// so one tool's figure is kept when the other's is missing.
 func (r *runner) runNATSSection(ctx context.Context) error {
 	n := &r.res.NATS
 	server, err := r.natsServerBin()
 	if err != nil {
+		n.CLI = &NATSCLI{Skipped: "not run: no nats-server to run it against"}
 		return err
 	}
 	n.Server = server + " (" + natsVersion(server) + ")"
@@ -23,8 +26,10 @@ func (r *runner) runNATSSection(ctx context.Context) error {
 	default:
 		if err := r.runNATS(ctx, server); err != nil {
 			n.Skipped = err.Error()
+			fmt.Fprintf(os.Stderr, "== nats: %v\n", err)
 		}
 	}
+	n.CLI = r.runNATSCLI(ctx, server)
 	return ctx.Err()
 }
 
