@@ -128,7 +128,8 @@ etcd:
 	bash scripts/etcd.sh install
 
 ## nats: Debian's nats-server and a 2.10+ one in bin/ (sync_interval:
-## always) for the NATS JetStream benchmark and its tests
+## always) for the NATS JetStream benchmark and its tests, and natscli's nats
+## in bin/ (its `nats bench`, which bench-report runs beside natsperf)
 nats:
 	bash scripts/install-nats.sh >/dev/null
 
@@ -202,7 +203,7 @@ perf-managedledger: build
 bench-report: build zookeeper etcd nats
 	$(GO) build -o bin/natsperf ./benchmarks/natsperf
 	$(GO) run ./benchmarks/benchreport --magnetar $(BIN) --natsperf bin/natsperf --nats-server bin/nats-server \
-		--work $(PERF_DIR)/bench $(BENCH_FLAGS)
+		--natscli bin/nats --work $(PERF_DIR)/bench $(BENCH_FLAGS)
 
 ## bench-report-quick: the same scenarios with 3 s windows, into .perf/report-quick
 bench-report-quick:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,32 +18,42 @@ import (
 // E=3, Qw=2, Qa=2.
 const clusterBookies = 3
 
-// runCluster runs ZooKeeper, three bookie processes and a broker on this
-// machine and measures the 1 KiB maximum and latency at 50% of it.
+// runCluster measures the 1 KiB maximum and latency at 50% of it, each on
+// a fresh cluster: ZooKeeper, three bookie processes and a broker on this
+// machine, all on an emptied directory.
 func (r *runner) runCluster(ctx context.Context) error {
 	d := &r.res.Cluster
-	dir := filepath.Join(r.o.work, "cluster")
-	zk, err := zktest.Start(filepath.Join(dir, "zk"), 1)
-	if err != nil {
-		return fmt.Errorf("zookeeper (scripts/zookeeper.sh install): %w", err)
-	}
-	defer zk.Stop()
-	conn := zk.Connection + "/bench"
-	t, err := r.startCluster(ctx, dir, conn)
-	defer func() {
-		for _, s := range t.servers {
-			_ = s.stop()
-		}
-	}()
-	if err != nil {
-		return err
-	}
 	d.Ran = true
-	d.Setup = "ZooKeeper, 3 bookie processes (journal and entry logs on the work directory) and 1 broker process on this machine; E=3, Qw=2, Qa=2"
+	d.Setup = "ZooKeeper, 3 bookie processes (journal and entry logs on the work directory) and 1 broker process on this machine; E=3, Qw=2, Qa=2; " +
+		"a fresh cluster (ZooKeeper's data too) on an emptied directory for each run"
 	d.CacheMiB = managedledger.DefaultCacheSize>>20 + clusterBookies*(entrylog.DefaultWriteCacheMaxSize+entrylog.DefaultReadCacheMaxSize)>>20
-	err = r.throughputAndLatency(ctx, t, d, false)
-	d.PeakRSSMiB = peakRSS(t)
-	return err
+	return r.throughputAndLatency(ctx, r.clusterOn(ctx), filepath.Join(r.o.work, "cluster"), d, false)
+}
+
+// clusterOn is a starter of clusters: ZooKeeper in dir/zk, then the
+// bookies and the broker (startCluster); stop ends them in reverse order.
+func (r *runner) clusterOn(ctx context.Context) starter {
+	return func(dir string) (target, func() error, error) {
+		zk, err := zktest.Start(filepath.Join(dir, "zk"), 1)
+		if err != nil {
+			return target{}, nil, fmt.Errorf("zookeeper (scripts/zookeeper.sh install): %w", err)
+		}
+		t, err := r.startCluster(ctx, dir, zk.Connection+"/bench")
+		stop := func() error {
+			var errs []error
+			for i := len(t.servers) - 1; i >= 0; i-- {
+				errs = append(errs, t.servers[i].stop())
+			}
+			if err := zk.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping zookeeper: %w", err))
+			}
+			return errors.Join(errs...)
+		}
+		if err != nil {
+			return target{}, nil, errors.Join(err, stop())
+		}
+		return t, stop, nil
+	}
 }
 
 // startCluster initialises the cluster's metadata and starts its
@@ -74,7 +85,7 @@ func (r *runner) startCluster(ctx context.Context, dir, conn string) (target, er
 		"brokerServicePort=" + itoa(bin), "webServicePort=" + itoa(web), ""}, "\n")), 0o644); err != nil {
 		return t, err
 	}
-	s, err := startServer("broker", r.o.magnetar, filepath.Join(r.logDir, "cluster-broker.log"), "broker", "--config", conf)
+	s, err := startServer("broker", r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%02d-cluster-broker.log", r.nextSeq())), "broker", "--config", conf)
 	if err != nil {
 		return t, err
 	}
@@ -98,7 +109,7 @@ func (r *runner) startBookie(dir, conn string, i int, extra ...string) (*server,
 	if err := os.WriteFile(conf, []byte("dbStorage_writeCacheMaxSizeMb=64\ndbStorage_readAheadCacheMaxSizeMb=64\n"), 0o644); err != nil {
 		return nil, "", "", err
 	}
-	s, err := startServer(fmt.Sprintf("bookie%d", i), r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%s-bookie%d.log", filepath.Base(dir), i)),
+	s, err := startServer(fmt.Sprintf("bookie%d", i), r.o.magnetar, filepath.Join(r.logDir, fmt.Sprintf("%02d-%s-bookie%d.log", r.nextSeq(), filepath.Base(dir), i)),
 		append([]string{"bookie", "--config", conf, "--metadata-store", conn, "--journal-dirs", d + "/journal", "--ledger-dirs", d + "/ledgers",
 			"--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
 			"--bookie-port", itoa(port), "--http-port", itoa(httpPort)}, extra...)...)

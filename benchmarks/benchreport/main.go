@@ -7,17 +7,23 @@
 //   - the machine: `magnetar perf disk` (write+datasync bandwidth at the
 //     journal's group size, one datasync's latency, cold sequential read)
 //     and loopback TCP bandwidth measured here;
-//   - a standalone (one process: broker, bookie, metadata) on a fresh data
-//     directory: maximum durable publish throughput for 100 B, 1 KiB and
-//     64 KiB; publish and end-to-end latency at 10%, 50% and 80% of the
-//     1 KiB maximum; 1,000 and 10,000 topics with a producer each; a
-//     catch-up read of a backlog after a restart with the page cache
-//     dropped; the process's peak RSS against its configured caches;
+//   - a standalone (one process: broker, bookie, metadata): maximum
+//     durable publish throughput for 100 B, 1 KiB and 64 KiB; publish and
+//     end-to-end latency at 10%, 50% and 80% of the 1 KiB maximum; 1,000
+//     and 10,000 topics with a producer each; a catch-up read of a backlog
+//     after a restart with the page cache dropped; the highest peak RSS of
+//     its processes against its configured caches; then the 50% point with
+//     the flight recorder on, and the 1 KiB maximum and 50% point on
+//     in-memory storage;
 //   - a cluster on this machine: ZooKeeper, 3 bookie processes and a broker
 //     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
 //   - NATS JetStream with file storage, its default sync and with
 //     sync_interval: always: maximum 1 KiB async publish, and latency at the
-//     same rate as Magnetar's 50% point;
+//     same rate as Magnetar's 50% point (natsperf); then NATS's own
+//     benchmark, natscli's `nats bench js pub async` (natscli.go), 1 KiB,
+//     one client, batches of 500, for at least 20 s, on the default sync:
+//     the throughput target compares with the higher of the two default
+//     figures;
 //   - tls (tls.go): one durable standalone with brokerServicePortTls and a
 //     throwaway CA and 127.0.0.1 certificate made at run time; the 1 KiB
 //     maximum over pulsar:// and pulsar+ssl://, alternated twice; the
@@ -51,9 +57,19 @@
 // --only selects sections (machine, standalone, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
 //
+// Each standalone, cluster and in-memory run (each size's maximum, each
+// fixed rate, each topic count) starts its own servers on an emptied data
+// directory and removes it after (fresh.go), ZooKeeper's data included,
+// so no run measures an earlier run's data or its background flushing and
+// GC; only the backlog fill and the catch-up read share a directory, the
+// catch-up restarting on it. natsperf and natscli start their own
+// nats-server on a fresh store. Each section's data directories are
+// removed when the section ends, so later sections have the disk.
+//
 // Every client run is `magnetar perf produce|e2e --json` (the official Go
 // client) or benchmarks/natsperf, so both systems are measured by the same
-// histograms and report shape (tools/perfclient.Report). The broker's CPU
+// histograms and report shape (tools/perfclient.Report); natscli's run is
+// read from its printed stats line (its rate only). The broker's CPU
 // profile during the 1 KiB maximum run is kept and its top lines go into
 // the report, so a missed target comes with what the broker spent its time
 // on.
@@ -76,8 +92,9 @@ import (
 // options are the command's flags.
 type options struct {
 	magnetar   string // magnetar binary
-	natsperf   string // benchmarks/natsperf binary ("" skips NATS)
+	natsperf   string // benchmarks/natsperf binary ("" skips its runs)
 	natsServer string // nats-server with sync_interval support ("" skips the always variant)
+	natscli    string // natscli's nats, for `nats bench` ("" skips it)
 	out        string // where REPORT.md, results.json and charts go
 	work       string // data directories (removed after)
 	config     string // standalone configuration file
@@ -118,8 +135,9 @@ func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("benchreport", flag.ContinueOnError)
 	fs.StringVar(&o.magnetar, "magnetar", "bin/magnetar", "magnetar binary")
-	fs.StringVar(&o.natsperf, "natsperf", "bin/natsperf", "natsperf binary (empty: no NATS runs)")
+	fs.StringVar(&o.natsperf, "natsperf", "bin/natsperf", "natsperf binary (empty: no natsperf runs)")
 	fs.StringVar(&o.natsServer, "nats-server", "bin/nats-server", "nats-server >= 2.10 for sync_interval: always (empty or missing: default variant only, on nats-server from PATH)")
+	fs.StringVar(&o.natscli, "natscli", "bin/nats", "natscli (nats) binary: NATS's own JetStream benchmark, nats bench, beside natsperf's (empty or missing: not run; make nats builds it)")
 	fs.StringVar(&o.out, "out", "benchmarks/report", "output directory")
 	fs.StringVar(&o.work, "work", ".perf/bench", "data directories for the servers (on the disk to measure; removed after)")
 	fs.StringVar(&o.config, "config", "conf/standalone.conf", "standalone configuration file")

@@ -9,17 +9,37 @@ import (
 	"strings"
 )
 
-// runNATS measures NATS JetStream with the same message size: the
-// maximum async publish rate with its default sync and with every write
-// fsynced, and latency at Magnetar's 50% rate. Both variants run on the
-// same server binary so the comparison is of the setting alone.
-func (r *runner) runNATS(ctx context.Context) error {
+// runNATSSection measures NATS JetStream with natsperf (runNATS), then
+// with natscli's own benchmark (runNATSCLI); each notes its own failure,
+// so one tool's figure is kept when the other's is missing.
+func (r *runner) runNATSSection(ctx context.Context) error {
 	n := &r.res.NATS
 	server, err := r.natsServerBin()
 	if err != nil {
+		n.CLI = &NATSCLI{Skipped: "not run: no nats-server to run it against"}
 		return err
 	}
-	n.Server = server
+	n.Server = server + " (" + natsVersion(server) + ")"
+	switch {
+	case r.o.natsperf == "":
+		n.Skipped = "natsperf not run (--natsperf empty)"
+	default:
+		if err := r.runNATS(ctx, server); err != nil {
+			n.Skipped = err.Error()
+			fmt.Fprintf(os.Stderr, "== nats: %v\n", err)
+		}
+	}
+	n.CLI = r.runNATSCLI(ctx, server)
+	return ctx.Err()
+}
+
+// runNATS measures NATS JetStream with natsperf and the same message
+// size: the maximum async publish rate with its default sync and with
+// every write fsynced, and latency at Magnetar's 50% rate. Both variants
+// run on the same server binary so the comparison is of the setting
+// alone; natsperf starts a fresh server in a fresh directory for each.
+func (r *runner) runNATS(ctx context.Context, server string) error {
+	n := &r.res.NATS
 	dir := filepath.Join(r.o.work, "nats")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -34,6 +54,7 @@ func (r *runner) runNATS(ctx context.Context) error {
 		return &Run{Label: label, Report: rep}, nil
 	}
 	window := "--max-pending=" + itoa(maxWindow)
+	var err error
 	if n.Default, err = natsRun("nats default max", "--sync", "default", "--mode", "produce", "--rate", "0", window); err != nil {
 		return err
 	}

@@ -304,3 +304,55 @@ func TestSyncGeoSection(t *testing.T) {
 		t.Errorf("skipped section: %q", b.String())
 	}
 }
+
+// TestNATSDefaultBaseline: the target compares with the higher of
+// natsperf's and natscli's default-sync figures and says which it is.
+func TestNATSDefaultBaseline(t *testing.T) {
+	perf := sampleRun("nats", 1024, 0, 80000, 20000)
+	cli := func(ps float64) *NATSCLI { return &NATSCLI{Run: natscliResult(2_000_000, ps, 1.2)} }
+	for _, c := range []struct {
+		name string
+		n    NATS
+		ps   float64
+		from string
+	}{
+		{"none", NATS{}, 0, ""},
+		{"natsperf only", NATS{Default: &perf, CLI: &NATSCLI{Skipped: "not run"}}, 80000, "natsperf; nats bench did not run"},
+		{"natscli only", NATS{CLI: cli(70000)}, 70000, "nats bench; natsperf did not run"},
+		{"natscli higher", NATS{Default: &perf, CLI: cli(90000)}, 90000, "nats bench, the higher; natsperf 80000"},
+		{"natsperf higher", NATS{Default: &perf, CLI: cli(70000)}, 80000, "natsperf, the higher; nats bench 70000"},
+	} {
+		got := natsDefaultBaseline(c.n)
+		if got.ps != c.ps || got.from != c.from {
+			t.Errorf("%s: %+v, want %v %q", c.name, got, c.ps, c.from)
+		}
+	}
+}
+
+// TestNATSCLIInReport: natscli's figure sits beside natsperf's in the
+// maximum table and, being higher, decides the target; a natscli that did
+// not run is noted.
+func TestNATSCLIInReport(t *testing.T) {
+	res := sampleResults()
+	res.NATS.CLI = &NATSCLI{Version: "v0.5.0", Command: "nats bench js pub async x --size 1024",
+		Summary: "NATS JetStream asynchronous publisher stats: 90,000 msgs/sec", Run: natscliResult(2_250_000, 90000, 1.1)}
+	var md strings.Builder
+	writeReport(&md, res, nil)
+	out := md.String()
+	for _, want := range []string{"| NATS JetStream, default sync, by `nats bench` (natscli) | 1 KiB | 90000 | 87.9 | - |",
+		"natscli v0.5.0", "2250000 messages of 1 KiB", "in 25.0 s", "nats bench js pub async x --size 1024",
+		"| 100000 vs 90000 msg/s (NATS: nats bench, the higher; natsperf 80000) | 1.11 | **missed** |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	res.NATS.CLI = &NATSCLI{Skipped: "not run: stat bin/nats: no such file or directory (make nats builds bin/nats)"}
+	md.Reset()
+	writeReport(&md, res, nil)
+	out = md.String()
+	for _, want := range []string{"NATS `nats bench` (natscli): not run: stat bin/nats", "(NATS: natsperf; nats bench did not run) | 1.25 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

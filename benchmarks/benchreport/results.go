@@ -208,19 +208,39 @@ type Deployment struct {
 	Topics     []Run   `json:"topics"`     // many topics
 	CatchUp    *Run    `json:"catchUp"`    // backlog read after a cold restart
 	BacklogMiB float64 `json:"backlogMiB"` // what CatchUp read
-	PeakRSSMiB float64 `json:"peakRssMiB"` // the servers' peak resident memory, summed
-	CacheMiB   float64 `json:"cacheMiB"`   // their configured cache sizes, summed
+	// PeakRSSMiB is the highest over the deployments its runs started
+	// (one per run) of their processes' peak resident memory, summed.
+	PeakRSSMiB float64 `json:"peakRssMiB"`
+	CacheMiB   float64 `json:"cacheMiB"` // its processes' configured cache sizes, summed
 	Profile    string  `json:"profileTop,omitempty"`
 	Skipped    string  `json:"skipped,omitempty"`
 }
 
-// NATS is what NATS JetStream measured.
+// NATS is what NATS JetStream measured: by natsperf (Default, Always,
+// DefaultFixed; Skipped says why they are missing) and by natscli (CLI).
 type NATS struct {
 	Server       string `json:"server"`
 	Default      *Run   `json:"default"`
 	Always       *Run   `json:"always"`
 	DefaultFixed *Run   `json:"defaultFixed"` // e2e at Magnetar's 50% rate
 	Skipped      string `json:"skipped,omitempty"`
+	// CLI is NATS's own benchmark of the default sync; nil when the
+	// section did not run.
+	CLI *NATSCLI `json:"natscli,omitempty"`
+}
+
+// NATSCLI is `nats bench js pub async` (natscli) against a fresh
+// nats-server with the default sync: the NATS figure of the throughput
+// target measured by NATS's own tool as well as by our driver.
+type NATSCLI struct {
+	Version string `json:"version"` // nats --version
+	Command string `json:"command"` // the command line run
+	// Run's report has the message size, the messages published, natscli's
+	// msg/s and the seconds they took (messages / msg/s); no latencies:
+	// natscli measures them per batch, not per message.
+	Run     *Run   `json:"run,omitempty"`
+	Summary string `json:"summary,omitempty"` // natscli's stats line, as printed
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // maxOf is the unthrottled run of size bytes, if it ran.

@@ -11,69 +11,43 @@ import (
 	"time"
 )
 
-// run measures everything and writes the report. A failed cluster or
-// NATS part is noted in the report rather than ending the run: the rest
-// is still worth having. The standalone part is required.
+// run measures everything and writes the report.
 func run(ctx context.Context, o options) error {
-	r := &runner{o: o, res: &Results{Started: time.Now().UTC(), Machine: describeMachine(),
+	r := &runner{o: o, logDir: filepath.Join(o.work, "logs"), res: &Results{Started: time.Now().UTC(), Machine: describeMachine(),
 		Options: fmt.Sprintf("duration %s, warm-up %s, backlog %d MiB, topics %v, metadata %d operations and %d topics, geo %.0f msg/s, geo pinned %v",
 			o.duration, o.warmup, o.backlogMB, o.topics, o.metaOps, o.metaTopics, o.geoRate, o.geoPinned)}}
-	r.logDir = filepath.Join(o.work, "logs")
-	for _, d := range []string{o.out, r.logDir} {
+	return r.measure(ctx)
+}
+
+// measure runs the selected sections in order, removing each one's data
+// when it ends, and writes the report. A failed cluster, NATS or issue
+// section is noted in the report rather than ending the run: the rest is
+// still worth having. The machine and standalone parts are required.
+func (r *runner) measure(ctx context.Context) error {
+	for _, d := range []string{r.o.out, r.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	for _, d := range dataDirs {
-		if err := os.RemoveAll(filepath.Join(o.work, d)); err != nil {
-			return err
-		}
+	if err := r.cleanup(); err != nil {
+		return err
 	}
 	defer r.cleanup()
-	only := o.only
-	r.res.Sections = sectionList(only)
-	if only["machine"] {
-		if err := r.measureMachine(ctx); err != nil {
-			return err
-		}
-	}
-	if only["standalone"] {
-		if err := r.runStandalone(ctx); err != nil {
-			return fmt.Errorf("standalone: %w", err)
-		}
-	}
-	if only["cluster"] && o.cluster {
-		if err := r.runCluster(ctx); err != nil {
-			r.res.Cluster.Skipped = err.Error()
-		}
-	} else if only["cluster"] {
-		r.res.Cluster.Skipped = "not run (--cluster=false)"
-	}
-	switch {
-	case !only["nats"]:
-	case o.natsperf == "":
-		r.res.NATS.Skipped = "not run (--natsperf empty)"
-	default:
-		if err := r.runNATS(ctx); err != nil {
-			r.res.NATS.Skipped = err.Error()
-		}
-	}
-	if r.res.NATS.Server != "" {
-		r.res.NATS.Server += " (" + natsVersion(r.res.NATS.Server) + ")"
-	}
-	// The issue sections: each failure is noted in its own section.
-	for _, s := range []struct {
-		name    string
-		run     func(context.Context) error
-		skipped *string
-	}{{"tls", r.runTLS, &r.res.TLS.Skipped}, {"proxy", r.runProxy, &r.res.Proxy.Skipped},
-		{"metadata", r.runMetadata, &r.res.Metadata.Skipped}, {"geo", r.runGeo, &r.res.Geo.Skipped},
-		{"syncgeo", r.runSyncGeo, &r.res.SyncGeo.Skipped}} {
-		if !only[s.name] {
+	r.res.Sections = sectionList(r.o.only)
+	for _, s := range r.sections() {
+		if !r.o.only[s.name] {
 			continue
 		}
-		if err := s.run(ctx); err != nil {
-			*s.skipped = err.Error()
+		err := s.run(ctx)
+		// The next section needs the disk: a full run once filled it with
+		// earlier sections' data.
+		err = errors.Join(err, removeAll(r.o.work, s.dirs))
+		switch {
+		case err != nil && s.skipped == nil:
+			return fmt.Errorf("%s: %w", s.name, err)
+		case err != nil:
+			// After what the section noted itself, if anything.
+			*s.skipped = strings.TrimPrefix(*s.skipped+"; "+err.Error(), "; ")
 			fmt.Fprintf(os.Stderr, "== %s: %v\n", s.name, err)
 		}
 		if ctx.Err() != nil {
@@ -82,6 +56,41 @@ func run(ctx context.Context, o options) error {
 	}
 	r.res.Seconds = time.Since(r.res.Started).Seconds()
 	return r.write()
+}
+
+// section is one part of the report (sectionNames).
+type section struct {
+	name string
+	run  func(context.Context) error
+	// dirs are its data under the work directory, removed when it ends.
+	dirs []string
+	// skipped notes its failure in the report; nil: a failure ends the run.
+	skipped *string
+}
+
+// sections are the report's parts in run order.
+func (r *runner) sections() []section {
+	res := r.res
+	return []section{
+		{"machine", r.measureMachine, []string{"disk"}, nil},
+		{"standalone", r.runStandalone, []string{"standalone", "memory", "traced", "traced.conf"}, nil},
+		{"cluster", r.runClusterSection, []string{"cluster"}, &res.Cluster.Skipped},
+		{"nats", r.runNATSSection, []string{"nats"}, &res.NATS.Skipped},
+		{"tls", r.runTLS, []string{"tls"}, &res.TLS.Skipped},
+		{"proxy", r.runProxy, []string{"proxy"}, &res.Proxy.Skipped},
+		{"metadata", r.runMetadata, []string{"metadata"}, &res.Metadata.Skipped},
+		{"geo", r.runGeo, []string{"geo"}, &res.Geo.Skipped},
+		{"syncgeo", r.runSyncGeo, []string{"syncgeo"}, &res.SyncGeo.Skipped},
+	}
+}
+
+// runClusterSection runs the cluster unless --cluster=false.
+func (r *runner) runClusterSection(ctx context.Context) error {
+	if !r.o.cluster {
+		r.res.Cluster.Skipped = "not run (--cluster=false)"
+		return nil
+	}
+	return r.runCluster(ctx)
 }
 
 func (r *runner) measureMachine(ctx context.Context) error {
@@ -98,11 +107,24 @@ func (r *runner) measureMachine(ctx context.Context) error {
 	return err
 }
 
-// cleanup removes the servers' data (the logs stay).
-func (r *runner) cleanup() {
-	for _, d := range dataDirs {
-		_ = os.RemoveAll(filepath.Join(r.o.work, d))
+// cleanup removes every section's data (the logs stay).
+func (r *runner) cleanup() error {
+	var errs []error
+	for _, s := range r.sections() {
+		errs = append(errs, removeAll(r.o.work, s.dirs))
 	}
+	return errors.Join(errs...)
+}
+
+// removeAll removes names under dir.
+func removeAll(dir string, names []string) error {
+	var errs []error
+	for _, n := range names {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // write puts results.json, the charts and REPORT.md into the output
@@ -140,6 +162,3 @@ func sectionList(only map[string]bool) []string {
 }
 
 func errorsJoin(errs ...error) error { return errors.Join(errs...) }
-
-// dataDirs are the servers' directories under the work directory.
-var dataDirs = []string{"standalone", "memory", "cluster", "nats", "disk", "tls", "proxy", "metadata", "geo", "syncgeo"}

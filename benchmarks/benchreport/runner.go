@@ -24,7 +24,15 @@ type runner struct {
 	res    *Results
 	logDir string
 	seqMu  sync.Mutex // clients may run at once (geo)
-	seq    int        // numbers client logs in run order
+	seq    int        // numbers logs in run order
+}
+
+// nextSeq is the next log number.
+func (r *runner) nextSeq() int {
+	r.seqMu.Lock()
+	defer r.seqMu.Unlock()
+	r.seq++
+	return r.seq
 }
 
 // target is a running Magnetar deployment the clients talk to.
@@ -62,16 +70,27 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 	return Run{Label: label, Report: rep, ServerCores: m.cores()}, nil
 }
 
-// client runs a client command, echoing its progress lines (stderr) to
-// ours and into a log, and decodes the JSON report it prints on stdout.
+// client runs a client command (command) and decodes the JSON report it
+// prints on stdout.
 func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, error) {
-	r.seqMu.Lock()
-	r.seq++
-	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.seq, sanitize(label)))
-	r.seqMu.Unlock()
-	logFile, err := os.Create(logPath)
+	out, err := r.command(ctx, label, bin, args...)
 	if err != nil {
 		return perfclient.Report{}, err
+	}
+	var rep perfclient.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return perfclient.Report{}, fmt.Errorf("%s: report: %w: %q", label, err, truncate(string(out), 200))
+	}
+	return rep, nil
+}
+
+// command runs a client command to completion, echoing its progress lines
+// (stderr) to ours and into a log, and returns its stdout.
+func (r *runner) command(ctx context.Context, label, bin string, args ...string) ([]byte, error) {
+	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.nextSeq(), sanitize(label)))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "== %s: %s %s\n", label, filepath.Base(bin), strings.Join(args, " "))
@@ -81,13 +100,9 @@ func (r *runner) client(ctx context.Context, label, bin string, args ...string) 
 	cmd.Stderr = io.MultiWriter(logFile, prefixWriter{w: os.Stderr, prefix: "   "})
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
-		return perfclient.Report{}, fmt.Errorf("%s: %w (log: %s)", label, err, logPath)
+		return nil, fmt.Errorf("%s: %w (log: %s)", label, err, logPath)
 	}
-	var rep perfclient.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		return perfclient.Report{}, fmt.Errorf("%s: report: %w: %q", label, err, truncate(stdout.String(), 200))
-	}
-	return rep, nil
+	return stdout.Bytes(), nil
 }
 
 // magnetarCmd runs a magnetar subcommand to completion (setup steps).

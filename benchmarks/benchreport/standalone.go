@@ -47,11 +47,10 @@ func (r *runner) startStandaloneOn(config, dataDir string, p pin, extra ...strin
 	if err1 != nil || err2 != nil {
 		return target{}, fmt.Errorf("free ports: %v %v", err1, err2)
 	}
-	r.seq++
 	args := append([]string{"standalone", "--config", config, "--data-dir", dataDir, "--bind-address", "127.0.0.1",
 		"--advertised-address", "127.0.0.1", "--broker-port", itoa(bin), "--web-port", itoa(web)}, extra...)
 	exe, args := p.command(r.o.magnetar, args)
-	s, err := startServer("standalone", exe, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.seq)), args...)
+	s, err := startServer("standalone", exe, filepath.Join(r.logDir, fmt.Sprintf("%02d-standalone-server.log", r.nextSeq())), args...)
 	if err != nil {
 		return target{}, err
 	}
@@ -64,31 +63,22 @@ func (r *runner) startStandaloneOn(config, dataDir string, p pin, extra ...strin
 		admin: admin, servers: []*server{s}, metrics: []string{admin + "/metrics"}, pin: p}, nil
 }
 
-// runStandalone runs the standalone scenarios.
+// runStandalone runs the standalone scenarios, each on its own fresh
+// standalone (fresh.go); only the backlog fill and its catch-up read
+// share one data directory, the catch-up restarting on it.
 func (r *runner) runStandalone(ctx context.Context) error {
 	d := &r.res.Standalone
-	dataDir := filepath.Join(r.o.work, "standalone")
-	t, err := r.startStandalone(dataDir)
-	if err != nil {
-		return err
-	}
-	d.Ran, d.Setup = true, "one process: broker, bookie (journal and entry logs on the work directory) and metadata; E=Qw=Qa=1"
+	d.Ran, d.Setup = true, "one process: broker, bookie (journal and entry logs on the work directory) and metadata; E=Qw=Qa=1; "+
+		"a fresh process on an emptied data directory for each run (the catch-up read restarts on the backlog fill's)"
 	d.CacheMiB = standaloneCacheMiB(r.o.config)
-	err = r.throughputAndLatency(ctx, t, d, true)
-	if err == nil {
-		err = r.manyTopics(ctx, t, d)
-	}
-	if err == nil {
-		err = r.fillBacklog(ctx, t, d)
-	}
-	d.PeakRSSMiB = peakRSS(t)
-	if serr := t.servers[0].stop(); err == nil && serr != nil {
-		err = serr
-	}
-	if err != nil {
+	start, dir := r.standaloneOn("standalone", r.o.config), filepath.Join(r.o.work, "standalone")
+	if err := r.throughputAndLatency(ctx, start, dir, d, true); err != nil {
 		return err
 	}
-	if err := r.catchUp(ctx, dataDir, d); err != nil {
+	if err := r.manyTopics(ctx, start, dir, d); err != nil {
+		return err
+	}
+	if err := r.backlogAndCatchUp(ctx, start, dir, d); err != nil {
 		return err
 	}
 	if err := r.runTraced(ctx); err != nil {
@@ -112,13 +102,12 @@ func (r *runner) runTraced(ctx context.Context) error {
 	if err := withKeys(r.o.config, conf, "flightRecorderDir="+dir, "flightRecorderPublishThresholdMillis=20"); err != nil {
 		return err
 	}
-	t, err := r.startStandaloneConf(conf, filepath.Join(r.o.work, "traced"))
-	if err != nil {
+	var run Run
+	err := r.fresh(r.standaloneOn("standalone", conf), filepath.Join(r.o.work, "traced"), nil, func(t target) (err error) {
+		run, err = r.perf(ctx, t, "standalone e2e 50% with the flight recorder", "e2e", "--size", "1024",
+			"--topic", "persistent://public/default/traced", "--rate", ftoa(half.Report.TargetRate))
 		return err
-	}
-	defer t.servers[0].stop()
-	run, err := r.perf(ctx, t, "standalone e2e 50% with the flight recorder", "e2e", "--size", "1024",
-		"--topic", "persistent://public/default/traced", "--rate", ftoa(half.Report.TargetRate))
+	})
 	if err != nil {
 		return err
 	}
@@ -134,105 +123,135 @@ func (r *runner) runTraced(ctx context.Context) error {
 	return nil
 }
 
-// runMemory runs the 1 KiB maximum and the 50% point on a standalone with
-// in-memory storage, at the durable standalone's 50% rate: what the
-// broker and the clients cost without the storage path.
+// runMemory runs the 1 KiB maximum and the 50% point, each on a fresh
+// standalone with in-memory storage, at the durable standalone's 50%
+// rate: what the broker and the clients cost without the storage path.
 func (r *runner) runMemory(ctx context.Context) error {
 	d := &r.res.Memory
-	t, err := r.startStandalone(filepath.Join(r.o.work, "memory"), "--storage", "memory")
-	if err != nil {
+	d.Ran, d.Setup = true, "the standalone with --storage memory (not durable): broker, network and clients without the storage path"
+	start, dir := r.standaloneOn("memory", r.o.config, "--storage", "memory"), filepath.Join(r.o.work, "memory")
+	err := r.fresh(start, dir, d, func(t target) error {
+		run, err := r.perf(ctx, t, "in-memory storage max 1024 B", "produce", "--size", "1024",
+			"--topic", "persistent://public/default/mem-max", "--rate", "0", "--max-pending", itoa(maxWindow))
+		if err == nil {
+			d.Max = append(d.Max, run)
+		}
+		return err
+	})
+	half := r.res.Standalone.fixedAt(50)
+	if err != nil || half == nil {
 		return err
 	}
-	t.name = "memory"
-	d.Ran, d.Setup = true, "the standalone with --storage memory (not durable): broker, network and clients without the storage path"
-	defer t.servers[0].stop()
-	run, err := r.perf(ctx, t, "in-memory storage max 1024 B", "produce", "--size", "1024",
-		"--topic", "persistent://public/default/mem-max", "--rate", "0", "--max-pending", itoa(maxWindow))
+	return r.fresh(start, dir, d, func(t target) error {
+		return r.fixedRun(ctx, t, d, "in-memory storage e2e at the standalone's 50%", 50, half.Report.TargetRate)
+	})
+}
+
+// throughputAndLatency runs the maximum publish rate per size, then e2e
+// latency at fixed fractions of the 1 KiB maximum, each run on a fresh
+// deployment from start. With full (the standalone), every size and
+// fraction, and the broker's CPU profile during the 1 KiB maximum; without
+// (the cluster), 1 KiB and 50% only.
+func (r *runner) throughputAndLatency(ctx context.Context, start starter, dir string, d *Deployment, full bool) error {
+	sizes := maxSizes[:]
+	if !full {
+		sizes = []int{1024}
+	}
+	for _, size := range sizes {
+		if err := r.fresh(start, dir, d, func(t target) error {
+			return r.maxRun(ctx, t, d, size, full && size == 1024)
+		}); err != nil {
+			return err
+		}
+	}
+	max := d.maxOf(1024)
+	for _, pct := range fixedPercents {
+		if !full && pct != 50 {
+			continue
+		}
+		if err := r.fresh(start, dir, d, func(t target) error {
+			return r.fixedRun(ctx, t, d, fmt.Sprintf("%s e2e %d%%", t.name, pct), pct, max.Report.PublishPS*float64(pct)/100)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxRun is the unthrottled publish of size-byte messages, with the
+// server's CPU profile over it if profile.
+func (r *runner) maxRun(ctx context.Context, t target, d *Deployment, size int, profile bool) error {
+	var prof *cpuProfile
+	if profile {
+		prof = r.startProfile(t, r.o.warmup, r.o.duration)
+	}
+	run, err := r.perf(ctx, t, fmt.Sprintf("%s max %d B", t.name, size), "produce", "--size", itoa(size),
+		"--topic", fmt.Sprintf("persistent://public/default/max-%d", size), "--rate", "0", "--max-pending", itoa(maxWindow))
 	if err != nil {
 		return err
 	}
 	d.Max = append(d.Max, run)
-	half := r.res.Standalone.fixedAt(50)
-	if half == nil {
-		return nil
+	if prof != nil {
+		d.Profile = prof.top()
 	}
+	return nil
+}
+
+// fixedRun is 1 KiB e2e at rate msg/s, pct percent of a maximum; the 50%
+// point keeps the servers' publish-stage histograms over it.
+func (r *runner) fixedRun(ctx context.Context, t target, d *Deployment, label string, pct int, rate float64) error {
 	before, serr := scrapeStages(ctx, t.metrics)
-	run, err = r.perf(ctx, t, "in-memory storage e2e at the standalone's 50%", "e2e", "--size", "1024",
-		"--topic", "persistent://public/default/mem-fixed", "--rate", ftoa(half.Report.TargetRate))
+	run, err := r.perf(ctx, t, label, "e2e", "--size", "1024",
+		"--topic", fmt.Sprintf("persistent://public/default/fixed-%d", pct), "--rate", ftoa(rate))
 	if err != nil {
 		return err
 	}
-	run.Percent = 50
-	if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil {
+	run.Percent = pct
+	if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil && pct == 50 {
+		// Includes the warm-up: the histograms cannot be cut at it.
 		run.Stages = stageDelta(before, after)
 	}
 	d.Fixed = append(d.Fixed, run)
 	return nil
 }
 
-// throughputAndLatency runs the maximum publish rate per size, then e2e
-// latency at fixed fractions of the 1 KiB maximum. With profile, the
-// broker's CPU profile during the 1 KiB maximum is kept.
-func (r *runner) throughputAndLatency(ctx context.Context, t target, d *Deployment, profile bool) error {
-	sizes := maxSizes[:]
-	if !profile {
-		sizes = []int{1024} // the cluster: 1 KiB only
-	}
-	for _, size := range sizes {
-		var prof *cpuProfile
-		if profile && size == 1024 {
-			prof = r.startProfile(t, r.o.warmup, r.o.duration)
-		}
-		run, err := r.perf(ctx, t, fmt.Sprintf("%s max %d B", t.name, size), "produce", "--size", itoa(size),
-			"--topic", fmt.Sprintf("persistent://public/default/max-%d", size), "--rate", "0", "--max-pending", itoa(maxWindow))
-		if err != nil {
-			return err
-		}
-		d.Max = append(d.Max, run)
-		if prof != nil {
-			d.Profile = prof.top()
-		}
-	}
-	max := d.maxOf(1024)
-	for _, pct := range fixedPercents {
-		if !profile && pct != 50 {
-			continue
-		}
-		rate := max.Report.PublishPS * float64(pct) / 100
-		before, serr := scrapeStages(ctx, t.metrics)
-		run, err := r.perf(ctx, t, fmt.Sprintf("%s e2e %d%%", t.name, pct), "e2e", "--size", "1024",
-			"--topic", fmt.Sprintf("persistent://public/default/fixed-%d", pct), "--rate", ftoa(rate))
-		if err != nil {
-			return err
-		}
-		run.Percent = pct
-		if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil && pct == 50 {
-			// Includes the warm-up: the histograms cannot be cut at it.
-			run.Stages = stageDelta(before, after)
-		}
-		d.Fixed = append(d.Fixed, run)
-	}
-	return nil
-}
-
 // manyTopics publishes to N topics with one producer each, at a total
 // rate every count can carry (one message per topic per second, at most
-// half the 1 KiB maximum).
-func (r *runner) manyTopics(ctx context.Context, t target, d *Deployment) error {
+// half the 1 KiB maximum), each count on a fresh deployment.
+func (r *runner) manyTopics(ctx context.Context, start starter, dir string, d *Deployment) error {
 	for _, n := range r.o.topics {
 		rate := min(float64(n), d.maxOf(1024).Report.PublishPS/2)
-		run, err := r.perf(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", "--size", "1024",
-			"--topic", fmt.Sprintf("persistent://public/default/many-%d", n), "--topics", itoa(n),
-			"--rate", ftoa(rate), "--batching=false")
-		if err != nil {
+		if err := r.fresh(start, dir, d, func(t target) error {
+			run, err := r.perf(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", "--size", "1024",
+				"--topic", fmt.Sprintf("persistent://public/default/many-%d", n), "--topics", itoa(n),
+				"--rate", ftoa(rate), "--batching=false")
+			if err == nil {
+				d.Topics = append(d.Topics, run)
+			}
+			return err
+		}); err != nil {
 			return err
 		}
-		d.Topics = append(d.Topics, run)
 	}
 	return nil
 }
 
 const backlogTopic = "persistent://public/default/backlog"
+
+// backlogAndCatchUp fills a backlog on a fresh standalone, stops it, drops
+// its files from the page cache and reads the backlog on a standalone
+// restarted on the same directory: every entry comes from disk.
+func (r *runner) backlogAndCatchUp(ctx context.Context, start starter, dir string, d *Deployment) error {
+	return inEmptyDir(dir, func() error {
+		if err := r.session(start, dir, d, func(t target) error { return r.fillBacklog(ctx, t, d) }); err != nil {
+			return err
+		}
+		if err := dropPageCache(dir); err != nil {
+			return err
+		}
+		return r.session(start, dir, d, func(t target) error { return r.catchUp(ctx, t, d) })
+	})
+}
 
 // fillBacklog writes BacklogMB of 1 KiB messages behind a subscription
 // nobody reads yet.
@@ -253,23 +272,12 @@ func (r *runner) fillBacklog(ctx context.Context, t target, d *Deployment) error
 	return nil
 }
 
-// catchUp restarts the standalone with its files out of the page cache
-// and reads the backlog from the start: every entry comes from disk.
-func (r *runner) catchUp(ctx context.Context, dataDir string, d *Deployment) error {
-	if err := dropPageCache(dataDir); err != nil {
-		return err
-	}
-	t, err := r.startStandalone(dataDir)
-	if err != nil {
-		return err
-	}
+// catchUp reads the backlog from the start on t, restarted on the fill's
+// data with its files out of the page cache.
+func (r *runner) catchUp(ctx context.Context, t target, d *Deployment) error {
 	n := int64(d.BacklogMiB * 1024)
 	run, err := r.perf(ctx, t, "standalone catch-up read", "consume", "--topic", backlogTopic,
 		"--subscription", "catchup", "--num-messages", fmt.Sprint(n), "--warmup", "0s", "--duration", "30m")
-	d.PeakRSSMiB = max(d.PeakRSSMiB, peakRSS(t))
-	if serr := t.servers[0].stop(); err == nil {
-		err = serr
-	}
 	if err != nil {
 		return err
 	}
@@ -277,6 +285,7 @@ func (r *runner) catchUp(ctx context.Context, dataDir string, d *Deployment) err
 	return nil
 }
 
+// peakRSS is the peak resident memory (VmHWM) of t's processes, summed.
 func peakRSS(t target) float64 {
 	var sum float64
 	for _, s := range t.servers {
