@@ -119,7 +119,7 @@ func (d *DB) runFlusher(s *shard) {
 		case <-d.stopFlushers:
 			return
 		case <-s.wc.kick:
-			_ = s.flush(false) // a failure is recorded (and logged) by the shard
+			_ = s.flush(false, true) // a failure is recorded (and logged) by the shard
 		}
 	}
 }
@@ -136,7 +136,7 @@ func (d *DB) flushLoop() {
 			if d.fail.check() != nil {
 				continue
 			}
-			if err := d.Flush(); err != nil && !errors.Is(err, ErrFailed) && !errors.Is(err, ErrClosed) {
+			if err := d.flushAll(true); err != nil && !errors.Is(err, ErrFailed) && !errors.Is(err, ErrClosed) {
 				d.log.Warn("periodic flush failed", "err", err)
 			}
 		}
@@ -327,10 +327,12 @@ func (d *DB) Flush() error {
 		return err
 	}
 	defer d.exit()
-	return d.flushAll()
+	return d.flushAll(false)
 }
 
-func (d *DB) flushAll() error {
+// flushAll flushes every shard and completes a checkpoint; background
+// flushes are paced.
+func (d *DB) flushAll(background bool) error {
 	d.flushMu.Lock()
 	defer d.flushMu.Unlock()
 	if err := d.fail.check(); err != nil {
@@ -340,7 +342,7 @@ func (d *DB) flushAll() error {
 	if d.opts.Checkpointer != nil {
 		cp = d.opts.Checkpointer.StartCheckpoint() // before any swap: see the package doc
 	}
-	if err := d.eachShard(func(s *shard) error { return s.flush(true) }); err != nil {
+	if err := d.eachShard(func(s *shard) error { return s.flush(true, background) }); err != nil {
 		return err
 	}
 	if d.opts.Checkpointer == nil {
@@ -422,6 +424,9 @@ func (d *DB) Close() error {
 	if !d.closing.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	for _, s := range d.shards {
+		s.wc.closing.Store(true) // a paced flush under way finishes at full speed
+	}
 	d.cancel()
 	close(d.stopLoops)
 	d.loops.Wait()
@@ -430,7 +435,7 @@ func (d *DB) Close() error {
 	d.life.Unlock()
 	err := d.fail.check()
 	if err == nil {
-		err = d.flushAll()
+		err = d.flushAll(false)
 	}
 	close(d.stopFlushers)
 	d.flushers.Wait()

@@ -15,7 +15,10 @@ import (
 // active one out meanwhile, the second round flushes that, else it swaps
 // the active half itself. Only a flush clears the swapped-out half, and it
 // holds writeMu, so no second swap can slip in between.
-func (s *shard) flush(all bool) error {
+//
+// background is set for the flusher's and the periodic flushes, which
+// nobody waits on: those are paced (FlushRate).
+func (s *shard) flush(all, background bool) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if err := s.fail.check(); err != nil {
@@ -28,7 +31,7 @@ func (s *shard) flush(all bool) error {
 		if b == nil {
 			continue
 		}
-		if err := s.flushBuf(b); err != nil {
+		if err := s.flushBuf(b, s.pacer(background)); err != nil {
 			return err
 		}
 		committed = true
@@ -54,11 +57,11 @@ func (s *shard) takeDirty() bool {
 // into the entry log, datasync, then the index commit (synced), then the
 // half is released. The order is what makes the index never point at bytes
 // that are not durable.
-func (s *shard) flushBuf(b *wbuf) error {
+func (s *shard) flushBuf(b *wbuf, pace *pacer) error {
 	start := time.Now()
 	keys := s.liveKeys(b.sorted())
 	logID, off := s.logs.currentID(), s.logs.off
-	locs, err := s.writeRecords(b, keys)
+	locs, err := s.writeRecords(b, keys, pace)
 	if err == nil {
 		s.hook("flush:log-written")
 		err = s.logs.sync()
@@ -104,12 +107,12 @@ func (s *shard) liveKeys(keys []entryKeyID) []entryKeyID {
 
 // writeRecords writes b's records for keys, in order, into the current
 // entry log. Caller holds writeMu.
-func (s *shard) writeRecords(b *wbuf, keys []entryKeyID) ([]location, error) {
+func (s *shard) writeRecords(b *wbuf, keys []entryKeyID, pace *pacer) ([]location, error) {
 	recs := make([][]byte, len(keys))
 	for i, k := range keys {
 		recs[i] = b.rawRecord(b.entries[k])
 	}
-	return s.appendRecords(recs)
+	return s.appendRecords(recs, pace)
 }
 
 // commitLocations commits entry locations in one synced batch, with the

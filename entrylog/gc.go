@@ -238,7 +238,7 @@ func (s *shard) moveRecords(id uint64, chunk []located) (int64, error) {
 		keys[i], old[i] = c.key, c.loc
 	}
 	logID, off := s.logs.currentID(), s.logs.off
-	locs, err := s.appendRecords(recs)
+	locs, err := s.appendRecords(recs, s.pacer(true))
 	if err == nil {
 		err = s.logs.sync()
 	}
@@ -294,7 +294,7 @@ func (s *shard) readRecords(id uint64, chunk []located) ([][]byte, error) {
 // full), one vectored write per chunk, and returns where each went.
 // Records adjacent in memory are written as one buffer. Caller holds
 // writeMu.
-func (s *shard) appendRecords(recs [][]byte) ([]location, error) {
+func (s *shard) appendRecords(recs [][]byte, pace *pacer) ([]location, error) {
 	locs := make([]location, len(recs))
 	var bufs [][]byte
 	var pending int64
@@ -316,6 +316,7 @@ func (s *shard) appendRecords(recs [][]byte) ([]location, error) {
 			if err := s.logs.write(bufs, pending); err != nil {
 				return nil, err
 			}
+			pace.wrote(pending)
 			bufs, pending = bufs[:0], 0
 		}
 	}

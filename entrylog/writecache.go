@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -130,6 +131,8 @@ type writeCache struct {
 	segSize int
 	maxWait time.Duration
 	kick    chan struct{} // cap 1: a swapped half waits for the flusher
+	waiting atomic.Int32  // puts waiting for room
+	closing atomic.Bool   // the storage is closing: its flushes hurry
 
 	mu struct {
 		sync.Mutex
@@ -172,6 +175,8 @@ func (c *writeCache) put(ledgerID, entryID int64, data []byte, sum payloadSum) (
 		if deadline == nil {
 			deadline = time.NewTimer(c.maxWait)
 			defer deadline.Stop()
+			c.waiting.Add(1) // a paced flush hurries (pressed)
+			defer c.waiting.Add(-1)
 		}
 		waited = true
 		select {
@@ -203,6 +208,17 @@ func (c *writeCache) tryPut(k entryKeyID, hdr, data []byte) (<-chan struct{}, er
 	}
 	c.mu.active.put(k, hdr, data)
 	return nil, nil
+}
+
+// pressed reports whether the flush in progress must hurry: the active
+// half is half full, an add waits for room, or the storage is closing.
+func (c *writeCache) pressed() bool {
+	if c.waiting.Load() > 0 || c.closing.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return 2*c.mu.active.alloc >= c.half
 }
 
 // swapLocked hands the active half to the flusher.

@@ -26,6 +26,7 @@ type storageSettings struct {
 	indexCacheBytes   int64
 	maxThrottle       time.Duration
 	storageFlushEvery time.Duration
+	flushRateMB       int // MiB/s; negative: unpaced
 }
 
 func defaultStorageSettings() storageSettings { return storageSettings{} }
@@ -50,6 +51,7 @@ func (s *storageSettings) confKeys() map[string]confSetter {
 		"majorCompactionThreshold":               setFloat(&s.majorThreshold),
 		"majorCompactionInterval":                setDuration(&s.majorInterval, time.Second),
 		"dbStorage_flushIntervalMs":              setDuration(&s.storageFlushEvery, time.Millisecond),
+		"dbStorage_flushRateMbPerSec":            setInt(&s.flushRateMB),
 	}
 }
 
@@ -60,7 +62,7 @@ func (s storageSettings) options(cp entrylog.Checkpointer, log *slog.Logger) ent
 		MaxThrottleTime: s.maxThrottle, GCWaitTime: s.gcWaitTime,
 		MinorCompactionThreshold: s.minorThreshold, MinorCompactionInterval: s.minorInterval,
 		MajorCompactionThreshold: s.majorThreshold, MajorCompactionInterval: s.majorInterval,
-		IndexCacheSize: s.indexCacheBytes, Checkpointer: cp, Logger: log,
+		IndexCacheSize: s.indexCacheBytes, FlushRate: int64(s.flushRateMB) << 20, Checkpointer: cp, Logger: log,
 	}
 }
 
