@@ -31,7 +31,7 @@ func (b *Broker) autoCreation(ctx context.Context, name TopicName) autoCreation 
 	a := autoCreation{allowed: !b.cfg.AutoTopicCreationDisabled,
 		partitioned: b.cfg.AutoTopicCreationType == resources.TopicTypePartitioned, partitions: b.cfg.DefaultNumPartitions}
 	if res := b.cfg.Resources; res != nil {
-		if p, err := res.GetNamespaceCached(ctx, name.Tenant, name.Namespace); err == nil && p.AutoTopicCreationOverride != nil {
+		if p, err := res.NamespaceShared(ctx, name.Tenant, name.Namespace); err == nil && p.AutoTopicCreationOverride != nil {
 			o := p.AutoTopicCreationOverride
 			a.allowed, a.partitioned = o.AllowAutoTopicCreation, o.TopicType == resources.TopicTypePartitioned
 			if o.DefaultNumPartitions != nil {

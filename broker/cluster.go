@@ -201,7 +201,7 @@ func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool)
 func policyBoundaries(res *resources.Resources) func(context.Context, string) ([]uint32, error) {
 	return func(ctx context.Context, ns string) ([]uint32, error) {
 		tenant, name, _ := strings.Cut(ns, "/")
-		p, err := res.GetNamespaceCached(ctx, tenant, name)
+		p, err := res.NamespaceShared(ctx, tenant, name)
 		if err != nil {
 			return nil, err
 		}

@@ -18,13 +18,14 @@ import (
 	"github.com/magnetar-io/magnetar/managedledger"
 )
 
-// policies returns the topic's namespace policies, if they can be read.
+// policies returns the topic's namespace policies, if they can be read:
+// the cache's shared value (resources.NamespaceShared), to read only.
 func (t *topic) policies(ctx context.Context) (resources.Policies, bool) {
 	res := t.b.cfg.Resources
 	if res == nil {
 		return resources.Policies{}, false
 	}
-	p, err := res.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+	p, err := res.NamespaceShared(ctx, t.name.Tenant, t.name.Namespace)
 	return p, err == nil
 }
 
@@ -117,7 +118,7 @@ func (b *Broker) expireByPolicy(ctx context.Context, now time.Time) {
 // is_allow_auto_update_schema (default true).
 func SchemaPolicies(res *resources.Resources) func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
 	return func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
-		p, err := res.GetNamespaceCached(ctx, tenant, ns)
+		p, err := res.NamespaceShared(ctx, tenant, ns)
 		if err != nil {
 			return schema.Undefined, true, err
 		}

@@ -138,7 +138,7 @@ func (t *topic) replicationPolicy(ctx context.Context) (replicationPolicy, error
 	if err != nil {
 		return replicationPolicy{}, fmt.Errorf("topic %s: topic policies: %w", t.name, err)
 	}
-	p, err := t.b.cfg.Resources.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+	p, err := t.b.cfg.Resources.NamespaceShared(ctx, t.name.Tenant, t.name.Namespace)
 	if err != nil {
 		return replicationPolicy{}, fmt.Errorf("topic %s: replication clusters: %w", t.name, err)
 	}

@@ -124,7 +124,7 @@ func (t *topic) loadDedup(ctx context.Context) error {
 // the topic loads; a change applies at its next load (an unload).
 func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 	if res := t.b.cfg.Resources; res != nil && t.name.Persistent() {
-		p, err := res.GetNamespaceCached(ctx, t.name.Tenant, t.name.Namespace)
+		p, err := res.NamespaceShared(ctx, t.name.Tenant, t.name.Namespace)
 		switch {
 		case errors.Is(err, resources.ErrNotFound):
 		case err != nil:

@@ -81,5 +81,6 @@
 // GetNamespaceCached serves namespace policies from a metadata.Cache that
 // a watch on /admin/policies invalidates, for the broker's hot paths;
 // GetNamespace reads the store, for callers that must see their own
-// writes at once.
+// writes at once. NamespaceShared is the cached value without
+// GetNamespaceCached's copy, for per-topic checks that only read it.
 package resources

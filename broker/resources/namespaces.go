@@ -57,6 +57,26 @@ func (r *Resources) GetNamespaceCached(ctx context.Context, tenant, ns string) (
 	return p.clone()
 }
 
+// NamespaceShared is GetNamespaceCached without the copy: the cached
+// policies themselves, whose maps, slices and pointers every caller
+// shares. For hot paths that only read them (per-topic periodic checks,
+// lookups, producer creation): the copy, a JSON round trip, took half of a
+// standalone's CPU with 10,000 topics. Never write to the result or
+// anything it points to; GetNamespaceCached gives a copy to change.
+func (r *Resources) NamespaceShared(ctx context.Context, tenant, ns string) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	p, _, found, err := r.policies.Get(ctx, namespacePath(tenant, ns))
+	if err != nil {
+		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
+	}
+	if !found {
+		return Policies{}, notFound(namespaceWhat(tenant, ns))
+	}
+	return p, nil
+}
+
 // Bundles returns a namespace's bundles. Policies written without them
 // (Pulsar always writes them) answer with the default even split.
 func (r *Resources) Bundles(ctx context.Context, tenant, ns string) (BundlesData, error) {

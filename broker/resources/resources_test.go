@@ -312,6 +312,17 @@ func TestNamespaceCache(t *testing.T) {
 	}
 	_, err = f.r.GetNamespaceCached(f.ctx, "t", "none")
 	wantKind(t, err, ErrNotFound, "namespace t/none")
+	// The shared value is the cached one: what the copy says, update seen.
+	shared, err := f.r.NamespaceShared(f.ctx, "t", "ns")
+	must(t, err)
+	if shared.MessageTTLInSeconds == nil || *shared.MessageTTLInSeconds != 42 {
+		t.Fatalf("shared policies have TTL %v, want 42", shared.MessageTTLInSeconds)
+	}
+	if _, ok := shared.AuthPolicies.NamespaceAuth["intruder"]; ok {
+		t.Fatal("a caller's change to its copy shows in the shared policies")
+	}
+	_, err = f.r.NamespaceShared(f.ctx, "t", "none")
+	wantKind(t, err, ErrNotFound, "namespace t/none")
 }
 
 func TestPartitionedTopics(t *testing.T) {
