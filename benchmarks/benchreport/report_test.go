@@ -356,3 +356,45 @@ func TestNATSCLIInReport(t *testing.T) {
 		}
 	}
 }
+
+// TestTailCatchUpAndTopicsTargets: the durable tail against in-memory plus
+// two datasyncs, the catch-up read against the disk, and 10,000 topics'
+// p99 each get a row whose verdict follows from the numbers.
+func TestTailCatchUpAndTopicsTargets(t *testing.T) {
+	res := sampleResults()
+	res.Disk.SyncP99Micros = 500 // limit: 1 ms (in-memory p99) + 2 × 0.5 ms = 2 ms; durable p99 is 3 ms
+	catchUp := sampleRun("catch-up", 1024, 0, 400000, 1000)
+	catchUp.Report.ConsumeMiB = 240 // of a 600 MiB/s disk
+	res.Standalone.CatchUp = &catchUp
+	topics := sampleRun("10000 topics", 1024, 10000, 10000, 15000)
+	topics.Report.Topics = 10000
+	topics.Stages = []StageLatency{{Stage: "receipt", P99MS: 12}}
+	small := sampleRun("1000 topics", 1024, 1000, 1000, 90000)
+	small.Report.Topics = 1000 // no target at 1,000
+	res.Standalone.Topics = []Run{small, topics}
+	want := map[string]struct {
+		ratio string
+		met   bool
+	}{
+		"in-memory p99 + 2":   {"1.50", false},
+		"cold catch-up":       {"0.40", false},
+		"10000 topics, one p": {"0.75", true},
+	}
+	found := 0
+	for _, r := range targetRows(res) {
+		for key, w := range want {
+			if strings.Contains(r.name, key) {
+				found++
+				if r.ratio != w.ratio || r.met != w.met || !r.ran {
+					t.Errorf("%s: ratio %s met %v ran %v, want %s %v", r.name, r.ratio, r.met, r.ran, w.ratio, w.met)
+				}
+				if !w.met && r.why == "" {
+					t.Errorf("%s: missed without a why", r.name)
+				}
+			}
+		}
+	}
+	if found != len(want) {
+		t.Fatalf("matched %d of %d targets", found, len(want))
+	}
+}

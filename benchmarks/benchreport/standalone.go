@@ -222,10 +222,14 @@ func (r *runner) manyTopics(ctx context.Context, start starter, dir string, d *D
 	for _, n := range r.o.topics {
 		rate := min(float64(n), d.maxOf(1024).Report.PublishPS/2)
 		if err := r.fresh(start, dir, d, func(t target) error {
+			before, serr := scrapeStages(ctx, t.metrics)
 			run, err := r.perf(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", "--size", "1024",
 				"--topic", fmt.Sprintf("persistent://public/default/many-%d", n), "--topics", itoa(n),
 				"--rate", ftoa(rate), "--batching=false")
 			if err == nil {
+				if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil {
+					run.Stages = stageDelta(before, after) // producer creation included
+				}
 				d.Topics = append(d.Topics, run)
 			}
 			return err
