@@ -134,7 +134,7 @@ func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, sum uin
 	data = wire.AppendBrokerEntryMetadata(data, ts, s.timestamp, index, s.index)
 	bem := data[managedledger.EntryHeadroom:]
 	data = append(data, entry...)
-	sum = crc32c.Extend(crc32c.Checksum(bem), entry, sum)
+	sum = crc32c.Of(sum).Continue(crc32c.Checksum(bem), entry)
 	// The index is taken even if the add fails: a gap in the indices is
 	// harmless, a duplicate would not be.
 	s.last = index

@@ -256,7 +256,7 @@ func (d *DB) AddEntry(ledgerID, entryID int64, data []byte) error {
 		return err
 	}
 	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, payloadSum{})
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, crc32c.Known{})
 }
 
 // AddEntrySummed implements SummedAdder.
@@ -268,7 +268,7 @@ func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, crc uint32) er
 		return err
 	}
 	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, payloadSum{crc, true})
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, crc32c.Of(crc))
 }
 
 // ReadEntry implements Storage. A record that fails its checks is an

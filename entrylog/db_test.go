@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 func openTest(t *testing.T, efs engine.FS, ifs vfs.FS, dirs []string, opts Options) *DB {
@@ -36,7 +37,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 	data := make([]byte, 1000)
 	e := int64(0)
 	for c.pending() == nil { // fill the first half until it is swapped out
-		if _, err := c.put(1, e, data, payloadSum{}); err != nil {
+		if _, err := c.put(1, e, data, crc32c.Known{}); err != nil {
 			t.Fatal(err)
 		}
 		e++
@@ -48,7 +49,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 		if full {
 			break
 		}
-		if _, err := c.put(1, e, data, payloadSum{}); err != nil {
+		if _, err := c.put(1, e, data, crc32c.Known{}); err != nil {
 			t.Fatal(err)
 		}
 		e++
@@ -59,12 +60,12 @@ func TestWriteCacheThrottle(t *testing.T) {
 	}
 	c.mu.Unlock()
 	start := time.Now()
-	waited, err := c.put(1, e, data, payloadSum{})
+	waited, err := c.put(1, e, data, crc32c.Known{})
 	if !errors.Is(err, ErrWriteCacheFull) || !waited || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("add to a full cache: waited=%v after %v: %v", waited, time.Since(start), err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := c.put(1, e, data, payloadSum{}); done <- err }()
+	go func() { _, err := c.put(1, e, data, crc32c.Known{}); done <- err }()
 	time.Sleep(10 * time.Millisecond)
 	c.flushed(c.pending())
 	if err := <-done; err != nil {
@@ -73,12 +74,12 @@ func TestWriteCacheThrottle(t *testing.T) {
 	if got, ok := c.get(1, e); !ok || !bytes.Equal(got, data) {
 		t.Fatal("entry added after the wait not readable")
 	}
-	if _, err := c.put(1, 0, make([]byte, 9<<10), payloadSum{}); !errors.Is(err, ErrEntryTooLarge) {
+	if _, err := c.put(1, 0, make([]byte, 9<<10), crc32c.Known{}); !errors.Is(err, ErrEntryTooLarge) {
 		t.Fatalf("entry larger than a half: %v", err)
 	}
 	stopped := errors.New("stopped")
 	c.stop(stopped)
-	if _, err := c.put(1, e+1, data, payloadSum{}); !errors.Is(err, stopped) {
+	if _, err := c.put(1, e+1, data, crc32c.Known{}); !errors.Is(err, stopped) {
 		t.Fatalf("add after stop: %v", err)
 	}
 }

@@ -118,23 +118,11 @@ func decodeLogHeader(b []byte, name string) (logHeader, error) {
 // sum is the payload's CRC32C when the caller has it (AddEntrySummed):
 // the checksum is then combined from it rather than read off the payload
 // again, for payloads large enough that this is cheaper.
-func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte, sum payloadSum) {
+func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte, sum crc32c.Known) {
 	binary.LittleEndian.PutUint32(b[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint64(b[8:], uint64(ledgerID))
 	binary.LittleEndian.PutUint64(b[16:], uint64(entryID))
-	crc := headerCRC(b)
-	if sum.known && len(payload) >= crc32c.CombineWorthFrom {
-		crc = crc32c.Combine(crc, sum.crc, len(payload))
-	} else {
-		crc = crc32.Update(crc, castagnoli, payload)
-	}
-	binary.LittleEndian.PutUint32(b[4:], crc)
-}
-
-// payloadSum is a payload's CRC32C, if known.
-type payloadSum struct {
-	crc   uint32
-	known bool
+	binary.LittleEndian.PutUint32(b[4:], sum.Continue(headerCRC(b), payload))
 }
 
 // headerCRC is the CRC32C of the header's checked fields (all but the
@@ -152,7 +140,7 @@ func recordCRC(hdr, payload []byte) uint32 {
 func encodeRecord(ledgerID, entryID int64, payload []byte) []byte {
 	b := make([]byte, RecordHeaderSize+len(payload))
 	copy(b[RecordHeaderSize:], payload)
-	putRecordHeader(b, ledgerID, entryID, b[RecordHeaderSize:], payloadSum{})
+	putRecordHeader(b, ledgerID, entryID, b[RecordHeaderSize:], crc32c.Known{})
 	return b
 }
 

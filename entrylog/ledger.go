@@ -2,6 +2,8 @@ package entrylog
 
 import (
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Ledger state. Every change is written to the index at once without a
@@ -141,7 +143,7 @@ func (s *shard) hasLedger(ledgerID int64) bool {
 	return s.mu.ledgers[ledgerID] != nil
 }
 
-func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum payloadSum) error {
+func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum crc32c.Known) error {
 	if err := s.fail.check(); err != nil {
 		return err
 	}

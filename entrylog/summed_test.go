@@ -19,8 +19,8 @@ func TestSummedRecordHeaderIsTheSame(t *testing.T) {
 	for _, size := range []int{0, 1, 1000, crc32c.CombineWorthFrom - 1, crc32c.CombineWorthFrom, 20_000, 300_000} {
 		payload := randomBytes(rng, size)
 		var read, summed [RecordHeaderSize]byte
-		putRecordHeader(read[:], 7, int64(size), payload, payloadSum{})
-		putRecordHeader(summed[:], 7, int64(size), payload, payloadSum{crc32c.Checksum(payload), true})
+		putRecordHeader(read[:], 7, int64(size), payload, crc32c.Known{})
+		putRecordHeader(summed[:], 7, int64(size), payload, crc32c.Of(crc32c.Checksum(payload)))
 		if read != summed {
 			t.Fatalf("%d bytes: header %x from the CRC, %x from the payload", size, summed, read)
 		}

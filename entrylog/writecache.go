@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // ErrWriteCacheFull: AddEntry waited MaxThrottleTime for the write cache to
@@ -158,7 +160,7 @@ func newWriteCache(size int64, maxWait time.Duration) *writeCache {
 
 // put adds an entry, waiting (bounded) while both halves are full. It
 // reports whether it had to wait (for stats).
-func (c *writeCache) put(ledgerID, entryID int64, data []byte, sum payloadSum) (waited bool, err error) {
+func (c *writeCache) put(ledgerID, entryID int64, data []byte, sum crc32c.Known) (waited bool, err error) {
 	n := RecordHeaderSize + len(data)
 	if int64(n) > c.half || len(data) > MaxEntrySize {
 		return false, fmt.Errorf("%w: %d bytes, a directory's write cache takes at most %d",

@@ -125,24 +125,12 @@ func alignUp(n int64) int64 { return (n + BlockSize - 1) &^ (BlockSize - 1) }
 // payload's CRC32C when the caller has it (see Journal.AddSummed): the
 // record's checksum is then combined from it instead of read off the
 // payload again, for payloads large enough that this is cheaper.
-func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte, sum payloadSum) {
+func putRecordHeader(b []byte, ledgerID, entryID int64, payload []byte, sum crc32c.Known) {
 	binary.LittleEndian.PutUint32(b[0:], uint32(len(payload)))
 	binary.LittleEndian.PutUint64(b[8:], uint64(ledgerID))
 	binary.LittleEndian.PutUint64(b[16:], uint64(entryID))
-	head := crc32.Checksum(b[8:recordHeaderSize], castagnoli)
-	var crc uint32
-	if sum.known && len(payload) >= crc32c.CombineWorthFrom {
-		crc = crc32c.Combine(head, sum.crc, len(payload))
-	} else {
-		crc = crc32.Update(head, castagnoli, payload)
-	}
+	crc := sum.Continue(crc32.Checksum(b[8:recordHeaderSize], castagnoli), payload)
 	binary.LittleEndian.PutUint32(b[4:], crc)
-}
-
-// payloadSum is a payload's CRC32C, if known.
-type payloadSum struct {
-	crc   uint32
-	known bool
 }
 
 // Entry is one replayed record. Payload aliases replay's read buffer and is

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Golden-format tests: testdata/golden-v1 holds a small journal directory
@@ -104,7 +105,7 @@ func encodeGoldenFile(t *testing.T, f goldenFile) []byte {
 			count: uint32(len(g.records)), seq: g.seq}.put(b)
 		p := groupHeaderSize
 		for _, r := range g.records {
-			putRecordHeader(b[p:], r.LedgerID, r.EntryID, r.Payload, payloadSum{})
+			putRecordHeader(b[p:], r.LedgerID, r.EntryID, r.Payload, crc32c.Known{})
 			p += recordHeaderSize
 			p += copy(b[p:], r.Payload)
 		}

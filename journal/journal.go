@@ -122,7 +122,7 @@ type Callback func(Mark, error)
 type request struct {
 	ledgerID, entryID int64
 	payload           []byte
-	sum               payloadSum
+	sum               crc32c.Known
 	cb                Callback
 	enqueued          time.Time
 }
@@ -226,7 +226,7 @@ func (j *Journal) AddSummed(ledgerID, entryID int64, payload []byte, crc uint32,
 	if invariants.Enabled && crc != crc32c.Checksum(payload) {
 		invariants.Failf("journal: AddSummed of ledger %d entry %d with CRC %08x, the payload's is %08x", ledgerID, entryID, crc, crc32c.Checksum(payload))
 	}
-	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, sum: payloadSum{crc, true}, cb: cb})
+	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, sum: crc32c.Of(crc), cb: cb})
 }
 
 func (j *Journal) add(r *request) error {

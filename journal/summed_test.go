@@ -21,8 +21,8 @@ func TestSummedRecordHeaderIsTheSame(t *testing.T) {
 			payload[i] = byte(rng.Uint32())
 		}
 		var read, summed [recordHeaderSize]byte
-		putRecordHeader(read[:], 7, int64(size), payload, payloadSum{})
-		putRecordHeader(summed[:], 7, int64(size), payload, payloadSum{crc32c.Checksum(payload), true})
+		putRecordHeader(read[:], 7, int64(size), payload, crc32c.Known{})
+		putRecordHeader(summed[:], 7, int64(size), payload, crc32c.Of(crc32c.Checksum(payload)))
 		if read != summed {
 			t.Fatalf("%d bytes: header %x from the CRC, %x from the payload", size, summed, read)
 		}

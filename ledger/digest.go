@@ -63,15 +63,10 @@ func (d digester) size() int {
 // payload's CRC32C if the caller has it: a CRC32C digest is then combined
 // from it (for payloads large enough that this is cheaper) instead of
 // read off the payload again.
-func (d digester) sum(dst, header, payload []byte, ps payloadSum) []byte {
+func (d digester) sum(dst, header, payload []byte, ps crc32c.Known) []byte {
 	switch d.typ {
 	case DigestCRC32C:
-		c := crc32.Checksum(header, castagnoli)
-		if ps.worthCombining(payload) {
-			c = crc32c.Combine(c, ps.crc, len(payload))
-		} else {
-			c = crc32.Update(c, castagnoli, payload)
-		}
+		c := ps.Continue(crc32.Checksum(header, castagnoli), payload)
 		return binary.BigEndian.AppendUint32(dst, c)
 	case DigestMAC:
 		m := hmac.New(sha256.New, d.macKey)
@@ -82,25 +77,15 @@ func (d digester) sum(dst, header, payload []byte, ps payloadSum) []byte {
 	return dst
 }
 
-// payloadSum is a payload's CRC32C, if the caller knows it.
-type payloadSum struct {
-	crc   uint32
-	known bool
-}
-
-func (ps payloadSum) worthCombining(payload []byte) bool {
-	return ps.known && len(payload) >= crc32c.CombineWorthFrom
-}
-
 // entrySum returns the CRC32C of an encoded entry (head: its header and
 // digest; then the payload) for a bookie in this process to build its
 // record checksums from (bkproto.Request.DataSum), when the payload's sum
-// is known and the entry large enough for combining to pay.
-func (ps payloadSum) entrySum(head, payload []byte) (uint32, bool) {
-	if !ps.worthCombining(payload) {
+// ps is known and the entry large enough for combining to pay.
+func entrySum(ps crc32c.Known, head, payload []byte) (uint32, bool) {
+	if !ps.OK || len(payload) < crc32c.CombineWorthFrom {
 		return 0, false
 	}
-	return crc32c.Combine(crc32c.Checksum(head), ps.crc, len(payload)), true
+	return crc32c.Combine(crc32c.Checksum(head), ps.CRC, len(payload)), true
 }
 
 // masterKey is what bookies check on adds and fences: derived from the
@@ -123,7 +108,7 @@ const Headroom = entryHeaderLen + sha256.Size
 
 // encodeInPlace encodes the entry in front of the payload buf[Headroom:]
 // and returns the encoded entry, a suffix of buf: no copy of the payload.
-func (d digester) encodeInPlace(ledgerID, entryID, lac, length int64, buf []byte, ps payloadSum) []byte {
+func (d digester) encodeInPlace(ledgerID, entryID, lac, length int64, buf []byte, ps crc32c.Known) []byte {
 	payload := buf[Headroom:]
 	e := buf[Headroom-entryHeaderLen-d.size():]
 	bkproto.PutEntryHead(e, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})
@@ -136,7 +121,7 @@ func (d digester) encodeEntry(ledgerID, entryID, lac, length int64, payload []by
 	b := make([]byte, entryHeaderLen, entryHeaderLen+d.size()+len(payload))
 	bkproto.PutEntryHead(b, bkproto.EntryHead{LedgerID: ledgerID, EntryID: entryID, LAC: lac})
 	binary.BigEndian.PutUint64(b[bkproto.EntryHeadLen:], uint64(length))
-	b = d.sum(b, b[:entryHeaderLen], payload, payloadSum{})
+	b = d.sum(b, b[:entryHeaderLen], payload, crc32c.Known{})
 	return append(b, payload...)
 }
 
@@ -161,7 +146,7 @@ func (d digester) decodeEntry(ledgerID, entryID int64, b []byte) (Entry, error) 
 		return Entry{}, fmt.Errorf("%w: asked for ledger %d entry %d, got ledger %d entry %d", ErrDigestMismatch, ledgerID, entryID, h.LedgerID, h.EntryID)
 	}
 	payload := b[n:]
-	want := d.sum(nil, b[:entryHeaderLen], payload, payloadSum{})
+	want := d.sum(nil, b[:entryHeaderLen], payload, crc32c.Known{})
 	if subtle.ConstantTimeCompare(want, b[entryHeaderLen:n]) != 1 {
 		return Entry{}, fmt.Errorf("%w: ledger %d entry %d", ErrDigestMismatch, ledgerID, entryID)
 	}
@@ -174,7 +159,7 @@ func (d digester) encodeLAC(ledgerID, lac int64) []byte {
 	b := make([]byte, 16, 16+d.size())
 	binary.BigEndian.PutUint64(b, uint64(ledgerID))
 	binary.BigEndian.PutUint64(b[8:], uint64(lac))
-	return d.sum(b, b, nil, payloadSum{})
+	return d.sum(b, b, nil, crc32c.Known{})
 }
 
 // decodeLAC verifies explicit-LAC data.
@@ -182,7 +167,7 @@ func (d digester) decodeLAC(ledgerID int64, b []byte) (int64, error) {
 	if len(b) != 16+d.size() || int64(binary.BigEndian.Uint64(b)) != ledgerID {
 		return 0, fmt.Errorf("%w: explicit LAC of ledger %d", ErrDigestMismatch, ledgerID)
 	}
-	if subtle.ConstantTimeCompare(d.sum(nil, b[:16], nil, payloadSum{}), b[16:]) != 1 {
+	if subtle.ConstantTimeCompare(d.sum(nil, b[:16], nil, crc32c.Known{}), b[16:]) != 1 {
 		return 0, fmt.Errorf("%w: explicit LAC of ledger %d", ErrDigestMismatch, ledgerID)
 	}
 	return int64(binary.BigEndian.Uint64(b[8:])), nil

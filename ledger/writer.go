@@ -153,7 +153,7 @@ func (h *WriteHandle) Append(ctx context.Context, payload []byte) (int64, error)
 // ErrEntryTooLarge (entry id -1) after the entries appended before it, and
 // the handle stays writable.
 func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
-	h.appendAsync(payload, nil, payloadSum{}, cb)
+	h.appendAsync(payload, nil, crc32c.Known{}, cb)
 }
 
 // AppendAsyncInPlace is AppendAsync for a payload with Headroom bytes of
@@ -176,12 +176,12 @@ func (h *WriteHandle) AppendAsyncInPlace(buf []byte, crc uint32, cb AddCallback)
 	if invariants.Enabled && crc != crc32c.Checksum(buf[Headroom:]) {
 		invariants.Failf("ledger %d: in-place append with CRC %08x, the payload's is %08x", h.id, crc, crc32c.Checksum(buf[Headroom:]))
 	}
-	h.appendAsync(buf[Headroom:], buf, payloadSum{crc, true}, cb)
+	h.appendAsync(buf[Headroom:], buf, crc32c.Of(crc), cb)
 }
 
 // appendAsync appends payload, encoded in place in front of it when buf
 // (payload with its headroom) is given.
-func (h *WriteHandle) appendAsync(payload, buf []byte, ps payloadSum, cb AddCallback) {
+func (h *WriteHandle) appendAsync(payload, buf []byte, ps crc32c.Known, cb AddCallback) {
 	if st := h.c.cfg.Stages; st != nil {
 		start, inner := time.Now(), cb
 		cb = func(id int64, err error) { st.Since(stage.LedgerAdd, start); inner(id, err) }
@@ -209,7 +209,7 @@ func (h *WriteHandle) appendAsync(payload, buf []byte, ps payloadSum, cb AddCall
 	}
 	h.mu.sentLAC = h.mu.lac
 	pa := &pendingAdd{entryID: id, length: h.mu.length, data: data, cb: cb}
-	pa.dataSum, pa.summed = ps.entrySum(data[:len(data)-len(payload)], payload)
+	pa.dataSum, pa.summed = entrySum(ps, data[:len(data)-len(payload)], payload)
 	h.enqueueLocked(pa)
 }
 

@@ -72,7 +72,7 @@ func (e Entry) ComputeChecksum() uint32 {
 // passed.
 func (e Entry) Sum() uint32 {
 	head := magicLen + crcLen
-	return crc32c.Extend(crc32c.Checksum(e.raw[:head]), e.raw[head:], e.Checksum())
+	return crc32c.Of(e.Checksum()).Continue(crc32c.Checksum(e.raw[:head]), e.raw[head:])
 }
 
 // VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does

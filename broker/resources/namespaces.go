@@ -43,15 +43,9 @@ func (r *Resources) GetNamespace(ctx context.Context, tenant, ns string) (Polici
 // store's watch delivers it, normally within milliseconds; the result is
 // the caller's own copy.
 func (r *Resources) GetNamespaceCached(ctx context.Context, tenant, ns string) (Policies, error) {
-	if err := validateNamespaceName(tenant, ns); err != nil {
-		return Policies{}, err
-	}
-	p, _, found, err := r.policies.Get(ctx, namespacePath(tenant, ns))
+	p, err := r.NamespaceShared(ctx, tenant, ns)
 	if err != nil {
-		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
-	}
-	if !found {
-		return Policies{}, notFound(namespaceWhat(tenant, ns))
+		return Policies{}, err
 	}
 	// The cache hands every reader the same maps: copy before returning.
 	return p.clone()

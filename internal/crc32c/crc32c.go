@@ -84,12 +84,23 @@ func Combine(crcA, crcB uint32, lenB int) uint32 {
 // hashing dearer still).
 const CombineWorthFrom = 4096
 
-// Extend returns the CRC32C of A‖B from crcA = CRC32C(A), B and crcB =
-// CRC32C(B): combined when B is long enough for that to be cheaper, else
-// by hashing B.
-func Extend(crcA uint32, b []byte, crcB uint32) uint32 {
-	if len(b) >= CombineWorthFrom {
-		return Combine(crcA, crcB, len(b))
+// Known is a CRC32C a caller may have (the zero value: it has none),
+// handed down so the next format's checksum is combined from it instead of
+// read off the bytes again.
+type Known struct {
+	CRC uint32
+	OK  bool
+}
+
+// Of is crc, known.
+func Of(crc uint32) Known { return Known{CRC: crc, OK: true} }
+
+// Continue returns the CRC32C of A‖B from crcA = CRC32C(A) and B, k being
+// B's CRC32C if known: combined when that is cheaper (B at least
+// CombineWorthFrom long), else by hashing B.
+func (k Known) Continue(crcA uint32, b []byte) uint32 {
+	if k.OK && len(b) >= CombineWorthFrom {
+		return Combine(crcA, k.CRC, len(b))
 	}
 	return Update(crcA, b)
 }
