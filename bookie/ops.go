@@ -213,8 +213,8 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 	if st.fenced && !recovery {
 		return bkproto.StatusFenced
 	}
-	sum, summed := dataSum(r)
-	if err := c.storeEntry(r, sum, summed); err != nil {
+	sum := dataSum(r)
+	if err := c.storeEntry(r, sum); err != nil {
 		c.noteStorageError(err)
 		return statusOf(err)
 	}
@@ -229,13 +229,7 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 			answer(statusOf(err))
 		}
 	}
-	var err error
-	if summed {
-		err = js.AddSummed(r.LedgerID, r.EntryID, r.Data, sum, done)
-	} else {
-		err = js.Add(r.LedgerID, r.EntryID, r.Data, done)
-	}
-	if err != nil {
+	if err := js.AddSummed(r.LedgerID, r.EntryID, r.Data, sum, done); err != nil {
 		c.noteJournalError(err)
 		return statusOf(err)
 	}
@@ -250,20 +244,20 @@ func (c *Core) addLocked(js *journal.Set, r *bkproto.Request, head bkproto.Entry
 // once here rather than once by each: the ledger client's sum when it is
 // in this process (no wire in between), else computed. Small entries are
 // not summed: combining costs more than each store hashing them itself.
-func dataSum(r *bkproto.Request) (uint32, bool) {
+func dataSum(r *bkproto.Request) crc32c.Known {
 	switch {
 	case len(r.Data) < crc32c.CombineWorthFrom:
-		return 0, false
-	case r.DataSummed:
-		return r.DataSum, true
+		return crc32c.Known{}
+	case r.DataSum.OK:
+		return r.DataSum
 	}
-	return crc32c.Checksum(r.Data), true
+	return crc32c.Of(crc32c.Checksum(r.Data))
 }
 
 // storeEntry hands an add to ledger storage, with its data's CRC32C when
 // there is one and the storage takes it.
-func (c *Core) storeEntry(r *bkproto.Request, sum uint32, summed bool) error {
-	if a, ok := c.storage.(entrylog.SummedAdder); ok && summed {
+func (c *Core) storeEntry(r *bkproto.Request, sum crc32c.Known) error {
+	if a, ok := c.storage.(entrylog.SummedAdder); ok {
 		return a.AddEntrySummed(r.LedgerID, r.EntryID, r.Data, sum)
 	}
 	return c.storage.AddEntry(r.LedgerID, r.EntryID, r.Data)

@@ -123,7 +123,7 @@ func newEntryStamper(ctx context.Context, cfg Config, ml managedledger.ManagedLe
 
 // add stores entry (the producer's bytes, which the caller may reuse
 // afterwards) with its broker entry metadata in front.
-func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
+func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ts := uint64(s.now().UnixMilli())
@@ -132,9 +132,8 @@ func (s *entryStamper) add(ml managedledger.ManagedLedger, entry []byte, sum uin
 	// (AddEntryInPlace).
 	data := make([]byte, managedledger.EntryHeadroom, managedledger.EntryHeadroom+wire.BrokerEntryMetadataLen(ts, s.timestamp, index, s.index)+len(entry))
 	data = wire.AppendBrokerEntryMetadata(data, ts, s.timestamp, index, s.index)
-	bem := data[managedledger.EntryHeadroom:]
+	sum = sum.After(data[managedledger.EntryHeadroom:], len(entry))
 	data = append(data, entry...)
-	sum = crc32c.Of(sum).Continue(crc32c.Checksum(bem), entry)
 	// The index is taken even if the add fails: a gap in the indices is
 	// harmless, a duplicate would not be.
 	s.last = index

@@ -143,7 +143,7 @@ func TestBrokerEntryIndexSurvivesTrimming(t *testing.T) {
 	var last managedledger.Position
 	for range 3 {
 		done := make(chan error, 1)
-		s.add(ml, entry, crc32c.Checksum(entry), 2, func(p managedledger.Position, err error) { last = p; done <- err })
+		s.add(ml, entry, crc32c.Of(crc32c.Checksum(entry)), 2, func(p managedledger.Position, err error) { last = p; done <- err })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}

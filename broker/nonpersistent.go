@@ -23,6 +23,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -85,7 +86,7 @@ func (n *streamOfNothing) AddEntry(_ []byte, cb func(managedledger.Position, err
 }
 
 // AddEntryInPlace implements managedledger.ManagedLedger.
-func (n *streamOfNothing) AddEntryInPlace(_ []byte, _ uint32, cb func(managedledger.Position, error)) {
+func (n *streamOfNothing) AddEntryInPlace(_ []byte, _ crc32c.Known, cb func(managedledger.Position, error)) {
 	cb(n.take(), nil)
 }
 

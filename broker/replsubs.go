@@ -203,7 +203,7 @@ func (t *topic) writeMarker(typ markers.Type, payload []byte, replicateTo []stri
 		}
 		return
 	}
-	t.addEntry(entry, crc32c.Checksum(entry), 1, func(pos managedledger.Position, err error) {
+	t.addEntry(entry, crc32c.Known{}, 1, func(pos managedledger.Position, err error) {
 		if err != nil && !errors.Is(err, managedledger.ErrClosed) {
 			t.b.log.Warn("replicated-subscription marker not stored", "topic", t.name.String(), "type", int(typ), "err", err)
 		}

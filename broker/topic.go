@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -140,9 +141,9 @@ func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 // this returns: it aliases the connection's read buffer). While the topic
 // is fenced it fails at once with errTopicFenced.
 //
-// sum is the entry's CRC32C (wire.Entry.Sum): storage builds its
+// sum is the entry's CRC32C if known (wire.Entry.Sum): storage builds its
 // checksums from it.
-func (t *topic) addEntry(entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
+func (t *topic) addEntry(entry []byte, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
 	if !t.beginAdd() {
 		cb(managedledger.Position{}, fmt.Errorf("topic %s: %w", t.name, errTopicFenced))
 		return
@@ -158,7 +159,7 @@ func (t *topic) addEntry(entry []byte, sum uint32, messages int64, cb func(manag
 	t.storeEntry(entry, sum, messages, cb)
 }
 
-func (t *topic) storeEntry(entry []byte, sum uint32, messages int64, cb func(managedledger.Position, error)) {
+func (t *topic) storeEntry(entry []byte, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
 	if !t.name.Persistent() {
 		// One copy for every subscription: the connection's buffer is
 		// reused once this returns, the writes to consumers are not done.

@@ -252,23 +252,19 @@ func (d *DB) LedgerExists(ledgerID int64) (bool, error) {
 // it does nothing (journal replay may bring back entries of ledgers deleted
 // since; see the package doc).
 func (d *DB) AddEntry(ledgerID, entryID int64, data []byte) error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, crc32c.Known{})
+	return d.AddEntrySummed(ledgerID, entryID, data, crc32c.Known{})
 }
 
 // AddEntrySummed implements SummedAdder.
-func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, crc uint32) error {
-	if invariants.Enabled && crc != crc32c.Checksum(data) {
-		invariants.Failf("entrylog: AddEntrySummed of ledger %d entry %d with CRC %08x, the data's is %08x", ledgerID, entryID, crc, crc32c.Checksum(data))
+func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, sum crc32c.Known) error {
+	if invariants.Enabled && !sum.Matches(data) {
+		invariants.Failf("entrylog: AddEntrySummed of ledger %d entry %d with CRC %08x, not the data's", ledgerID, entryID, sum.CRC)
 	}
 	if err := d.enter(); err != nil {
 		return err
 	}
 	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, crc32c.Of(crc))
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, sum)
 }
 
 // ReadEntry implements Storage. A record that fails its checks is an

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Memory is a Storage held in memory, for tests of the layers above and for
@@ -119,7 +121,7 @@ func (m *Memory) AddEntry(ledgerID, entryID int64, data []byte) error {
 }
 
 // AddEntrySummed implements SummedAdder: memory keeps no checksums.
-func (m *Memory) AddEntrySummed(ledgerID, entryID int64, data []byte, _ uint32) error {
+func (m *Memory) AddEntrySummed(ledgerID, entryID int64, data []byte, _ crc32c.Known) error {
 	return m.AddEntry(ledgerID, entryID, data)
 }
 

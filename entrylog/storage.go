@@ -2,6 +2,8 @@ package entrylog
 
 import (
 	"errors"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Errors of the Storage contract. Corruption is never one of these: a
@@ -60,11 +62,11 @@ type Checkpointer interface {
 // caller instead of reading the entry again for its record checksum: a
 // bookie that has the CRC (from the ledger client in the same process, or
 // from its own check of an add) passes it on, so each byte is summed once
-// on the write path. crc must be the data's; a wrong one stores a record
+// on the write path. sum, if known, must be the data's; a wrong one stores a record
 // every read rejects as corrupt. Wrappers that embed a Storage do not
 // have it, so their AddEntry hooks still run.
 type SummedAdder interface {
-	AddEntrySummed(ledgerID, entryID int64, data []byte, crc uint32) error
+	AddEntrySummed(ledgerID, entryID int64, data []byte, sum crc32c.Known) error
 }
 
 // Storage is a bookie's ledger storage: entries by (ledger id, entry id)

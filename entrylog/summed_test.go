@@ -38,7 +38,7 @@ func TestAddEntrySummedReadsBack(t *testing.T) {
 	for e := int64(0); e < 40; e++ {
 		data := randomBytes(rng, int(e%4)*7000)
 		want = append(want, data)
-		mustDo(t, db.AddEntrySummed(5, e, data, crc32c.Checksum(data)))
+		mustDo(t, db.AddEntrySummed(5, e, data, crc32c.Of(crc32c.Checksum(data))))
 	}
 	mustDo(t, db.Close())
 	db = openTest(t, efs, ifs, []string{"/d0"}, opts)

@@ -219,14 +219,14 @@ func (j *Journal) Add(ledgerID, entryID int64, payload []byte, cb Callback) erro
 	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, cb: cb})
 }
 
-// AddSummed is Add for a payload whose CRC32C the caller already has, so
-// the record's checksum need not read the payload again. crc must be the
+// AddSummed is Add with the payload's CRC32C if the caller has it, so the
+// record's checksum need not read the payload again. It must be the
 // payload's: a wrong one writes a record that replay rejects as torn.
-func (j *Journal) AddSummed(ledgerID, entryID int64, payload []byte, crc uint32, cb Callback) error {
-	if invariants.Enabled && crc != crc32c.Checksum(payload) {
-		invariants.Failf("journal: AddSummed of ledger %d entry %d with CRC %08x, the payload's is %08x", ledgerID, entryID, crc, crc32c.Checksum(payload))
+func (j *Journal) AddSummed(ledgerID, entryID int64, payload []byte, sum crc32c.Known, cb Callback) error {
+	if invariants.Enabled && !sum.Matches(payload) {
+		invariants.Failf("journal: AddSummed of ledger %d entry %d with CRC %08x, not the payload's", ledgerID, entryID, sum.CRC)
 	}
-	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, sum: crc32c.Of(crc), cb: cb})
+	return j.add(&request{ledgerID: ledgerID, entryID: entryID, payload: payload, sum: sum, cb: cb})
 }
 
 func (j *Journal) add(r *request) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Set is the journals of one bookie, one per journal directory (one per
@@ -45,8 +46,8 @@ func (s *Set) Add(ledgerID, entryID int64, payload []byte, cb Callback) error {
 }
 
 // AddSummed is Journal.AddSummed on the ledger's journal.
-func (s *Set) AddSummed(ledgerID, entryID int64, payload []byte, crc uint32, cb Callback) error {
-	return s.For(ledgerID).AddSummed(ledgerID, entryID, payload, crc, cb)
+func (s *Set) AddSummed(ledgerID, entryID int64, payload []byte, sum crc32c.Known, cb Callback) error {
+	return s.For(ledgerID).AddSummed(ledgerID, entryID, payload, sum, cb)
 }
 
 // LastMarks returns each journal's last acknowledged mark, in directory

@@ -38,7 +38,7 @@ func TestAddSummedReplays(t *testing.T) {
 	for e := int64(0); e < n; e++ {
 		payload := payloadFor(3, e, summedSize(e))
 		done := make(chan error, 1)
-		if err := j.AddSummed(3, e, payload, crc32c.Checksum(payload), func(_ Mark, err error) { done <- err }); err != nil {
+		if err := j.AddSummed(3, e, payload, crc32c.Of(crc32c.Checksum(payload)), func(_ Mark, err error) { done <- err }); err != nil {
 			t.Fatal(err)
 		}
 		select {

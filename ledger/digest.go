@@ -77,17 +77,6 @@ func (d digester) sum(dst, header, payload []byte, ps crc32c.Known) []byte {
 	return dst
 }
 
-// entrySum returns the CRC32C of an encoded entry (head: its header and
-// digest; then the payload) for a bookie in this process to build its
-// record checksums from (bkproto.Request.DataSum), when the payload's sum
-// ps is known and the entry large enough for combining to pay.
-func entrySum(ps crc32c.Known, head, payload []byte) (uint32, bool) {
-	if !ps.OK || len(payload) < crc32c.CombineWorthFrom {
-		return 0, false
-	}
-	return crc32c.Combine(crc32c.Checksum(head), ps.CRC, len(payload)), true
-}
-
 // masterKey is what bookies check on adds and fences: derived from the
 // password, so the password itself never travels to bookies.
 func masterKey(password []byte) []byte {

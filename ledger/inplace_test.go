@@ -35,12 +35,12 @@ func TestAppendAsyncInPlace(t *testing.T) {
 				if i%2 == 0 {
 					buf := make([]byte, Headroom+len(payload))
 					copy(buf[Headroom:], payload)
-					w.AppendAsyncInPlace(buf, crc32c.Checksum(payload), func(_ int64, err error) { done <- err })
+					w.AppendAsyncInPlace(buf, crc32c.Of(crc32c.Checksum(payload)), func(_ int64, err error) { done <- err })
 				} else {
 					w.AppendAsync(payload, func(_ int64, err error) { done <- err })
 				}
 			}
-			w.AppendAsyncInPlace(make([]byte, Headroom-1), 0, func(id int64, err error) {
+			w.AppendAsyncInPlace(make([]byte, Headroom-1), crc32c.Known{}, func(id int64, err error) {
 				if err == nil || id != -1 {
 					done <- fmt.Errorf("a short buffer was appended as %d (%v)", id, err)
 					return

@@ -76,8 +76,7 @@ type pendingAdd struct {
 	entryID  int64
 	length   int64
 	data     []byte
-	dataSum  uint32 // data's CRC32C, when summed (bkproto.Request.DataSum)
-	summed   bool
+	dataSum  crc32c.Known // data's CRC32C (bkproto.Request.DataSum)
 	cb       AddCallback
 	sentTo   []string // by write-set slot: the bookie it was last sent to
 	sentAt   []time.Time
@@ -163,20 +162,20 @@ func (h *WriteHandle) AppendAsync(payload []byte, cb AddCallback) {
 // to a ledger once: after a failure, append it elsewhere with AppendAsync
 // (requests of this ledger may still be on their way to bookies).
 //
-// crc is the payload's CRC32C (the broker has it from the producer's
-// verified checksum): the digest and a bookie in this process build their
-// checksums from it instead of reading the payload again. It must be
-// right; a wrong one makes the entry unreadable.
-func (h *WriteHandle) AppendAsyncInPlace(buf []byte, crc uint32, cb AddCallback) {
+// sum is the payload's CRC32C if the caller has it (the broker, from the
+// producer's verified checksum): the digest and a bookie in this process
+// build their checksums from it instead of reading the payload again. It
+// must be right; a wrong one makes the entry unreadable.
+func (h *WriteHandle) AppendAsyncInPlace(buf []byte, sum crc32c.Known, cb AddCallback) {
 	if len(buf) < Headroom {
 		h.mu.Lock()
 		h.refuseLocked(cb, fmt.Errorf("ledger %d: in-place append of %d bytes, shorter than the %d-byte headroom", h.id, len(buf), Headroom))
 		return
 	}
-	if invariants.Enabled && crc != crc32c.Checksum(buf[Headroom:]) {
-		invariants.Failf("ledger %d: in-place append with CRC %08x, the payload's is %08x", h.id, crc, crc32c.Checksum(buf[Headroom:]))
+	if invariants.Enabled && !sum.Matches(buf[Headroom:]) {
+		invariants.Failf("ledger %d: in-place append with CRC %08x, not the payload's", h.id, sum.CRC)
 	}
-	h.appendAsync(buf[Headroom:], buf, crc32c.Of(crc), cb)
+	h.appendAsync(buf[Headroom:], buf, sum, cb)
 }
 
 // appendAsync appends payload, encoded in place in front of it when buf
@@ -208,9 +207,9 @@ func (h *WriteHandle) appendAsync(payload, buf []byte, ps crc32c.Known, cb AddCa
 		data = h.dig.encodeEntry(h.id, id, h.mu.lac, h.mu.length, payload)
 	}
 	h.mu.sentLAC = h.mu.lac
-	pa := &pendingAdd{entryID: id, length: h.mu.length, data: data, cb: cb}
-	pa.dataSum, pa.summed = entrySum(ps, data[:len(data)-len(payload)], payload)
-	h.enqueueLocked(pa)
+	// The bookie entry's CRC, for a bookie in this process.
+	head := data[:len(data)-len(payload)]
+	h.enqueueLocked(&pendingAdd{entryID: id, length: h.mu.length, data: data, dataSum: ps.After(head, len(payload)), cb: cb})
 }
 
 // addFrameSize is the frame size of the add request carrying a payload
@@ -300,7 +299,7 @@ func (h *WriteHandle) send(sends []send) {
 	}
 	for _, s := range sends {
 		req := &bkproto.Request{Op: bkproto.OpAdd, Flags: flags, LedgerID: h.id, EntryID: s.pa.entryID, MasterKey: h.key, Data: s.pa.data,
-			DataSum: s.pa.dataSum, DataSummed: s.pa.summed}
+			DataSum: s.pa.dataSum}
 		h.c.transport.Send(s.bookie, req, func(_ *bkproto.Response, err error) { h.onAddResponse(s, err) })
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -88,9 +89,9 @@ type ledgerInfo struct {
 type queuedAdd struct {
 	data  []byte
 	cb    func(Position, error)
-	start time.Time // when AddEntry took it (zero for a failed add queued again)
-	buf   []byte    // data with its headroom (AddEntryInPlace), until its first append
-	crc   uint32    // data's CRC32C, with buf
+	start time.Time    // when AddEntry took it (zero for a failed add queued again)
+	buf   []byte       // data with its headroom (AddEntryInPlace), until its first append
+	sum   crc32c.Known // data's CRC32C, with buf
 }
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {

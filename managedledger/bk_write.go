@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/ledger"
 )
@@ -26,8 +27,8 @@ func (ml *bkLedger) AddEntry(data []byte, cb func(Position, error)) {
 // ledger entry in the headroom in front of the data (no copy); an append
 // again after a failure copies (AppendAsync), since the failed ledger's
 // requests may still hold buf.
-func (ml *bkLedger) AddEntryInPlace(buf []byte, crc uint32, cb func(Position, error)) {
-	ml.addEntry(queuedAdd{data: buf[EntryHeadroom:], cb: cb, buf: buf, crc: crc})
+func (ml *bkLedger) AddEntryInPlace(buf []byte, sum crc32c.Known, cb func(Position, error)) {
+	ml.addEntry(queuedAdd{data: buf[EntryHeadroom:], cb: cb, buf: buf, sum: sum})
 }
 
 func (ml *bkLedger) addEntry(add queuedAdd) {
@@ -128,7 +129,7 @@ func (ml *bkLedger) appendLocked(add queuedAdd) {
 	data, cb := add.data, add.cb
 	done := func(entryID int64, err error) { ml.onAdded(w, data, cb, entryID, err) }
 	if add.buf != nil {
-		w.AppendAsyncInPlace(add.buf, add.crc, done)
+		w.AppendAsyncInPlace(add.buf, add.sum, done)
 		return
 	}
 	w.AppendAsync(data, done)

@@ -67,6 +67,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/ledger"
 )
 
@@ -178,12 +179,12 @@ type ManagedLedger interface {
 	// AddEntryInPlace is AddEntry for buf[EntryHeadroom:], the
 	// EntryHeadroom bytes in front of it being scratch the storage may use
 	// to encode the entry without copying it (the broker's publish path).
-	// buf is the storage's, as data is AddEntry's. crc is the CRC32C of
-	// buf[EntryHeadroom:]: storage builds its checksums from it rather than
-	// reading the data again (the broker has it from the producer's
-	// verified checksum). It must be right: a wrong one makes the entry
-	// unreadable.
-	AddEntryInPlace(buf []byte, crc uint32, cb func(Position, error))
+	// buf is the storage's, as data is AddEntry's. sum is the CRC32C of
+	// buf[EntryHeadroom:] if the caller has it (the broker, from the
+	// producer's verified checksum): storage builds its checksums from it
+	// rather than reading the data again. It must be right: a wrong one
+	// makes the entry unreadable.
+	AddEntryInPlace(buf []byte, sum crc32c.Known, cb func(Position, error))
 	// ResumeAdds accepts adds again after a failed one (ErrAddsStopped).
 	// The broker calls it once every add it made before the failure has
 	// called back and its producers must reconnect (Pulsar's topic fence).

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // Factory opens managed ledgers by name.
@@ -122,7 +124,7 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 
 // AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
 // is, without its headroom.
-func (ml *memoryLedger) AddEntryInPlace(buf []byte, _ uint32, cb func(Position, error)) {
+func (ml *memoryLedger) AddEntryInPlace(buf []byte, _ crc32c.Known, cb func(Position, error)) {
 	ml.AddEntry(buf[EntryHeadroom:], cb)
 }
 

@@ -91,7 +91,7 @@ func TestAddEntryInPlace(t *testing.T) {
 				data := inPlaceEntry(i)
 				buf := make([]byte, EntryHeadroom+len(data))
 				copy(buf[EntryHeadroom:], data)
-				ml.AddEntryInPlace(buf, crc32c.Checksum(buf[EntryHeadroom:]), func(_ Position, err error) { done <- err })
+				ml.AddEntryInPlace(buf, crc32c.Of(crc32c.Checksum(buf[EntryHeadroom:])), func(_ Position, err error) { done <- err })
 			}
 			for range n {
 				if err := <-done; err != nil {

@@ -67,12 +67,13 @@ func (e Entry) ComputeChecksum() uint32 {
 }
 
 // Sum returns the CRC32C of the whole entry (magic and checksum
-// included), built from the producer's checksum: storage checksums the
-// entry from it without reading it again. Call it only once VerifyChecksum
+// included), built from the producer's checksum, for storage to checksum
+// the entry from without reading it again; unknown for an entry too small
+// for that to pay (crc32c.Known.After). Call it only once VerifyChecksum
 // passed.
-func (e Entry) Sum() uint32 {
+func (e Entry) Sum() crc32c.Known {
 	head := magicLen + crcLen
-	return crc32c.Of(e.Checksum()).Continue(crc32c.Checksum(e.raw[:head]), e.raw[head:])
+	return crc32c.Of(e.Checksum()).After(e.raw[:head], len(e.raw)-head)
 }
 
 // VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does

@@ -95,6 +95,21 @@ type Known struct {
 // Of is crc, known.
 func Of(crc uint32) Known { return Known{CRC: crc, OK: true} }
 
+// After returns the CRC32C of a‖B, k being B's CRC32C and lenB its
+// length, where a format after this one can use it: B at least
+// CombineWorthFrom long. Below that, or when k is unknown, it is unknown,
+// and nothing is hashed: each format hashes such small entries itself.
+func (k Known) After(a []byte, lenB int) Known {
+	if !k.OK || lenB < CombineWorthFrom {
+		return Known{}
+	}
+	return Of(Combine(Checksum(a), k.CRC, lenB))
+}
+
+// Matches reports whether k, if known, is b's CRC32C (for invariant
+// checks: it reads b).
+func (k Known) Matches(b []byte) bool { return !k.OK || k.CRC == Checksum(b) }
+
 // Continue returns the CRC32C of A‖B from crcA = CRC32C(A) and B, k being
 // B's CRC32C if known: combined when that is cheaper (B at least
 // CombineWorthFrom long), else by hashing B.

@@ -102,3 +102,25 @@ func itoa(n int) string {
 	}
 	return s
 }
+
+// After gives the CRC of a‖B only where a format after it combines (B of
+// CombineWorthFrom and more, its CRC known), and reads nothing otherwise.
+func TestAfter(t *testing.T) {
+	a, b := []byte("head"), make([]byte, CombineWorthFrom)
+	for i := range b {
+		b[i] = byte(i * 7)
+	}
+	whole := Checksum(append(append([]byte{}, a...), b...))
+	if got := Of(Checksum(b)).After(a, len(b)); !got.OK || got.CRC != whole {
+		t.Fatalf("After = %+v, want %08x", got, whole)
+	}
+	if got := Of(Checksum(b[:100])).After(a, 100); got.OK {
+		t.Fatalf("a 100-byte part: After = %+v, want unknown", got)
+	}
+	if got := (Known{}).After(a, len(b)); got.OK {
+		t.Fatalf("an unknown CRC: After = %+v, want unknown", got)
+	}
+	if !Of(whole).Matches(append(append([]byte{}, a...), b...)) || Of(whole+1).Matches(b) || !(Known{}).Matches(b) {
+		t.Fatal("Matches is wrong")
+	}
+}

@@ -110,6 +110,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/wire"
 )
 
@@ -319,13 +320,12 @@ type Request struct {
 	MaxCount      uint32 // OpBatchRead
 	MaxBytes      uint32 // OpBatchRead
 
-	// DataSum is the CRC32C of Data, when DataSummed: set only by a
-	// ledger client handing a request to a bookie in its own process
+	// DataSum is the CRC32C of Data, if known: set only by a ledger
+	// client handing a request to a bookie in its own process
 	// (ledger.LocalTransport), never encoded or decoded, so a bookie
 	// trusts it only where no wire lies between the sum and the bytes. A
 	// bookie computes it for requests from the network.
-	DataSum    uint32
-	DataSummed bool
+	DataSum crc32c.Known
 }
 
 // Response is a decoded response. Slices alias the frame.
