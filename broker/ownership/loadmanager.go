@@ -92,7 +92,10 @@ func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
 }
 
 // leastLoaded picks the broker that should take bundle b, and records
-// the assignment as pending until that broker reports it.
+// the assignment as pending until that broker reports it. A bundle
+// already pending goes to the same broker again: it is asked about again
+// when a second lookup comes before the owner's create reached the
+// cache, and choosing anew would count it pending on two brokers.
 func (s *Service) leastLoaded(ctx context.Context, b Bundle) (string, BrokerData, error) {
 	brokers, err := s.Brokers(ctx)
 	if err != nil {
@@ -104,6 +107,9 @@ func (s *Service) leastLoaded(ctx context.Context, b Bundle) (string, BrokerData
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prunePendingLocked(brokers)
+	if id, ok := pendingOwner(s.mu.pending, b.String()); ok {
+		return id, brokers[id], nil
+	}
 	id := pickLeastLoaded(brokers, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
 	if s.mu.pending[id] == nil {
 		s.mu.pending[id] = map[string]time.Time{}
@@ -131,6 +137,17 @@ func (s *Service) prunePendingLocked(brokers map[string]BrokerData) {
 			}
 		}
 	}
+}
+
+// pendingOwner is the broker bundle is pending on, if any (after
+// prunePendingLocked, every broker named is registered).
+func pendingOwner(pending map[string]map[string]time.Time, bundle string) (string, bool) {
+	for id, bundles := range pending {
+		if _, ok := bundles[bundle]; ok {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // pickLeastLoaded is the placement rule (see the file comment); ties go

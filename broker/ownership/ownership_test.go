@@ -528,3 +528,39 @@ func (p peerUnloads) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{StatusCode: code, Status: http.StatusText(code), Body: http.NoBody, Request: r}, nil
 }
+
+// A bundle asked about again before its new owner's create reaches the
+// asker's cache (two clients, or a client's second lookup) must get the
+// same broker: choosing again left a phantom pending assignment on the
+// second broker for a second, so placement skipped it (CI flake of
+// TestOneLeaderAndLookupsSpreadBundles on a loaded host).
+func TestLeaderAnswersAPendingAssignmentAgain(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	leader := c.leader(t)
+	ctx := context.Background()
+	bundle := func(i int) Bundle {
+		return Bundle{Namespace: "t/pending", Range: Range{uint32(i) << 28, uint32(i+1) << 28}}
+	}
+	chosen := map[string]int{}
+	for i := range 6 {
+		first, _, err := leader.leastLoaded(ctx, bundle(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			again, _, err := leader.leastLoaded(ctx, bundle(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again != first {
+				t.Fatalf("bundle %s: assigned to %s, then to %s while the first was pending", bundle(i), first, again)
+			}
+		}
+		chosen[first]++
+	}
+	for _, s := range c.svcs {
+		if chosen[s.cfg.BrokerID] != 2 {
+			t.Fatalf("6 bundles placed %v, want 2 per broker", chosen)
+		}
+	}
+}
