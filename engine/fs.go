@@ -7,7 +7,8 @@
 //	uring  io_uring through our own binding (engine/internal/iouring): vectored writes,
 //	       reads, fdatasync and fallocate as SQEs; a write and its datasync are
 //	       submitted as one linked chain (IOSQE_IO_LINK). Waiting goroutines
-//	       take turns reaping completions for all (leader/followers).
+//	       take turns reaping completions for all (leader/followers);
+//	       Separate gives a user (a bookie's journals) a ring of its own.
 //	std    pwritev / pread / fdatasync / fallocate system calls.
 //	mem    in memory, for tests, with a crash model: CrashClone keeps only
 //	       what was made durable (file data by Datasync, directory entries by

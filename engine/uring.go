@@ -55,6 +55,7 @@ func NewUring(opts UringOptions) (FS, error) {
 // filesMu only around the fixed-file table.
 type uringIO struct {
 	ring *iouring.Ring
+	opts UringOptions // as given, for Separate
 
 	acquireMu sync.Mutex // serialises taking several slots at once (no deadlock)
 	free      chan uint32
@@ -100,6 +101,7 @@ type bufRegion struct {
 type iovec struct{ base, len uint64 }
 
 func newUringIO(opts UringOptions) (*uringIO, error) {
+	given := opts
 	if opts.Entries == 0 {
 		opts.Entries = 256
 	}
@@ -122,7 +124,7 @@ func newUringIO(opts UringOptions) (*uringIO, error) {
 		ring.Close()
 		return nil, fmt.Errorf("mmap iovec area: %w", err)
 	}
-	u := &uringIO{ring: ring, free: make(chan uint32, n), slots: make([]uringSlot, n),
+	u := &uringIO{ring: ring, opts: given, free: make(chan uint32, n), slots: make([]uringSlot, n),
 		iovArea: iovArea}
 	for i := range u.slots {
 		u.slots[i].wake = make(chan struct{}, 1)

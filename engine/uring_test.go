@@ -88,3 +88,47 @@ func TestUringOneEntryRing(t *testing.T) {
 		t.Fatalf("size %d", f.Size())
 	}
 }
+
+// Separate gives a uring FS a ring of its own over the same files: what
+// one writes the other reads, and closing the separate one leaves the
+// first working. Other backends come back as they are.
+func TestSeparate(t *testing.T) {
+	fs, err := NewUring(UringOptions{Entries: 8})
+	if err != nil {
+		t.Fatalf("io_uring unavailable: %v", err)
+	}
+	defer fs.Close()
+	sep, separate, err := Separate(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !separate || sep == fs {
+		t.Fatal("Separate returned the same uring FS")
+	}
+	if a, b := fs.(*osFS).io.(*uringIO), sep.(*osFS).io.(*uringIO); a.ring == b.ring || b.opts != a.opts {
+		t.Fatalf("separate FS shares the ring or lost its options (%+v vs %+v)", b.opts, a.opts)
+	}
+	name := filepath.Join(t.TempDir(), "shared")
+	f, err := sep.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAtSync([][]byte{[]byte("journal")}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(fs, name)
+	if err != nil || string(got) != "journal" {
+		t.Fatalf("read through the first FS after closing the separate one: %q, %v", got, err)
+	}
+	for _, other := range []FS{NewStd(), NewMem()} {
+		if s, separate, err := Separate(other); err != nil || separate || s != other {
+			t.Fatalf("%s: Separate = %v, %v, %v; want the FS itself", other.Backend(), s, separate, err)
+		}
+	}
+}

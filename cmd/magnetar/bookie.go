@@ -251,6 +251,7 @@ func runBookie(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	setMemoryLimit(f.storage.cacheMB(), log)
+	setServerProcs(log)
 	return serveUntilSignal("magnetar bookie", stderr, func(ctx context.Context) error {
 		return serveBookie(ctx, f, log, stdout)
 	})
@@ -287,6 +288,7 @@ func runBookieFormat(args []string, stdout, stderr io.Writer, log *slog.Logger) 
 // runningBookie is what serveBookie started, in stop order.
 type runningBookie struct {
 	store metadata.Store
+	fs    bookieFS
 	core  *bookie.Core
 	srv   *bookie.Server
 	reg   *bookieAnnouncer
@@ -339,11 +341,12 @@ func serveBookie(ctx context.Context, f bookieFlags, log *slog.Logger, stdout io
 }
 
 func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cookie, log *slog.Logger) error {
-	fs, err := engine.New(engine.Options{Backend: f.ioBackend, Logger: log})
+	bfs, err := openBookieFS(f.ioBackend, log)
 	if err != nil {
 		return err
 	}
-	fs = withTestFaults(ctx, fs, c.JournalDirs, log)
+	rb.fs = bfs
+	journalFS := withTestFaults(ctx, bfs.journal, c.JournalDirs, log)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := bookie.NewMetrics(reg, func() *bookie.Core { return rb.core })
@@ -352,9 +355,9 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	jopts := f.journal.options(log)
 	jopts.Stages = stages
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		return openLedgerStorage(fs, c.LedgerDirs, f.storage, cp, log, reg)
+		return openLedgerStorage(bfs.storage, c.LedgerDirs, f.storage, cp, log, reg)
 	}
-	core, err := bookie.OpenCore(fs, c.JournalDirs, jopts, open,
+	core, err := bookie.OpenCore(journalFS, c.JournalDirs, jopts, open,
 		bookie.Options{FlushInterval: f.flushInterval, LedgerDirs: c.LedgerDirs, DiskUsageThreshold: f.diskThreshold,
 			DiskUsageWarnThreshold: f.diskWarn, DiskUsageLwmThreshold: f.diskLwm, DiskCheckInterval: f.diskCheck,
 			Logger: log, Metrics: metrics, Stages: stages})
@@ -465,6 +468,9 @@ func (rb *runningBookie) stop(log *slog.Logger) {
 	}
 	if rb.core != nil {
 		errs = append(errs, rb.core.Close())
+	}
+	if rb.fs.storage != nil {
+		errs = append(errs, rb.fs.close())
 	}
 	errs = append(errs, rb.store.Close())
 	if err := errors.Join(errs...); err != nil {

@@ -140,6 +140,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	setMemoryLimit(orDefault(f.cacheMB, defaultEntryCacheMB), log)
+	setServerProcs(log)
 	return serveUntilSignal("magnetar broker", stderr, func(ctx context.Context) error {
 		return serveBroker(ctx, f, log, stdout)
 	})

@@ -29,6 +29,7 @@ func commands() []command {
 		{"admin", "administer a cluster over the admin REST API (pulsar-admin's commands)", runAdmin},
 		{"doctor", "preflight check of this host: disks, limits, kernel settings, clock, metadata store, journal sync latency", runDoctor},
 		{"tokens", "create and check JWTs for token authentication (pulsar tokens's commands)", runTokens},
+		{"trace", "trace waits FILE: how long goroutines waited to run in an execution trace, by start function", runTrace},
 	}
 }
 

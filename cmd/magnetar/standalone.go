@@ -127,6 +127,7 @@ func runStandalone(args []string, stdout, stderr io.Writer) int {
 	if f.storageKind == "bookie" { // in-memory storage holds every message: no limit fits it
 		setMemoryLimit(orDefault(f.cacheMB, defaultEntryCacheMB)+f.storage.cacheMB(), log)
 	}
+	setServerProcs(log)
 	return serveUntilSignal("magnetar standalone", stderr, func(ctx context.Context) error {
 		return serveStandalone(ctx, f, log, stdout)
 	})

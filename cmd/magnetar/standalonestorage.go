@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/magnetar-io/magnetar/internal/stage"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -28,6 +27,7 @@ const standaloneBookieID = "standalone-bookie"
 // process (journal and entry logs under dir), reached without a socket
 // through a LocalTransport, the ledger client, and managed ledgers on it.
 type standaloneStorage struct {
+	fs             bookieFS
 	core           *bookie.Core
 	reg            *bookieAnnouncer
 	ledgers        *ledger.Client
@@ -36,29 +36,31 @@ type standaloneStorage struct {
 }
 
 func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, stages *stage.Recorder, log *slog.Logger) (*standaloneStorage, error) {
-	fs, err := engine.New(engine.Options{Backend: engine.BackendAuto, Logger: log})
-	if err != nil {
-		return nil, err
-	}
 	journalDirs, ledgerDirs, err := f.bookieDirs(dir)
 	if err != nil {
 		return nil, err
 	}
-	// The cookie stops standalone from starting on a bookie directory that
-	// was wiped while its metadata (which says what it held) survived.
-	if err := bookie.CheckCookies(ctx, fs, store, bookie.Cookie{BookieID: standaloneBookieID,
-		JournalDirs: journalDirs, LedgerDirs: ledgerDirs}); err != nil {
+	bfs, err := openBookieFS(engine.BackendAuto, log)
+	if err != nil {
 		return nil, err
 	}
-	s := &standaloneStorage{}
+	s := &standaloneStorage{fs: bfs}
+	// The cookie stops standalone from starting on a bookie directory that
+	// was wiped while its metadata (which says what it held) survived.
+	if err := bookie.CheckCookies(ctx, bfs.storage, store, bookie.Cookie{BookieID: standaloneBookieID,
+		JournalDirs: journalDirs, LedgerDirs: ledgerDirs}); err != nil {
+		s.close(log)
+		return nil, err
+	}
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		return openLedgerStorage(fs, ledgerDirs, f.storage, cp, log, nil)
+		return openLedgerStorage(bfs.storage, ledgerDirs, f.storage, cp, log, nil)
 	}
 	jopts := f.journal.options(log)
 	jopts.Stages = stages
-	s.core, err = bookie.OpenCore(fs, journalDirs, jopts, open,
+	s.core, err = bookie.OpenCore(bfs.journal, journalDirs, jopts, open,
 		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log, Stages: stages}))
 	if err != nil {
+		s.close(log)
 		return nil, err
 	}
 	if err := s.connect(ctx, store, f, stages, log); err != nil {
@@ -137,6 +139,9 @@ func (s *standaloneStorage) close(log *slog.Logger) {
 	}
 	if s.core != nil {
 		errs = append(errs, s.core.Close())
+	}
+	if s.fs.storage != nil {
+		errs = append(errs, s.fs.close())
 	}
 	if err := errors.Join(errs...); err != nil {
 		log.Error("standalone storage did not stop cleanly", "err", fmt.Sprint(err))

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime/trace"
+	"strings"
+	"testing"
+)
+
+func TestTraceWaitsCommand(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "trace.out")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { close(done) }()
+	<-done
+	trace.Stop()
+	f.Close()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"trace", "waits", "--top", "3", file}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "started in") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"trace"}, 2, "usage"},
+		{[]string{"trace", "waits"}, 2, "one trace file"},
+		{[]string{"trace", "waits", filepath.Join(t.TempDir(), "none")}, 1, "no such file"},
+		{[]string{"trace", "waits", "procs.go"}, 1, "not a Go execution trace"},
+	} {
+		errOut.Reset()
+		if code := run(c.args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.says) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut.String(), c.code, c.says)
+		}
+	}
+}
