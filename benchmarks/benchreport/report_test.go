@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -396,5 +398,39 @@ func TestTailCatchUpAndTopicsTargets(t *testing.T) {
 	}
 	if found != len(want) {
 		t.Fatalf("matched %d of %d targets", found, len(want))
+	}
+}
+
+// A flight-recorder trace written during the traced run is summarized by
+// trace waits in the report, next to its link.
+func TestTracedWaitsInReport(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "publish-1-29ms.trace")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { close(done) }()
+	<-done
+	trace.Stop()
+	f.Close()
+	waits := traceWaits(file, "profiles/flightrec/publish-1-29ms.trace", 3)
+	if len(waits) == 0 || len(waits) > 3 {
+		t.Fatalf("%d rows from a trace, want 1 to 3", len(waits))
+	}
+	if traceWaits(filepath.Join(dir, "none"), "x", 3) != nil {
+		t.Fatal("rows from a missing trace")
+	}
+	res := sampleResults()
+	res.Traced = &Traced{Traces: []string{"profiles/flightrec/publish-1-29ms.trace"}, Waits: waits}
+	var md strings.Builder
+	writeReport(&md, res, nil)
+	want := fmt.Sprintf("| publish-1-29ms.trace | `%s` | %d |", waits[0].Kind, waits[0].N)
+	if out := md.String(); !strings.Contains(out, want) || !strings.Contains(out, "magnetar trace waits") {
+		t.Fatalf("report lacks the trace's waits %q:\n%s", want, out[strings.Index(out, "## Traces"):])
 	}
 }

@@ -283,6 +283,18 @@ func medianPS(runs []Run) float64 {
 
 // Traced is a fixed-rate run with the flight recorder on.
 type Traced struct {
-	Run    Run      `json:"run"`
-	Traces []string `json:"traces"` // files under the report directory
+	Run    Run         `json:"run"`
+	Traces []string    `json:"traces"` // files under the report directory
+	Waits  []TraceWait `json:"waits,omitempty"`
+}
+
+// TraceWait is one row of `magnetar trace waits` on a trace: how long
+// goroutines that started in Kind waited to run once runnable.
+type TraceWait struct {
+	Trace string  `json:"trace"`
+	Kind  string  `json:"kind"`
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -224,6 +225,13 @@ func writeTraced(w io.Writer, res *Results) {
 			"for where goroutines were blocked (docs/profiling.md):\n\n")
 		for _, f := range tr.Traces {
 			fmt.Fprintf(w, "- [%s](%s)\n", f, f)
+		}
+	}
+	if len(tr.Waits) > 0 {
+		fmt.Fprintf(w, "\nWhich goroutines waited to run in them, and how long once runnable (`magnetar trace waits`, the "+
+			"kinds with the most waiting; docs/profiling.md):\n\n| trace | started in | n | p50 | p99 | max |\n|---|---|---|---|---|---|\n")
+		for _, x := range tr.Waits {
+			fmt.Fprintf(w, "| %s | `%s` | %d | %.3f ms | %.3f ms | %.3f ms |\n", filepath.Base(x.Trace), x.Kind, x.N, x.P50Ms, x.P99Ms, x.MaxMs)
 		}
 	}
 	fmt.Fprintf(w, "\n\n")

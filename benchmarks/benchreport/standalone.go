@@ -15,6 +15,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/tools/tracewait"
 )
 
 // maxSizes are the message sizes of the maximum-throughput runs.
@@ -117,10 +118,31 @@ func (r *runner) runTraced(ctx context.Context) error {
 	for _, f := range files {
 		if rel, err := filepath.Rel(r.o.out, f); err == nil {
 			tr.Traces = append(tr.Traces, rel)
+			tr.Waits = append(tr.Waits, traceWaits(f, rel, 5)...)
 		}
 	}
 	r.res.Traced = tr
 	return nil
+}
+
+// traceWaits is the top of `magnetar trace waits` for one trace (none if
+// it cannot be read: the trace is still linked).
+func traceWaits(path, name string, top int) []TraceWait {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	rep, err := tracewait.Analyze(f, "")
+	if err != nil {
+		return nil
+	}
+	var out []TraceWait
+	for _, k := range rep.Kinds[:min(top, len(rep.Kinds))] {
+		out = append(out, TraceWait{Trace: name, Kind: k.Kind, N: len(k.Delays), P50Ms: tracewait.Quantile(k.Delays, .5),
+			P99Ms: tracewait.Quantile(k.Delays, .99), MaxMs: tracewait.Quantile(k.Delays, 1)})
+	}
+	return out
 }
 
 // runMemory runs the 1 KiB maximum and the 50% point, each on a fresh
