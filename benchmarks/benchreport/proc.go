@@ -151,17 +151,60 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// cpuMeter measures servers' CPU use over a run, in cores.
+// cpuMeter measures servers' CPU use over a run, in cores, and the
+// whole machine's.
 type cpuMeter struct {
 	servers []*server
 	start   time.Time
 	cpu     float64
+	busy    float64 // the machine's busy CPU seconds at start (0: unknown)
 }
 
 func meterCPU(servers ...*server) *cpuMeter {
 	m := &cpuMeter{servers: servers, start: time.Now()}
 	m.cpu = m.total()
+	m.busy, _ = machineBusySeconds()
 	return m
+}
+
+// machineCores is the CPU the whole machine was busy with since meterCPU
+// (servers, clients, the kernel's own threads: page-cache writeback, the
+// disk's interrupts), per second of wall time; 0 when /proc/stat is not
+// readable.
+func (m *cpuMeter) machineCores() float64 {
+	now, err := machineBusySeconds()
+	if err != nil || m.busy == 0 {
+		return 0
+	}
+	return (now - m.busy) / time.Since(m.start).Seconds()
+}
+
+// machineBusySeconds reads the busy CPU time of all CPUs from the first
+// line of /proc/stat: user, nice, system, irq and softirq (idle, iowait
+// and steal are not this machine's work).
+func machineBusySeconds() (float64, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStatBusy(string(raw))
+}
+
+func parseProcStatBusy(stat string) (float64, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system (idle iowait) irq softirq
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: field %d of %q: %w", i, line, err)
+		}
+		busy += v
+	}
+	return busy / clockTicks, nil
 }
 
 func (m *cpuMeter) total() float64 {

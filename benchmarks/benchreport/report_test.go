@@ -434,3 +434,25 @@ func TestTracedWaitsInReport(t *testing.T) {
 		t.Fatalf("report lacks the trace's waits %q:\n%s", want, out[strings.Index(out, "## Traces"):])
 	}
 }
+
+func TestParseProcStatBusy(t *testing.T) {
+	busy, err := parseProcStatBusy("cpu  100 20 30 4000 50 6 7 800 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+	if err != nil || busy != (100+20+30+6+7)/100.0 {
+		t.Fatalf("busy %v, %v; want user+nice+system+irq+softirq = 1.63 s", busy, err)
+	}
+	if _, err := parseProcStatBusy("intr 1 2 3\n"); err == nil {
+		t.Fatal("no error for a /proc/stat without its cpu line")
+	}
+}
+
+// A throughput miss on a machine busy as a whole says so, with the
+// server's share and the rest.
+func TestCPUWhyMachineBusy(t *testing.T) {
+	why := cpuWhy(&Run{ServerCores: 0.6, MachineCores: 1.95}, 2)
+	if !strings.Contains(why, "busy 1.95") || !strings.Contains(why, "the other 1.35") || !strings.Contains(why, "CPU-bound") {
+		t.Fatalf("why: %s", why)
+	}
+	if why := cpuWhy(&Run{ServerCores: 0.6, MachineCores: 1.1}, 2); !strings.Contains(why, "not CPU alone (the machine was busy 1.10 cores)") {
+		t.Fatalf("why: %s", why)
+	}
+}

@@ -194,7 +194,10 @@ type Run struct {
 	Label       string            `json:"label"`
 	Report      perfclient.Report `json:"report"`
 	ServerCores float64           `json:"serverCores"` // CPU cores the servers used on average
-	Percent     int               `json:"percentOfMax,omitempty"`
+	// MachineCores is the CPU the whole machine was busy with (servers,
+	// clients, the kernel's I/O threads), on average; 0 if unknown.
+	MachineCores float64 `json:"machineCores,omitempty"`
+	Percent      int     `json:"percentOfMax,omitempty"`
 	// Stages is the publish path by stage during the run (the 50% points).
 	Stages []StageLatency `json:"stages,omitempty"`
 }

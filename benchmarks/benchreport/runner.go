@@ -67,7 +67,7 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 	if err != nil {
 		return Run{}, err
 	}
-	return Run{Label: label, Report: rep, ServerCores: m.cores()}, nil
+	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores()}, nil
 }
 
 // client runs a client command (command) and decodes the JSON report it
