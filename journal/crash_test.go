@@ -65,6 +65,11 @@ func crashOnce(seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0x6a6f75726e616c))
 	opts := Options{MaxFileSize: int64(8+rng.IntN(64)) << 10, PreallocSize: 16 << 10,
 		Pipeline: rng.IntN(2) == 0, NoFileReuse: rng.IntN(2) == 0, MaxRecycledFiles: 1 + rng.IntN(2)}
+	if rng.IntN(2) == 0 {
+		// Small groups fill up, so adds queue behind full groups and one
+		// write + datasync carries several: a crash tears them together.
+		opts.BufferedWritesThreshold = int(4+rng.IntN(12)) << 10
+	}
 	r := &crashRun{rng: rng, fs: engine.NewMem(), acked: map[[2]int64]Mark{}}
 	j, err := Open(r.fs, "/journal", opts, func(Entry) error { return nil })
 	if err != nil {

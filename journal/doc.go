@@ -1,6 +1,9 @@
 // Package journal is the bookie's write-ahead log: an add is acknowledged
 // only once it is durable here. One writer groups concurrent adds into one
-// vectored write and one datasync (group commit); ledger storage later
+// vectored write and one datasync (group commit); when adds queue behind a
+// full group, several groups go in that one write and datasync (at most
+// maxGroupsPerCommit; every one of them says in durableBefore where the
+// write started, since none is durable before its datasync); ledger storage later
 // checkpoints what it has made durable elsewhere, and older journal files
 // are deleted or recycled.
 //

@@ -11,8 +11,8 @@ import (
 // input, and accepts a group only if every record checks out.
 func FuzzRecords(f *testing.F) {
 	j := &Journal{cur: &segment{id: 1}, opts: Options{}.withDefaults()}
-	good := bytes.Join(j.encodeGroup(group{reqs: []*request{{ledgerID: 1, entryID: 2, payload: []byte("hello")},
-		{ledgerID: 1, entryID: 3, payload: nil}}, bytes: 2*recordHeaderSize + 5}, groupSpan(2*recordHeaderSize+5)), nil)
+	good := bytes.Join(j.encodeGroups([]group{{reqs: []*request{{ledgerID: 1, entryID: 2, payload: []byte("hello")},
+		{ledgerID: 1, entryID: 3, payload: nil}}, bytes: 2*recordHeaderSize + 5}}), nil)
 	if len(good) != BlockSize {
 		f.Fatalf("an encoded group of %d bytes, want one block", len(good))
 	}

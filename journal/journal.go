@@ -52,7 +52,10 @@ type Options struct {
 	// closed- and open-loop (TUNING.md).
 	MaxGroupWait time.Duration
 	// BufferedWritesThreshold is journalBufferedWritesThreshold: a group
-	// closes at this many bytes (default 512 KiB).
+	// closes at this many bytes (default 512 KiB). Adds already queued
+	// behind a full group form further groups written and datasynced with
+	// it (up to 8 groups per datasync), as BookKeeper's force-write thread
+	// syncs several buffered writes at once.
 	BufferedWritesThreshold int
 	// BufferedEntriesThreshold is journalBufferedEntriesThreshold: a group
 	// closes at this many entries (default 0: no limit).
@@ -171,7 +174,8 @@ type Journal struct {
 	cur      *segment
 	nextID   uint64
 	seq      uint64
-	hdrs     []byte        // group and record headers of the group being written
+	groups   []group       // the groups of the commit being collected (reused)
+	hdrs     []byte        // group and record headers of the groups being written
 	iov      [][]byte      // its buffers: headers, payloads, padding
 	arrival  time.Duration // EWMA of the gap between adds
 	lastAdd  time.Time

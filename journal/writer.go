@@ -22,6 +22,13 @@ type syncItem struct {
 	done       chan struct{} // closed once processed (rotation waits on it)
 }
 
+// maxGroupsPerCommit bounds the full groups one write + datasync carries
+// when adds queue behind a full group (4 MiB at the default 512 KiB
+// threshold): one group per datasync capped the journal at
+// journalBufferedWritesThreshold per datasync, 110 MiB/s at the durable
+// maximum on this machine's disk.
+const maxGroupsPerCommit = 8
+
 // writeLoop is the journal's single writer: it collects groups and
 // commits them until Close, then drains what is queued.
 func (j *Journal) writeLoop() {
@@ -33,11 +40,43 @@ func (j *Journal) writeLoop() {
 		if len(g.reqs) == 0 {
 			continue
 		}
+		gs := j.queuedGroups(g)
 		if err := j.failure(); err != nil {
-			j.answer(g.reqs, Mark{}, err)
+			for _, g := range gs {
+				j.answer(g.reqs, Mark{}, err)
+			}
 			continue
 		}
-		j.commit(g)
+		j.commit(gs)
+	}
+}
+
+// queuedGroups returns first and, while the last group is full and adds
+// are already queued, further groups of them (at most maxGroupsPerCommit
+// in all), without waiting for any.
+func (j *Journal) queuedGroups(first group) []group {
+	gs := append(j.groups[:0], first)
+	for len(gs) < maxGroupsPerCommit && j.full(&gs[len(gs)-1]) {
+		var g group
+		for !j.full(&g) && j.takeQueued(&g) {
+		}
+		if len(g.reqs) == 0 {
+			break
+		}
+		gs = append(gs, g)
+	}
+	j.groups = gs
+	return gs
+}
+
+// takeQueued takes one add into g if one is queued.
+func (j *Journal) takeQueued(g *group) bool {
+	select {
+	case r := <-j.queue:
+		j.take(g, r)
+		return true
+	default:
+		return false
 	}
 }
 
@@ -138,25 +177,31 @@ func (j *Journal) periodicSync() {
 	}
 }
 
-// commit writes one group: rotating or growing the file first if needed,
-// then either write+datasync and answer (serial), or write and hand the
-// group to the sync loop (pipeline).
-func (j *Journal) commit(g group) {
-	span := groupSpan(g.bytes)
+// commit writes groups back to back in one write: rotating or growing the
+// file first if needed, then either write+datasync and answer (serial), or
+// write and hand them to the sync loop (pipeline).
+func (j *Journal) commit(gs []group) {
+	span, reqs := int64(0), gs[0].reqs
+	for i, g := range gs {
+		span += groupSpan(g.bytes)
+		if i > 0 {
+			reqs = append(reqs[:len(reqs):len(reqs)], g.reqs...) // never into gs[0]'s spare capacity
+		}
+	}
 	if j.cur.offset+span > j.opts.MaxFileSize && j.cur.offset > BlockSize {
 		if err := j.rotateForWrite(); err != nil {
-			j.answer(g.reqs, Mark{}, j.fail(err))
+			j.answer(reqs, Mark{}, j.fail(err))
 			return
 		}
 	}
 	if err := j.ensureAllocated(span); err != nil {
-		j.answer(g.reqs, Mark{}, j.fail(err))
+		j.answer(reqs, Mark{}, j.fail(err))
 		return
 	}
-	bufs := j.encodeGroup(g, span)
+	bufs := j.encodeGroups(gs)
 	seg, off := j.cur, j.cur.offset
-	if invariants.Enabled && (off%BlockSize != 0 || span%BlockSize != 0 || span < groupSpan(g.bytes)) {
-		invariants.Failf("journal group at offset %d spanning %d bytes (%d of records) is not block-aligned", off, span, g.bytes)
+	if invariants.Enabled && (off%BlockSize != 0 || span%BlockSize != 0) {
+		invariants.Failf("journal groups at offset %d spanning %d bytes are not block-aligned", off, span)
 	}
 	end := Mark{FileID: seg.id, Offset: off + span}
 	var err error
@@ -168,7 +213,7 @@ func (j *Journal) commit(g group) {
 		if err == nil {
 			j.opts.Stages.Since(stage.JournalWrite, written)
 			seg.offset = end.Offset
-			j.syncq <- syncItem{seg: seg, end: end, reqs: g.reqs}
+			j.syncq <- syncItem{seg: seg, end: end, reqs: reqs}
 			return
 		}
 	case j.opts.SkipSync:
@@ -179,44 +224,54 @@ func (j *Journal) commit(g group) {
 	j.opts.Stages.Since(stage.JournalWrite, written)
 	clear(bufs) // the payloads are not the journal's to keep
 	if err != nil {
-		j.answer(g.reqs, Mark{}, j.fail(err))
+		j.answer(reqs, Mark{}, j.fail(err))
 		return
 	}
 	seg.offset = end.Offset
-	j.acknowledge(end, g.reqs)
+	j.acknowledge(end, reqs)
 }
 
-// encodeGroup lays the group out for one vectored write, without copying
-// the payloads (Add's callers keep them unchanged until answered): the
-// group header and the record headers go into the reusable header
-// buffer, each payload is a buffer of its own, and zero padding ends the
-// group at the block boundary. The bytes written are the format's, as if
-// laid out in one buffer.
-func (j *Journal) encodeGroup(g group, span int64) [][]byte {
-	n := len(g.reqs)
-	need := groupHeaderSize + n*recordHeaderSize
+// encodeGroups lays groups out back to back for one vectored write,
+// without copying the payloads (Add's callers keep them unchanged until
+// answered): group and record headers go into the reusable header buffer,
+// each payload is a buffer of its own, and zero padding ends each group
+// at a block boundary. The bytes written are the format's, as if laid out
+// in one buffer. Every group's durableBefore is what was durable before
+// the write: none of them is until the write's datasync, so a crash may
+// tear any of them, and replay must take that for a torn tail, not for
+// damage to durable bytes.
+func (j *Journal) encodeGroups(gs []group) [][]byte {
+	need := 0
+	for _, g := range gs {
+		need += groupHeaderSize + len(g.reqs)*recordHeaderSize
+	}
 	if cap(j.hdrs) < need {
 		j.hdrs = make([]byte, need)
 	}
 	h := j.hdrs[:need]
-	j.seq++
-	groupHeader{fileID: j.cur.id, durableBefore: uint64(j.durableBefore()), recordsLen: uint32(g.bytes),
-		count: uint32(n), seq: j.seq}.put(h)
+	durable := uint64(j.durableBefore())
 	iov := j.iov[:0]
-	start, p := 0, groupHeaderSize // h[start:p] is the headers not yet in iov
-	for _, r := range g.reqs {
-		putRecordHeader(h[p:], r.ledgerID, r.entryID, r.payload, r.sum)
-		p += recordHeaderSize
-		if len(r.payload) > 0 {
-			iov = append(iov, h[start:p], r.payload)
-			start = p
+	p := 0
+	for _, g := range gs {
+		j.seq++
+		groupHeader{fileID: j.cur.id, durableBefore: durable, recordsLen: uint32(g.bytes),
+			count: uint32(len(g.reqs)), seq: j.seq}.put(h[p:])
+		start := p // h[start:p] is the headers not yet in iov
+		p += groupHeaderSize
+		for _, r := range g.reqs {
+			putRecordHeader(h[p:], r.ledgerID, r.entryID, r.payload, r.sum)
+			p += recordHeaderSize
+			if len(r.payload) > 0 {
+				iov = append(iov, h[start:p], r.payload)
+				start = p
+			}
 		}
-	}
-	if start < p {
-		iov = append(iov, h[start:p])
-	}
-	if pad := span - int64(groupHeaderSize+g.bytes); pad > 0 {
-		iov = append(iov, zeroBlock[:pad])
+		if start < p {
+			iov = append(iov, h[start:p])
+		}
+		if pad := groupSpan(g.bytes) - int64(groupHeaderSize+g.bytes); pad > 0 {
+			iov = append(iov, zeroBlock[:pad])
+		}
 	}
 	j.iov = iov
 	return iov
