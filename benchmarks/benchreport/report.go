@@ -325,11 +325,17 @@ func topicsTarget(run *Run) targetRow {
 
 // stageList is "stage p99, ..." for the named stages present.
 func stageList(stages []StageLatency, names ...string) string {
+	return stageListAt(stages, func(s StageLatency) float64 { return s.P99MS }, names...)
+}
+
+// stageListAt is "stage value, ..." for the named stages present, the
+// value picked by at (a percentile).
+func stageListAt(stages []StageLatency, at func(StageLatency) float64, names ...string) string {
 	var parts []string
 	for _, name := range names {
 		for _, s := range stages {
 			if s.Stage == name {
-				parts = append(parts, fmt.Sprintf("%s %s", name, msf(s.P99MS)))
+				parts = append(parts, fmt.Sprintf("%s %s", name, msf(at(s))))
 			}
 		}
 	}
@@ -382,6 +388,10 @@ func stagesWhy(stages []StageLatency, tr *Traced) string {
 // client reaches without the storage path.
 func throughputWhy(res *Results, run *Run) string {
 	why := cpuWhy(run, res.Machine.CPUs)
+	if st := stageListAt(run.Stages, func(s StageLatency) float64 { return s.P50MS }, "receipt", "bookie_add",
+		"journal_queue", "journal_write"); st != "" {
+		why += " Unthrottled, the messages in flight queue where the path is slowest; by stage at p50: " + st + "."
+	}
 	if mem := res.Memory.maxOf(1024); mem != nil {
 		why += fmt.Sprintf(" On in-memory storage the same producer reaches %.0f msg/s with the server at %.2f cores.",
 			mem.Report.PublishPS, mem.ServerCores)

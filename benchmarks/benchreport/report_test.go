@@ -456,3 +456,14 @@ func TestCPUWhyMachineBusy(t *testing.T) {
 		t.Fatalf("why: %s", why)
 	}
 }
+
+// A throughput miss names the stages where the unthrottled window queued.
+func TestThroughputWhyHasStages(t *testing.T) {
+	res := sampleResults()
+	run := &Run{ServerCores: 0.6, MachineCores: 1.4, Stages: []StageLatency{{Stage: "receipt", P50MS: 51.2},
+		{Stage: "journal_queue", P50MS: 12.8}, {Stage: "journal_write", P50MS: 25.6}}}
+	why := throughputWhy(res, run)
+	if !strings.Contains(why, "by stage at p50: receipt 51.20 ms, journal_queue 12.80 ms, journal_write 25.60 ms") {
+		t.Fatalf("why: %s", why)
+	}
+}

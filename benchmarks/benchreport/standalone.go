@@ -207,10 +207,16 @@ func (r *runner) maxRun(ctx context.Context, t target, d *Deployment, size int, 
 	if profile {
 		prof = r.startProfile(t, r.o.warmup, r.o.duration)
 	}
+	before, serr := scrapeStages(ctx, t.metrics)
 	run, err := r.perf(ctx, t, fmt.Sprintf("%s max %d B", t.name, size), "produce", "--size", itoa(size),
 		"--topic", fmt.Sprintf("persistent://public/default/max-%d", size), "--rate", "0", "--max-pending", itoa(maxWindow))
 	if err != nil {
 		return err
+	}
+	// Unthrottled, the window's messages queue at the slowest stage: the
+	// stages say where the maximum comes from.
+	if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil && size == 1024 {
+		run.Stages = stageDelta(before, after)
 	}
 	d.Max = append(d.Max, run)
 	if prof != nil {
