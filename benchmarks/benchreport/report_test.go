@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/tracewait/tracewaittest"
 )
 
 func sampleRun(label string, size int, rate, ps float64, p99us int64) Run {
@@ -406,18 +406,7 @@ func TestTailCatchUpAndTopicsTargets(t *testing.T) {
 func TestTracedWaitsInReport(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "publish-1-29ms.trace")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.Start(f); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { close(done) }()
-	<-done
-	trace.Stop()
-	f.Close()
+	tracewaittest.WriteTrace(t, file)
 	waits := traceWaits(file, "profiles/flightrec/publish-1-29ms.trace", 3)
 	if len(waits) == 0 || len(waits) > 3 {
 		t.Fatalf("%d rows from a trace, want 1 to 3", len(waits))

@@ -2,27 +2,16 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
-	"runtime/trace"
 	"strings"
 	"testing"
+
+	"github.com/magnetar-io/magnetar/tools/tracewait/tracewaittest"
 )
 
 func TestTraceWaitsCommand(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "trace.out")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := trace.Start(f); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { close(done) }()
-	<-done
-	trace.Stop()
-	f.Close()
+	tracewaittest.WriteTrace(t, file)
 	var out, errOut bytes.Buffer
 	if code := run([]string{"trace", "waits", "--top", "3", file}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "started in") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
