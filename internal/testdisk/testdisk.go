@@ -39,7 +39,9 @@ func Fill(t testing.TB, dir string, free int64) string {
 	}
 	have := int64(st.Bavail) * st.Bsize
 	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
+	// Appended to, so calling Fill again tops the filler up after the
+	// code under test released space (a truncated preallocation).
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,4 +53,14 @@ func Fill(t testing.TB, dir string, free int64) string {
 		}
 	}
 	return p
+}
+
+// Free returns the bytes available under dir now.
+func Free(t testing.TB, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatalf("statfs %s: %v", dir, err)
+	}
+	return int64(st.Bavail) * st.Bsize
 }
