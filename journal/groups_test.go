@@ -3,10 +3,12 @@ package journal
 import (
 	"errors"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"weak"
 
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/engine/errorfs"
@@ -138,6 +140,30 @@ func TestTornFirstGroupOfACommitIsATornTail(t *testing.T) {
 			defer j2.Close()
 			if len(got) != 1 || got[0].EntryID != 0 {
 				t.Fatalf("replayed %d entries, want entry 0 alone (the commit after it is a torn tail)", len(got))
+			}
+		})
+	}
+}
+
+// Once an add is answered its payload is the caller's again: the journal
+// keeps no reference to it (the broker's buffer would otherwise stay alive
+// until the next commit, up to 8 groups of it).
+func TestAnsweredPayloadsAreNotRetained(t *testing.T) {
+	for name, opts := range map[string]Options{"serial": {}, "pipeline": {Pipeline: true}} {
+		t.Run(name, func(t *testing.T) {
+			j, _ := openT(t, engine.NewMem(), opts)
+			defer j.Close()
+			payload := payloadFor(1, 0, 3000)
+			ref := weak.Make(&payload[0])
+			if _, err := addSync(t, j, 1, 0, payload); err != nil {
+				t.Fatal(err)
+			}
+			payload = nil
+			for range 3 {
+				runtime.GC()
+			}
+			if ref.Value() != nil {
+				t.Fatal("the journal still holds an answered add's payload")
 			}
 		})
 	}

@@ -45,9 +45,10 @@ func (j *Journal) writeLoop() {
 			for _, g := range gs {
 				j.answer(g.reqs, Mark{}, err)
 			}
-			continue
+		} else {
+			j.commit(gs)
 		}
-		j.commit(gs)
+		clear(gs) // the payloads are not the journal's to keep
 	}
 }
 
@@ -181,11 +182,16 @@ func (j *Journal) periodicSync() {
 // file first if needed, then either write+datasync and answer (serial), or
 // write and hand them to the sync loop (pipeline).
 func (j *Journal) commit(gs []group) {
-	span, reqs := int64(0), gs[0].reqs
-	for i, g := range gs {
+	span, n := int64(0), 0
+	for _, g := range gs {
 		span += groupSpan(g.bytes)
-		if i > 0 {
-			reqs = append(reqs[:len(reqs):len(reqs)], g.reqs...) // never into gs[0]'s spare capacity
+		n += len(g.reqs)
+	}
+	reqs := gs[0].reqs
+	if len(gs) > 1 {
+		reqs = make([]*request, 0, n)
+		for _, g := range gs {
+			reqs = append(reqs, g.reqs...)
 		}
 	}
 	if j.cur.offset+span > j.opts.MaxFileSize && j.cur.offset > BlockSize {
