@@ -65,29 +65,21 @@ func newWith(opts Options, newUring func() (FS, error)) (FS, error) {
 
 // Separate returns an FS over the same files as fs whose operations never
 // share a completion path with fs's: for io_uring, a ring of its own (with
-// the options fs's was made with); the caller closes it. Other backends
+// the options fs's was made with), for the caller to close. Other backends
 // have no shared completion path, and wrappers (errorfs) are returned as
-// they are: then the result is fs itself (separate reports false) and must
-// not be closed twice.
+// they are: then the result is fs itself, not to be closed twice.
 //
 // Why: on one ring, an operation's completion may be reaped by whichever
 // goroutine leads (see uringIO), and that goroutine may be waiting for a
 // CPU. A bookie gives its journals their own ring so that a journal sync's
 // completion never waits on an entry-log flush's goroutine.
-func Separate(fs FS) (sep FS, separate bool, err error) {
-	o, ok := fs.(*osFS)
-	if !ok {
-		return fs, false, nil
+func Separate(fs FS) (FS, error) {
+	if o, ok := fs.(*osFS); ok {
+		if u, ok := o.io.(*uringIO); ok {
+			return NewUring(u.opts)
+		}
 	}
-	u, ok := o.io.(*uringIO)
-	if !ok {
-		return fs, false, nil
-	}
-	sep, err = NewUring(u.opts)
-	if err != nil {
-		return nil, false, err
-	}
-	return sep, true, nil
+	return fs, nil
 }
 
 // RegisterBuffers registers memory from outside the Go heap (such as a

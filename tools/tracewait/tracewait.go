@@ -14,6 +14,7 @@
 package tracewait
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -27,16 +28,18 @@ import (
 type Waits struct {
 	Kind   string    // the function the goroutines started in
 	Delays []float64 // runnable -> running, sorted
+	Sum    float64   // of Delays
 	Runs   []float64 // running spans, sorted
 }
 
-// Sum is the total delay.
-func (w Waits) Sum() float64 {
-	s := 0.0
-	for _, d := range w.Delays {
-		s += d
+func newWaits(kind string, delays, runs []float64) Waits {
+	slices.Sort(delays)
+	slices.Sort(runs)
+	sum := 0.0
+	for _, d := range delays {
+		sum += d
 	}
-	return s
+	return Waits{Kind: kind, Delays: delays, Sum: sum, Runs: runs}
 }
 
 // Report is what a trace says about waits.
@@ -103,7 +106,8 @@ func (a *analysis) event(ev trace.Event) {
 	g := a.goroutine(st.Resource.Goroutine(), st.Stack)
 	now := ev.Time()
 	if g.focussed && from != trace.GoRunning && g.leftAt != 0 {
-		a.between[from.String()+" @ "+g.leftWhy] = append(a.between[from.String()+" @ "+g.leftWhy], ms(now-g.leftAt))
+		key := from.String() + " @ " + g.leftWhy
+		a.between[key] = append(a.between[key], ms(now-g.leftAt))
 		g.leftAt = 0
 	}
 	switch {
@@ -145,32 +149,19 @@ func (a *analysis) goroutine(id trace.GoID, stack trace.Stack) *goroutine {
 func (a *analysis) report() Report {
 	rep := Report{Span: ms(a.last - a.first)}
 	for kind, d := range a.delays {
-		if kind == "" {
-			kind = "(unknown start)"
+		name := kind
+		if name == "" {
+			name = "(unknown start)"
 		}
-		slices.Sort(d)
-		runs := a.runs[kind]
-		slices.Sort(runs)
-		rep.Kinds = append(rep.Kinds, Waits{Kind: kind, Delays: d, Runs: runs})
+		rep.Kinds = append(rep.Kinds, newWaits(name, d, a.runs[kind]))
 	}
 	for where, d := range a.between {
-		slices.Sort(d)
-		rep.Focus = append(rep.Focus, Waits{Kind: where, Delays: d})
+		rep.Focus = append(rep.Focus, newWaits(where, d, nil))
 	}
-	bySum := func(x, y Waits) int { return cmpFloat(y.Sum(), x.Sum()) }
+	bySum := func(x, y Waits) int { return cmp.Compare(y.Sum, x.Sum) }
 	slices.SortFunc(rep.Kinds, bySum)
 	slices.SortFunc(rep.Focus, bySum)
 	return rep
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func ms(d trace.Time) float64 { return float64(d) / 1e6 }
@@ -210,7 +201,7 @@ func Format(w io.Writer, rep Report, top int) {
 		if i == top {
 			break
 		}
-		fmt.Fprintf(w, "%8d %10.1f %8.3f %8.3f %8.3f %8.3f %9.3f  %s\n", len(k.Delays), k.Sum(), Quantile(k.Delays, .5),
+		fmt.Fprintf(w, "%8d %10.1f %8.3f %8.3f %8.3f %8.3f %9.3f  %s\n", len(k.Delays), k.Sum, Quantile(k.Delays, .5),
 			Quantile(k.Delays, .9), Quantile(k.Delays, .99), Quantile(k.Delays, 1), Quantile(k.Runs, .99), k.Kind)
 	}
 	if len(rep.Focus) == 0 {
@@ -222,7 +213,7 @@ func Format(w io.Writer, rep Report, top int) {
 		if i == top {
 			break
 		}
-		fmt.Fprintf(w, "%8d %10.1f %8.3f %8.3f %8.3f  %s\n", len(f.Delays), f.Sum(), Quantile(f.Delays, .5),
+		fmt.Fprintf(w, "%8d %10.1f %8.3f %8.3f %8.3f  %s\n", len(f.Delays), f.Sum, Quantile(f.Delays, .5),
 			Quantile(f.Delays, .99), Quantile(f.Delays, 1), f.Kind)
 	}
 }
