@@ -20,11 +20,27 @@ type MemoryOptions struct {
 	// MaxEntriesPerLedger is managedLedgerMaxEntriesPerLedger (default
 	// 50000): the stream rolls over to a new ledger id after this many.
 	MaxEntriesPerLedger int64
+	// MaxSizePerLedger (bytes; default DefaultMemoryLedgerSize) rolls
+	// the stream over once a ledger holds this much. Consumed entries go
+	// a whole ledger at a time, as on bookies, so this bounds what a
+	// topic keeps beyond its backlog and retention.
+	MaxSizePerLedger int64
 }
+
+// DefaultMemoryLedgerSize is MemoryOptions.MaxSizePerLedger's default.
+// Bookies' default (2 GiB, Pulsar's managedLedgerMaxSizePerLedgerMbytes)
+// is disk; in memory it is heap, and 50,000 batched entries of 1 KiB
+// messages are gigabytes, so memory rolls over sooner. Small topics
+// still keep their consumed entries in the current ledger, so a
+// subscription created later at the earliest position reads them, as
+// users of Pulsar expect without retention.
+const DefaultMemoryLedgerSize = 64 << 20
 
 // MemoryFactory keeps managed ledgers in memory. A ledger closed and
 // opened again through the same factory keeps its entries and cursors, as
-// a persisted one would across a topic unload.
+// a persisted one would across a topic unload. A stream keeps its backlog,
+// what retention asks for, and its current ledger (at most
+// MaxSizePerLedger bytes).
 type MemoryFactory struct {
 	opts    MemoryOptions
 	mu      sync.Mutex
@@ -35,6 +51,9 @@ type MemoryFactory struct {
 func NewMemoryFactory(opts MemoryOptions) *MemoryFactory {
 	if opts.MaxEntriesPerLedger <= 0 {
 		opts.MaxEntriesPerLedger = 50000
+	}
+	if opts.MaxSizePerLedger <= 0 {
+		opts.MaxSizePerLedger = DefaultMemoryLedgerSize
 	}
 	return &MemoryFactory{opts: opts, ledgers: map[string]*memoryLedger{}}
 }
@@ -48,7 +67,7 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 	defer f.mu.Unlock()
 	ml, ok := f.ledgers[name]
 	if !ok {
-		ml = &memoryLedger{name: name, maxPerLedger: f.opts.MaxEntriesPerLedger, ledgerID: 1,
+		ml = &memoryLedger{name: name, maxPerLedger: f.opts.MaxEntriesPerLedger, maxLedgerSize: f.opts.MaxSizePerLedger, ledgerID: 1,
 			cursors: map[string]*memoryCursor{}, closedAt: map[int64]int64{}}
 		f.ledgers[name] = ml
 	}
@@ -73,8 +92,9 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 // Lock rules: mu guards everything in the ledger and its cursors.
 // Callbacks (add receipts, woken reads) run after mu is released.
 type memoryLedger struct {
-	name         string
-	maxPerLedger int64
+	name          string
+	maxPerLedger  int64
+	maxLedgerSize int64
 
 	mu         sync.Mutex
 	entries    []Entry
@@ -83,12 +103,13 @@ type memoryLedger struct {
 	size       int64
 	ledgerID   int64 // ledger of the next entry
 	entryID    int64 // entry id of the next entry
+	ledgerSize int64 // bytes added to the current ledger id
 	cursors    map[string]*memoryCursor
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
 	terminated bool
 	retention  Retention
-	closedAt   map[int64]int64 // unix ms when each ledger id rolled over
+	closedAt   map[int64]int64 // unix ms when each stored ledger id rolled over
 }
 
 func (ml *memoryLedger) Name() string { return ml.name }
@@ -109,9 +130,10 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	ml.entries = append(ml.entries, Entry{Position: pos, Data: data})
 	ml.size += int64(len(data))
 	ml.entryID++
-	if ml.entryID >= ml.maxPerLedger {
+	ml.ledgerSize += int64(len(data))
+	if ml.entryID >= ml.maxPerLedger || ml.ledgerSize >= ml.maxLedgerSize {
 		ml.closedAt[ml.ledgerID] = time.Now().UnixMilli()
-		ml.ledgerID, ml.entryID = ml.ledgerID+1, 0
+		ml.ledgerID, ml.entryID, ml.ledgerSize = ml.ledgerID+1, 0, 0
 		ml.trimLocked() // the closed ledger may be trimmable now
 	}
 	woken := ml.takeWaitersLocked()
@@ -334,8 +356,17 @@ func (ml *memoryLedger) trimLocked() {
 		ml.size -= int64(len(e.Data))
 	}
 	ml.lastTrim = ml.entries[cut-1].Position
-	ml.entries = append([]Entry(nil), ml.entries[cut:]...)
+	// Clear, then reslice: the trimmed payloads are garbage at once, and
+	// the kept entries are not copied (append moves them when it next
+	// grows the array, which then leaves the trimmed front behind).
+	clear(ml.entries[:cut])
+	ml.entries = ml.entries[cut:]
 	ml.base += int64(cut)
+	for id := range ml.closedAt {
+		if id <= ml.lastTrim.LedgerID { // closed and dropped whole
+			delete(ml.closedAt, id)
+		}
+	}
 	for c := range ml.nonDurable {
 		c.read = max(c.read, ml.base)
 		c.markDelete = max(c.markDelete, ml.base-1)

@@ -471,3 +471,80 @@ func TestReopenRereadsUnacknowledged(t *testing.T) {
 		t.Fatalf("after reopening: %v %v; want only the unacknowledged %v", got, err, second)
 	}
 }
+
+// TestMemoryHoldsOnlyWhatCursorsNeed: with the default ledger length
+// (50,000 entries: gigabytes of batched messages) in-memory storage keeps
+// at most a ledger's worth of bytes beyond what a cursor has not
+// acknowledged or retention asks for: with no subscription, with one that
+// acknowledges every entry, and with size retention; a subscription that
+// acknowledges nothing keeps everything. (Rolling over by entries alone
+// kept all 128 MiB in each case.)
+func TestMemoryHoldsOnlyWhatCursorsNeed(t *testing.T) {
+	ctx := context.Background()
+	const entrySize, n = 16 << 10, 8192 // 128 MiB, two default ledgers' worth
+	payload := string(make([]byte, entrySize))
+	run := func(t *testing.T, setup func(ml ManagedLedger) func()) *memoryLedger {
+		ml, _ := NewMemoryFactory(MemoryOptions{}).Open(ctx, "public/default/persistent/t")
+		consume := setup(ml)
+		for range n {
+			addWait(t, ml, payload)
+			consume()
+		}
+		return ml.(*memoryLedger)
+	}
+	atMost := func(t *testing.T, ml *memoryLedger, bytes int64) {
+		t.Helper()
+		if ml.Size() > bytes {
+			t.Fatalf("%d MiB in %d entries stored after %d entries of %d bytes, want at most %d MiB", ml.Size()>>20, ml.Entries(), n, entrySize, bytes>>20)
+		}
+		if c := cap(ml.entries); c > 4*int(ml.Entries()) {
+			t.Fatalf("the entry array has %d slots for %d stored entries", c, ml.Entries())
+		}
+	}
+	t.Run("no subscription", func(t *testing.T) {
+		ml := run(t, func(ManagedLedger) func() { return func() {} })
+		atMost(t, ml, DefaultMemoryLedgerSize)
+	})
+	t.Run("acknowledging consumer", func(t *testing.T) {
+		ml := run(t, func(ml ManagedLedger) func() {
+			c, err := ml.OpenCursor(ctx, "sub", CursorOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() {
+				entries, err := c.ReadEntries(ctx, 100, 1<<30)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range entries {
+					if err := c.Delete(ctx, e.Position); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+		atMost(t, ml, DefaultMemoryLedgerSize)
+	})
+	t.Run("size retention", func(t *testing.T) {
+		const retained = 80 << 20
+		ml := run(t, func(ml ManagedLedger) func() {
+			ml.SetRetention(Retention{Time: -1, Size: retained})
+			return func() {}
+		})
+		atMost(t, ml, retained)
+		if ml.Size() < retained-DefaultMemoryLedgerSize { // whole ledgers go
+			t.Fatalf("size retention of %d MiB kept %d MiB", retained>>20, ml.Size()>>20)
+		}
+	})
+	t.Run("subscription acknowledging nothing", func(t *testing.T) {
+		ml := run(t, func(ml ManagedLedger) func() {
+			if _, err := ml.OpenCursor(ctx, "sub", CursorOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return func() {}
+		})
+		if ml.Size() != n*entrySize {
+			t.Fatalf("%d bytes kept for a subscription that acknowledged nothing, want %d", ml.Size(), n*entrySize)
+		}
+	})
+}

@@ -13,8 +13,10 @@
 //     and 10,000 topics with a producer each; a catch-up read of a backlog
 //     after a restart with the page cache dropped; the highest peak RSS of
 //     its processes against its configured caches; then the 50% point with
-//     the flight recorder on, and the 1 KiB maximum and 50% point on
-//     in-memory storage;
+//     the flight recorder on; then in-memory storage (memory.go): 60 s at
+//     its maximum with no subscription and 60 s with a consumer
+//     acknowledging at the durable maximum's rate (peak RSS of each), the
+//     standalone's 50% rate, and 20,000, 40,000 and 60,000 msg/s;
 //   - a cluster on this machine: ZooKeeper, 3 bookie processes and a broker
 //     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
 //   - NATS JetStream with file storage, its default sync and with
@@ -54,7 +56,13 @@
 //     publish latency at a fixed rate with no inter-region delay and with a
 //     5 ms round trip, alternated.
 //
-// --only selects sections (machine, standalone, cluster, nats, tls,
+//   - journaldev (journaldev.go): the durable standalone with its journal
+//     on /dev/zram0 (RAM-backed, formatted and mounted by the section; needs
+//     root) and the entry logs on the disk: the 1 KiB maximum, the
+//     standalone's 50% rate and 20,000, 40,000 and 60,000 msg/s, each
+//     against in-memory storage at the same rate.
+//
+// --only selects sections (machine, standalone, journaldev, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
 //
 // Each standalone, cluster and in-memory run (each size's maximum, each
@@ -184,7 +192,7 @@ func parseOptions(args []string) (options, error) {
 }
 
 // sectionNames are the parts of a report, in the order they run.
-var sectionNames = []string{"machine", "standalone", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
+var sectionNames = []string{"machine", "standalone", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
 
 // parseSections reads --only: known section names, comma-separated; empty
 // selects every section.

@@ -159,6 +159,8 @@ func targetRows(res *Results) []targetRow {
 				ratio:    fmt.Sprintf("%.2f", d.dep.PeakRSSMiB/limit), met: d.dep.PeakRSSMiB <= limit, ran: true})
 		}
 	}
+	rows = append(rows, memoryTargetRows(res)...)
+	rows = append(rows, journalDevTargetRows(res)...)
 	return append(rows, sectionTargetRows(res)...)
 }
 
@@ -428,7 +430,7 @@ func coresOrDash(c float64) string {
 
 func writeMax(w io.Writer, res *Results) {
 	cli := natscliRun(res.NATS)
-	if len(res.Standalone.Max)+len(res.Cluster.Max)+len(res.Memory.Max) == 0 && res.NATS.Default == nil && res.NATS.Always == nil && cli == nil {
+	if len(res.Standalone.Max)+len(res.Cluster.Max)+len(res.Memory.Max)+len(res.JournalDev.Max) == 0 && res.NATS.Default == nil && res.NATS.Always == nil && cli == nil {
 		return
 	}
 	fmt.Fprintf(w, "## Maximum durable publish throughput (unthrottled, 1 topic, 1 producer, batching on, %d messages in flight)\n\n"+
@@ -450,6 +452,9 @@ func writeMax(w io.Writer, res *Results) {
 	}
 	for i := range res.Memory.Max {
 		row("Magnetar standalone, in-memory storage (not durable)", &res.Memory.Max[i])
+	}
+	for i := range res.JournalDev.Max {
+		row("Magnetar standalone, journal on its own device", &res.JournalDev.Max[i])
 	}
 	row("NATS JetStream, default sync", res.NATS.Default)
 	if cli != nil {
@@ -488,7 +493,7 @@ func writeNATSCLI(w io.Writer, n NATS) {
 }
 
 func writeFixed(w io.Writer, res *Results) {
-	if len(res.Standalone.Fixed)+len(res.Cluster.Fixed)+len(res.Memory.Fixed) == 0 && res.NATS.DefaultFixed == nil {
+	if len(res.Standalone.Fixed)+len(res.Cluster.Fixed)+len(res.Memory.Fixed)+len(res.JournalDev.Fixed) == 0 && res.NATS.DefaultFixed == nil {
 		return
 	}
 	fmt.Fprintf(w, "## Latency at fixed rates (1 KiB, producer and consumer in one process)\n\n"+
@@ -509,10 +514,22 @@ func writeFixed(w io.Writer, res *Results) {
 		row(fmt.Sprintf("Magnetar cluster, %d%%", res.Cluster.Fixed[i].Percent), &res.Cluster.Fixed[i])
 	}
 	for i := range res.Memory.Fixed {
-		row("Magnetar standalone, in-memory storage, at the standalone's 50%", &res.Memory.Fixed[i])
+		row("Magnetar standalone, in-memory storage, "+fixedName(res.Memory.Fixed[i]), &res.Memory.Fixed[i])
+	}
+	for i := range res.JournalDev.Fixed {
+		row("Magnetar standalone, journal on its own device, "+fixedName(res.JournalDev.Fixed[i]), &res.JournalDev.Fixed[i])
 	}
 	row("NATS JetStream default, at Magnetar's 50%", res.NATS.DefaultFixed)
 	fmt.Fprintln(w)
+}
+
+// fixedName names a fixed-rate run of in-memory storage or the journal
+// device: at the standalone's percent point, or at its own rate.
+func fixedName(run Run) string {
+	if run.Percent > 0 {
+		return fmt.Sprintf("at the standalone's %d%%", run.Percent)
+	}
+	return fmt.Sprintf("at %.0f msg/s", run.Report.TargetRate)
 }
 
 func writeCatchUp(w io.Writer, res *Results) {

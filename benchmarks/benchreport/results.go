@@ -21,6 +21,12 @@ type Results struct {
 	// Memory is the standalone on in-memory storage: the broker and the
 	// clients without the storage path, at the standalone's rates.
 	Memory Deployment `json:"memoryStorage"`
+	// MemoryBound is in-memory storage's resident memory over long runs
+	// (memory.go).
+	MemoryBound *MemoryBound `json:"memoryBound,omitempty"`
+	// JournalDev is the durable standalone with its journal on a device
+	// of its own (journaldev.go).
+	JournalDev Deployment `json:"journalDevice"`
 	// Traced is the durable standalone's 50% point run again with the
 	// flight recorder on (flightRecorderDir): the traces of slow publishes.
 	Traced  *Traced    `json:"traced,omitempty"`

@@ -145,30 +145,6 @@ func traceWaits(path, name string, top int) []TraceWait {
 	return out
 }
 
-// runMemory runs the 1 KiB maximum and the 50% point, each on a fresh
-// standalone with in-memory storage, at the durable standalone's 50%
-// rate: what the broker and the clients cost without the storage path.
-func (r *runner) runMemory(ctx context.Context) error {
-	d := &r.res.Memory
-	d.Ran, d.Setup = true, "the standalone with --storage memory (not durable): broker, network and clients without the storage path"
-	start, dir := r.standaloneOn("memory", r.o.config, "--storage", "memory"), filepath.Join(r.o.work, "memory")
-	err := r.fresh(start, dir, d, func(t target) error {
-		run, err := r.perf(ctx, t, "in-memory storage max 1024 B", "produce", "--size", "1024",
-			"--topic", "persistent://public/default/mem-max", "--rate", "0", "--max-pending", itoa(maxWindow))
-		if err == nil {
-			d.Max = append(d.Max, run)
-		}
-		return err
-	})
-	half := r.res.Standalone.fixedAt(50)
-	if err != nil || half == nil {
-		return err
-	}
-	return r.fresh(start, dir, d, func(t target) error {
-		return r.fixedRun(ctx, t, d, "in-memory storage e2e at the standalone's 50%", 50, half.Report.TargetRate)
-	})
-}
-
 // throughputAndLatency runs the maximum publish rate per size, then e2e
 // latency at fixed fractions of the 1 KiB maximum, each run on a fresh
 // deployment from start. With full (the standalone), every size and
@@ -385,22 +361,32 @@ func standaloneCacheMiB(config string) float64 {
 	keys := map[string]float64{"managedLedgerCacheSizeMB": managedledger.DefaultCacheSize >> 20,
 		"dbStorage_writeCacheMaxSizeMb":     entrylog.DefaultWriteCacheMaxSize >> 20,
 		"dbStorage_readAheadCacheMaxSizeMb": entrylog.DefaultReadCacheMaxSize >> 20}
-	if b, err := os.ReadFile(config); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-			if _, known := keys[k]; ok && known {
-				var mb float64
-				if _, err := fmt.Sscan(v, &mb); err == nil {
-					keys[k] = mb
-				}
+	var sum float64
+	for k, def := range keys {
+		if v := confFloat(config, k); v > 0 {
+			def = v
+		}
+		sum += def
+	}
+	return sum
+}
+
+// confFloat is key's number in config, 0 when absent or not a number.
+func confFloat(config, key string) float64 {
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		var f float64
+		if ok && k == key {
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
 			}
 		}
 	}
-	var sum float64
-	for _, v := range keys {
-		sum += v
-	}
-	return sum
+	return 0
 }
 
 // cpuProfile is a CPU profile of a server being fetched over HTTP.

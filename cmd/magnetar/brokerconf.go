@@ -34,6 +34,7 @@ type brokerSettings struct {
 	dispatcherBatch     int
 	keepAlive           time.Duration
 	maxEntriesPerLedger int
+	maxLedgerMB         int // managedLedgerMaxSizePerLedgerMbytes
 	dedup               bool
 	ttl                 time.Duration
 	expiryCheck         time.Duration
@@ -88,6 +89,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"dispatcherMaxReadBatchSize":                              setInt(&s.dispatcherBatch),
 		"keepAliveIntervalSeconds":                                setSeconds(&s.keepAlive),
 		"managedLedgerMaxEntriesPerLedger":                        setInt(&s.maxEntriesPerLedger),
+		"managedLedgerMaxSizePerLedgerMbytes":                     setInt(&s.maxLedgerMB),
 		"brokerDeduplicationEnabled":                              setBool(&s.dedup),
 		"ttlDurationDefaultInSeconds":                             setDuration(&s.ttl, time.Second),
 		"messageExpiryCheckIntervalInMinutes":                     setDuration(&s.expiryCheck, time.Minute),
@@ -160,7 +162,8 @@ func (s *brokerSettings) validate(path string) error {
 // managedLedgerConfig is the part of the managed-ledger settings standalone
 // and broker share (the caller adds the stores and the ensemble).
 func (s *brokerSettings) managedLedgerConfig(log *slog.Logger) managedledger.Config {
-	return managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), CacheSize: int64(s.cacheMB) << 20,
+	return managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), MaxSizePerLedger: int64(s.maxLedgerMB) << 20,
+		CacheSize:              int64(s.cacheMB) << 20,
 		CacheEvictionWatermark: s.cacheWatermark, CacheEvictionTime: s.cacheEvictAge, Retention: s.retention(), Logger: log}
 }
 
