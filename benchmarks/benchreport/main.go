@@ -7,6 +7,7 @@
 //   - the machine: `magnetar perf disk` (write+datasync bandwidth at the
 //     journal's group size, one datasync's latency, cold sequential read)
 //     and loopback TCP bandwidth measured here;
+//
 //   - a standalone (one process: broker, bookie, metadata): maximum
 //     durable publish throughput for 100 B, 1 KiB and 64 KiB; publish and
 //     end-to-end latency at 10%, 50% and 80% of the 1 KiB maximum; 1,000
@@ -17,8 +18,10 @@
 //     its maximum with no subscription and 60 s with a consumer
 //     acknowledging at the durable maximum's rate (peak RSS of each), the
 //     standalone's 50% rate, and 20,000, 40,000 and 60,000 msg/s;
+//
 //   - a cluster on this machine: ZooKeeper, 3 bookie processes and a broker
 //     writing E=3, Qw=2, Qa=2: maximum 1 KiB throughput and latency at 50%;
+//
 //   - NATS JetStream with file storage, its default sync and with
 //     sync_interval: always: maximum 1 KiB async publish, and latency at the
 //     same rate as Magnetar's 50% point (natsperf); then NATS's own
@@ -26,22 +29,26 @@
 //     one client, batches of 500, for at least 20 s, on the default sync:
 //     the throughput target compares with the higher of the two default
 //     figures;
+//
 //   - tls (tls.go): one durable standalone with brokerServicePortTls and a
 //     throwaway CA and 127.0.0.1 certificate made at run time; the 1 KiB
 //     maximum over pulsar:// and pulsar+ssl://, alternated twice; the
 //     target compares the medians (TLS at least 0.8 x plaintext);
+//
 //   - proxy (proxy.go): a durable standalone and a `magnetar proxy` child
 //     process in front of it; the 1 KiB maximum direct and through the
 //     proxy, alternated twice, then e2e at 50% of the direct maximum each
 //     way; the proxy's CPU (/proc/<pid>/stat) per GiB it forwarded (its
 //     pulsar_proxy_binary_bytes); targets 0.9 x direct and at most 1 ms
 //     added publish p99;
+//
 //   - metadata (metastore.go): create, CAS put, get and children through
 //     metadata.Open on local, ZooKeeper and etcd (one real server each, by
 //     scripts/zookeeper.sh and scripts/etcd.sh), 16 at once, with HDR
 //     latencies; then a standalone on each backend as its metadata store:
 //     the time to create producers on 1,000 new topics, and on the same
 //     topics again after their namespace was unloaded;
+//
 //   - geo (geo.go): two durable standalones (clusters bench-a, bench-b)
 //     replicating namespace geo/rep; a producer in A at --geo-rate, a
 //     consumer in B; replication throughput and latency (send time in A
@@ -50,6 +57,7 @@
 //     (taskset -c): A's one-core baseline, B's receive rate and A's
 //     replication backlog trend with A unthrottled, and whether B keeps
 //     up at 0.8 x the baseline;
+//
 //   - syncgeo (syncgeo.go): a stretched cluster, one bookie in each of
 //     regions a, b, c and a broker in a writing E=3/Qw=3/Qa=2 region-aware,
 //     reaching b and c through internal/delayrelay relays: 1 KiB unbatched

@@ -228,7 +228,7 @@ func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, 
 	if f.storageKind == "memory" {
 		log.Warn("standalone on in-memory storage (--storage memory): messages are not durable and do not survive a restart")
 		return managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger),
-			MaxSizePerLedger: int64(f.maxLedgerMB) << 20}),
+				MaxSizePerLedger: int64(f.maxLedgerMB) << 20}),
 			nil, func() {}, nil
 	}
 	st, err := startStandaloneStorage(ctx, store, dir, f, stages, log)
