@@ -204,6 +204,9 @@ func mlPath(name string) string { return ManagedLedgersPath + "/" + name }
 // ledger, which fences a previous owner still writing to it, and starts a
 // new ledger for this owner's writes.
 func (f *BKFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
 	// One open of a name at a time: two would each recover (fence) the
 	// other's ledger and race on the metadata.
 	for {

@@ -34,6 +34,9 @@ var (
 // its writes; an old owner still writing finds its node gone on its next
 // metadata update and stops (lostOwnership).
 func (f *BKFactory) Delete(ctx context.Context, name string) error {
+	if err := validName(name); err != nil {
+		return err
+	}
 	release, err := f.claim(ctx, name)
 	if err != nil {
 		return err

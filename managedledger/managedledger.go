@@ -155,6 +155,9 @@ var (
 	ErrCursorNotFound  = errors.New("managedledger: cursor not found")
 	ErrInvalidPosition = errors.New("managedledger: invalid position")
 	ErrInvalidAckSet   = errors.New("managedledger: invalid ack set")
+	// ErrInvalidName: a managed-ledger name outside the stored layout
+	// (names.go).
+	ErrInvalidName = errors.New("managedledger: invalid name")
 	// ErrAddsStopped: an earlier add failed, and adds are refused until
 	// the owner calls ResumeAdds.
 	ErrAddsStopped = errors.New("managedledger: an earlier add failed; adds stopped until the owner resumes them")
