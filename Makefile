@@ -112,12 +112,15 @@ fuzz-server:
 	MAGNETAR_HOSTILE_INPUTS=$(HOSTILE_INPUTS) MAGNETAR_HOSTILE_SEEDS=$(HOSTILE_SEEDS) MAGNETAR_HOSTILE_MAX_IDS=100000 \
 		$(GO) test -count=1 -timeout 120m -run TestHostileInputAgainstBroker -v ./tools/hostile/
 
-## lint: gofmt, go vet, staticcheck (installed from the module proxy if missing)
+## lint: gofmt, go vet, staticcheck (installed from the module proxy if missing),
+## and the layering rule (docs/layers_test.go: no import from a lower floor
+## of ARCHITECTURE.md's Layers diagram to a higher one, internal/ included)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
+	$(GO) test -count=1 -run '^TestLayersNeverPointUp$$' ./docs/
 
 ## zookeeper: install Debian's zookeeper package if it is missing
 zookeeper:

@@ -48,6 +48,23 @@ func repoRoot(t *testing.T) string {
 // architecture reads ARCHITECTURE.md's Layers diagram directories and the
 // file map's rows (first and second cells).
 func architecture(t *testing.T) (layers []string, rows [][2]string) {
+	lines, rows := architectureLines(t)
+	for _, l := range lines {
+		layers = append(layers, l...)
+	}
+	return layers, rows
+}
+
+// layerLines are the Layers diagram's directories, line by line (a floor
+// each, highest first).
+func layerLines(t *testing.T) [][]string {
+	lines, _ := architectureLines(t)
+	return lines
+}
+
+// architectureLines is architecture with the diagram's directories kept
+// by line.
+func architectureLines(t *testing.T) (layers [][]string, rows [][2]string) {
 	t.Helper()
 	f, err := os.Open("ARCHITECTURE.md")
 	if err != nil {
@@ -69,7 +86,7 @@ func architecture(t *testing.T) (layers []string, rows [][2]string) {
 			// "bookie/ entrylog/     storage node: ...": the names end
 			// at the first run of two or more spaces.
 			names, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
-			layers = append(layers, strings.Fields(names)...)
+			layers = append(layers, strings.Fields(names))
 		case strings.HasPrefix(section, "File map") && strings.HasPrefix(line, "| `"):
 			cells := strings.Split(line, " | ")
 			if len(cells) < 2 {

@@ -25,10 +25,10 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/metadata/etcdtest"
 	"github.com/magnetar-io/magnetar/metadata/zktest"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 const (

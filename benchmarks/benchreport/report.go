@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // Targets of issue 10, as the report checks them.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 	"github.com/magnetar-io/magnetar/tools/tracewait/tracewaittest"
 )
 

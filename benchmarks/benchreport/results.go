@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // Results is everything one report measured (results.json).

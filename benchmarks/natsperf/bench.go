@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // bench runs one benchmark: the server, the stream, the load, the report.

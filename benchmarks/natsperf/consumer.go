@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // The e2e consumer is JetStream's nearest equivalent of a Pulsar consumer

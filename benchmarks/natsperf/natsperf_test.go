@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // skipNATSIfShort skips t under go test -short: every test that runs a

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // ackTimeout is the client's limit on one PubAck: past it the publish

@@ -6,8 +6,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfclient"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // system is the report's System for every natsperf run.

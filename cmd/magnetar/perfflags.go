@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // What the perf commands that print a table as they measure (journal,

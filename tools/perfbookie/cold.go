@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // coldRead writes a backlog to a fresh in-process bookie, restarts it so

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // shelf stands in for a ledger disk: an in-memory storage closed by a

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // localBookie is the in-process bookie a point runs against, with the

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // startBroker serves an in-process broker on loopback (in-memory managed

@@ -1,6 +1,6 @@
 package perfclient
 
-import "github.com/magnetar-io/magnetar/internal/perfkit"
+import "github.com/magnetar-io/magnetar/tools/perfkit"
 
 // Report is what one run of a client benchmark measured, printed with
 // --json. benchmarks/ reads it, for Magnetar (magnetar perf produce,

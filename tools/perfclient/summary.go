@@ -6,7 +6,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // report is what the window measured.

@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 const pointHeader = "backend pipe reuse wait   sync entry  writers  entries/s    MiB/s   p50us   p99us  p999us   maxus" +

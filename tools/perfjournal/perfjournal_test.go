@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/journal"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 func smallConfig(dir string) Config {

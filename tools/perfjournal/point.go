@@ -10,9 +10,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/journal"
 	"github.com/magnetar-io/magnetar/tools/perfdisk"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // measurer runs the points of one backend and caches the disk's limits,

@@ -11,8 +11,8 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/engine"
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/metadata"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // cluster is what one point writes to: bookies started for it with their

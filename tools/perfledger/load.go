@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/magnetar-io/magnetar/internal/perfkit"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
 // addTimeout is the ledger client's: a bookie silent this long is
