@@ -176,20 +176,24 @@ func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
 	return nil
 }
 
-// closeBeforeFlowGrace is how long a consumer closed before its first
-// FLOW may take to send one before it is told anyway (a zero-queue
-// consumer sends its first FLOW only when the application receives).
+// closeBeforeFlowGrace is how long the broker keeps a second
+// CLOSE_CONSUMER for a consumer closed before its first FLOW, to send if
+// it shows it missed the first (a zero-queue consumer sends its first
+// FLOW only when the application receives).
 const closeBeforeFlowGrace = time.Second
 
 // closeConsumerWhenFlowed tells the client that the broker closed cs
-// (CLOSE_CONSUMER). The Go client registers a consumer's handler only
-// after the SUBSCRIBE answer, then sends its first FLOW: a CLOSE_CONSUMER
-// between the two is dropped and the consumer waits for ever. So for a
-// consumer without a FLOW yet it is sent when the FLOW comes, or after
-// closeBeforeFlowGrace.
+// (CLOSE_CONSUMER) at once, as Pulsar's broker does while it closes a
+// topic, so an unload answers after every client was told. The Go client
+// registers a consumer's handler only after the SUBSCRIBE answer, then
+// sends its first FLOW: a CLOSE_CONSUMER between the two is dropped, and
+// the consumer would wait for ever. So for a consumer without a FLOW yet
+// a second CLOSE_CONSUMER is held, sent when a FLOW for it comes (it
+// missed the first) or after closeBeforeFlowGrace, and dropped when its
+// client subscribes with that id again (it got the first).
 func (c *serverConn) closeConsumerWhenFlowed(cs *consumer) {
+	c.closeConsumerOnClient(cs.id)
 	if cs.flowed.Load() {
-		c.closeConsumerOnClient(cs.id)
 		return
 	}
 	c.mu.Lock()

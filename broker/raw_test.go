@@ -455,13 +455,15 @@ func TestSendRacingTerminateClosesProducerFirst(t *testing.T) {
 	}
 }
 
-// A consumer closed by the broker before its first FLOW is told so only
-// once it sent one (or after closeBeforeFlowGrace): the Go client
-// registers a consumer's handler after the SUBSCRIBE answer and sends its
-// first FLOW then, so a CLOSE_CONSUMER right behind the SUCCESS (a bundle
-// unloaded at that moment) was dropped and the consumer waited for ever
-// (the fault suite re-created such consumers).
-func TestCloseBeforeFirstFlowWaitsForIt(t *testing.T) {
+// A consumer closed by the broker is told at once, also before its first
+// FLOW, so an unload answers after every client was told (as Pulsar's
+// broker closes a topic). The Go client registers a consumer's handler
+// after the SUBSCRIBE answer and sends its first FLOW then, so a
+// CLOSE_CONSUMER right behind the SUCCESS (a bundle unloaded at that
+// moment) may be dropped: the broker sends it again when a FLOW for the
+// closed consumer comes, or after closeBeforeFlowGrace (the fault suite
+// re-created such consumers, which waited for ever).
+func TestCloseBeforeFirstFlowIsToldAtOnceAndAgain(t *testing.T) {
 	env := startAdminBroker(t, testLedgers(t, 0), false)
 	const topic = "persistent://public/default/close-before-flow"
 	subscribe := func(r *rawClient, id uint64) {
@@ -473,6 +475,18 @@ func TestCloseBeforeFirstFlowWaitsForIt(t *testing.T) {
 			t.Fatalf("subscribe %d: %v %v", id, cmd, err)
 		}
 	}
+	closed := func(r *rawClient, what string) map[uint64]bool {
+		t.Helper()
+		got := map[uint64]bool{}
+		for range 2 {
+			cmd, err := r.readAnswer()
+			if err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER {
+				t.Fatalf("%s: %v %v, want CLOSE_CONSUMER", what, cmd, err)
+			}
+			got[cmd.GetCloseConsumer().GetConsumerId()] = true
+		}
+		return got
+	}
 	r := dialRaw(t, env.url)
 	r.connect()
 	subscribe(r, 1) // sends no FLOW yet
@@ -482,36 +496,61 @@ func TestCloseBeforeFirstFlowWaitsForIt(t *testing.T) {
 	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
 		t.Fatalf("ping: %v %v", cmd, err)
 	}
-	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
-		t.Fatal(err)
-	}
-	// Consumer 2 had sent a FLOW: closed at once. Consumer 1 not yet.
-	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 2 {
-		t.Fatalf("after the unload: %v %v, want CLOSE_CONSUMER for consumer 2", cmd, err)
-	}
-	r.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
-	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_PONG {
-		t.Fatalf("consumer 1, which sent no FLOW, was told before it could handle it: %v %v", cmd, err)
-	}
-	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(10))}})
-	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 1 {
-		t.Fatalf("after consumer 1's FLOW: %v %v, want CLOSE_CONSUMER for it", cmd, err)
-	}
-
-	// A consumer that never sends a FLOW (a zero-queue consumer not
-	// receiving) is told after the grace.
-	r2 := dialRaw(t, env.url)
-	r2.connect()
-	subscribe(r2, 3)
 	start := time.Now()
 	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
 		t.Fatal(err)
 	}
-	if cmd, err := r2.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 3 {
-		t.Fatalf("without a FLOW: %v %v, want CLOSE_CONSUMER after the grace", cmd, err)
+	if got := closed(r, "after the unload"); !got[1] || !got[2] {
+		t.Fatalf("after the unload, closed %v, want consumers 1 and 2", got)
+	}
+	if d := time.Since(start); d >= closeBeforeFlowGrace/2 {
+		t.Fatalf("told %v after the unload began, want at once", d)
+	}
+	// Consumer 1 had sent no FLOW: as if its client had dropped the
+	// first CLOSE_CONSUMER, it sends one now and is told again.
+	r.send(&pb.BaseCommand{Type: pb.BaseCommand_FLOW.Enum(), Flow: &pb.CommandFlow{ConsumerId: ptr(uint64(1)), MessagePermits: ptr(uint32(10))}})
+	if cmd, err := r.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 1 {
+		t.Fatalf("after consumer 1's FLOW: %v %v, want CLOSE_CONSUMER for it again", cmd, err)
+	}
+
+	// A consumer that never sends a FLOW (a zero-queue consumer not
+	// receiving) is told at once and again after the grace.
+	r2 := dialRaw(t, env.url)
+	r2.connect()
+	subscribe(r2, 3)
+	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	for i := range 2 {
+		if cmd, err := r2.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER || cmd.GetCloseConsumer().GetConsumerId() != 3 {
+			t.Fatalf("without a FLOW, close %d: %v %v, want CLOSE_CONSUMER", i+1, cmd, err)
+		}
 	}
 	if d := time.Since(start); d < closeBeforeFlowGrace/2 {
-		t.Fatalf("told after %v, before the grace %v", d, closeBeforeFlowGrace)
+		t.Fatalf("told again after %v, before the grace %v", d, closeBeforeFlowGrace)
+	}
+	// A client that got the first and subscribes again is not told again.
+	r3 := dialRaw(t, env.url)
+	r3.connect()
+	subscribe(r3, 4)
+	if err := env.admin.Topics().Unload(topicName(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	if cmd, err := r3.readAnswer(); err != nil || cmd.GetType() != pb.BaseCommand_CLOSE_CONSUMER {
+		t.Fatalf("consumer 4: %v %v, want CLOSE_CONSUMER", cmd, err)
+	}
+	subscribe(r3, 4)
+	time.Sleep(closeBeforeFlowGrace + 200*time.Millisecond) // the held close would have gone by now
+	r3.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
+	for {
+		cmd, err := r3.readAnswer()
+		if err != nil || cmd.GetType() == pb.BaseCommand_CLOSE_CONSUMER {
+			t.Fatalf("resubscribed consumer 4 was closed again: %v %v", cmd, err)
+		}
+		if cmd.GetType() == pb.BaseCommand_PONG {
+			break
+		}
 	}
 }
 
