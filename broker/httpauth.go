@@ -185,6 +185,9 @@ func httpAccess(method, path string) httpRequirement {
 // topicAccess is what an operation on a topic needs, given the path after
 // the topic's name.
 func topicAccess(read bool, sub []string) access {
+	if len(sub) > 0 && sub[0] == "permissions" {
+		return accessTenantAdmin // who may do what is the tenant's business, also to read
+	}
 	for _, s := range sub {
 		switch s {
 		case "subscription", "subscriptions", "examinemessage", "ledger", "backlog":

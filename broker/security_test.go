@@ -108,7 +108,15 @@ func startSecuredBroker(t *testing.T, opts ...func(*Config)) *securedBroker {
 	p := resources.NewPolicies()
 	p.AuthPolicies.NamespaceAuth = map[string][]resources.AuthAction{
 		"producer": {resources.ActionProduce}, "consumer": {resources.ActionConsume}}
+	// Only role "someone" (no column) may consume subscription "locked".
+	p.AuthPolicies.SubscriptionAuthRoles = map[string][]string{"locked": {"someone"}}
 	_, err = res.CreateNamespace(ctx, "t", "ns", p)
+	must(err)
+	// t/ns2 grants nothing to the namespace, only produce on topic a.
+	p2 := resources.NewPolicies()
+	p2.AuthPolicies.DestinationAuth = map[string]map[string][]resources.AuthAction{
+		"persistent://t/ns2/a": {"producer": {resources.ActionProduce}}}
+	_, err = res.CreateNamespace(ctx, "t", "ns2", p2)
 	must(err)
 
 	tokens, err := auth.NewTokenProvider(auth.TokenConfig{SecretKey: sb.secret})
@@ -328,6 +336,10 @@ func (r *rawClient) answer(t *testing.T, op, arg string) string {
 	if _, ok := r.conn.(*tls.Conn); ok {
 		overTLS = true
 	}
+	arg, sub, _ := strings.Cut(arg, "#") // topic#subscription (SUBSCRIBE; "s" when none)
+	if sub == "" {
+		sub = "s"
+	}
 	topic := "persistent://" + arg
 	switch op {
 	case "PRODUCER":
@@ -335,7 +347,7 @@ func (r *rawClient) answer(t *testing.T, op, arg string) string {
 			Topic: &topic, ProducerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
 	case "SUBSCRIBE":
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_SUBSCRIBE.Enum(), Subscribe: &pb.CommandSubscribe{
-			Topic: &topic, Subscription: ptr("s"), SubType: pb.CommandSubscribe_Shared.Enum(),
+			Topic: &topic, Subscription: &sub, SubType: pb.CommandSubscribe_Shared.Enum(),
 			ConsumerId: ptr(uint64(1)), RequestId: ptr(uint64(1))}})
 	case "LOOKUP":
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_LOOKUP.Enum(), LookupTopic: &pb.CommandLookupTopic{

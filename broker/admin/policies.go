@@ -12,13 +12,18 @@ package admin
 //     policies, validated as a whole: 400 names the field at fault.
 //   - backlogQuota takes ?backlogQuotaType=destination_storage (default)
 //     or message_age; backlogQuotaMap answers all quotas.
-//   - permissions/{role} takes the role's list of actions; replication
+//   - permissions/{role} takes the role's list of actions;
+//     permissions/subscription/{sub} takes roles, added to those that may
+//     consume the subscription (subscription_auth_roles; none listed: any
+//     role with consume), permissions/{sub}/{role} removes one (412 if it
+//     was not there), GET permissions/subscription answers them all; replication
 //     checks the clusters exist and the tenant allows them (403), and
 //     refuses an empty list or "global" (412).
 
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 )
@@ -35,6 +40,23 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+ns+"permissions/{role}", a.grantPermission)
 	mux.HandleFunc("DELETE "+ns+"permissions/{role}", a.updater(func(r *http.Request, p *resources.Policies) error {
 		delete(p.AuthPolicies.NamespaceAuth, r.PathValue("role"))
+		return nil
+	}))
+	mux.HandleFunc("GET "+ns+"permissions/subscription", a.getter(func(p *resources.Policies) any {
+		return orEmptyMap(p.AuthPolicies.SubscriptionAuthRoles)
+	}))
+	mux.HandleFunc("POST "+ns+"permissions/subscription/{subscription}", a.grantSubscriptionPermission)
+	mux.HandleFunc("DELETE "+ns+"permissions/{subscription}/{role}", a.updater(func(r *http.Request, p *resources.Policies) error {
+		sub, role := r.PathValue("subscription"), r.PathValue("role")
+		roles := p.AuthPolicies.SubscriptionAuthRoles[sub]
+		if !slices.Contains(roles, role) {
+			return Errorf(resources.ErrPrecondition, "role %s has no permission on subscription %s", role, sub)
+		}
+		if roles = slices.DeleteFunc(slices.Clone(roles), func(r string) bool { return r == role }); len(roles) == 0 {
+			delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
+		} else {
+			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
+		}
 		return nil
 	}))
 	mux.HandleFunc("GET "+ns+"schemaCompatibilityStrategy", a.getter(func(p *resources.Policies) any {
@@ -225,6 +247,30 @@ func (a *api) setReplication(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info("namespace replication set", "namespace", tenant+"/"+ns, "clusters", clusters)
 	done(w)
+}
+
+// grantSubscriptionPermission adds roles to those that may consume a
+// subscription, as Pulsar's grantPermissionOnSubscription.
+func (a *api) grantSubscriptionPermission(w http.ResponseWriter, r *http.Request) {
+	sub := r.PathValue("subscription")
+	var roles []string
+	if err := requireBody(w, r, "auth_policies.subscription_auth_roles."+sub, &roles); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.update(w, r, func(p *resources.Policies) error {
+		if p.AuthPolicies.SubscriptionAuthRoles == nil {
+			p.AuthPolicies.SubscriptionAuthRoles = map[string][]string{}
+		}
+		have := p.AuthPolicies.SubscriptionAuthRoles[sub]
+		for _, role := range roles {
+			if !slices.Contains(have, role) {
+				have = append(have, role)
+			}
+		}
+		p.AuthPolicies.SubscriptionAuthRoles[sub] = have
+		return nil
+	})
 }
 
 func (a *api) grantPermission(w http.ResponseWriter, r *http.Request) {

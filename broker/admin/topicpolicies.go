@@ -19,6 +19,11 @@ package admin
 //     its own. GET answers nothing (204) when the topic has none, or with
 //     applied=true the rate in force here: the topic's, else the
 //     namespace's for this cluster, else the broker's.
+//   - permissions (GET), permissions/{role} (POST the actions, DELETE)
+//     are the topic's grants, stored in the namespace's
+//     auth_policies.destination_auth as Pulsar keeps them; GET answers the
+//     namespace's grants merged with the topic's. Revoking a role with no
+//     topic-level grant is 412. All of them need the tenant's admin.
 //   - Answered by any broker: the policies live in the configuration
 //     store, which every broker (and cluster of the instance) shares.
 //     A partition takes its partitioned topic's setting.
@@ -43,9 +48,32 @@ type TopicPolicies interface {
 	TopicReplicatorDispatchRate(ctx context.Context, name string, global, applied bool) (*resources.DispatchRate, error)
 	// SetTopicReplicatorDispatchRate sets (nil: removes) it.
 	SetTopicReplicatorDispatchRate(ctx context.Context, name string, global bool, rate *resources.DispatchRate) error
+	// TopicPermissions is who may act on the topic: the namespace's
+	// grants with the topic's own over them.
+	TopicPermissions(ctx context.Context, name string) (map[string][]resources.AuthAction, error)
+	// GrantTopicPermission gives role actions on the topic.
+	GrantTopicPermission(ctx context.Context, name, role string, actions []resources.AuthAction) error
+	// RevokeTopicPermission removes role's topic-level grant
+	// (resources.ErrPrecondition when it has none).
+	RevokeTopicPermission(ctx context.Context, name, role string) error
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {
+	here("GET "+tp+"/permissions", func(w http.ResponseWriter, r *http.Request, name string) {
+		p, err := a.b.TopicPermissions(r.Context(), name)
+		a.answer(w, r, p, err)
+	})
+	here("POST "+tp+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request, name string) {
+		var actions []resources.AuthAction
+		if err := requireBody(w, r, "actions", &actions); err != nil {
+			a.done(w, r, err)
+			return
+		}
+		a.done(w, r, a.b.GrantTopicPermission(r.Context(), name, r.PathValue("role"), orEmpty(actions)))
+	})
+	here("DELETE "+tp+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request, name string) {
+		a.done(w, r, a.b.RevokeTopicPermission(r.Context(), name, r.PathValue("role")))
+	})
 	here("GET "+tp+"/replication", func(w http.ResponseWriter, r *http.Request, name string) {
 		c, err := a.b.TopicReplicationClusters(r.Context(), name, r.URL.Query().Get("applied") == "true")
 		a.answer(w, r, orEmpty(c), err)

@@ -289,16 +289,9 @@ func accessCmds() []adminCmd {
 			role := fs.String("role", "", "client role (required)")
 			actions := fs.String("actions", "", "comma-separated actions: produce, consume, functions, sources, sinks, packages (required)")
 			return func(env *adminEnv, ns *utils.NameSpaceName) (adminReply, error) {
-				if *role == "" || *actions == "" {
-					return replyNone(), usageErrorf("--role and --actions are required")
-				}
-				var list []utils.AuthAction
-				for _, a := range splitList(*actions) {
-					act, err := utils.ParseAuthAction(a)
-					if err != nil {
-						return replyNone(), usageErrorf("--actions: %v", err)
-					}
-					list = append(list, act)
+				list, err := roleActions(*role, *actions)
+				if err != nil {
+					return replyNone(), err
 				}
 				return replyNone(), env.api.Namespaces().GrantNamespacePermission(*ns, *role, list)
 			}
@@ -319,7 +312,51 @@ func accessCmds() []adminCmd {
 			}
 			return replyObject(m), err
 		}),
+		nsCmd("grant-subscription-permission", "let roles consume a subscription (then only they may)", func(fs *flag.FlagSet) nsAction {
+			sub := fs.String("subscription", "", "subscription name (required)")
+			roles := fs.String("roles", "", "comma-separated client roles (required)")
+			return func(env *adminEnv, ns *utils.NameSpaceName) (adminReply, error) {
+				if *sub == "" || len(splitList(*roles)) == 0 {
+					return replyNone(), usageErrorf("--subscription and --roles are required")
+				}
+				return replyNone(), env.api.Namespaces().GrantSubPermission(*ns, *sub, splitList(*roles))
+			}
+		}),
+		nsCmd("revoke-subscription-permission", "remove a role from those that may consume a subscription", func(fs *flag.FlagSet) nsAction {
+			sub := fs.String("subscription", "", "subscription name (required)")
+			role := fs.String("role", "", "client role (required)")
+			return func(env *adminEnv, ns *utils.NameSpaceName) (adminReply, error) {
+				if *sub == "" || *role == "" {
+					return replyNone(), usageErrorf("--subscription and --role are required")
+				}
+				return replyNone(), env.api.Namespaces().RevokeSubPermission(*ns, *sub, *role)
+			}
+		}),
+		nsPlain("subscription-permissions", "show the roles that may consume each subscription", func(env *adminEnv, ns *utils.NameSpaceName) (adminReply, error) {
+			m, err := env.api.Namespaces().GetSubPermissions(*ns)
+			if m == nil {
+				m = map[string][]string{}
+			}
+			return replyObject(m), err
+		}),
 	}
+}
+
+// roleActions checks --role and --actions and parses the actions
+// (produce, consume, functions, sources, sinks, packages).
+func roleActions(role, actions string) ([]utils.AuthAction, error) {
+	if role == "" || actions == "" {
+		return nil, usageErrorf("--role and --actions are required")
+	}
+	var list []utils.AuthAction
+	for _, a := range splitList(actions) {
+		act, err := utils.ParseAuthAction(a)
+		if err != nil {
+			return nil, usageErrorf("--actions: %v", err)
+		}
+		list = append(list, act)
+	}
+	return list, nil
 }
 
 func limitCmds() []adminCmd {

@@ -381,6 +381,26 @@ func adminNamespaces(a adminCLI) {
 		t.Fatalf("revoked: %v", perms)
 	}
 
+	// Below the namespace: a topic's grants and a subscription's roles.
+	a.ok("topics", "grant-permission", "persistent://acme/ns/orders", "--role", "app", "--actions", "produce")
+	a.json(&perms, "topics", "permissions", "persistent://acme/ns/orders")
+	if len(perms["app"]) != 1 || perms["app"][0] != "produce" {
+		t.Fatalf("topic permissions: %v", perms)
+	}
+	a.ok("topics", "revoke-permission", "persistent://acme/ns/orders", "--role", "app")
+	wantContains(t, "revoke twice", a.fails(1, "topics", "revoke-permission", "persistent://acme/ns/orders", "--role", "app"), "not set at the topic level")
+	a.ok("namespaces", "grant-subscription-permission", "acme/ns", "--subscription", "billing", "--roles", "app,audit")
+	var subs map[string][]string
+	a.json(&subs, "namespaces", "subscription-permissions", "acme/ns")
+	if len(subs["billing"]) != 2 {
+		t.Fatalf("subscription permissions: %v", subs)
+	}
+	a.ok("namespaces", "revoke-subscription-permission", "acme/ns", "--subscription", "billing", "--role", "app")
+	a.json(&subs, "namespaces", "subscription-permissions", "acme/ns")
+	if len(subs["billing"]) != 1 || subs["billing"][0] != "audit" {
+		t.Fatalf("after revoking app: %v", subs)
+	}
+
 	a.ok("namespaces", "set-max-producers-per-topic", "acme/ns", "--max-producers-per-topic", "5")
 	a.ok("namespaces", "set-max-consumers-per-topic", "acme/ns", "--max-consumers-per-topic", "7")
 	if p, c := a.ok("namespaces", "get-max-producers-per-topic", "acme/ns"), a.ok("namespaces", "get-max-consumers-per-topic", "acme/ns"); p != "5\n" || c != "7\n" {

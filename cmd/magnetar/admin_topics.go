@@ -140,6 +140,33 @@ func topicCmds() []adminCmd {
 		topicPlain("remove-replication-clusters", "remove the topic's replication clusters (its namespace's apply)", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
 			return replyNone(), env.api.Topics().RemoveReplicationClusters(*t)
 		}),
+		topicCmd("grant-permission", "grant a role actions on the topic", func(fs *flag.FlagSet) topicAction {
+			role := fs.String("role", "", "client role (required)")
+			actions := fs.String("actions", "", "comma-separated actions: produce, consume (required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				list, err := roleActions(*role, *actions)
+				if err != nil {
+					return replyNone(), err
+				}
+				return replyNone(), env.api.Topics().GrantPermission(*t, *role, list)
+			}
+		}),
+		topicCmd("revoke-permission", "revoke a role's actions on the topic", func(fs *flag.FlagSet) topicAction {
+			role := fs.String("role", "", "client role (required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				if *role == "" {
+					return replyNone(), usageErrorf("--role is required")
+				}
+				return replyNone(), env.api.Topics().RevokePermission(*t, *role)
+			}
+		}),
+		topicPlain("permissions", "show the roles and their actions on the topic (its namespace's included)", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			m, err := env.api.Topics().GetPermissions(*t)
+			if m == nil {
+				m = map[string][]utils.AuthAction{}
+			}
+			return replyObject(m), err
+		}),
 		topicCmd("delete", "delete a non-partitioned topic", func(fs *flag.FlagSet) topicAction {
 			force := fs.Bool("force", false, "disconnect its producers and consumers first")
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
