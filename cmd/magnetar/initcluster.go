@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
@@ -51,13 +52,37 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: %v\n", err)
 		return 1
 	}
+	if *metadataURL != *configURL {
+		// Nothing is stored there before the first broker and bookie
+		// start, but a wrong address should fail here, not at their start.
+		if err := checkStore(ctx, *metadataURL, log); err != nil {
+			fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: metadata store %s: %v\n", *metadataURL, err)
+			return 1
+		}
+	}
 	fmt.Fprintf(stdout, "cluster %s initialised in %s\n", *cluster, *configURL)
 	return 0
 }
 
+// checkStore opens the store at url and reads its root.
+func checkStore(ctx context.Context, url string, log *slog.Logger) error {
+	store, err := metadata.Open(ctx, url, metadata.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if _, err := store.Children(ctx, "/"); err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
 // initClusterMetadata creates the cluster, tenant public and namespace
-// public/default (with its bundles) unless they exist: running it twice
-// changes nothing.
+// public/default (with its bundles) unless they exist, as Pulsar's
+// PulsarClusterMetadataSetup does: a cluster joining an instance whose
+// configuration store already has them is added to public's allowed
+// clusters and to public/default's replication clusters, and nothing
+// else is changed. Running it twice changes nothing.
 func initClusterMetadata(ctx context.Context, store metadata.Store, cluster string, data resources.ClusterData) error {
 	res, err := resources.New(ctx, store, resources.Options{})
 	if err != nil {
@@ -69,22 +94,52 @@ func initClusterMetadata(ctx context.Context, store metadata.Store, cluster stri
 		do   func() error
 	}{
 		{"cluster " + cluster, func() error {
-			return res.CreateCluster(ctx, cluster, data)
+			return ignoreExists(res.CreateCluster(ctx, cluster, data))
 		}},
 		{"tenant public", func() error {
-			return res.CreateTenant(ctx, "public", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
+			err := res.CreateTenant(ctx, "public", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
+			if !errors.Is(err, resources.ErrExists) {
+				return err
+			}
+			_, err = res.UpdateTenant(ctx, "public", func(t *resources.TenantInfo) error {
+				t.AllowedClusters = appendMissing(t.AllowedClusters, cluster)
+				return nil
+			})
+			return err
 		}},
 		{"namespace public/default", func() error {
 			p := resources.NewPolicies()
 			p.ReplicationClusters = []string{cluster}
 			_, err := res.CreateNamespace(ctx, "public", "default", p)
+			if !errors.Is(err, resources.ErrExists) {
+				return err
+			}
+			_, err = res.UpdateNamespace(ctx, "public", "default", func(p *resources.Policies) error {
+				p.ReplicationClusters = appendMissing(p.ReplicationClusters, cluster)
+				return nil
+			})
 			return err
 		}},
 	}
 	for _, s := range steps {
-		if err := s.do(); err != nil && !errors.Is(err, resources.ErrExists) {
+		if err := s.do(); err != nil {
 			return fmt.Errorf("initialise metadata: %s: %w", s.what, err)
 		}
 	}
 	return nil
+}
+
+func ignoreExists(err error) error {
+	if errors.Is(err, resources.ErrExists) {
+		return nil
+	}
+	return err
+}
+
+// appendMissing is list with v at the end unless it holds v already.
+func appendMissing(list []string, v string) []string {
+	if slices.Contains(list, v) {
+		return list
+	}
+	return append(list, v)
 }
