@@ -14,6 +14,7 @@ import (
 )
 
 func (a *brokerAPI) registerCluster(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/v2/brokers", a.activeBrokers) // the local cluster's (pulsaradmin's GetListActiveBrokers)
 	mux.HandleFunc("GET /admin/v2/brokers/{cluster}", a.activeBrokers)
 	mux.HandleFunc("GET /admin/v2/brokers/leaderBroker", a.leaderBroker)
 	mux.HandleFunc("GET /admin/v2/brokers/health", a.health)
@@ -34,7 +35,7 @@ func (a *brokerAPI) clusterOnly(w http.ResponseWriter) *ownership.Service {
 }
 
 func (a *brokerAPI) activeBrokers(w http.ResponseWriter, r *http.Request) {
-	if c, own := r.PathValue("cluster"), a.b.ClusterName(); c != own {
+	if c, own := r.PathValue("cluster"), a.b.ClusterName(); c != "" && c != own {
 		WriteError(w, http.StatusNotFound, "cluster "+c+" is not this broker's cluster ("+own+")")
 		return
 	}

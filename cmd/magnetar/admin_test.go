@@ -18,6 +18,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"google.golang.org/protobuf/proto"
 
@@ -547,6 +549,14 @@ func adminBrokers(a adminCLI, brokerID string) {
 		t.Fatalf("brokers list: %q", out)
 	}
 	wantContains(t, "brokers list of another cluster", a.fails(1, "brokers", "list", "mars"), "HTTP 404")
+	// pulsaradmin's GetListActiveBrokers names no cluster: the local one's.
+	adm, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: a.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := adm.Brokers().GetListActiveBrokers(); err != nil || len(ids) != 1 || ids[0] != brokerID {
+		t.Fatalf("GET /admin/v2/brokers: %v %v, want [%s]", ids, err, brokerID)
+	}
 	var leader utils.BrokerInfo
 	a.json(&leader, "brokers", "leader-broker")
 	if leader.BrokerID == "" {
