@@ -150,6 +150,11 @@ type Config struct {
 	// namespace replicatorDispatchRate (0: no limit; dynamic).
 	DispatchThrottlingRatePerReplicatorInMsg  int64
 	DispatchThrottlingRatePerReplicatorInByte int64
+	// AutoSubscriptionCreationDisabled is allowAutoSubscriptionCreation=false
+	// (Pulsar's default is true; dynamic): a SUBSCRIBE to a durable
+	// subscription that does not exist is refused (SubscriptionNotFound)
+	// unless the namespace's autoSubscriptionCreation override allows it.
+	AutoSubscriptionCreationDisabled bool
 	// Replicated subscriptions (replsubs.go). ReplicatedSubscriptionsDisabled
 	// is enableReplicatedSubscriptions=false (Pulsar's default is on).
 	// ReplicatedSubscriptionsSnapshotFrequency is

@@ -105,8 +105,11 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		// As Pulsar: a subscription of another type in use is busy; a
 		// cursor that cannot be opened is a storage error (retriable).
 		code := pb.ServerError_PersistenceError
-		if errors.Is(err, errSubscriptionBusy) {
+		switch {
+		case errors.Is(err, errSubscriptionBusy):
 			code = pb.ServerError_ConsumerBusy
+		case errors.Is(err, errSubNotFound):
+			code = pb.ServerError_SubscriptionNotFound
 		}
 		_ = c.sendError(reqID, code, err.Error())
 		return

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
@@ -49,6 +50,8 @@ type dynamicSettings struct {
 	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}: each replicator's
 	// limit a second without a namespace policy (0: none).
 	replMsgRate, replByteRate int64
+	// autoSubscriptionCreation is allowAutoSubscriptionCreation.
+	autoSubscriptionCreation bool
 }
 
 // retention is the broker default retention these settings give.
@@ -90,6 +93,15 @@ func dynamicKeys() map[string]dynamicKey {
 		"dispatchThrottlingRatePerReplicatorInByte": {
 			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, &s.replByteRate) },
 			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.replByteRate, 10) },
+		},
+		// As Pulsar reads a boolean setting (Boolean.valueOf): "true" in
+		// any case is true and every other value false, never an error.
+		"allowAutoSubscriptionCreation": {
+			set: func(s *dynamicSettings, v string) error {
+				s.autoSubscriptionCreation = strings.EqualFold(v, "true")
+				return nil
+			},
+			get: func(s *dynamicSettings) string { return strconv.FormatBool(s.autoSubscriptionCreation) },
 		},
 		"backlogQuotaDefaultLimitBytes": {
 			set: func(s *dynamicSettings, v string) error { return parseInt64(v, -1, &s.quotaBytes) },
@@ -137,7 +149,8 @@ func startedSettings(c Config) *dynamicSettings {
 		dispatcherBatch: c.DispatcherMaxReadBatchSize, messageTTL: c.MessageTTL,
 		quotaBytes: c.BacklogQuotaDefaultLimitBytes, quotaPolicy: c.BacklogQuotaDefaultRetentionPolicy,
 		retentionMinutes: c.DefaultRetentionMinutes, retentionMB: c.DefaultRetentionMB,
-		replMsgRate: c.DispatchThrottlingRatePerReplicatorInMsg, replByteRate: c.DispatchThrottlingRatePerReplicatorInByte}
+		replMsgRate: c.DispatchThrottlingRatePerReplicatorInMsg, replByteRate: c.DispatchThrottlingRatePerReplicatorInByte,
+		autoSubscriptionCreation: !c.AutoSubscriptionCreationDisabled}
 }
 
 // settings are the dynamic settings in effect.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 type dynBroker struct {
 	b     *Broker
 	url   string
+	web   string
 	admin pulsaradmin.Client
 }
 
@@ -38,7 +40,7 @@ func startDynBroker(t *testing.T, srv *metadata.MemoryServer) dynBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dynBroker{b: b, url: url, admin: admin}
+	return dynBroker{b: b, url: url, web: web.URL, admin: admin}
 }
 
 // TestDynamicConfiguration: an override set through one broker reaches
@@ -62,8 +64,27 @@ func TestDynamicConfiguration(t *testing.T) {
 	if err := brokers.UpdateDynamicConfiguration("ttlDurationDefaultInSeconds", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if values, err := brokers.GetAllDynamicConfigurations(); err != nil || values["dispatcherMaxReadBatchSize"] != "7" || len(values) != 2 {
+	// A boolean takes any value, stored as given, as Pulsar reads one
+	// (Boolean.valueOf: "true" is true, anything else false);
+	// pulsaradmin's own test sets a JSON object here and reads it back.
+	const odd = `{"key/123":"https://example.com/"}`
+	u, err := url.Parse(a.web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation/" + odd
+	u.RawPath = "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation/" + url.QueryEscape(odd)
+	resp, err := http.Post(u.String(), "application/json", nil)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("setting a boolean to %s: %v %v", odd, resp, err)
+	}
+	resp.Body.Close()
+	if values, err := brokers.GetAllDynamicConfigurations(); err != nil || values["dispatcherMaxReadBatchSize"] != "7" ||
+		values["allowAutoSubscriptionCreation"] != odd || len(values) != 3 {
 		t.Fatalf("overrides %v, %v", values, err)
+	}
+	if err := brokers.DeleteDynamicConfiguration("allowAutoSubscriptionCreation"); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, "the other broker applies the override", func() error {
 		rt, err := other.admin.Brokers().GetRuntimeConfigurations()

@@ -379,6 +379,9 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 		if s := t.returningReader(name); s != nil {
 			return s, nil
 		}
+	} else if !t.hasDurableCursor(name) && !t.autoSubscriptionCreation(ctx) {
+		return nil, fmt.Errorf("%s: subscription %s: Subscription does not exist (allowAutoSubscriptionCreation is off): %w",
+			t.name, name, errSubNotFound)
 	}
 	cursor, err := t.openCursor(ctx, cmd)
 	if err != nil {
@@ -400,6 +403,27 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	}
 	t.mu.Unlock()
 	return s, t.replicateIfAsked(ctx, s, cmd)
+}
+
+// hasDurableCursor reports whether the topic stores a durable cursor
+// (subscription) called name.
+func (t *topic) hasDurableCursor(name string) bool {
+	for _, c := range t.ml.Cursors() {
+		if c.Durable() && c.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// autoSubscriptionCreation is whether a SUBSCRIBE may create a durable
+// subscription: the namespace's override, else the broker's
+// allowAutoSubscriptionCreation (dynamic).
+func (t *topic) autoSubscriptionCreation(ctx context.Context) bool {
+	if p, ok := t.policies(ctx); ok && p.AutoSubscriptionCreationOverride != nil {
+		return p.AutoSubscriptionCreationOverride.AllowAutoSubscriptionCreation
+	}
+	return t.b.settings().autoSubscriptionCreation
 }
 
 // replicateIfAsked marks a durable subscription replicated when the

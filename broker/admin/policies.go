@@ -10,6 +10,8 @@ package admin
 //     sends them. DELETE unsets it. Both answer 204.
 //   - Every change is a compare-and-set read-modify-write of the whole
 //     policies, validated as a whole: 400 names the field at fault.
+//   - autoSubscriptionCreation takes {"allowAutoSubscriptionCreation":
+//     bool}, the namespace's override of the broker setting of that name.
 //   - backlogQuota takes ?backlogQuotaType=destination_storage (default)
 //     or message_age; backlogQuotaMap answers all quotas.
 //   - permissions/{role} takes the role's list of actions;
@@ -127,6 +129,16 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		}))
 	mux.HandleFunc("DELETE "+ns+"replicatorDispatchRate", a.updater(func(_ *http.Request, p *resources.Policies) error {
 		delete(p.ReplicatorDispatchRate, a.cluster)
+		return nil
+	}))
+
+	mux.HandleFunc("GET "+ns+"autoSubscriptionCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoSubscriptionCreationOverride) }))
+	mux.HandleFunc("POST "+ns+"autoSubscriptionCreation", setter(a, "autoSubscriptionCreationOverride",
+		func(p *resources.Policies, v resources.AutoSubscriptionCreationOverride) {
+			p.AutoSubscriptionCreationOverride = &v
+		}))
+	mux.HandleFunc("DELETE "+ns+"autoSubscriptionCreation", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.AutoSubscriptionCreationOverride = nil
 		return nil
 	}))
 

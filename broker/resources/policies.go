@@ -183,6 +183,12 @@ type AutoTopicCreationOverride struct {
 	DefaultNumPartitions   *int   `json:"defaultNumPartitions,omitempty"`
 }
 
+// AutoSubscriptionCreationOverride is Pulsar's namespace override of the
+// broker's allowAutoSubscriptionCreation.
+type AutoSubscriptionCreationOverride struct {
+	AllowAutoSubscriptionCreation bool `json:"allowAutoSubscriptionCreation"`
+}
+
 // Defaults of Pulsar's Policies for its enum-valued fields.
 const (
 	SubscriptionAuthModeNone           = "None"
@@ -204,10 +210,13 @@ type Policies struct {
 
 	DeduplicationEnabled      *bool                      `json:"deduplicationEnabled,omitempty"`
 	AutoTopicCreationOverride *AutoTopicCreationOverride `json:"autoTopicCreationOverride,omitempty"`
-	MessageTTLInSeconds       *int                       `json:"message_ttl_in_seconds,omitempty"`
-	RetentionPolicies         *RetentionPolicies         `json:"retention_policies,omitempty"`
-	Persistence               *PersistencePolicies       `json:"persistence,omitempty"`
-	BookieAffinityGroup       *BookieAffinityGroupData   `json:"bookieAffinityGroup,omitempty"`
+	// AutoSubscriptionCreationOverride overrides the broker's
+	// allowAutoSubscriptionCreation for the namespace.
+	AutoSubscriptionCreationOverride *AutoSubscriptionCreationOverride `json:"autoSubscriptionCreationOverride,omitempty"`
+	MessageTTLInSeconds              *int                              `json:"message_ttl_in_seconds,omitempty"`
+	RetentionPolicies                *RetentionPolicies                `json:"retention_policies,omitempty"`
+	Persistence                      *PersistencePolicies              `json:"persistence,omitempty"`
+	BookieAffinityGroup              *BookieAffinityGroupData          `json:"bookieAffinityGroup,omitempty"`
 	// ReplicatorDispatchRate is keyed by the cluster whose replicators it
 	// limits: the cluster of the broker that was asked to set it, as
 	// Pulsar's Namespaces resource keys it.

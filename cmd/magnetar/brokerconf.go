@@ -34,7 +34,8 @@ type brokerSettings struct {
 	dispatcherBatch     int
 	keepAlive           time.Duration
 	maxEntriesPerLedger int
-	maxLedgerMB         int // managedLedgerMaxSizePerLedgerMbytes
+	maxLedgerMB         int  // managedLedgerMaxSizePerLedgerMbytes
+	noAutoSubscription  bool // allowAutoSubscriptionCreation=false
 	dedup               bool
 	ttl                 time.Duration
 	expiryCheck         time.Duration
@@ -82,14 +83,22 @@ func defaultBrokerSettings() brokerSettings {
 
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
-		"flightRecorderDir":                                       setString(&s.flightRecDir),
-		"flightRecorderPublishThresholdMillis":                    setDuration(&s.flightRecThreshold, time.Millisecond),
-		"maxMessageSize":                                          setInt(&s.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection":                  setInt(&s.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":                              setInt(&s.dispatcherBatch),
-		"keepAliveIntervalSeconds":                                setSeconds(&s.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":                        setInt(&s.maxEntriesPerLedger),
-		"managedLedgerMaxSizePerLedgerMbytes":                     setInt(&s.maxLedgerMB),
+		"flightRecorderDir":                      setString(&s.flightRecDir),
+		"flightRecorderPublishThresholdMillis":   setDuration(&s.flightRecThreshold, time.Millisecond),
+		"maxMessageSize":                         setInt(&s.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection": setInt(&s.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":             setInt(&s.dispatcherBatch),
+		"keepAliveIntervalSeconds":               setSeconds(&s.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":       setInt(&s.maxEntriesPerLedger),
+		"managedLedgerMaxSizePerLedgerMbytes":    setInt(&s.maxLedgerMB),
+		"allowAutoSubscriptionCreation": func(v string) error {
+			allow, err := strconv.ParseBool(v)
+			s.noAutoSubscription = !allow
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			return nil
+		},
 		"brokerDeduplicationEnabled":                              setBool(&s.dedup),
 		"ttlDurationDefaultInSeconds":                             setDuration(&s.ttl, time.Second),
 		"messageExpiryCheckIntervalInMinutes":                     setDuration(&s.expiryCheck, time.Minute),
@@ -225,7 +234,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		BrokerDeduplicationEnabled: s.dedup, Metadata: configStore, Resources: res,
 		MessageTTL: s.ttl, MessageExpiryCheckInterval: s.expiryCheck,
 		BacklogQuotaDefaultLimitBytes: s.backlogQuotaBytes(), BacklogQuotaDefaultRetentionPolicy: s.quotaPolicy,
-		BacklogQuotaCheckInterval: s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
+		AutoSubscriptionCreationDisabled: s.noAutoSubscription,
+		BacklogQuotaCheckInterval:        s.quotaCheck, StatsUpdateFrequency: s.statsUpdate,
 		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
 		RetentionCheckInterval: s.retentionCheck, MaxProducersPerTopic: s.maxProducers,
 		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
