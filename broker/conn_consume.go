@@ -149,13 +149,13 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		return
 	}
 	cs.created.Store(true)
-	_ = c.sendSuccess(reqID)
-	if sub.traced() {
+	if sub.traced() { // before the answer, as every trace line is written before what it tells the client
 		start := cmd.GetStartMessageId()
 		c.b.log.Info("trace: reader subscribed", "topic", name.String(), "subscription", sub.name, "consumer", cs.id,
 			"remote", c.t.RemoteAddr().String(), "start", fmt.Sprintf("%d:%d", int64(start.GetLedgerId()), int64(start.GetEntryId())),
 			"read_position", sub.cursor.ReadPosition().String())
 	}
+	_ = c.sendSuccess(reqID)
 	time.AfterFunc(activeChangeDelay, sub.notifyActiveConsumers)
 }
 

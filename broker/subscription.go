@@ -491,11 +491,11 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 	// (which may be read on another goroutine) cannot overtake them.
 	trace := s.traced()
 	for _, d := range out {
-		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
-			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
-		if trace {
+		if trace { // before the send, so the line is written before the client can have the message
 			s.topic.b.log.Info("trace: reader delivery", "subscription", s.name, "consumer", d.c.id, "position", d.entry.Position.String())
 		}
+		d.c.conn.sendMessage(d.c.id, d.entry, wire.MessageHeader{RedeliveryCount: d.count, AckSet: d.ackSet,
+			ConsumerEpoch: d.epoch, HasEpoch: d.hasEpoch})
 	}
 	s.sendMu.Unlock()
 	if len(skipped) > 0 {
