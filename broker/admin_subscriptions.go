@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -93,8 +94,46 @@ func (b *Broker) Subscriptions(ctx context.Context, name string) ([]string, erro
 	return t.durableSubNames(), nil
 }
 
+// createPartitionedSubscription creates sub on each of base's n
+// partitions: here, or through the admin API of the partition's owner.
+// A partition that has it already is left as it is, so a retried call
+// completes what a failed one began; when every partition had it, the
+// answer is errExists (409), as Pulsar's.
+func (b *Broker) createPartitionedSubscription(ctx context.Context, base TopicName, n int, sub string, start admin.MessageID) error {
+	existed := 0
+	for i := range n {
+		p := partitionName(base, i)
+		res, err := b.lookup(ctx, p, false)
+		if err != nil {
+			return err
+		}
+		if !res.Self {
+			err = b.peers.RemoteCreateSubscription(ctx, res, topicPath(p), sub, start)
+		} else {
+			err = b.CreateSubscription(ctx, p.String(), sub, start)
+		}
+		switch {
+		case errors.Is(err, errExists) || admin.StatusOf(err) == http.StatusConflict:
+			existed++
+		case err != nil:
+			return fmt.Errorf("partition %d: %w", i, err)
+		}
+	}
+	if existed == n {
+		return fmt.Errorf("subscription %s of %s: %w", sub, base, errExists)
+	}
+	return nil
+}
+
 // CreateSubscription opens a durable cursor at start (admin.Subscriptions).
+// On a partitioned topic it creates the subscription on every partition,
+// wherever each is served, as Pulsar does.
 func (b *Broker) CreateSubscription(ctx context.Context, name, sub string, start admin.MessageID) error {
+	if base, err := adminTopic(name); err == nil {
+		if n, err := b.partitions(ctx, base); err == nil && n > 0 {
+			return b.createPartitionedSubscription(ctx, base, n, sub, start)
+		}
+	}
 	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ package admin
 // are).
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -70,9 +71,21 @@ func (p *Peers) client() *http.Client {
 // answer into out (nil: the body is ignored). A non-2xx answer is a
 // *RemoteError.
 func (p *Peers) CallBroker(ctx context.Context, method, target string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	return p.callBroker(ctx, method, target, nil, out)
+}
+
+// callBroker is CallBroker with a JSON body (none if nil).
+func (p *Peers) callBroker(ctx context.Context, method, target string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, target, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if p.Credentials.Method() != "" {
 		if err := p.Credentials.SetHTTP(req); err != nil {
@@ -118,6 +131,16 @@ func (p *Peers) RemoteDeleteTopic(ctx context.Context, res ownership.LookupResul
 		return nil
 	}
 	return err
+}
+
+// RemoteCreateSubscription creates a subscription at start on the broker
+// a lookup pointed to.
+func (p *Peers) RemoteCreateSubscription(ctx context.Context, res ownership.LookupResult, topic TopicPath, sub string, start MessageID) error {
+	body, err := json.Marshal(start)
+	if err != nil {
+		return err
+	}
+	return p.callBroker(ctx, http.MethodPut, p.topicURL(res, topic, "/subscription/"+url.PathEscape(sub), nil), body, nil)
 }
 
 // TopicPath is a topic name's parts, as an admin path spells them.
