@@ -349,8 +349,18 @@ func (st subTarget) expireUpTo(ctx context.Context, pos managedledger.Position) 
 
 // PeekMessage is the subscription's n-th (from 1) unacknowledged entry
 // (admin.Subscriptions).
+//
+// Peeking a subscription the topic does not have creates it at the
+// earliest position first, as Pulsar's getSubscriptionReference does
+// (pulsaradmin's own TestPeekMessagesWithProperties relies on it).
 func (b *Broker) PeekMessage(ctx context.Context, name, sub string, n int) (admin.Message, error) {
 	t, st, err := b.targetOf(ctx, name, sub)
+	if errors.Is(err, errSubNotFound) {
+		err = b.CreateSubscription(ctx, name, sub, admin.MessageID{LedgerID: -1, EntryID: -1})
+		if err == nil || errors.Is(err, errExists) {
+			t, st, err = b.targetOf(ctx, name, sub)
+		}
+	}
 	if err != nil {
 		return admin.Message{}, err
 	}

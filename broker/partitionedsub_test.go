@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
@@ -72,5 +75,28 @@ func TestSubscriptionOnAPartitionedTopicAcrossBrokers(t *testing.T) {
 		if err != nil || !slices.Contains(subs, "s") {
 			t.Fatalf("%s subscriptions %v %v, want s", name, subs, err)
 		}
+	}
+}
+
+// TestPeekCreatesAMissingSubscription: peeking a subscription the topic
+// does not have creates it at the earliest position and answers from
+// there, as Pulsar's broker does (it was 404).
+func TestPeekCreatesAMissingSubscription(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const topic = "persistent://public/default/peek-missing"
+	client := newClient(t, env.url)
+	p := newProducer(t, client, topic, pulsar.ProducerOptions{DisableBatching: true})
+	for i := range 3 {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint("m", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn := topicName(t, topic)
+	msgs, err := env.admin.Subscriptions().PeekMessages(tn, "never-made", 2)
+	if err != nil || len(msgs) != 2 || string(msgs[0].Payload) != "m0" || string(msgs[1].Payload) != "m1" {
+		t.Fatalf("peek of a missing subscription: %v %v, want m0, m1", msgs, err)
+	}
+	if subs, err := env.admin.Subscriptions().List(tn); err != nil || !slices.Contains(subs, "never-made") {
+		t.Fatalf("subscriptions after the peek: %v %v", subs, err)
 	}
 }
