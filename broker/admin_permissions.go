@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-
 	"maps"
 
 	"github.com/magnetar-io/magnetar/broker/admin"

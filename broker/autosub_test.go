@@ -64,3 +64,27 @@ func TestAutoSubscriptionCreation(t *testing.T) {
 	}
 	eventually("the dynamic setting on", "t/ns/a#other", "ok")
 }
+
+// TestAutoSubscriptionCreationOffRefusesBrokerCursors: with
+// allowAutoSubscriptionCreation=false, a cursor the broker keeps for
+// itself (here deduplication's, pulsar.dedup) is not a subscription a
+// client may attach to: the check asks for subscriptions, not for any
+// durable cursor. (Asking for any cursor let a consumer take over the
+// deduplication snapshot cursor.)
+func TestAutoSubscriptionCreationOffRefusesBrokerCursors(t *testing.T) {
+	sb := startSecuredBroker(t, func(c *Config) {
+		c.AutoSubscriptionCreationDisabled = true
+		c.BrokerDeduplicationEnabled = true
+	})
+	super := sb.token(t, jwt.SigningMethodHS256, sb.secret, jwt.MapClaims{"sub": "super"})
+	r := sb.connectWithToken(t, super, false)
+	defer r.conn.Close()
+	if got := r.answer(t, "PRODUCER", "t/ns/deduped"); got != "ok" { // loads the topic and its dedup cursor
+		t.Fatalf("PRODUCER: %s", got)
+	}
+	r2 := sb.connectWithToken(t, super, false)
+	defer r2.conn.Close()
+	if got := r2.answer(t, "SUBSCRIBE", "t/ns/deduped#"+dedupCursor); got != "SubscriptionNotFound" {
+		t.Fatalf("SUBSCRIBE to the broker's %s cursor: %s, want SubscriptionNotFound", dedupCursor, got)
+	}
+}

@@ -379,9 +379,11 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 		if s := t.returningReader(name); s != nil {
 			return s, nil
 		}
-	} else if !t.hasDurableCursor(name) && !t.autoSubscriptionCreation(ctx) {
-		return nil, fmt.Errorf("%s: subscription %s: Subscription does not exist (allowAutoSubscriptionCreation is off): %w",
-			t.name, name, errSubNotFound)
+	} else if !t.autoSubscriptionCreation(ctx) {
+		if _, exists := t.durableSub(name); !exists {
+			return nil, fmt.Errorf("%s: subscription %s: Subscription does not exist (allowAutoSubscriptionCreation is off): %w",
+				t.name, name, errSubNotFound)
+		}
 	}
 	cursor, err := t.openCursor(ctx, cmd)
 	if err != nil {
@@ -403,17 +405,6 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 	}
 	t.mu.Unlock()
 	return s, t.replicateIfAsked(ctx, s, cmd)
-}
-
-// hasDurableCursor reports whether the topic stores a durable cursor
-// (subscription) called name.
-func (t *topic) hasDurableCursor(name string) bool {
-	for _, c := range t.ml.Cursors() {
-		if c.Durable() && c.Name() == name {
-			return true
-		}
-	}
-	return false
 }
 
 // autoSubscriptionCreation is whether a SUBSCRIBE may create a durable

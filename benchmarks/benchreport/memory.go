@@ -56,7 +56,6 @@ func (r *runner) runMemory(ctx context.Context) error {
 	if err := r.memoryBound(ctx, start, dir, d); err != nil {
 		return err
 	}
-	rates := commonRates[:]
 	if half := r.res.Standalone.fixedAt(50); half != nil {
 		if err := r.fresh(start, dir, d, func(t target) error {
 			return r.fixedRun(ctx, t, d, "in-memory storage e2e at the standalone's 50%", 50, half.Report.TargetRate)
@@ -64,7 +63,7 @@ func (r *runner) runMemory(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.ratesOn(ctx, start, dir, d, "in-memory storage", rates)
+	return r.ratesOn(ctx, start, dir, d, "in-memory storage", commonRates[:])
 }
 
 // memoryBound runs the maximum with no subscription (also the in-memory
@@ -84,7 +83,7 @@ func (r *runner) memoryBound(ctx context.Context, start starter, dir string, d *
 			"--duration", window.String())
 		if err == nil {
 			d.Max = append(d.Max, run)
-			b.NoSubscription = &d.Max[len(d.Max)-1]
+			b.NoSubscription = &run // a copy: d.Max may move when it grows
 		}
 		return err
 	})

@@ -83,22 +83,15 @@ func defaultBrokerSettings() brokerSettings {
 
 func (s *brokerSettings) setters() map[string]confSetter {
 	return map[string]confSetter{
-		"flightRecorderDir":                      setString(&s.flightRecDir),
-		"flightRecorderPublishThresholdMillis":   setDuration(&s.flightRecThreshold, time.Millisecond),
-		"maxMessageSize":                         setInt(&s.maxMessageSize),
-		"maxPendingPublishRequestsPerConnection": setInt(&s.maxPendingPublish),
-		"dispatcherMaxReadBatchSize":             setInt(&s.dispatcherBatch),
-		"keepAliveIntervalSeconds":               setSeconds(&s.keepAlive),
-		"managedLedgerMaxEntriesPerLedger":       setInt(&s.maxEntriesPerLedger),
-		"managedLedgerMaxSizePerLedgerMbytes":    setInt(&s.maxLedgerMB),
-		"allowAutoSubscriptionCreation": func(v string) error {
-			allow, err := strconv.ParseBool(v)
-			s.noAutoSubscription = !allow
-			if err != nil {
-				return fmt.Errorf("want true or false, got %q", v)
-			}
-			return nil
-		},
+		"flightRecorderDir":                                       setString(&s.flightRecDir),
+		"flightRecorderPublishThresholdMillis":                    setDuration(&s.flightRecThreshold, time.Millisecond),
+		"maxMessageSize":                                          setInt(&s.maxMessageSize),
+		"maxPendingPublishRequestsPerConnection":                  setInt(&s.maxPendingPublish),
+		"dispatcherMaxReadBatchSize":                              setInt(&s.dispatcherBatch),
+		"keepAliveIntervalSeconds":                                setSeconds(&s.keepAlive),
+		"managedLedgerMaxEntriesPerLedger":                        setInt(&s.maxEntriesPerLedger),
+		"managedLedgerMaxSizePerLedgerMbytes":                     setInt(&s.maxLedgerMB),
+		"allowAutoSubscriptionCreation":                           setNegatedBool(&s.noAutoSubscription),
 		"brokerDeduplicationEnabled":                              setBool(&s.dedup),
 		"ttlDurationDefaultInSeconds":                             setDuration(&s.ttl, time.Second),
 		"messageExpiryCheckIntervalInMinutes":                     setDuration(&s.expiryCheck, time.Minute),
