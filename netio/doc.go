@@ -122,6 +122,11 @@
 //     engine is marked shut down; gnet.go:153-172 Engine.Stop polls for that
 //     every 500 ms (gnet.go:711), so Server.Close starts the stop with an
 //     already-cancelled context and waits for gnet.Run to return instead.
+//     acceptor_unix.go:30-75 the main reactor queues each accepted
+//     connection to a loop; one accepted after the loops' exit was queued
+//     is never registered nor closed, so Close first shuts the listener
+//     down (Server.stopAccepting) and lets the reactor's failing accept
+//     start the stop (reactor_default.go:27-43), behind what it queued.
 //   - eventloop_unix.go:415-448, engine_unix.go:179-185 OnTick runs on its
 //     own goroutine, first right after the loops start: Listen waits for it,
 //     and idle connections are found there.

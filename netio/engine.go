@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -19,7 +20,7 @@ type engineHandler struct {
 // OnBoot runs on Listen's engine goroutine before the loops start.
 func (e *engineHandler) OnBoot(eng gnet.Engine) gnet.Action {
 	e.s.eng = eng
-	addr, err := listenerAddr(eng)
+	addr, err := e.s.listenerAddr(eng)
 	if err != nil {
 		e.s.bootErr = err
 		return gnet.Shutdown
@@ -111,11 +112,25 @@ func (s *Server) logClose(c *Conn, reason error, local bool) {
 		"remote", fmt.Sprint(c.remote), "reason", reason.Error())
 }
 
+// OnShutdown runs when gnet begins stopping the loops (Close, or the main
+// reactor's exit after stopAccepting shut the listener down).
+func (e *engineHandler) OnShutdown(gnet.Engine) {
+	e.s.shutOnce.Do(func() { close(e.s.shutdown) })
+}
+
 // gnetLogger sends gnet's messages to slog. gnet's Info lines are startup
-// chatter, so they go to Debug.
-type gnetLogger struct{ l *slog.Logger }
+// chatter, so they go to Debug; while the server stops, its errors are the
+// listener shut down on purpose (Accept fails, the reactor exits), so they
+// go to Debug too.
+type gnetLogger struct {
+	l        *slog.Logger
+	stopping *atomic.Bool
+}
 
 func (g gnetLogger) logf(level slog.Level, format string, args []any) {
+	if level > slog.LevelDebug && g.stopping != nil && g.stopping.Load() {
+		level = slog.LevelDebug
+	}
 	if g.l.Enabled(context.Background(), level) {
 		g.l.Log(context.Background(), level, "gnet: "+fmt.Sprintf(format, args...))
 	}

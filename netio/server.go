@@ -50,10 +50,13 @@ type Server struct {
 	runErr    error         // written before done is closed
 	stopping  atomic.Bool
 	stopOnce  sync.Once
+	shutdown  chan struct{} // closed by OnShutdown: gnet began stopping its loops
+	shutOnce  sync.Once
 	closedCh  chan struct{} // always closed: Drained of a connection that is not congested
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // guarded by mu: open connections
+	lnFD  int                // guarded by mu: our duplicate of the listener (-1: none), see stopAccepting
 }
 
 // Listen starts a server for h and returns once it accepts connections.
@@ -69,7 +72,9 @@ func Listen(h Handler, opts Options) (*Server, error) {
 		started:  make(chan struct{}),
 		done:     make(chan struct{}),
 		closedCh: make(chan struct{}),
+		shutdown: make(chan struct{}),
 		conns:    make(map[*Conn]struct{}),
+		lnFD:     -1,
 	}
 	close(s.closedCh)
 	go s.run()
@@ -95,11 +100,17 @@ func (s *Server) run() {
 		gnet.WithTicker(true),
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}),
+		gnet.WithLogger(gnetLogger{l: s.log, stopping: &s.stopping}),
 	)
 	if err == nil {
 		err = s.bootErr
 	}
+	s.mu.Lock()
+	if s.lnFD >= 0 {
+		unix.Close(s.lnFD)
+		s.lnFD = -1
+	}
+	s.mu.Unlock()
 	s.runErr = err
 	close(s.done)
 }
@@ -115,6 +126,7 @@ func (s *Server) Addr() net.Addr { return s.addr }
 func (s *Server) Close(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.stopOnce.Do(func() {
+		s.stopAccepting()
 		// Engine.Stop polls for the end every 500 ms; with a done context
 		// it only starts the shutdown, and we wait for run instead.
 		stopCtx, cancel := context.WithCancel(context.Background())
@@ -126,6 +138,38 @@ func (s *Server) Close(ctx context.Context) error {
 		return s.runErr
 	case <-ctx.Done():
 		return fmt.Errorf("netio: close server on %s: %w", s.addr, ctx.Err())
+	}
+}
+
+// stopAccepting shuts the listening socket down before the loops stop, so
+// that no connection is left open without a loop. gnet's main reactor
+// accepts and queues each new connection to a loop; Engine.Stop queues
+// the loops' exit, and a connection accepted after that is queued behind
+// the exit, never registered and never closed: its client waits for its
+// handshake timeout. Shut down, the listener resets what its backlog
+// holds and refuses what comes; the reactor's next accept fails, and it
+// stops the engine itself, after queuing what it accepted before.
+// Waiting for that (OnShutdown) keeps every accepted connection ahead of
+// the loops' exit. A bounded wait: if the reactor does not notice,
+// Engine.Stop stops it. The duplicate of the listener was taken in OnBoot,
+// on gnet's goroutine before it could close its own (a Dup here would race
+// with that close), and is closed when gnet.Run returns.
+func (s *Server) stopAccepting() {
+	s.mu.Lock()
+	fd := s.lnFD
+	var err error
+	if fd >= 0 {
+		err = unix.Shutdown(fd, unix.SHUT_RD)
+	}
+	s.mu.Unlock()
+	if fd < 0 || err != nil {
+		s.log.Debug("netio: shut down listener", "err", err)
+		return
+	}
+	select {
+	case <-s.shutdown:
+	case <-s.done:
+	case <-time.After(time.Second):
 	}
 }
 
@@ -173,13 +217,16 @@ func (s *Server) tickInterval() time.Duration {
 	return min(max(s.opts.IdleTimeout/4, 5*time.Millisecond), time.Second)
 }
 
-// listenerAddr reads the bound address from a duplicate of the listener.
-func listenerAddr(eng gnet.Engine) (net.Addr, error) {
+// listenerAddr reads the bound address from a duplicate of the listener,
+// which it keeps for stopAccepting.
+func (s *Server) listenerAddr(eng gnet.Engine) (net.Addr, error) {
 	fd, err := eng.Dup()
 	if err != nil {
 		return nil, fmt.Errorf("dup listener: %w", err)
 	}
-	defer unix.Close(fd)
+	s.mu.Lock()
+	s.lnFD = fd
+	s.mu.Unlock()
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return nil, fmt.Errorf("listener address: %w", err)
