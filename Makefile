@@ -19,14 +19,24 @@ build:
 
 ## test: vet, then every test with the race detector and the invariants
 ## build tag (internal/invariants: checks that panic on a broken invariant;
-## what CI runs), and the
-## broker's protocol tests once more over managed ledgers on an in-process
-## bookie; the ZooKeeper and etcd tests start their own servers, installing
-## ZooKeeper and etcd if missing
+## what CI runs) and, beside them, the broker's protocol tests once more over
+## managed ledgers on an in-process bookie (its output in
+## .test/broker-bookie.log, printed when it fails), then chaos-smoke; the
+## ZooKeeper and etcd tests start their own servers, installing ZooKeeper
+## and etcd if missing. Most packages' tests wait on servers and clients
+## more than they compute, so four packages run at once (TEST_P) on 2 cores.
+## The per-package times of the last run: .test/times.txt
+TEST_P ?= 4
 test: zookeeper etcd nats pulsar-perf
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m -tags invariants ./...
-	MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/
+	@mkdir -p .test; set -e; \
+	  MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/ > .test/broker-bookie.log 2>&1 & bk=$$!; \
+	  st=0; $(GO) test -race -count=1 -timeout 20m -p $(TEST_P) -tags invariants ./... > .test/all.log 2>&1 || st=$$?; \
+	  grep -v '^?' .test/all.log; \
+	  if wait $$bk; then tail -1 .test/broker-bookie.log | sed 's/^/bookie storage: /'; else cat .test/broker-bookie.log; st=1; fi; \
+	  { grep -hE '^(ok|FAIL)[[:space:]]+github' .test/all.log; sed 's|/broker|/broker(bookie storage)|' .test/broker-bookie.log | grep -hE '^(ok|FAIL)[[:space:]]+github'; } | \
+	    awk '{print $$NF, $$1, $$2}' | sort -rn > .test/times.txt || true; \
+	  exit $$st
 	$(MAKE) chaos-smoke
 
 ## test-short: the fast inner loop: go test -short skips what needs

@@ -26,7 +26,7 @@ func crashSeeds(t *testing.T) int {
 	if testing.Short() {
 		return 40
 	}
-	return 200
+	return 100 // make test; make test-long runs 3000
 }
 
 // TestCrash runs a random sequence of adds, state changes, flushes,

@@ -53,10 +53,6 @@ func TestBKCursorWriteRacingHandover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := a.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ps []Position
 	for _, m := range []string{"m0", "m1", "m2", "m3"} {
 		ps = append(ps, addWait(t, a, m))
@@ -66,10 +62,19 @@ func TestBKCursorWriteRacingHandover(t *testing.T) {
 	fb := factoryOn(sessB)
 	var b ManagedLedger
 	opened := make(chan error, 1)
+	// Armed before the cursor exists: the cursor's first snapshot is the
+	// first Put of its node (it creates the cursor ledger), whether the
+	// persist tick the open arms or the mark-delete's comes first. Armed
+	// after the open, a tick under load wrote the node before the hook
+	// and later snapshots only append to the cursor ledger.
 	hooked.hook = func() { // A passed checkOwner; B takes over before A's node write lands
 		var err error
 		b, err = fb.Open(ctx, name)
 		opened <- err
+	}
+	ca, err := a.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := ca.MarkDelete(ctx, ps[1]); err != nil {
 		t.Fatal(err)
@@ -89,7 +94,7 @@ func TestBKCursorWriteRacingHandover(t *testing.T) {
 	if err := cb.MarkDelete(ctx, ps[2]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // several persist intervals: the new owner writes its cursor node
+	waitPersisted(t, cb.(*bkCursor)) // the new owner writes its cursor node
 	done := make(chan error, 1)
 	b.AddEntry([]byte("after handover"), func(_ Position, err error) { done <- err })
 	if err := <-done; err != nil {
