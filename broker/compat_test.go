@@ -185,7 +185,18 @@ func TestPartitionedDefaultRouting(t *testing.T) {
 // workaround in tools/chaos/workload.go can go.
 func TestGoReaderReconnectWhileHoldingAMessage(t *testing.T) {
 	env := startAdminBroker(t, testLedgers(t, 0), false)
-	client := newClient(t, env.url)
+	// The client's reconnect decisions go to a log printed if the test
+	// fails (it once found no reader back 30 s after the unload).
+	logs := newFailureLog(t)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: env.url, OperationTimeout: 10 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: logs.clientLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		time.Sleep(50 * time.Millisecond) // see newClient: the client's own race at Close
+		client.Close()
+	})
 	for _, c := range []struct {
 		queue int
 		want  string
@@ -211,9 +222,22 @@ func TestGoReaderReconnectWhileHoldingAMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Not reading: the dispatcher holds message 0 (the reader's
-		// channel is unbuffered), its queue what the permits let in.
-		time.Sleep(500 * time.Millisecond)
+		// Not reading: the client holds message 0 (the reader's channel
+		// is unbuffered), its queue what the permits let in.
+		eventually(t, "the reader was sent its first messages", func() error {
+			st, err := env.admin.Topics().GetStats(topicName(t, name))
+			if err != nil {
+				return err
+			}
+			for _, sub := range st.Subscriptions {
+				for _, cs := range sub.Consumers {
+					if int64(cs.UnAckedMessages) >= int64(min(max(c.queue, 1), 10)) {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("subscriptions %+v", st.Subscriptions)
+		})
 		if err := env.admin.Topics().Unload(topicName(t, name)); err != nil {
 			t.Fatal(err)
 		}

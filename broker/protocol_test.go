@@ -6,7 +6,6 @@ package broker
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -123,12 +122,19 @@ func TestMessagesCarryTheConsumerEpoch(t *testing.T) {
 func TestConsumerCloseDoesNotCountRedeliveries(t *testing.T) {
 	for _, subType := range []pb.CommandSubscribe_SubType{pb.CommandSubscribe_Exclusive, pb.CommandSubscribe_Shared} {
 		t.Run(subType.String(), func(t *testing.T) {
-			_, url := startBroker(t)
+			b, url := startBroker(t)
 			topic := "close-count-" + subType.String()
 			produce(t, newClient(t, url), topic, 5, false)
 			r, _ := rawConsumer(t, url, topic, subType, 5)
 			r.conn.Close()
-			time.Sleep(300 * time.Millisecond) // the broker has seen the connection close
+			eventually(t, "the broker saw the consumer's connection close", func() error {
+				for _, lt := range b.loadedTopics() {
+					if _, consumers, _, _ := lt.counts(); consumers != 0 {
+						return fmt.Errorf("%s: %d consumers", lt.name, consumers)
+					}
+				}
+				return nil
+			})
 			r2, _ := rawConsumer(t, url, topic, subType, 0)
 			for i, m := range readMessages(t, r2, 5) {
 				if m.GetRedeliveryCount() != 0 {

@@ -175,6 +175,22 @@ func TestProtocolActiveConsumerChangeFromV12(t *testing.T) {
 		r := dialRaw(t, url)
 		r.connectAs(v, nil)
 		r.subscribeRaw("active-gate", fmt.Sprint("s", v), pb.CommandSubscribe_Failover)
+		if want {
+			// Sent activeChangeDelay after the subscribe: read until it
+			// comes (read fails after 10 s).
+			for {
+				cmd, err := r.read()
+				if err != nil {
+					t.Fatalf("v%d client: no ACTIVE_CONSUMER_CHANGE: %v", v, err)
+				}
+				if cmd.GetType() == pb.BaseCommand_ACTIVE_CONSUMER_CHANGE {
+					break
+				}
+			}
+			continue
+		}
+		// The negative case: nothing by three times the delay, then the
+		// PING's answer closes the window.
 		time.Sleep(3 * activeChangeDelay)
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_PING.Enum(), Ping: &pb.CommandPing{}})
 		got := false

@@ -64,9 +64,14 @@ func TestWriteCacheThrottle(t *testing.T) {
 	if !errors.Is(err, ErrWriteCacheFull) || !waited || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("add to a full cache: waited=%v after %v: %v", waited, time.Since(start), err)
 	}
+	// Now one that waits long enough for the test to free a half however
+	// slow the machine is (set before the put starts: no race).
+	c.maxWait = time.Minute
 	done := make(chan error, 1)
 	go func() { _, err := c.put(1, e, data, crc32c.Known{}); done <- err }()
-	time.Sleep(10 * time.Millisecond)
+	for c.waiting.Load() == 0 { // the put waits for room (for at most 50 ms)
+		time.Sleep(time.Millisecond)
+	}
 	c.flushed(c.pending())
 	if err := <-done; err != nil {
 		t.Fatalf("add after the flush freed a half: %v", err)

@@ -416,7 +416,14 @@ func TestBKOpenWhileClosing(t *testing.T) {
 	pending := addAsync(ml, "m1") // Close waits for it
 	closed := make(chan error, 1)
 	go func() { closed <- ml.Close(ctx) }()
-	time.Sleep(100 * time.Millisecond)
+	for bl := ml.(*bkLedger); ; time.Sleep(time.Millisecond) { // the Close has begun
+		bl.mu.Lock()
+		closing := bl.mu.closed
+		bl.mu.Unlock()
+		if closing {
+			break
+		}
+	}
 	ft.Remove(slowAdds)
 	again, err := f.Open(ctx, name)
 	if err != nil {

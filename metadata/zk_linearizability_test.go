@@ -212,9 +212,13 @@ func findNode(zk *zktest.Cluster, role string) int {
 // finalReads reads every key from a fresh session once writers stopped,
 // so the check also covers what survived the faults.
 func finalReads(t *testing.T, zk *zktest.Cluster, keys []string, h *history) {
-	time.Sleep(time.Second)
 	s := openZK(t, zk.Connection, metadata.ZKOptions{})
 	for _, k := range keys {
+		// The session may be served by a follower just restarted by the
+		// nemesis: caught up first, its read sees every completed write.
+		if err := metadata.Sync(context.Background(), s, k); err != nil {
+			t.Fatal(err)
+		}
 		call := h.now()
 		v, st, err := s.Get(context.Background(), k)
 		if err != nil {

@@ -115,7 +115,12 @@ func TestProxyKilledClientFailsOver(t *testing.T) {
 		}
 	}
 	victim.p.Close()
-	time.Sleep(2 * time.Second) // reconnected before the next send (see above)
+	for _, p := range ps { // reconnected before the next send (see above)
+		if p != victim {
+			e.waitReattached(p, topic)
+			break
+		}
+	}
 	sendRounds(t, prod, cons, 5, 10)
 }
 

@@ -177,8 +177,21 @@ func TestBookieKill9KeepsAcknowledgedEntries(t *testing.T) {
 			}
 		}()
 	}
-	// Let the writers run across a few storage flushes, then kill.
-	time.Sleep(time.Second)
+	// Let the writers run across a few storage flushes (at least a
+	// second and 100 acknowledged entries), then kill.
+	start := time.Now()
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 100 && time.Since(start) >= time.Second {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("only %d entries acknowledged in 30 s:\n%s", n, p.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	p.kill()
 	wg.Wait()
 	mu.Lock()
