@@ -235,7 +235,9 @@ func TestKeepAlive(t *testing.T) {
 // (the Go client, seeing a PING first, fails its connect). Seen in make
 // test under load: a keep-alive tick between accept and CONNECT.
 func TestNoPingBeforeConnected(t *testing.T) {
-	b := New(Config{ClusterName: "test", KeepAliveInterval: 20 * time.Millisecond}, testLedgers(t, 0))
+	// Ticks of 200 ms: the sleep below must pass one tick and end before
+	// the idle timeout (two), with room for a loaded machine's late wake.
+	b := New(Config{ClusterName: "test", KeepAliveInterval: 200 * time.Millisecond}, testLedgers(t, 0))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +245,7 @@ func TestNoPingBeforeConnected(t *testing.T) {
 	defer srv.Close(context.Background())
 	defer b.Close(context.Background())
 	r := dialRaw(t, "pulsar://"+srv.Addr().String())
-	time.Sleep(30 * time.Millisecond) // more than one tick, less than the idle timeout (2 ticks)
+	time.Sleep(250 * time.Millisecond) // more than one tick, less than the idle timeout (2 ticks)
 	r.connect()
 }
 
