@@ -206,6 +206,13 @@ func TestBKTakeoverFencesOldOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A subscription from the start keeps the ledgers: without one, the
+	// new owner's trim may drop the old owner's ledger (a topic without
+	// subscriptions keeps only its current ledger) before the test's
+	// cursor opens, as one loaded run showed ([m5]).
+	if _, err := old.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 5 {
 		addWait(t, old, fmt.Sprintf("m%d", i))
 	}

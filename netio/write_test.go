@@ -149,8 +149,18 @@ func fillUntilCongested(t *testing.T, c *Conn, done func(error)) int {
 			}
 			n++
 		}
-		time.Sleep(20 * time.Millisecond)
-		settled = c.Congested()
+		// Settled once the kernel takes no more: the server's send buffer
+		// grows (tcp_wmem autotuning) and drains Pending for a while
+		// after the first congestion, longer on a loaded machine.
+		p := c.Pending()
+		settled = true
+		for range 3 {
+			time.Sleep(20 * time.Millisecond)
+			if !c.Congested() || c.Pending() != p {
+				settled = false
+				break
+			}
+		}
 	}
 	return n
 }
