@@ -34,17 +34,21 @@ func (r *rawClient) connectAs(v int32, flags *pb.FeatureFlags) *pb.CommandConnec
 // readFrame returns the next frame's command and the bytes after it (a
 // MESSAGE's entry, as sent), without checking them.
 func (r *rawClient) readFrame() (*pb.BaseCommand, []byte, error) {
-	frame, err := nextFrame(r.conn, 10*time.Second)
-	if err != nil {
-		return nil, nil, err
+	for {
+		frame, err := nextFrame(r.conn, 10*time.Second)
+		if err != nil {
+			return nil, nil, err
+		}
+		buf := frame[4:]
+		n := binary.BigEndian.Uint32(buf)
+		var cmd pb.BaseCommand
+		if err := proto.Unmarshal(buf[4:4+n], &cmd); err != nil {
+			r.t.Fatalf("broker sent a bad command: %v", err)
+		}
+		if cmd.GetType() != pb.BaseCommand_ACTIVE_CONSUMER_CHANGE || r.seeActiveChanges {
+			return &cmd, buf[4+n:], nil
+		}
 	}
-	buf := frame[4:]
-	n := binary.BigEndian.Uint32(buf)
-	var cmd pb.BaseCommand
-	if err := proto.Unmarshal(buf[4:4+n], &cmd); err != nil {
-		r.t.Fatalf("broker sent a bad command: %v", err)
-	}
-	return &cmd, buf[4+n:], nil
 }
 
 // subscribeRaw subscribes consumer id 1 (request id 1) and asks for 100
@@ -173,6 +177,7 @@ func TestProtocolActiveConsumerChangeFromV12(t *testing.T) {
 	_, url := startBroker(t)
 	for v, want := range map[int32]bool{11: false, 12: true} {
 		r := dialRaw(t, url)
+		r.seeActiveChanges = true
 		r.connectAs(v, nil)
 		r.subscribeRaw("active-gate", fmt.Sprint("s", v), pb.CommandSubscribe_Failover)
 		if want {

@@ -594,8 +594,7 @@ func TestHTTPAccessClassifiesPaths(t *testing.T) {
 func TestTLSConnectionsLeaveNoGoroutines(t *testing.T) {
 	sb := startSecuredBroker(t)
 	ids := sb.identities(t)
-	time.Sleep(100 * time.Millisecond)
-	before := runtime.NumGoroutine()
+	before := settledGoroutines()
 	for i := range 40 {
 		r, _ := sb.dial(t, ids["super"], true)
 		r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
@@ -625,4 +624,20 @@ func TestTLSConnectionsLeaveNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// settledGoroutines is the goroutine count once it stopped changing (the
+// same over three reads 20 ms apart, or after 5 s): a baseline taken
+// while a start-up still spawns goroutines would count them as leaked.
+func settledGoroutines() int {
+	n, same := runtime.NumGoroutine(), 0
+	for deadline := time.Now().Add(5 * time.Second); same < 3 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
 }

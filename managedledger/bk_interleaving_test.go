@@ -314,7 +314,7 @@ func TestBKOldOwnerCursorPersistAfterTakeover(t *testing.T) {
 	for i := range 3 {
 		ps = append(ps, addWait(t, old, fmt.Sprintf("m%d", i)))
 	}
-	time.Sleep(200 * time.Millisecond) // the cursor has a cursor ledger
+	waitPersisted(t, c.(*bkCursor)) // the cursor has a cursor ledger
 	owner, err := env.factory(t, Config{MarkDeleteRate: 1}).Open(ctx, name)
 	if err != nil {
 		t.Fatal(err)

@@ -178,7 +178,7 @@ func TestBKReopenCursorAfterFailedDelete(t *testing.T) {
 	if err := c.MarkDelete(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // persisted
+	waitPersisted(t, c.(*bkCursor))
 	failDelete.Set(true)
 	if err := ml.DeleteCursor(ctx, "c"); err == nil {
 		t.Fatal("the delete of the cursor's node failed, yet DeleteCursor succeeded")
@@ -193,7 +193,7 @@ func TestBKReopenCursorAfterFailedDelete(t *testing.T) {
 		if err := c.MarkDelete(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // persisted (CAS on the cursor's node)
+		waitPersisted(t, c.(*bkCursor)) // a CAS on the cursor's node
 	}
 	if _, err := ml.OpenCursor(ctx, "other", CursorOptions{}); err != nil {
 		t.Fatalf("the managed ledger stopped after the cursor was opened again: %v", err)

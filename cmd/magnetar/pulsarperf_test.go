@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +36,7 @@ func TestPulsarPerfGoAgainstStandalone(t *testing.T) {
 	const topic = "persistent://public/default/pulsar-perf-go"
 	// --metrics -1: no Prometheus listener (8000 may be taken).
 	consume := startPerf(t, "consume", "-u", url, "--metrics", "-1", topic)
-	time.Sleep(time.Second) // subscribed before the first message
+	waitSubscribed(t, f.webPort, "public/default/pulsar-perf-go") // before the first message
 	produce := startPerf(t, "produce", "-u", url, "--metrics", "-1", "-r", "500", topic)
 	published := produce.firstRate(t, `Publish rate:\s+([0-9.]+) msg/s`)
 	consumed := consume.firstRate(t, `Consume rate:\s+([0-9.]+) msg/s`)
@@ -101,5 +103,35 @@ func (p *perfProcess) interrupt(t *testing.T) {
 	case <-p.exited:
 	case <-time.After(45 * time.Second):
 		t.Fatalf("%v did not stop on SIGINT:\n%s", p.cmd.Args, p.out.String())
+	}
+}
+
+// waitSubscribed waits until the topic (tenant/namespace/local name) has
+// a subscription with a consumer, as the standalone's admin API reports.
+func waitSubscribed(t *testing.T, webPort int, topic string) {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/admin/v2/persistent/%s/stats", webPort, topic)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st struct {
+			Subscriptions map[string]struct {
+				Consumers []json.RawMessage `json:"consumers"`
+			} `json:"subscriptions"`
+		}
+		if resp, err := http.Get(url); err == nil {
+			if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil {
+				for _, sub := range st.Subscriptions {
+					if len(sub.Consumers) > 0 {
+						resp.Body.Close()
+						return
+					}
+				}
+			}
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no consumer subscribed within 60 s", topic)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

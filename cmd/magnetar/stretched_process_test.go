@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -290,9 +291,16 @@ func TestStretchedClusterSurvivesRegionLoss(t *testing.T) {
 	victim, leader := c.victim(t)
 	c.killRegion(t, victim)
 	killed := time.Now()
-	// Statuses are written every 100 ms: wait past one so the baseline
-	// holds nothing acknowledged before the kill.
-	time.Sleep(300 * time.Millisecond)
+	// Statuses are written every 100 ms: the baseline is the first one
+	// written after the kill, so it holds nothing acknowledged before it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(c.status); err == nil && fi.ModTime().After(killed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client workload wrote no status in 30 s after the kill")
+		}
+	}
 	waitProgress(t, c.status, c.client, 10)
 	recovery := time.Since(killed)
 	t.Logf("region %s lost (its ZooKeeper node the leader: %v; broker owned bundles); every topic's producer and consumer "+

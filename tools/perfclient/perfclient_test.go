@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -152,7 +154,7 @@ func TestPerfClientProducePartitioned(t *testing.T) {
 // TestPerfClientConsume consumes a fixed count that a second run
 // produces, then stops that run by canceling it.
 func TestPerfClientConsume(t *testing.T) {
-	url, _ := startBroker(t)
+	url, adminURL := startBroker(t)
 	topic := "persistent://public/default/perf-consume"
 	con := testConfig(ModeConsume, url, topic)
 	con.NumMessages, con.Warmup, con.Progress = 200, 0, 0
@@ -163,8 +165,11 @@ func TestPerfClientConsume(t *testing.T) {
 	produced := make(chan error, 1)
 	go func() {
 		// The consumer must subscribe before messages it is to count
-		// are sent; a later start gives it time to.
-		time.Sleep(300 * time.Millisecond)
+		// are sent.
+		if err := waitConsumer(ctx, adminURL+"/admin/v2/persistent/public/default/perf-consume/stats"); err != nil {
+			produced <- err
+			return
+		}
 		_, err := Run(ctx, pro, io.Discard)
 		produced <- err
 	}()
@@ -214,5 +219,37 @@ func TestPacerReachesHighRates(t *testing.T) {
 	}
 	if rate := float64(n) / time.Since(begin).Seconds(); rate < 0.7*200_000 || rate > 1.3*200_000 {
 		t.Errorf("paced %.0f/s, want about 200000", rate)
+	}
+}
+
+// waitConsumer polls a topic's stats URL until a subscription has a
+// consumer (or ctx ends, or 30 s pass).
+func waitConsumer(ctx context.Context, statsURL string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st struct {
+			Subscriptions map[string]struct {
+				Consumers []json.RawMessage `json:"consumers"`
+			} `json:"subscriptions"`
+		}
+		if resp, err := http.Get(statsURL); err == nil {
+			if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil {
+				for _, sub := range st.Subscriptions {
+					if len(sub.Consumers) > 0 {
+						resp.Body.Close()
+						return nil
+					}
+				}
+			}
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no consumer within 30 s", statsURL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

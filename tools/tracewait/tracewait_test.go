@@ -2,6 +2,7 @@ package tracewait
 
 import (
 	"bytes"
+	"runtime"
 	"runtime/trace"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ func TestAnalyzeAttributesWaitsToStartFunctions(t *testing.T) {
 	wg.Add(workers + 1)
 	go tracedSleeper(started, ch, &wg)
 	<-started
-	time.Sleep(5 * time.Millisecond) // the sleeper blocks on ch before it is closed
+	waitBlockedInReceive(t, "tracedSleeper") // the sleeper blocks on ch before it is closed
 	for range workers {
 		go tracedWorker(&wg)
 	}
@@ -82,4 +83,21 @@ func kinds(r Report) []string {
 		out = append(out, k.Kind)
 	}
 	return out
+}
+
+// waitBlockedInReceive waits until a goroutine running fn is parked in a
+// channel receive, as the runtime's stack dump shows it.
+func waitBlockedInReceive(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[chan receive") && strings.Contains(g, "."+fn+"(") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never blocked in a channel receive", fn)
+		}
+	}
 }
