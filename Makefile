@@ -38,7 +38,7 @@ test: zookeeper etcd nats pulsar-perf
 	  st=0; $(GO) test -race -count=1 -timeout 20m -p $(TEST_P) -tags invariants $(TEST_FIRST) ./... > .test/all.log 2>&1 || st=$$?; \
 	  grep -v '^?' .test/all.log; \
 	  if wait $$bk; then tail -1 .test/broker-bookie.log | sed 's/^/bookie storage: /'; else cat .test/broker-bookie.log; st=1; fi; \
-	  { grep -hE '^(ok|FAIL)[[:space:]]+github' .test/all.log; sed 's|/broker|/broker(bookie storage)|' .test/broker-bookie.log | grep -hE '^(ok|FAIL)[[:space:]]+github'; } | \
+	  { grep -hE '^(ok|FAIL)[[:space:]]+github' .test/all.log; sed 's|/broker|/broker[bookie-storage]|' .test/broker-bookie.log | grep -hE '^(ok|FAIL)[[:space:]]+github'; } | \
 	    awk '{print $$NF, $$1, $$2}' | sort -rn > .test/times.txt || true; \
 	  exit $$st
 	$(MAKE) chaos-smoke

@@ -40,7 +40,6 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		return err
 	}
 	c.mu.Lock()
-	c.connected = true
 	c.authn = connAuth{subject: subject, method: cmd.GetAuthMethodName(), expires: expires,
 		canRefresh: cmd.GetFeatureFlags().GetSupportsAuthRefresh()}
 	c.clientVersion = cmd.GetClientVersion()
@@ -51,7 +50,7 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 	c.endOfTopic.Store(handlesEndOfTopic(cmd.GetClientVersion(), version))
 	c.brokerEntryMetadata.Store(c.b.cfg.ExposeBrokerEntryMetadata && version >= protoBrokerEntryMetadata &&
 		cmd.GetFeatureFlags().GetSupportsBrokerEntryMetadata())
-	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
+	err = c.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECTED.Enum(), Connected: &pb.CommandConnected{
 		ServerVersion:   ptr(c.b.cfg.Version),
 		ProtocolVersion: ptr(version),
 		MaxMessageSize:  ptr(int32(c.b.cfg.MaxMessageSize)),
@@ -61,6 +60,14 @@ func (c *serverConn) handleConnect(cmd *pb.CommandConnect) error {
 		FeatureFlags: &pb.FeatureFlags{SupportsBrokerEntryMetadata: ptr(true), SupportsTopicWatchers: ptr(true),
 			SupportsAuthRefresh: ptr(c.b.cfg.Authentication != nil)},
 	}})
+	// Connected (so pinged by the keep-alive) only once CONNECTED is
+	// queued: a PING queued before it would be the client's first frame,
+	// and clients fail their connect on that. The connection's later
+	// commands run on this same loop, after this returns.
+	c.mu.Lock()
+	c.connected = true
+	c.mu.Unlock()
+	return err
 }
 
 // handlesEndOfTopic reports whether a client may be sent

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -258,6 +259,45 @@ func TestNoPingBeforeConnected(t *testing.T) {
 	r := dialRaw(t, "pulsar://"+srv.Addr().String())
 	time.Sleep(250 * time.Millisecond) // more than one tick, less than the idle timeout (2 ticks)
 	r.connect()
+}
+
+// The CONNECTED goes out before any PING, also when a keep-alive tick
+// lands while the CONNECT is handled: the connection counted as connected
+// (so pingable) before its CONNECTED was queued, and a tick between the
+// two sent the PING first (seen through the proxy in a loaded make test
+// run: "CONNECT answered PING"). Ticks every millisecond make that window
+// likely; a connection the idle timeout (2 ms) closes first is skipped.
+func TestConnectedComesBeforeAnyPing(t *testing.T) {
+	b := New(Config{ClusterName: "test", KeepAliveInterval: time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)}, testLedgers(t, 0))
+	srv, err := b.Serve("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	defer b.Close(context.Background())
+	answered := 0
+	for range 1000 {
+		c, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &rawClient{t: t, conn: c}
+		r.send(&pb.BaseCommand{Type: pb.BaseCommand_CONNECT.Enum(), Connect: &pb.CommandConnect{
+			ClientVersion: ptr("ping-race"), ProtocolVersion: ptr(int32(20))}})
+		cmd, err := r.read()
+		c.Close()
+		if err != nil {
+			continue // closed as idle before the CONNECT arrived
+		}
+		answered++
+		if cmd.GetType() != pb.BaseCommand_CONNECTED {
+			t.Fatalf("after %d connections: CONNECT answered %v", answered, cmd.GetType())
+		}
+	}
+	if answered < 100 {
+		t.Fatalf("only %d of 1000 connections answered before the idle timeout", answered)
+	}
 }
 
 // openProducer sends PRODUCER and returns the first answer.
