@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,11 @@ type smallDisk struct {
 	index    vfs.FS // the storage's index survives reopening
 	core     *Core
 	check    time.Duration
+	// nearFull: the disk measures 92% used, between the low-water mark
+	// (90%) and the threshold (95%): not full enough to turn the bookie
+	// read-only by itself, too full for the checker to turn it writable
+	// again, as a disk that just answered ENOSPC is.
+	nearFull atomic.Bool
 }
 
 func newSmallDisk(t *testing.T, fs engine.FS, capacity uint64) *smallDisk {
@@ -41,6 +47,9 @@ func newSmallDisk(t *testing.T, fs engine.FS, capacity uint64) *smallDisk {
 }
 
 func (d *smallDisk) usage(string) (uint64, uint64, error) {
+	if d.nearFull.Load() {
+		return d.capacity / 100 * 8, d.capacity, nil
+	}
 	free, err := d.fs.FreeSpace("/")
 	return free, d.capacity, err
 }
@@ -228,10 +237,20 @@ func TestNoSpaceFaultIsOutOfSpace(t *testing.T) {
 			if err := handleAdd(d.core, 1, 0, "before"); err != nil {
 				t.Fatal(err)
 			}
+			// The disk fills: ENOSPC, and a measure just under the
+			// threshold, so the ENOSPC is what turns the bookie read-only,
+			// and the checker keeps it so until space is back (with the
+			// measure still showing space, it turned writable again within
+			// one 20 ms check, before a loaded test's poll saw it).
+			d.nearFull.Store(true)
 			faults.Set(true)
 			next := d.fillUntilRefused(1, 1)
 			waitFor(t, "read-only", func() bool { ro, _ := d.core.ReadOnly(); return ro })
+			if _, why := d.core.ReadOnly(); !strings.HasPrefix(why, OutOfSpaceReason) || strings.Contains(why, "diskUsageThreshold") {
+				t.Fatalf("read-only because %q, want the ENOSPC", why)
+			}
 			faults.Set(false)
+			d.nearFull.Store(false)
 			d.readAll(1, next)
 			d.waitWritable(50 * d.check)
 			if d.core.writesFailed.Load() {
