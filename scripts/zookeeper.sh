@@ -18,7 +18,12 @@
 # jute.maxbuffer above the 1 MiB value limit of the metadata store, 4-letter
 # words enabled for health checks, the admin HTTP server off. tickTime is
 # 500 ms so tests can force session expiry quickly; the session timeout
-# range is still 1 s to 60 s.
+# range is still 1 s to 60 s. maxClientCnxns=0: every client of a test
+# comes from 127.0.0.1, and ZooKeeper's default of 60 connections per
+# address refused the 61st, which the client saw as "connect: broken
+# pipe" until its deadline (TestLedgerSurvivesBookieKill9 opened 79
+# sessions in a loaded make test run; a production ensemble sees each
+# host's own few).
 set -euo pipefail
 
 ZK_JAR=/usr/share/java/zookeeper.jar
@@ -68,6 +73,7 @@ clientPort=$client
 clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=*
+maxClientCnxns=0
 CFG
     if ((nodes > 1)); then
       local j quorum election
