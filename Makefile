@@ -19,25 +19,28 @@ build:
 
 ## test: vet, then every test with the race detector and the invariants
 ## build tag (internal/invariants: checks that panic on a broken invariant;
-## what CI runs) and, beside them, the broker's protocol tests once more over
-## managed ledgers on an in-process bookie (its output in
-## .test/broker-bookie.log, printed when it fails), then chaos-smoke; the
-## ZooKeeper and etcd tests start their own servers, installing ZooKeeper
-## and etcd if missing. Most packages' tests wait on servers and clients
-## more than they compute, so four packages run at once (TEST_P) on 2 cores,
-## the slowest first (TEST_FIRST).
-## The per-package times of the last run: .test/times.txt
-TEST_P ?= 4
-## The packages that set the wall time start first (go test runs them in
-## the order named; ./... then adds the rest once)
+## what CI runs), then the broker's protocol tests once more over managed
+## ledgers on an in-process bookie (its output in .test/broker-bookie.log,
+## printed when it fails), then chaos-smoke; the ZooKeeper and etcd tests
+## start their own servers, installing ZooKeeper and etcd if missing.
+## TEST_P packages run at once, the slowest first (TEST_FIRST; go test runs
+## them in the order named). TEST_P=4 with the bookie pass beside
+## (TEST_BESIDE=1) took about 7 minutes instead of 12, but under that load
+## tests still fail that an idle machine passes (docs/testing.md), so the
+## default stays at two packages, one pass after the other, until they are
+## fixed. The per-package times of the last run: .test/times.txt
+TEST_P ?= 2
+TEST_BESIDE ?=
 TEST_FIRST := ./cmd/magnetar/ ./broker/ ./metadata/
+BOOKIE_PASS := MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/ > .test/broker-bookie.log 2>&1
 test: zookeeper etcd nats pulsar-perf
 	$(GO) vet ./...
 	@mkdir -p .test; set -e; \
-	  MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/ > .test/broker-bookie.log 2>&1 & bk=$$!; \
+	  if [ -n "$(TEST_BESIDE)" ]; then $(BOOKIE_PASS) & bk=$$!; fi; \
 	  st=0; $(GO) test -race -count=1 -timeout 20m -p $(TEST_P) -tags invariants $(TEST_FIRST) ./... > .test/all.log 2>&1 || st=$$?; \
 	  grep -v '^?' .test/all.log; \
-	  if wait $$bk; then tail -1 .test/broker-bookie.log | sed 's/^/bookie storage: /'; else cat .test/broker-bookie.log; st=1; fi; \
+	  if [ -n "$(TEST_BESIDE)" ]; then wait $$bk && bst=0 || bst=$$?; else $(BOOKIE_PASS) && bst=0 || bst=$$?; fi; \
+	  if [ $$bst = 0 ]; then tail -1 .test/broker-bookie.log | sed 's/^/bookie storage: /'; else cat .test/broker-bookie.log; st=1; fi; \
 	  { grep -hE '^(ok|FAIL)[[:space:]]+github' .test/all.log; sed 's|/broker|/broker[bookie-storage]|' .test/broker-bookie.log | grep -hE '^(ok|FAIL)[[:space:]]+github'; } | \
 	    awk '{print $$NF, $$1, $$2}' | sort -rn > .test/times.txt || true; \
 	  exit $$st
