@@ -29,16 +29,26 @@ func (b *Broker) UnloadNamespace(ctx context.Context, ns string) {
 // unloadWhere closes the loaded topics that match and says how many.
 func (b *Broker) unloadWhere(ctx context.Context, match func(*topic) bool) int {
 	var closing []*topic
+	done := make(chan struct{})
 	b.mu.Lock()
 	for key, t := range b.topics {
 		if match(t) {
 			closing = append(closing, t)
 			delete(b.topics, key)
+			b.unloading[key] = done // loads of these names wait (getTopic)
 		}
 	}
 	b.mu.Unlock()
 	for _, t := range closing {
 		t.close(ctx)
 	}
+	b.mu.Lock()
+	for _, t := range closing {
+		if key := t.name.String(); b.unloading[key] == done {
+			delete(b.unloading, key)
+		}
+	}
+	b.mu.Unlock()
+	close(done)
 	return len(closing)
 }

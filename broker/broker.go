@@ -11,6 +11,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -292,8 +293,8 @@ func (c Config) withDefaults() Config {
 
 // Broker owns the topics it serves.
 //
-// Lock rules: mu guards topics; a topic's own lock is never held while
-// taking mu.
+// Lock rules: mu guards topics and unloading; a topic's own lock is never
+// held while taking mu.
 type Broker struct {
 	cfg     Config
 	ledgers managedledger.Factory
@@ -334,16 +335,22 @@ type Broker struct {
 
 	mu     sync.Mutex
 	topics map[string]*topic
-	conns  map[*serverConn]struct{}
-	closed bool
-	stop   chan struct{}
+	// unloading has a channel per topic taken out of topics and still
+	// closing; it is closed when that close ends. A load of the name waits
+	// for it: the managed-ledger factory would hand the new topic the very
+	// ledger the unload is about to close (admin_cluster.go).
+	unloading map[string]chan struct{}
+	conns     map[*serverConn]struct{}
+	closed    bool
+	stop      chan struct{}
 }
 
 // New returns a broker storing topics in ledgers.
 func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	cfg = cfg.withDefaults()
 	b := &Broker{cfg: cfg, ledgers: ledgers, log: cfg.Logger, inflate: newInflateBudget(), topics: map[string]*topic{},
-		conns: map[*serverConn]struct{}{}, stop: make(chan struct{}),
+		unloading: map[string]chan struct{}{},
+		conns:     map[*serverConn]struct{}{}, stop: make(chan struct{}),
 		lookups:    semaphore.NewWeighted(int64(cfg.MaxConcurrentLookupRequest)),
 		topicLoads: semaphore.NewWeighted(int64(cfg.MaxConcurrentTopicLoadRequest))}
 	b.peers = &admin.Peers{Credentials: cfg.BrokerClient}
@@ -398,18 +405,49 @@ func (b *Broker) spawn(fn func()) {
 }
 
 // getTopic returns the loaded topic, loading (and creating) it if needed.
+// A load waits for an unload of the same name to end, and starts again if
+// one began while it opened the ledger.
 func (b *Broker) getTopic(ctx context.Context, name TopicName) (*topic, error) {
+	for {
+		t, closing, err := b.loadedOrUnloading(name)
+		switch {
+		case err != nil:
+			return nil, err
+		case t != nil:
+			return t, nil
+		case closing != nil:
+			select {
+			case <-closing:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("topic %s: waiting for its unload to end: %w", name, ctx.Err())
+			}
+		}
+		t, err = b.loadTopic(ctx, name)
+		if !errors.Is(err, errUnloadedWhileLoading) {
+			return t, err
+		}
+	}
+}
+
+// errUnloadedWhileLoading makes getTopic load again: the topic's ledger
+// may be the instance an unload is closing.
+var errUnloadedWhileLoading = errors.New("unloaded while loading")
+
+// loadedOrUnloading is the topic loaded under name, or the channel an unload of
+// it closes when it ends; both nil if neither.
+func (b *Broker) loadedOrUnloading(name TopicName) (*topic, chan struct{}, error) {
 	key := name.String()
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
-		b.mu.Unlock()
-		return nil, fmt.Errorf("broker is shutting down")
+		return nil, nil, fmt.Errorf("broker is shutting down")
 	}
-	if t, ok := b.topics[key]; ok {
-		b.mu.Unlock()
-		return t, nil
-	}
-	b.mu.Unlock()
+	return b.topics[key], b.unloading[key], nil
+}
+
+// loadTopic opens the topic's storage and adds it to the loaded topics.
+func (b *Broker) loadTopic(ctx context.Context, name TopicName) (*topic, error) {
 	if !b.servesTopic(name) {
 		return nil, fmt.Errorf("topic %s: %w", name, errNotOwner)
 	}
@@ -452,6 +490,14 @@ func (b *Broker) addTopic(ctx context.Context, t *topic) (*topic, error) {
 	if existing, ok := b.topics[key]; ok { // loaded concurrently: keep the first (same ledger)
 		b.mu.Unlock()
 		return existing, nil
+	}
+	if b.unloading[key] != nil {
+		// Loaded concurrently and unloaded since: ml may be the ledger the
+		// unload closes (closing it again does nothing) or a new one that
+		// would be left open.
+		b.mu.Unlock()
+		_ = ml.Close(ctx)
+		return nil, fmt.Errorf("topic %s: %w", name, errUnloadedWhileLoading)
 	}
 	// Checked again under b.mu: a bundle unloaded while the ledger opened
 	// has already closed its topics, so this one must not stay.
