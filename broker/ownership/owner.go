@@ -176,21 +176,46 @@ func (s *Service) forget(b Bundle) bool {
 // reconnect and look the topic up again, landing on whichever broker the
 // leader picks), then the ownership node is deleted.
 func (s *Service) Unload(ctx context.Context, b Bundle) error {
-	s.mu.Lock()
-	_, mine := s.mu.owned[b.String()]
-	s.mu.Unlock()
-	if !mine {
-		return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
-	}
+	// Under the bundle's lock: an acquire in progress has created the
+	// node but not yet recorded the bundle, and a namespace unload that
+	// read the node sends us here in that moment; two unloads must not
+	// both release (the second would delete the next owner's node).
 	unlock := s.lockBundle(b.String())
 	defer unlock()
+	if !s.holds(b) {
+		return s.notHeld(ctx, b)
+	}
+	s.release(ctx, b)
+	return nil
+}
+
+// holds reports whether b is recorded as owned here.
+func (s *Service) holds(b Bundle) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, mine := s.mu.owned[b.String()]
+	return mine
+}
+
+// notHeld answers an unload of a bundle not held here: a node naming this
+// broker is left by an earlier run and is removed (the bundle is then
+// unowned, as asked); otherwise the caller asked the wrong broker.
+func (s *Service) notHeld(ctx context.Context, b Bundle) error {
+	if od, found, err := s.ownerInStore(ctx, b); err == nil && found && s.staleSelf(ctx, b, od) {
+		return nil
+	}
+	return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
+}
+
+// release stops serving b and deletes its ownership node; the bundle's
+// lock is held.
+func (s *Service) release(ctx context.Context, b Bundle) {
 	// Forget first: new loads of its topics are refused while the
 	// existing ones close.
 	s.forget(b)
 	s.cfg.CloseBundle(ctx, b)
 	s.deleteOwnerNode(ctx, b)
 	s.log.Info("bundle unloaded", "bundle", b.String())
-	return nil
 }
 
 func (s *Service) deleteOwnerNode(ctx context.Context, b Bundle) {
@@ -205,10 +230,9 @@ func (s *Service) deleteOwnerNode(ctx context.Context, b Bundle) {
 // Split splits an owned bundle in half in the namespace policies and
 // unloads it, so that its halves are assigned like any unowned bundle.
 func (s *Service) Split(ctx context.Context, b Bundle) error {
-	s.mu.Lock()
-	_, mine := s.mu.owned[b.String()]
-	s.mu.Unlock()
-	if !mine {
+	unlock := s.lockBundle(b.String()) // as Unload
+	defer unlock()
+	if !s.holds(b) {
 		return fmt.Errorf("bundle %s: %w by this broker", b, ErrNotOwned)
 	}
 	if s.cfg.SplitBundle == nil {
@@ -218,7 +242,8 @@ func (s *Service) Split(ctx context.Context, b Bundle) error {
 		return fmt.Errorf("split bundle %s: %w", b, err)
 	}
 	s.log.Info("bundle split", "bundle", b.String())
-	return s.Unload(ctx, b)
+	s.release(ctx, b)
+	return nil
 }
 
 // watchOwnership notices owned bundles whose node was deleted or taken by

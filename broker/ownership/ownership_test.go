@@ -564,3 +564,77 @@ func TestLeaderAnswersAPendingAssignmentAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestUnloadDuringAcquireWaitsForIt: the ownership node exists a moment
+// before its creator records the bundle as owned. A namespace unload that
+// read the node in that moment asked the owner to unload a bundle it did
+// not hold yet, got "not owned", and answered 500 (seen on etcd in
+// TestClusterOfProcessesOnEtcd under load). The owner's unload waits for
+// the acquire under the bundle's lock and then releases the bundle.
+func TestUnloadDuringAcquireWaitsForIt(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	held := &heldCreates{created: make(chan struct{}), release: make(chan struct{})}
+	c.wrap = func(st metadata.Store) metadata.Store { return heldStore{st, held} }
+	c.http = &http.Client{Transport: peerUnloads{c}}
+	owner := c.add(t, 0, LoadBalancerConfig{})
+	c.wrap = nil
+	c.leader(t)
+	ns, topic := "t/ns", "persistent://t/ns/acquiring"
+	b, err := owner.BundleOf(context.Background(), ns, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	looked := make(chan error, 1)
+	go func() {
+		_, err := owner.Lookup(context.Background(), ns, topic, false)
+		looked <- err
+	}()
+	<-held.created // the node exists; the owner has not recorded it yet
+	other := c.add(t, 1, LoadBalancerConfig{})
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- other.UnloadAnywhere(context.Background(), b) }()
+	var unloadErr error
+	answered := false
+	select {
+	case unloadErr = <-unloaded: // the old code answered at once
+		answered = true
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(held.release)
+	if err := <-looked; err != nil {
+		t.Fatalf("lookup: %v", err)
+	}
+	if !answered {
+		unloadErr = <-unloaded
+	}
+	if unloadErr != nil {
+		t.Fatalf("unload while the owner acquired the bundle: %v", unloadErr)
+	}
+	if owner.OwnsTopic(ns, topic) {
+		t.Fatal("the bundle is still owned after the unload")
+	}
+}
+
+// heldCreates holds the first ownership-node create after it took effect
+// until release is closed (created is closed when it has).
+type heldCreates struct {
+	once             sync.Once
+	created, release chan struct{}
+}
+
+type heldStore struct {
+	metadata.Store
+	h *heldCreates
+}
+
+func (s heldStore) Create(ctx context.Context, path string, value []byte, opts metadata.CreateOptions) (string, metadata.Stat, error) {
+	p, st, err := s.Store.Create(ctx, path, value, opts)
+	if err == nil && strings.HasPrefix(path, ownerRoot+"/") {
+		first := false
+		s.h.once.Do(func() { first = true; close(s.h.created) })
+		if first {
+			<-s.h.release
+		}
+	}
+	return p, st, err
+}

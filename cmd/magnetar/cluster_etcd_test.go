@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -41,9 +42,10 @@ func TestClusterOfProcessesOnEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("unload: %v", err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("unload: %s", resp.Status)
+		t.Fatalf("unload: %s: %s", resp.Status, body)
 	}
 	unloaded := time.Now()
 	// The log lines reach the test through the processes' output pipes,
