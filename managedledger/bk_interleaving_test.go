@@ -41,6 +41,43 @@ func (s *gateStore) Put(ctx context.Context, path string, value []byte, version 
 	return s.Store.Put(ctx, path, value, version)
 }
 
+// waitUntil polls cond until it holds, for at most 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s did not happen", what)
+		}
+	}
+}
+
+// cursorOf is the managed ledger's open cursor called name.
+func cursorOf(t *testing.T, ml ManagedLedger, name string) *bkCursor {
+	t.Helper()
+	bl := ml.(*bkLedger)
+	bl.mu.Lock()
+	defer bl.mu.Unlock()
+	c := bl.mu.cursors[name]
+	if c == nil {
+		t.Fatalf("%s: no cursor %s", bl.name, name)
+	}
+	return c
+}
+
+// waitPersistDone waits until the cursor has nothing left to persist or
+// its managed ledger stopped (fenced or closed: a write failed for good),
+// with no write in flight.
+func waitPersistDone(t *testing.T, c *bkCursor) {
+	t.Helper()
+	waitUntil(t, "cursor "+c.name+" persisted", func() bool {
+		c.persistMu.Lock() // a write in flight is done
+		c.persistMu.Unlock()
+		c.ml.mu.Lock()
+		defer c.ml.mu.Unlock()
+		return !c.dirty || c.ml.mu.fenced != nil || c.ml.mu.closed
+	})
+}
+
 // slowStore adds latency to reads, as a remote metadata store has.
 type slowStore struct {
 	metadata.Store
@@ -161,12 +198,21 @@ func TestBKTrimRacingRollover(t *testing.T) {
 		t.Fatal("trim never wrote the managed ledger's node")
 	}
 	r3 := addAsync(ml, "e3") // the current ledger is full: a rollover writes the node too
-	time.Sleep(200 * time.Millisecond)
+	bl := ml.(*bkLedger)
+	waitUntil(t, "the rollover began", func() bool { bl.mu.Lock(); defer bl.mu.Unlock(); return bl.mu.rolling })
 	close(gate.release)
 	if r := await(t, r3, "e3"); r.err != nil {
 		t.Fatalf("e3: %v", r.err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Both writes of the node are done (a conflict would have fenced the
+	// ledger by then): the rollover ended and no node write holds metaMu.
+	waitUntil(t, "the rollover ended", func() bool {
+		bl.metaMu.Lock() // lock order: metaMu, mu
+		defer bl.metaMu.Unlock()
+		bl.mu.Lock()
+		defer bl.mu.Unlock()
+		return !bl.mu.rolling
+	})
 	if r := await(t, addAsync(ml, "e4"), "e4"); r.err != nil {
 		t.Fatalf("after a trim raced a rollover, adds fail: %v", r.err)
 	}
@@ -322,7 +368,8 @@ func TestBKOldOwnerCursorPersistAfterTakeover(t *testing.T) {
 	if err := c.MarkDelete(ctx, ps[0]); err != nil { // a consumer of the old owner acks
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // both persisted their cursor
+	waitPersistDone(t, c.(*bkCursor))             // the old owner wrote (or lost) its cursor
+	waitPersistDone(t, cursorOf(t, owner, "sub")) // then the new owner wrote its recovered one
 	if r := await(t, addAsync(owner, "m3"), "add to the new owner"); r.err != nil {
 		t.Fatalf("the new owner after the old one persisted a cursor: %v", r.err)
 	}
@@ -363,7 +410,7 @@ func TestBKReaderReadAcrossTrim(t *testing.T) {
 		es, err := reader.ReadEntries(ctx, 3, 1<<20) // e0 e1 (first ledger, slow), then e2
 		done <- readResult{es, err}
 	}()
-	time.Sleep(150 * time.Millisecond) // the first run is reading
+	waitUntil(t, "the first run's read reached the bookie", func() bool { return ft.Hits(slowReads) > 0 })
 	if err := sub.MarkDelete(ctx, ps[3]); err != nil {
 		t.Fatal(err) // the first two ledgers are consumed: trimmed within a tick
 	}
@@ -471,8 +518,8 @@ func TestBKOldOwnerCloseAfterTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = old.Close(ctx) // flushes the cursor
-	time.Sleep(1500 * time.Millisecond)
+	_ = old.Close(ctx)                            // flushes the cursor
+	waitPersistDone(t, cursorOf(t, owner, "sub")) // the new owner's first persist of its recovered cursor
 	if r := await(t, addAsync(owner, "m1"), "add to the new owner"); r.err != nil {
 		t.Fatalf("the new owner after the old one closed: %v", r.err)
 	}
