@@ -196,6 +196,14 @@ func TestTailingReaderWaitsForLAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	polling := make(chan struct{})
+	var once sync.Once
+	c.faults.addRule(func(_ string, req *bkproto.Request) fate {
+		if req.Op == bkproto.OpRead && req.Flags&bkproto.FlagLongPoll != 0 {
+			once.Do(func() { close(polling) })
+		}
+		return deliver
+	})
 	got := make(chan int64, 1)
 	go func() {
 		lac, err := r.WaitLAC(ctx, -1, 10*time.Second)
@@ -204,7 +212,7 @@ func TestTailingReaderWaitsForLAC(t *testing.T) {
 		}
 		got <- lac
 	}()
-	time.Sleep(20 * time.Millisecond)
+	<-polling // the reader's long poll is on its way: the appends come after it
 	for i := range 3 {
 		if _, err := w.Append(ctx, payload(w.ID(), int64(i))); err != nil {
 			t.Fatal(err)

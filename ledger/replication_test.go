@@ -449,6 +449,26 @@ type gatedStore struct {
 	mu       sync.Mutex
 	blocked  bool
 	watchers []*metadata.Watcher
+	// lists counts listings of the registered bookies, refused the
+	// registration watches refused while blocked (only the auditor watches
+	// AvailablePath itself; the ledger client watches RackMapPath).
+	lists, refused int
+}
+
+func (g *gatedStore) Children(ctx context.Context, path string) ([]string, error) {
+	if path == registry.AvailablePath {
+		g.mu.Lock()
+		g.lists++
+		g.mu.Unlock()
+	}
+	return g.Store.Children(ctx, path)
+}
+
+// counts returns lists and refused.
+func (g *gatedStore) counts() (lists, refused int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lists, g.refused
 }
 
 func (g *gatedStore) Watch(ctx context.Context, prefix string) (*metadata.Watcher, error) {
@@ -458,6 +478,9 @@ func (g *gatedStore) Watch(ctx context.Context, prefix string) (*metadata.Watche
 		return g.Store.Watch(ctx, prefix)
 	}
 	if g.blocked {
+		if prefix == registry.AvailablePath {
+			g.refused++
+		}
 		return nil, fmt.Errorf("test gate: %w", metadata.ErrWatchInterrupted)
 	}
 	w, err := g.Store.Watch(ctx, prefix)
@@ -537,12 +560,20 @@ func TestAuditorRelistsAfterWatchLoss(t *testing.T) {
 	c := newCluster(t, 4, 16)
 	w, _ := closedLedgerOn(t, c, 10)
 	g := gatedAuditor(t, c, AuditorConfig{PeriodicCheckInterval: -1})
+	lists, _ := g.counts()
 	g.interrupt()
 	// The auditor re-lists as its watch ends; the bookie leaves after that,
 	// while there is no watch.
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the auditor's list as its watch ended", func() (bool, string) {
+		n, _ := g.counts()
+		return n > lists, ""
+	})
 	c.stopBookie(w.Metadata().Ensembles[0].Bookies[2])
-	time.Sleep(200 * time.Millisecond)
+	_, refused := g.counts()
+	waitFor(t, 5*time.Second, "the auditor's next try to watch", func() (bool, string) {
+		_, n := g.counts()
+		return n > refused, ""
+	})
 	if ids := marked(t, c); len(ids) != 0 {
 		t.Fatalf("marked %v without seeing the bookie leave: the test's gate is broken", ids)
 	}
