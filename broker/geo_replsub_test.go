@@ -60,6 +60,55 @@ func (c *geoCluster) waitSnapshotCovering(t *testing.T, topicName string) {
 	})
 }
 
+// waitUpdatesApplied waits until every subscription update written in
+// from has been applied in to: both replicators between them have nothing
+// left to read (an update is applied as to's replicator back to from reads
+// it) and sub's position in both clusters held still over three checks
+// 50 ms apart (the update for the last acknowledgement may be written a
+// moment after it).
+func waitUpdatesApplied(t *testing.T, from, to *geoCluster, topicName, sub string) {
+	t.Helper()
+	state := func() (string, error) {
+		out := ""
+		for _, c := range []struct {
+			in     *geoCluster
+			remote string
+		}{{from, to.name}, {to, from.name}} {
+			repl := c.in.cursorOf(topicName, "pulsar.repl."+c.remote)
+			if repl == nil {
+				return "", fmt.Errorf("%s: no replicator to %s", c.in.name, c.remote)
+			}
+			if n := repl.Backlog(); n > 0 {
+				return "", fmt.Errorf("%s: replicator to %s has %d entries to read", c.in.name, c.remote, n)
+			}
+			cur := c.in.cursorOf(topicName, sub)
+			if cur == nil {
+				return "", fmt.Errorf("%s: no subscription %s", c.in.name, sub)
+			}
+			out += fmt.Sprint(cur.MarkDeletePosition())
+		}
+		return out, nil
+	}
+	last, still := "", 0
+	eventually(t, "subscription updates applied in "+to.name, func() error {
+		cur, err := state()
+		if err != nil {
+			still = 0
+			return err
+		}
+		if cur == last {
+			still++
+		} else {
+			last, still = cur, 0
+		}
+		if still < 3 {
+			time.Sleep(30 * time.Millisecond) // with eventually's 20 ms: checks 50 ms apart
+			return fmt.Errorf("positions %s held for %d checks", cur, still)
+		}
+		return nil
+	})
+}
+
 // subscribeOnce creates a subscription (at the earliest entry) and closes
 // its consumer without consuming.
 func subscribeOnce(t *testing.T, url, topic, sub string, replicated bool) {
@@ -231,7 +280,7 @@ func testReplicatedSubscriptionMove(t *testing.T, clusters []string, to string, 
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond) // any later update lands too
+	waitUpdatesApplied(t, cl["a"], cl[to], topic, "group") // any later update lands too
 
 	// The group moved to b: the second half, at most one round again.
 	got := geoCollect(t, cl[to].url(), topic, "group", true, "p#199")
@@ -425,7 +474,7 @@ func TestGeoReplicatedSubscriptionContinuous(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond)
+	waitUpdatesApplied(t, cl["a"], cl["b"], topic, "group")
 	got := geoCollectOpts(t, cl["b"].url(), opts(cl["b"].url()), "p#199")
 	again, seen := 0, map[int]bool{}
 	for _, v := range got {
@@ -527,7 +576,9 @@ func testReplicatedSubscriptionPartitioned(t *testing.T, existsInB bool) {
 			return nil
 		})
 	}
-	time.Sleep(500 * time.Millisecond) // any later update lands too
+	for p := range partitions {
+		waitUpdatesApplied(t, cl["a"], cl["b"], partition(p), "group") // any later update lands too
+	}
 
 	// In b: every message not acked in a, and few of those that were.
 	cons, err := newClient(t, cl["b"].url()).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "group",
