@@ -64,6 +64,24 @@ func (c *bkCursor) planLocked(n int) []int64 {
 }
 
 func (c *bkCursor) ReadEntries(ctx context.Context, n int, maxBytes int64) ([]Entry, error) {
+	for {
+		entries, err := c.readOnce(ctx, n, maxBytes)
+		if !errors.Is(err, errTrimmed) {
+			return entries, err
+		}
+		// Everything planned was trimmed before it was fetched (a reader
+		// holds no ledgers): plan again from the first kept entry. Each
+		// round starts past a trim, and trims are finite.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readOnce plans and fetches one read. It fails with errTrimmed only when
+// the first planned entry was trimmed before the fetch; entries read
+// before a trimmed one are returned (the next read skips the rest).
+func (c *bkCursor) readOnce(ctx context.Context, n int, maxBytes int64) ([]Entry, error) {
 	c.ml.mu.Lock()
 	if err := c.checkLocked(); err != nil {
 		c.ml.mu.Unlock()
@@ -75,10 +93,13 @@ func (c *bkCursor) ReadEntries(ctx context.Context, n int, maxBytes int64) ([]En
 	if len(indices) == 0 {
 		return nil, nil
 	}
+	if hook := c.ml.testHookBeforeFetch; hook != nil {
+		hook()
+	}
 	entries, err := c.ml.fetch(ctx, indices)
 	if err != nil && (len(entries) == 0 || !errors.Is(err, errTrimmed)) {
 		return nil, err
-	} // else: what was read before the trimmed entries (the next read skips those)
+	} // else: what was read before the trimmed entries
 	var bytes int64
 	k := 0
 	for k < len(entries) && (k == 0 || bytes < maxBytes) {

@@ -643,3 +643,53 @@ func TestBKFencedAddsCallBackInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestBKReaderPlannedBeforeTrim: a reader plans its read (the indices from
+// its position) and a trim removes all of them before it fetches. The
+// read must skip what was trimmed, as a reader does not hold ledgers, not
+// fail: the managed-ledger model once saw "entry 0 was trimmed: invalid
+// position" from a reader racing a trim.
+func TestBKReaderPlannedBeforeTrim(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	f, _ := env.factoryOver(t, env.tr, nil, Config{MaxEntriesPerLedger: 2, MinLedgerRolloverTime: time.Nanosecond})
+	ml, err := f.Open(ctx, "public/default/persistent/review-reader-planned-trim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	var ps []Position
+	for i := range 6 { // ledgers: [e0 e1] [e2 e3] [e4 e5] and an empty current one
+		ps = append(ps, addWait(t, ml, fmt.Sprintf("e%d", i)))
+	}
+	reader, err := ml.NewNonDurableCursor(Position{LedgerID: -1, EntryID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl := ml.(*bkLedger)
+	var once sync.Once
+	bl.testHookBeforeFetch = func() {
+		once.Do(func() { // planned e0 e1; now the first two ledgers go
+			if err := sub.MarkDelete(ctx, ps[3]); err != nil {
+				t.Error(err)
+			}
+			waitUntil(t, "the first two ledgers trimmed", func() bool {
+				bl.mu.Lock()
+				defer bl.mu.Unlock()
+				return bl.baseLocked() >= 4
+			})
+		})
+	}
+	es, err := reader.ReadEntries(ctx, 2, 1<<20)
+	if err != nil {
+		t.Fatalf("a reader whose planned entries were trimmed: %v", err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, string(e.Data))
+	}
+	got = append(got, readAll(t, reader)...)
+	if fmt.Sprint(got) != "[e4 e5]" {
+		t.Fatalf("the reader got %v after the trim, want [e4 e5]", got)
+	}
+}

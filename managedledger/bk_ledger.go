@@ -32,6 +32,9 @@ type bkLedger struct {
 	f    *BKFactory
 	cfg  Config
 	name string
+	// testHookBeforeFetch, set by tests only, runs in a cursor's read
+	// between planning the indices and fetching them.
+	testHookBeforeFetch func()
 	id   uint64 // cache key: distinguishes this open from a later one
 
 	persistWG sync.WaitGroup // persist ticks in flight

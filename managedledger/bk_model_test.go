@@ -76,7 +76,7 @@ func TestBKModel(t *testing.T) {
 			}
 			h.finish()
 			if t.Failed() {
-				t.Logf("seed %d (rerun: go test -run TestBKModel -ml.seed=%d ./managedledger/); steps:\n%s", seed, seed, strings.Join(h.trace, "\n"))
+				t.Logf("seed %d (rerun: go test ./managedledger/ -run TestBKModel -ml.seed=%d); steps:\n%s", seed, seed, strings.Join(h.trace, "\n"))
 			}
 		})
 	}
