@@ -158,14 +158,17 @@ nats:
 pulsar-perf:
 	GO=$(GO) bash scripts/install-pulsar-perf.sh >/dev/null
 
-## compat: the official Go client's integration tests (pulsar-client-go at
-## go.mod's version, built from the module cache) against bin/magnetar
-## standalone with the suite's own standalone.conf, one process per test
-## (3 minutes each); docker tests are not run. The whole suite (about 40
-## minutes here) writes docs/compat/pulsar-client-go.md; RUN=regexp runs a subset
-## and reports only to .compat/report.md (logs: .compat/logs)
+## compat: the official Go client's own suites (pulsar-client-go at go.mod's
+## version, built from the module cache) against bin/magnetar standalone
+## with the client's own standalone.conf, one process per test (3 minutes
+## each); docker tests are not run. SUITES=pulsar (the client's
+## integration tests, about 40 minutes here: docs/compat/pulsar-client-go.md)
+## and pulsaradmin (its admin library's 76 tests: docs/compat/pulsaradmin.md),
+## both by default; RUN=regexp runs a subset and reports only to
+## .compat/<suite>.md (logs: .compat/logs/<suite>)
+SUITES ?= pulsar,pulsaradmin
 compat: build
-	$(GO) run ./tools/compat --magnetar $(BIN) --out $(CURDIR)/.compat --run '$(RUN)'
+	$(GO) run ./tools/compat --magnetar $(BIN) --out $(CURDIR)/.compat --suites '$(SUITES)' --run '$(RUN)'
 
 ## generate: regenerate wire/pb from wire/proto. protoc itself comes from
 ## Debian's protobuf-compiler package (apt-get install protobuf-compiler,

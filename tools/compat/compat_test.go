@@ -142,7 +142,8 @@ func TestNeedsFromSource(t *testing.T) {
 }
 
 func TestRenderReport(t *testing.T) {
-	info := runInfo{ClientModule: clientModule, ClientVersion: "v0.19.0", Date: "2026-01-02", Machine: "linux/amd64, 2 CPUs",
+	info := runInfo{Suite: "pulsaradmin", About: "The admin library's tests", Package: "pulsaradmin/pkg/admin",
+		ClientModule: clientModule, ClientVersion: "v0.19.0", Date: "2026-01-02", Machine: "linux/amd64, 2 CPUs",
 		Command: "make compat", Listed: 4, PerTest: "3m0s", Events: []string{"setup `x` failed"}}
 	results := []testResult{
 		{Name: "TestZ", Result: resultFail, Category: categorySecurity, Cause: "a|b <nil> `c`"},
@@ -156,6 +157,7 @@ func TestRenderReport(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
+		"# Compatibility: github.com/apache/pulsar-client-go v0.19.0, pulsaradmin/pkg/admin\n\nThe admin library's tests, each",
 		"- tests: all 4 of the suite\n",
 		"- passed: 1\n- failed: 2 (broker behaviour 1, security 1)\n",
 		"- not runnable here: 1 ",
@@ -177,6 +179,16 @@ func TestRenderReport(t *testing.T) {
 	_ = renderReport(&b, info, results[1:3])
 	if !strings.Contains(b.String(), "- subset: tests matching `TestA|TestM` (2 of the suite's 4)") {
 		t.Errorf("a subset's report does not say so:\n%s", b.String())
+	}
+}
+
+func TestSelectSuites(t *testing.T) {
+	got, err := selectSuites("pulsaradmin, pulsar")
+	if err != nil || len(got) != 2 || got[0].pkg != "pulsaradmin/pkg/admin" || got[1].report != "pulsar-client-go.md" {
+		t.Fatalf("selectSuites = %+v, %v", got, err)
+	}
+	if _, err := selectSuites("pulsar,admin"); err == nil || !strings.Contains(err.Error(), `no suite "admin"`) {
+		t.Fatalf("an unknown suite: %v", err)
 	}
 }
 

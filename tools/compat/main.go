@@ -1,19 +1,22 @@
-// Command compat runs the official Go client's integration tests
-// (github.com/apache/pulsar-client-go, package pulsar, at the version in
-// go.mod) against `magnetar standalone`, one process per test, and
-// writes a report of what passes and what each failure waits on
-// (`make compat`; `make compat RUN=regexp` for a subset).
+// Command compat runs the official Go client's own test suites against
+// `magnetar standalone`, one process per test, and writes a report per
+// suite of what passes and what each failure waits on (`make compat`;
+// `make compat RUN=regexp` for a subset). The suites are those of
+// github.com/apache/pulsar-client-go at the version in go.mod: the client's
+// integration tests (package pulsar) and its admin library's tests
+// (package pulsaradmin/pkg/admin), which the client's CI runs against the
+// same standalone.
 //
-// It builds the suite's test binary from the module cache, starts the
-// standalone with the suite's own integration-tests/conf/standalone.conf
+// For each suite it builds the test binary from the module cache, starts
+// the standalone with the client's own integration-tests/conf/standalone.conf
 // (certificate and token paths pointed at the module) on a fresh data
-// directory, performs the suite's setup with `magnetar admin`, then runs
-// each test from the module's pulsar/ directory (the tests use relative
-// paths to ../integration-tests) with a per-test timeout. Tests that
-// start their own Pulsar through testcontainers are not run. A standalone
-// that dies or stops answering is restarted. Logs go to <out>/logs; the
-// report to <out>/report.md, and, for a run of the whole suite only, to
-// docs/compat/pulsar-client-go.md.
+// directory, performs the setup of the client's CI with `magnetar admin`,
+// then runs each test from the package's directory (the tests use relative
+// paths to integration-tests) with a per-test timeout. Tests that start
+// their own Pulsar through testcontainers are not run. A standalone that
+// dies or stops answering is restarted. Logs go to <out>/logs/<suite>; the
+// report to <out>/<suite>.md, and, for a run of a whole suite only, to its
+// page under docs/compat.
 //
 // Nothing imports this package.
 package main
@@ -29,23 +32,54 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 )
 
 type config struct {
-	repo, magnetar, out, run, report, command string
-	timeout                                   time.Duration
+	repo, magnetar, out, run, docs, command, suites string
+	timeout                                         time.Duration
+}
+
+// suite is one test package of the client module.
+type suite struct {
+	name   string // as --suites names it
+	pkg    string // the package's directory in the module
+	report string // its page under the docs directory
+	about  string // what the report says the suite is
+}
+
+var suites = []suite{
+	{name: "pulsar", pkg: "pulsar", report: "pulsar-client-go.md",
+		about: "The official Go client's integration tests (package `pulsar`)"},
+	{name: "pulsaradmin", pkg: "pulsaradmin/pkg/admin", report: "pulsaradmin.md",
+		about: "The tests of the Go client's admin library (package `pulsaradmin/pkg/admin`, which its CI runs against the same standalone)"},
+}
+
+// selectSuites resolves --suites, a comma-separated list of suite names.
+func selectSuites(list string) ([]suite, error) {
+	var out []suite
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(suites, func(s suite) bool { return s.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--suites: no suite %q (have pulsar, pulsaradmin)", name)
+		}
+		out = append(out, suites[i])
+	}
+	return out, nil
 }
 
 func main() {
 	var c config
 	flag.StringVar(&c.repo, "repo", ".", "the magnetar repository (its go.mod names the client version)")
 	flag.StringVar(&c.magnetar, "magnetar", "bin/magnetar", "the magnetar binary (make build)")
-	flag.StringVar(&c.out, "out", ".compat", "results directory: test binary, logs, report.md, results.json")
-	flag.StringVar(&c.run, "run", "", "run only tests matching this regexp (default: the whole suite)")
-	flag.StringVar(&c.report, "report", "docs/compat/pulsar-client-go.md", "where a run of the whole suite writes its report (a subset writes only <out>/report.md)")
+	flag.StringVar(&c.out, "out", ".compat", "results directory: test binaries, logs, <suite>.md, <suite>.json")
+	flag.StringVar(&c.run, "run", "", "run only tests matching this regexp (default: every test of each suite)")
+	flag.StringVar(&c.suites, "suites", "pulsar,pulsaradmin", "the suites to run, comma-separated: pulsar (the client's integration tests), pulsaradmin (its admin library's tests)")
+	flag.StringVar(&c.docs, "docs", "docs/compat", "where a run of a whole suite writes its report page (a subset writes only <out>/<suite>.md)")
 	flag.StringVar(&c.command, "command", "make compat", "the command to name in the report")
 	flag.DurationVar(&c.timeout, "timeout", 3*time.Minute, "per-test timeout; the test's process group is killed 30s after it")
 	flag.Parse()
@@ -66,12 +100,14 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "compat: "+format+"\n", args...)
 }
 
-// harness is one run's state.
+// harness is one suite's run.
 type harness struct {
 	config
+	suite
 	mod      module
 	testBin  string
-	testDir  string // the module's pulsar/ directory: where each test runs
+	testDir  string // the suite's package directory: where each test runs
+	logDir   string // one log per test
 	tmp      string // config and data; removed at the end
 	sa       *standalone
 	events   []string
@@ -84,36 +120,68 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return fmt.Errorf("RUN %q is not a regexp: %w", c.run, err)
 	}
+	chosen, err := selectSuites(c.suites)
+	if err != nil {
+		return err
+	}
 	if c.magnetar, err = filepath.Abs(c.magnetar); err != nil {
 		return err
 	}
 	if st, err := os.Stat(c.magnetar); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		return fmt.Errorf("no magnetar binary at %s (run make build, or pass --magnetar)", c.magnetar)
 	}
-	if err := portsFree(); err != nil {
+	mod, err := findModule(ctx, c.repo)
+	if err != nil {
 		return err
 	}
-	h := &harness{config: c}
-	if h.mod, err = findModule(ctx, c.repo); err != nil {
-		return err
-	}
-	h.testDir = filepath.Join(h.mod.Dir, "pulsar")
-	if err := os.MkdirAll(filepath.Join(c.out, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
 	// The results directory is scratch: keep it out of git without touching .gitignore.
 	if err := os.WriteFile(filepath.Join(c.out, ".gitignore"), []byte("*\n"), 0o644); err != nil {
 		return err
 	}
-	if h.testBin, err = filepath.Abs(filepath.Join(c.out, "pulsar.test")); err != nil {
-		return err
+	var errs []error
+	ran := 0
+	for _, s := range chosen {
+		h := &harness{config: c, suite: s, mod: mod}
+		n, err := h.runSuite(ctx, filter)
+		ran += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("suite %s: %w", s.name, err))
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if err := buildTestBinary(ctx, h.mod, h.testBin, logf); err != nil {
-		return err
+	if ran == 0 && len(errs) == 0 {
+		return fmt.Errorf("RUN %q matches no test of the suites %s", c.run, c.suites)
+	}
+	return errors.Join(errs...)
+}
+
+// runSuite runs the suite's tests that match filter (none matching is
+// not an error: RUN may name another suite's tests) and writes its
+// reports; it returns how many tests it selected.
+func (h *harness) runSuite(ctx context.Context, filter *regexp.Regexp) (int, error) {
+	if err := portsFree(); err != nil {
+		return 0, err
+	}
+	h.testDir = filepath.Join(h.mod.Dir, h.pkg)
+	h.logDir = filepath.Join(h.out, "logs", h.name)
+	if err := os.MkdirAll(h.logDir, 0o755); err != nil {
+		return 0, err
+	}
+	var err error
+	if h.testBin, err = filepath.Abs(filepath.Join(h.out, h.name+".test")); err != nil {
+		return 0, err
+	}
+	if err := buildTestBinary(ctx, h.mod, h.pkg, h.testBin, logf); err != nil {
+		return 0, err
 	}
 	all, err := listTests(ctx, h.testBin, h.testDir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var selected []string
 	for _, t := range all {
@@ -122,14 +190,15 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	if len(selected) == 0 {
-		return fmt.Errorf("RUN %q matches none of the suite's %d tests", c.run, len(all))
+		logf("suite %s: no test matches RUN %q", h.name, h.run)
+		return 0, nil
 	}
 	src, err := parseSuiteDir(h.testDir)
 	if err != nil {
-		return fmt.Errorf("reading the suite's source in %s: %w", h.testDir, err)
+		return 0, fmt.Errorf("reading the suite's source in %s: %w", h.testDir, err)
 	}
 	if h.tmp, err = os.MkdirTemp("", "magnetar-compat-"); err != nil {
-		return err
+		return 0, err
 	}
 	defer os.RemoveAll(h.tmp)
 	defer func() {
@@ -138,11 +207,11 @@ func run(ctx context.Context, c config) error {
 		}
 	}()
 	if err := h.startStandalone(ctx, true); err != nil {
-		return err
+		return 0, err
 	}
 	results, interrupted := h.runTests(ctx, selected, src)
 	h.sa.stop()
-	return h.writeReports(results, len(all), interrupted)
+	return len(selected), h.writeReports(results, len(all), interrupted)
 }
 
 // startStandalone starts a standalone on a fresh data directory (fresh)
@@ -157,7 +226,7 @@ func (h *harness) startStandalone(ctx context.Context, fresh bool) error {
 		if err := os.WriteFile(confPath, suiteConf(conf, h.mod.Dir), 0o644); err != nil {
 			return err
 		}
-		h.sa = &standalone{bin: h.magnetar, conf: confPath, logPath: filepath.Join(h.out, "standalone.log")}
+		h.sa = &standalone{bin: h.magnetar, conf: confPath, logPath: filepath.Join(h.out, h.name+"-standalone.log")}
 		_ = os.Remove(h.sa.logPath)
 	}
 	if fresh {
@@ -217,7 +286,7 @@ func (h *harness) runTests(ctx context.Context, tests []string, src suiteSource)
 		n := src.needsOf(name)
 		if n.Docker {
 			results = append(results, notRunnable(name))
-			logf("[%d/%d] %s: not run (docker)", i+1, len(tests), name)
+			logf("%s [%d/%d] %s: not run (docker)", h.name, i+1, len(tests), name)
 			continue
 		}
 		if !h.sa.healthy(ctx) {
@@ -227,7 +296,7 @@ func (h *harness) runTests(ctx context.Context, tests []string, src suiteSource)
 			}
 		}
 		start := time.Now()
-		o, err := runTest(ctx, h.testBin, h.testDir, name, filepath.Join(h.out, "logs", name+".log"), h.timeout)
+		o, err := runTest(ctx, h.testBin, h.testDir, name, filepath.Join(h.logDir, name+".log"), h.timeout)
 		if err != nil {
 			o = outcome{ExitCode: -1, Killed: "harness error: " + err.Error()}
 		}
@@ -246,7 +315,7 @@ func (h *harness) runTests(ctx context.Context, tests []string, src suiteSource)
 			return results, true
 		}
 		results = append(results, r)
-		logf("[%d/%d] %s: %s %.1fs %s", i+1, len(tests), name, r.Result, r.Seconds, r.Cause)
+		logf("%s [%d/%d] %s: %s %.1fs %s", h.name, i+1, len(tests), name, r.Result, r.Seconds, r.Cause)
 	}
 	return results, false
 }
@@ -268,11 +337,11 @@ func (h *harness) sourceLine(file string, n int) string {
 	return lines[n-1]
 }
 
-// writeReports writes <out>/report.md and results.json, and the
+// writeReports writes <out>/<suite>.md and <suite>.json, and the suite's
 // documentation page for a complete run of the whole suite.
 func (h *harness) writeReports(results []testResult, listed int, interrupted bool) error {
 	info := runInfo{
-		ClientModule: h.mod.Path, ClientVersion: h.mod.Version,
+		Suite: h.name, About: h.about, Package: h.pkg, ClientModule: h.mod.Path, ClientVersion: h.mod.Version,
 		Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(), Command: h.command,
 		Filter: h.run, Listed: listed, PerTest: h.timeout.String(), Interrupted: interrupted,
 		Events: h.events, UnusedKeys: unusedKeys(tailFile(h.sa.logPath, 1<<20)),
@@ -280,11 +349,12 @@ func (h *harness) writeReports(results []testResult, listed int, interrupted boo
 	if h.run != "" {
 		info.Command += " RUN='" + h.run + "'"
 	}
-	paths := []string{filepath.Join(h.out, "report.md")}
+	paths := []string{filepath.Join(h.out, h.name+".md")}
+	page := filepath.Join(h.docs, h.report)
 	if h.run == "" && !interrupted {
-		paths = append(paths, h.report)
+		paths = append(paths, page)
 	} else {
-		logf("a subset or an interrupted run: the report goes to %s only, %s is left as it is", paths[0], h.report)
+		logf("a subset or an interrupted run: the report goes to %s only, %s is left as it is", paths[0], page)
 	}
 	for _, p := range paths {
 		if err := writeReportFile(p, info, results); err != nil {
@@ -295,11 +365,11 @@ func (h *harness) writeReports(results []testResult, listed int, interrupted boo
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(h.out, "results.json"), append(j, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(h.out, h.name+".json"), append(j, '\n'), 0o644); err != nil {
 		return err
 	}
 	t := count(results)
-	logf("passed %d, failed %d, skipped %d, not runnable %d; report %s", t.Pass, t.Fail, t.Skip, t.NotRunnable, strings.Join(paths, " and "))
+	logf("%s: passed %d, failed %d, skipped %d, not runnable %d; report %s", h.name, t.Pass, t.Fail, t.Skip, t.NotRunnable, strings.Join(paths, " and "))
 	if interrupted {
 		return errors.New("interrupted before every selected test ran")
 	}

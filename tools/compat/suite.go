@@ -45,18 +45,18 @@ func findModule(ctx context.Context, repo string) (module, error) {
 	return m, nil
 }
 
-// buildTestBinary compiles the module's pulsar package tests into out.
+// buildTestBinary compiles the tests of the module's package pkg into out.
 // The module cache is read-only and the suite's own dependencies may be
 // missing from it: -mod=mod lets the go command fetch them.
-func buildTestBinary(ctx context.Context, m module, out string, logf func(string, ...any)) error {
+func buildTestBinary(ctx context.Context, m module, pkg, out string, logf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	logf("building the %s@%s test binary (several minutes the first time, cached after)", m.Path, m.Version)
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./pulsar")
+	logf("building the %s@%s %s test binary (several minutes the first time, cached after)", m.Path, m.Version, pkg)
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./"+pkg)
 	cmd.Dir = m.Dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s/pulsar tests: %v\n%s", m.Dir, err, tail(string(b), 40))
+		return fmt.Errorf("building %s/%s tests: %v\n%s", m.Dir, pkg, err, tail(string(b), 40))
 	}
 	return nil
 }
