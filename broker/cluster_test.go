@@ -129,24 +129,32 @@ func TestClusterSpreadsTopicsAndUnloadMovesThem(t *testing.T) {
 	}
 	send(0)
 	// Unload through another broker's admin API: every bundle moves.
+	before := c.logs.count(producerReconnected)
 	req, _ := http.NewRequest(http.MethodPut, c.brokers[1].web.URL+"/admin/v2/namespaces/public/default/unload", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("unload: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	c.waitReconnected(t, topics)
+	c.waitReconnected(t, topics, before, len(topics)) // the unload moved every bundle
 	for round := 1; round < 3; round++ {
 		send(round)
 	}
 	receiveRounds(t, consumers, 3)
 }
 
+// producerReconnected is the Go client's log line once a producer's
+// reconnection is complete, its new connection's state written.
+const producerReconnected = "Reconnected producer to broker"
+
 // waitReconnected waits until every topic is served with its producer and
-// consumer attached again. Sends wait for it because the Go client (v0.19)
-// races with itself when a send meets a producer reconnection (it rewrites
-// the producer's encryptor unlocked): a client bug, not what we test.
-func (c *testCluster) waitReconnected(t *testing.T, topics []string) {
+// consumer attached again, and the client logged moved more producer
+// reconnections than before (the count before the fault). Sends wait for
+// it because the Go client (v0.19) races with itself when a send meets a
+// producer reconnection (it rewrites the producer's encryptor unlocked
+// after the broker answered, so the broker's view alone is too early): a
+// client bug, not what we test.
+func (c *testCluster) waitReconnected(t *testing.T, topics []string, before, moved int) {
 	t.Helper()
 	// Longer than the clients' longest reconnect backoff would need if
 	// their first attempts failed while the bundles were unowned.
@@ -160,7 +168,12 @@ func (c *testCluster) waitReconnected(t *testing.T, topics []string) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the client finishes handling PRODUCER_SUCCESS
+	for c.logs.count(producerReconnected) < before+moved {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d producers logged their reconnection after %v", c.logs.count(producerReconnected)-before, moved, patience)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (c *testCluster) attached(name string) bool {
@@ -246,6 +259,8 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	moved := len(victim.b.loadedTopics())
+	before := c.logs.count(producerReconnected)
 	c.meta.ExpireSession(victim.store)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(victim.b.loadedTopics()) > 0 {
@@ -256,7 +271,7 @@ func TestClusterBrokerLossMovesTopics(t *testing.T) {
 	}
 	// Pulsar's zookeeperSessionExpiredPolicy=shutdown: the process exits.
 	victim.close()
-	c.waitReconnected(t, topics)
+	c.waitReconnected(t, topics, before, moved)
 	for i, p := range producers {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%d-1", i))})

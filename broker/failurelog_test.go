@@ -41,6 +41,13 @@ func (l *failureLog) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// count is how many times s occurs in the log so far.
+func (l *failureLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Count(l.buf.Bytes(), []byte(s))
+}
+
 func (l *failureLog) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -57,13 +57,25 @@ func (e *env) producerAndConsumer(px *testProxy, topic string) (pulsar.Producer,
 // producer and its consumer of subscription "s" again. Tests send only
 // once the producer is back: the Go client v0.19 races with itself (under
 // -race) when a send meets its reconnection.
-func (e *env) waitReattached(px *testProxy, topic string) {
+// producerReconnected is the Go client's log line once a producer's
+// reconnection is complete, its new connection's state written.
+const producerReconnected = "Reconnected producer to broker"
+
+// waitReattached waits until the topic's producer and consumer are back
+// (the broker's stats, through px) and the client logged more producer
+// reconnections than before (its count before the fault). Sends wait for
+// both: the Go client (v0.19) writes a reconnected producer's encryptor
+// after the broker answered, unlocked, and a send racing that write is a
+// data race in the client (the race detector failed this test once), so
+// the broker's view alone is too early.
+func (e *env) waitReattached(px *testProxy, topic string, before int) {
 	e.t.Helper()
 	admin := e.admin(px.web.URL)
 	tn, _ := utils.GetTopicName(topic)
 	waitFor(e.t, func() bool {
 		st, err := admin.Topics().GetStats(*tn)
-		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1
+		return err == nil && len(st.Publishers) == 1 && len(st.Subscriptions["s"].Consumers) == 1 &&
+			e.log.count(producerReconnected) > before
 	})
 }
 
@@ -84,8 +96,9 @@ func TestBrokerKilledBehindProxy(t *testing.T) {
 	if owner == nil {
 		t.Fatal("no broker owns the topic")
 	}
+	before := e.log.count(producerReconnected)
 	owner.stop()
-	e.waitReattached(px, topic)
+	e.waitReattached(px, topic, before)
 	sendRounds(t, prod, cons, 5, 10)
 }
 
@@ -114,10 +127,11 @@ func TestProxyKilledClientFailsOver(t *testing.T) {
 			victim = p
 		}
 	}
+	before := e.log.count(producerReconnected)
 	victim.p.Close()
 	for _, p := range ps { // reconnected before the next send (see above)
 		if p != victim {
-			e.waitReattached(p, topic)
+			e.waitReattached(p, topic, before)
 			break
 		}
 	}
@@ -147,7 +161,8 @@ func TestProxyLosesMetadataSession(t *testing.T) {
 	}
 	old := e.brokers[0]
 	e.startBroker()
+	before := e.log.count(producerReconnected)
 	old.stop()
-	e.waitReattached(px, topic) // the stats come through the proxy from the new broker
+	e.waitReattached(px, topic, before) // the stats come through the proxy from the new broker
 	sendRounds(t, prod, cons, 3, 6)
 }

@@ -55,6 +55,13 @@ func (l *testLog) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// count is how many times s occurs in the log so far.
+func (l *testLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Count(l.buf.Bytes(), []byte(s))
+}
+
 func (l *testLog) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
