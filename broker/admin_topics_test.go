@@ -663,3 +663,34 @@ func TestAdminRoutesCoexist(t *testing.T) {
 		}
 	}
 }
+
+// GET .../messageid/{timestamp} (pulsaradmin's GetMessageID) answers the
+// first message published at or after the time, 404 past the last.
+func TestMessageIDByTimestamp(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	client := newClient(t, env.url)
+	const name = "persistent://public/default/by-time"
+	p := newProducer(t, client, name, pulsar.ProducerOptions{DisableBatching: true})
+	first := sendN(t, p, 3)
+	time.Sleep(20 * time.Millisecond) // publish times are milliseconds: the next ones are later
+	between := time.Now().UnixMilli()
+	time.Sleep(20 * time.Millisecond)
+	later := sendN(t, p, 2)
+	tn := topicName(t, name)
+	for _, c := range []struct {
+		ts   int64
+		want pulsar.MessageID
+	}{{0, first[0]}, {between, later[0]}} {
+		id, err := env.admin.Topics().GetMessageID(tn, c.ts)
+		if err != nil {
+			t.Fatalf("message id at %d: %v", c.ts, err)
+		}
+		if id.LedgerID != c.want.LedgerID() || id.EntryID != c.want.EntryID() {
+			t.Errorf("message id at %d: %+v, want %v", c.ts, id, c.want)
+		}
+	}
+	if id, err := env.admin.Topics().GetMessageID(tn, time.Now().Add(time.Hour).UnixMilli()); err == nil ||
+		!strings.Contains(err.Error(), "404") {
+		t.Fatalf("message id after the last message: %+v %v, want 404", id, err)
+	}
+}

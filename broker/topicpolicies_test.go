@@ -44,15 +44,6 @@ func topicPolicies(t *testing.T, a pulsaradmin.Client, global bool) admin.TopicP
 	return tp
 }
 
-func adminTopicName(t *testing.T, s string) utils.TopicName {
-	t.Helper()
-	tn, err := utils.GetTopicName(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return *tn
-}
-
 // A topic's messageTTL wins over its namespace's: the topic with one
 // expires its messages, its neighbour keeps them under the namespace's
 // longer TTL; removed, the namespace's applies again.
@@ -62,7 +53,7 @@ func TestTopicMessageTTLWinsOverNamespace(t *testing.T) {
 	a, _ := policyAdmin(t, b)
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
-	short := adminTopicName(t, "persistent://t/ns/short-ttl")
+	short := topicName(t, "persistent://t/ns/short-ttl")
 	c := newClient(t, url)
 	for _, topic := range []string{"t/ns/short-ttl", "t/ns/namespace-ttl"} {
 		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
@@ -109,7 +100,7 @@ func TestTopicClientLimitPolicies(t *testing.T) {
 	a, _ := policyAdmin(t, b)
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
-	limited := adminTopicName(t, "persistent://t/ns/limited")
+	limited := topicName(t, "persistent://t/ns/limited")
 	for _, set := range []func() error{
 		func() error { return local.SetMaxProducers(ctx, limited, 1) },
 		func() error { return local.SetMaxSubscriptionsPerTopic(ctx, limited, 1) },
@@ -171,7 +162,7 @@ func TestTopicPolicyScopes(t *testing.T) {
 	a, _ := policyAdmin(t, b)
 	local, global := topicPolicies(t, a, false), topicPolicies(t, a, true)
 	ctx := context.Background()
-	tn := adminTopicName(t, "persistent://t/ns/scoped")
+	tn := topicName(t, "persistent://t/ns/scoped")
 	if err := global.SetMaxConsumers(ctx, tn, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +194,7 @@ func TestTopicPolicyErrors(t *testing.T) {
 	a, url := policyAdmin(t, b)
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
-	tn := adminTopicName(t, "persistent://t/ns/errors")
+	tn := topicName(t, "persistent://t/ns/errors")
 	err := local.SetPublishRate(ctx, tn, utils.PublishRateData{PublishThrottlingRateInMsg: 10})
 	if err == nil || !strings.Contains(err.Error(), "publishRate") || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("an unsupported policy: %v, want a 501 naming publishRate", err)
