@@ -25,6 +25,7 @@
 //	                    .../autoTopicCreation, .../maxProducersPerTopic,
 //	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer,
 //	                    .../persistence, .../persistence/bookieAffinity,
+//	                    .../properties (GET PUT DELETE),
 //	                    .../replicatorDispatchRate (this broker's cluster's)
 //	GET                 .../backlogQuotaMap
 //	POST DELETE         .../backlogQuota                (?backlogQuotaType=)

@@ -21,9 +21,12 @@ package admin
 //     was not there), GET permissions/subscription answers them all; replication
 //     checks the clusters exist and the tenant allows them (403), and
 //     refuses an empty list or "global" (412).
+//   - properties: PUT merges a JSON object of labels into the
+//     namespace's, GET answers them ({} when none), DELETE removes all.
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -90,6 +93,30 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 	mux.HandleFunc("GET "+ns+"deduplication", a.getter(func(p *resources.Policies) any { return opt(p.DeduplicationEnabled) }))
 	mux.HandleFunc("POST "+ns+"deduplication", setter(a, "deduplicationEnabled", func(p *resources.Policies, v bool) { p.DeduplicationEnabled = &v }))
 	mux.HandleFunc("DELETE "+ns+"deduplication", a.updater(func(_ *http.Request, p *resources.Policies) error { p.DeduplicationEnabled = nil; return nil }))
+
+	// Properties: PUT adds to them (or replaces the values of keys it
+	// names), GET answers them ({} when none), DELETE removes them all.
+	mux.HandleFunc("GET "+ns+"properties", a.getter(func(p *resources.Policies) any {
+		if p.Properties == nil {
+			return map[string]string{}
+		}
+		return p.Properties
+	}))
+	mux.HandleFunc("PUT "+ns+"properties", func(w http.ResponseWriter, r *http.Request) {
+		var props map[string]string
+		if err := requireBody(w, r, "properties", &props); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error {
+			if p.Properties == nil {
+				p.Properties = map[string]string{}
+			}
+			maps.Copy(p.Properties, props)
+			return nil
+		})
+	})
+	mux.HandleFunc("DELETE "+ns+"properties", a.updater(func(_ *http.Request, p *resources.Policies) error { p.Properties = nil; return nil }))
 
 	mux.HandleFunc("GET "+ns+"isAllowAutoUpdateSchema", a.getter(func(p *resources.Policies) any { return opt(p.IsAllowAutoUpdateSchema) }))
 	mux.HandleFunc("POST "+ns+"isAllowAutoUpdateSchema", setter(a, "is_allow_auto_update_schema",

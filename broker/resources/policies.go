@@ -236,6 +236,9 @@ type Policies struct {
 	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`
 	IsAllowAutoUpdateSchema               *bool  `json:"is_allow_auto_update_schema,omitempty"`
 	SchemaValidationEnforced              bool   `json:"schema_validation_enforced"`
+	// Properties are the namespace's labels (Pulsar's namespace
+	// properties): the broker gives them no meaning.
+	Properties map[string]string `json:"properties,omitempty"`
 
 	// Extra holds the members this type does not model, verbatim.
 	Extra map[string]json.RawMessage `json:"-"`
