@@ -36,6 +36,14 @@ import (
 func (a *api) registerPolicies(mux *http.ServeMux) {
 	const ns = "/admin/v2/namespaces/{tenant}/{namespace}/"
 	a.registerSimplePolicies(mux, ns)
+	for policy, what := range unsupportedNamespacePolicies {
+		refuse := func(w http.ResponseWriter, r *http.Request) {
+			a.fail(w, r, Errorf(ErrNotSupported, "namespace policy %s: %s is not supported by this broker", policy, what))
+		}
+		for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+			mux.HandleFunc(method+" "+ns+policy, refuse)
+		}
+	}
 	mux.HandleFunc("GET "+ns+"backlogQuotaMap", a.getter(func(p *resources.Policies) any { return orEmptyMap(p.BacklogQuotaMap) }))
 	mux.HandleFunc("POST "+ns+"backlogQuota", a.setBacklogQuota)
 	mux.HandleFunc("DELETE "+ns+"backlogQuota", a.removeBacklogQuota)
@@ -70,6 +78,28 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 	mux.HandleFunc("PUT "+ns+"schemaCompatibilityStrategy", setter(a, "schema_compatibility_strategy", func(p *resources.Policies, s string) {
 		p.SchemaCompatibilityStrategy = s
 	}))
+}
+
+// unsupportedNamespacePolicies are Pulsar's namespace policies this
+// broker does not enforce: each route answers 501 naming what is not
+// there, rather than storing a setting nothing would apply.
+var unsupportedNamespacePolicies = map[string]string{
+	"dispatchRate":                          "dispatch rate limiting of topics",
+	"subscriptionDispatchRate":              "dispatch rate limiting of subscriptions",
+	"publishRate":                           "publish rate limiting",
+	"subscribeRate":                         "subscribe rate limiting",
+	"compactionThreshold":                   "topic compaction",
+	"offloadThreshold":                      "tiered storage offload",
+	"offloadThresholdInSeconds":             "tiered storage offload",
+	"offloadDeletionLagMs":                  "tiered storage offload",
+	"offloadPolicies":                       "tiered storage offload",
+	"inactiveTopicPolicies":                 "inactive topic deletion",
+	"subscriptionExpirationTime":            "expiry of inactive subscriptions",
+	"maxTopicsPerNamespace":                 "a limit on a namespace's topics",
+	"schemaValidationEnforced":              "schema validation enforcement",
+	"schemaAutoUpdateCompatibilityStrategy": "the legacy schema auto-update strategy (use schemaCompatibilityStrategy)",
+	"encryptionRequired":                    "refusing unencrypted messages",
+	"subscriptionAuthMode":                  "subscription authorization modes",
 }
 
 // registerSimplePolicies wires the policies that are one optional value:

@@ -287,3 +287,13 @@ func TestNamespaceProperties(t *testing.T) {
 		t.Fatalf("properties after remove: %v %v", got, err)
 	}
 }
+
+// Namespace policies this broker does not enforce answer 501 naming them,
+// on every method, instead of a bare 404 or a setting nothing applies.
+func TestUnsupportedNamespacePolicies(t *testing.T) {
+	e, _ := nsEnv(t)
+	e.want("POST", "/admin/v2/namespaces/t/ns/publishRate", `{"publishThrottlingRateInMsg": 10}`, 501,
+		"namespace policy publishRate: publish rate limiting is not supported")
+	e.want("GET", "/admin/v2/namespaces/t/ns/subscriptionExpirationTime", "", 501, "expiry of inactive subscriptions")
+	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
+}
