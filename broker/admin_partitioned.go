@@ -41,6 +41,9 @@ func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int) erro
 	if err != nil {
 		return err
 	}
+	if err := b.admitNewTopics(ctx, t, n); err != nil {
+		return err
+	}
 	return b.CreatePartitionedTopic(ctx, t, n)
 }
 

@@ -396,6 +396,9 @@ func (b *Broker) createTopic(ctx context.Context, name TopicName) error {
 			return fmt.Errorf("topic %s: %w", name, errExists)
 		}
 	}
+	if err := b.admitNewTopics(ctx, name, 1); err != nil {
+		return err
+	}
 	_, err := b.getTopic(ctx, name)
 	return err
 }

@@ -7,6 +7,7 @@ package broker
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -215,5 +216,45 @@ func TestTopicPolicyErrors(t *testing.T) {
 	}
 	if err := local.SetRetention(ctx, tn, utils.RetentionPolicies{RetentionTimeInMinutes: 0, RetentionSizeInMB: 10}); err == nil {
 		t.Fatal("retention of 0 minutes and 10 MB was accepted")
+	}
+}
+
+// A namespace's maxTopicsPerNamespace refuses topics past it, created by
+// the admin API (412) or by a producer (NotAllowed), and not the topics
+// it already has; pulsaradmin's own words for a bad value.
+func TestMaxTopicsPerNamespace(t *testing.T) {
+	two := 2
+	b, url := startPolicyBroker(t, func(p *resources.Policies) { p.MaxTopicsPerNamespace = &two })
+	a, web := policyAdmin(t, b)
+	for _, name := range []string{"persistent://t/ns/one", "persistent://t/ns/two"} {
+		if err := a.Topics().Create(topicName(t, name), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Topics().Create(topicName(t, "persistent://t/ns/three"), 0); err == nil ||
+		!strings.Contains(err.Error(), "Exceed maximum number of topics in namespace") {
+		t.Fatalf("a third topic past the limit of 2: %v", err)
+	}
+	if err := a.Topics().Create(topicName(t, "persistent://t/ns/parts"), 2); err == nil {
+		t.Fatal("a partitioned topic of 2 partitions past the limit was created")
+	}
+	c := newClient(t, url)
+	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://t/ns/three"}); err == nil ||
+		!strings.Contains(err.Error(), "Exceed maximum number of topics") {
+		t.Fatalf("a producer creating a third topic: %v", err)
+	}
+	if _, err := c.CreateProducer(pulsar.ProducerOptions{Topic: "persistent://t/ns/one"}); err != nil {
+		t.Fatalf("a producer on an existing topic at the limit: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, web+"/admin/v2/namespaces/t/ns/maxTopicsPerNamespace", strings.NewReader("-1"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPreconditionFailed || !strings.Contains(string(body), `"maxTopicsPerNamespace must be 0 or more"`) {
+		t.Fatalf("maxTopicsPerNamespace -1: %s %s", resp.Status, body)
 	}
 }

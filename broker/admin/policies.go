@@ -95,7 +95,6 @@ var unsupportedNamespacePolicies = map[string]string{
 	"offloadPolicies":                       "tiered storage offload",
 	"inactiveTopicPolicies":                 "inactive topic deletion",
 	"subscriptionExpirationTime":            "expiry of inactive subscriptions",
-	"maxTopicsPerNamespace":                 "a limit on a namespace's topics",
 	"schemaValidationEnforced":              "schema validation enforcement",
 	"schemaAutoUpdateCompatibilityStrategy": "the legacy schema auto-update strategy (use schemaCompatibilityStrategy)",
 	"encryptionRequired":                    "refusing unencrypted messages",
@@ -119,6 +118,24 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
 	optInt("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerSubscription })
+	// Checked here first for Pulsar's own words (clients compare them).
+	mux.HandleFunc("GET "+ns+"maxTopicsPerNamespace", a.getter(func(p *resources.Policies) any { return opt(p.MaxTopicsPerNamespace) }))
+	mux.HandleFunc("POST "+ns+"maxTopicsPerNamespace", func(w http.ResponseWriter, r *http.Request) {
+		var v int
+		if err := requireBody(w, r, "max_topics_per_namespace", &v); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if v < 0 {
+			a.fail(w, r, Errorf(resources.ErrPrecondition, "maxTopicsPerNamespace must be 0 or more"))
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error { p.MaxTopicsPerNamespace = &v; return nil })
+	})
+	mux.HandleFunc("DELETE "+ns+"maxTopicsPerNamespace", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.MaxTopicsPerNamespace = nil
+		return nil
+	}))
 
 	mux.HandleFunc("GET "+ns+"deduplication", a.getter(func(p *resources.Policies) any { return opt(p.DeduplicationEnabled) }))
 	mux.HandleFunc("POST "+ns+"deduplication", setter(a, "deduplicationEnabled", func(p *resources.Policies, v bool) { p.DeduplicationEnabled = &v }))
