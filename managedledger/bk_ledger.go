@@ -35,7 +35,7 @@ type bkLedger struct {
 	// testHookBeforeFetch, set by tests only, runs in a cursor's read
 	// between planning the indices and fetching them.
 	testHookBeforeFetch func()
-	id   uint64 // cache key: distinguishes this open from a later one
+	id                  uint64 // cache key: distinguishes this open from a later one
 
 	persistWG sync.WaitGroup // persist ticks in flight
 
