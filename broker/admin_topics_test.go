@@ -520,11 +520,12 @@ func TestAdminInternalStatsAndMessages(t *testing.T) {
 		t.Fatalf("peek = %v, %v", msgs, err)
 	}
 
-	m, err := subs.GetMessageByID(tn, ids[4].LedgerID(), ids[4].EntryID())
-	if err != nil || string(m.Payload) != "m-00004" || m.Properties["Index"] != "4" || m.Properties["publish-time"] == "" {
-		t.Fatalf("message by id = %+v, %v", m, err)
+	ms, err := subs.GetMessagesByID(tn, ids[4].LedgerID(), ids[4].EntryID())
+	if err != nil || len(ms) != 1 || string(ms[0].Payload) != "m-00004" || ms[0].Properties["Index"] != "4" ||
+		ms[0].Properties["publish-time"] == "" {
+		t.Fatalf("message by id = %+v, %v", ms, err)
 	}
-	expectStatus(t, "missing message", func() error { _, err := subs.GetMessageByID(tn, 999, 0); return err }(), http.StatusNotFound)
+	expectStatus(t, "missing message", func() error { _, err := subs.GetMessagesByID(tn, 999, 0); return err }(), http.StatusNotFound)
 
 	examine := func(query string) (*http.Response, string) {
 		t.Helper()
