@@ -71,6 +71,11 @@ func (b *Broker) PartitionedStats(ctx context.Context, name string) (admin.Parti
 		out.Add(st)
 		out.Partitions[p.String()] = st
 	}
+	// Created with its partitioned metadata (the partitions' storage may
+	// not exist yet).
+	if _, st, err := b.cfg.Metadata.Get(ctx, partitionedPath(t)); err == nil && !st.Created.IsZero() {
+		out.TopicCreationTimeStamp = st.Created.UnixMilli()
+	}
 	return out, nil
 }
 

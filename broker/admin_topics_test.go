@@ -695,3 +695,54 @@ func TestMessageIDByTimestamp(t *testing.T) {
 		t.Fatalf("message id after the last message: %+v %v, want 404", id, err)
 	}
 }
+
+// Topic stats carry topicCreationTimeStamp and lastPublishTimeStamp
+// (Pulsar's PIP-431): the creation time from the start, the last stored
+// message's publish time once there is one, recovered from storage after
+// an unload; a partitioned topic's creation is its metadata's.
+func TestTopicStatsTimestamps(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const name = "persistent://public/default/stamped"
+	tn := topicName(t, name)
+	before := time.Now().Add(-time.Second).UnixMilli()
+	if err := env.admin.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := env.admin.Topics().GetStats(tn)
+	if err != nil || st.TopicCreationTimeStamp < before || st.LastPublishTimestamp != 0 {
+		t.Fatalf("stats of a new topic: created %d (want >= %d), last publish %d (want 0), %v",
+			st.TopicCreationTimeStamp, before, st.LastPublishTimestamp, err)
+	}
+	p := newProducer(t, newClient(t, env.url), name, pulsar.ProducerOptions{DisableBatching: true})
+	id := sendN(t, p, 2)[1]
+	m, err := env.admin.Subscriptions().GetMessagesByID(tn, id.LedgerID(), id.EntryID())
+	if err != nil || len(m) != 1 {
+		t.Fatalf("the last message: %v %v", m, err)
+	}
+	want := m[0].Properties["publish-time"]
+	check := func(when string) {
+		t.Helper()
+		st, err := env.admin.Topics().GetStats(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.UnixMilli(st.LastPublishTimestamp).UTC().Format("2006-01-02T15:04:05.000Z"); got != want {
+			t.Errorf("%s: lastPublishTimeStamp %d (%s), want the last message's publish time %s", when, st.LastPublishTimestamp, got, want)
+		}
+	}
+	check("after two sends")
+	p.Close()
+	if err := env.admin.Topics().Unload(tn); err != nil {
+		t.Fatal(err)
+	}
+	check("after an unload")
+
+	parts := topicName(t, "persistent://public/default/stamped-parts")
+	if err := env.admin.Topics().Create(parts, 2); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := env.admin.Topics().GetPartitionedStats(parts, true)
+	if err != nil || ps.TopicCreationTimeStamp < before || ps.LastPublishTimestamp != 0 {
+		t.Fatalf("partitioned stats: created %d, last publish %d, %v", ps.TopicCreationTimeStamp, ps.LastPublishTimestamp, err)
+	}
+}

@@ -352,6 +352,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	c.beginSend()
 	size := int64(f.Entry.Len())
+	published := int64(c.sendMetadata.GetPublishTime()) // checkEntry decoded it
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)
 	p.topic.addEntry(f.Entry.Bytes(), f.Entry.Sum(), msgs, func(pos managedledger.Position, err error) {
@@ -382,6 +383,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			p.topic.noteData()
 			p.topic.stats.msgsIn.Add(msgs)
 			p.topic.stats.bytesIn.Add(size)
+			p.topic.stats.lastPublishMs.Store(published) // callbacks run in stored order
 			if from != "" {
 				p.topic.countInbound(from, msgs, size)
 			}
