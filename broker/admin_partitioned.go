@@ -41,6 +41,9 @@ func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int) erro
 	if err != nil {
 		return err
 	}
+	if err := b.admitNewTopics(ctx, t, n); err != nil {
+		return err
+	}
 	return b.CreatePartitionedTopic(ctx, t, n)
 }
 
@@ -67,6 +70,11 @@ func (b *Broker) PartitionedStats(ctx context.Context, name string) (admin.Parti
 		}
 		out.Add(st)
 		out.Partitions[p.String()] = st
+	}
+	// Created with its partitioned metadata (the partitions' storage may
+	// not exist yet).
+	if _, st, err := b.cfg.Metadata.Get(ctx, partitionedPath(t)); err == nil && !st.Created.IsZero() {
+		out.TopicCreationTimeStamp = st.Created.UnixMilli()
 	}
 	return out, nil
 }

@@ -42,6 +42,24 @@ func (b *Broker) TopicStats(ctx context.Context, name string) (admin.TopicStats,
 	return b.statsOf(t), nil
 }
 
+// lastPublished is the publish time of the topic's last stored message
+// (unix ms; 0: none): kept as messages are stored, read from the last
+// entry once after a load (PIP-431's recovery, on the stats path only).
+func (t *topic) lastPublished() int64 {
+	if ms := t.stats.lastPublishMs.Load(); ms > 0 || t.ml.Entries() == 0 {
+		return ms
+	}
+	ctx, cancel := context.WithTimeout(t.b.ctx, 5*time.Second)
+	defer cancel()
+	e, err := t.ml.ReadEntry(ctx, t.ml.LastConfirmed())
+	if err != nil {
+		return 0 // trimmed or unreadable: no last message to name
+	}
+	ms := int64(publishTime(e.Data))
+	t.stats.lastPublishMs.CompareAndSwap(0, ms) // a publish meanwhile wins
+	return t.stats.lastPublishMs.Load()
+}
+
 // statsOf is a loaded topic's stats.
 func (b *Broker) statsOf(t *topic) admin.TopicStats {
 	rates := t.rates.current()
@@ -57,6 +75,10 @@ func (b *Broker) statsOf(t *topic) admin.TopicStats {
 	if t.dedup != nil {
 		st.DeduplicationStatus = "Enabled"
 	}
+	if ct, ok := t.ml.(managedledger.CreationTimer); ok && !ct.CreatedAt().IsZero() {
+		st.TopicCreationTimeStamp = ct.CreatedAt().UnixMilli()
+	}
+	st.LastPublishTimeStamp = t.lastPublished()
 	for _, s := range st.Subscriptions {
 		if s.IsDurable {
 			st.BacklogSize = max(st.BacklogSize, s.BacklogSize) // what the slowest subscription holds

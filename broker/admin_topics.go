@@ -339,6 +339,24 @@ func (b *Broker) LastMessageID(ctx context.Context, name string) (admin.MessageI
 	return messageIDOf(t.name, last, batch), nil
 }
 
+// MessageIDByTimestamp is the id of the first message published at or
+// after ts, unix ms (admin.Topics; Pulsar's getMessageIdByTimestamp): a
+// binary search over publish times, as a seek by time.
+func (b *Broker) MessageIDByTimestamp(ctx context.Context, name string, ts int64) (admin.MessageID, error) {
+	t, err := b.existingAdminTopic(ctx, name)
+	if err != nil {
+		return admin.MessageID{}, err
+	}
+	pos, found, err := t.ml.FindFirst(ctx, publishedAtOrAfter(uint64(ts)))
+	if err != nil {
+		return admin.MessageID{}, fmt.Errorf("topic %s: find by publish time: %w", t.name, err)
+	}
+	if !found {
+		return admin.MessageID{}, fmt.Errorf("topic %s: no message published at or after %d: %w", t.name, ts, admin.ErrMessageNotFound)
+	}
+	return messageIDOf(t.name, pos, -1), nil
+}
+
 // UnloadTopic closes the topic here; its clients reconnect and it loads
 // again (admin.Topics).
 func (b *Broker) UnloadTopic(ctx context.Context, name string) {
@@ -377,6 +395,9 @@ func (b *Broker) createTopic(ctx context.Context, name TopicName) error {
 		} else if ok {
 			return fmt.Errorf("topic %s: %w", name, errExists)
 		}
+	}
+	if err := b.admitNewTopics(ctx, name, 1); err != nil {
+		return err
 	}
 	_, err := b.getTopic(ctx, name)
 	return err

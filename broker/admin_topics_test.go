@@ -520,11 +520,12 @@ func TestAdminInternalStatsAndMessages(t *testing.T) {
 		t.Fatalf("peek = %v, %v", msgs, err)
 	}
 
-	m, err := subs.GetMessageByID(tn, ids[4].LedgerID(), ids[4].EntryID())
-	if err != nil || string(m.Payload) != "m-00004" || m.Properties["Index"] != "4" || m.Properties["publish-time"] == "" {
-		t.Fatalf("message by id = %+v, %v", m, err)
+	ms, err := subs.GetMessagesByID(tn, ids[4].LedgerID(), ids[4].EntryID())
+	if err != nil || len(ms) != 1 || string(ms[0].Payload) != "m-00004" || ms[0].Properties["Index"] != "4" ||
+		ms[0].Properties["publish-time"] == "" {
+		t.Fatalf("message by id = %+v, %v", ms, err)
 	}
-	expectStatus(t, "missing message", func() error { _, err := subs.GetMessageByID(tn, 999, 0); return err }(), http.StatusNotFound)
+	expectStatus(t, "missing message", func() error { _, err := subs.GetMessagesByID(tn, 999, 0); return err }(), http.StatusNotFound)
 
 	examine := func(query string) (*http.Response, string) {
 		t.Helper()
@@ -661,5 +662,87 @@ func TestAdminRoutesCoexist(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
 		}
+	}
+}
+
+// GET .../messageid/{timestamp} (pulsaradmin's GetMessageID) answers the
+// first message published at or after the time, 404 past the last.
+func TestMessageIDByTimestamp(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	client := newClient(t, env.url)
+	const name = "persistent://public/default/by-time"
+	p := newProducer(t, client, name, pulsar.ProducerOptions{DisableBatching: true})
+	first := sendN(t, p, 3)
+	time.Sleep(20 * time.Millisecond) // publish times are milliseconds: the next ones are later
+	between := time.Now().UnixMilli()
+	time.Sleep(20 * time.Millisecond)
+	later := sendN(t, p, 2)
+	tn := topicName(t, name)
+	for _, c := range []struct {
+		ts   int64
+		want pulsar.MessageID
+	}{{0, first[0]}, {between, later[0]}} {
+		id, err := env.admin.Topics().GetMessageID(tn, c.ts)
+		if err != nil {
+			t.Fatalf("message id at %d: %v", c.ts, err)
+		}
+		if id.LedgerID != c.want.LedgerID() || id.EntryID != c.want.EntryID() {
+			t.Errorf("message id at %d: %+v, want %v", c.ts, id, c.want)
+		}
+	}
+	if id, err := env.admin.Topics().GetMessageID(tn, time.Now().Add(time.Hour).UnixMilli()); err == nil ||
+		!strings.Contains(err.Error(), "404") {
+		t.Fatalf("message id after the last message: %+v %v, want 404", id, err)
+	}
+}
+
+// Topic stats carry topicCreationTimeStamp and lastPublishTimeStamp
+// (Pulsar's PIP-431): the creation time from the start, the last stored
+// message's publish time once there is one, recovered from storage after
+// an unload; a partitioned topic's creation is its metadata's.
+func TestTopicStatsTimestamps(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	const name = "persistent://public/default/stamped"
+	tn := topicName(t, name)
+	before := time.Now().Add(-time.Second).UnixMilli()
+	if err := env.admin.Topics().Create(tn, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := env.admin.Topics().GetStats(tn)
+	if err != nil || st.TopicCreationTimeStamp < before || st.LastPublishTimestamp != 0 {
+		t.Fatalf("stats of a new topic: created %d (want >= %d), last publish %d (want 0), %v",
+			st.TopicCreationTimeStamp, before, st.LastPublishTimestamp, err)
+	}
+	p := newProducer(t, newClient(t, env.url), name, pulsar.ProducerOptions{DisableBatching: true})
+	id := sendN(t, p, 2)[1]
+	m, err := env.admin.Subscriptions().GetMessagesByID(tn, id.LedgerID(), id.EntryID())
+	if err != nil || len(m) != 1 {
+		t.Fatalf("the last message: %v %v", m, err)
+	}
+	want := m[0].Properties["publish-time"]
+	check := func(when string) {
+		t.Helper()
+		st, err := env.admin.Topics().GetStats(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := time.UnixMilli(st.LastPublishTimestamp).UTC().Format("2006-01-02T15:04:05.000Z"); got != want {
+			t.Errorf("%s: lastPublishTimeStamp %d (%s), want the last message's publish time %s", when, st.LastPublishTimestamp, got, want)
+		}
+	}
+	check("after two sends")
+	p.Close()
+	if err := env.admin.Topics().Unload(tn); err != nil {
+		t.Fatal(err)
+	}
+	check("after an unload")
+
+	parts := topicName(t, "persistent://public/default/stamped-parts")
+	if err := env.admin.Topics().Create(parts, 2); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := env.admin.Topics().GetPartitionedStats(parts, true)
+	if err != nil || ps.TopicCreationTimeStamp < before || ps.LastPublishTimestamp != 0 {
+		t.Fatalf("partitioned stats: created %d, last publish %d, %v", ps.TopicCreationTimeStamp, ps.LastPublishTimestamp, err)
 	}
 }

@@ -28,7 +28,7 @@ func publishBatch(t *testing.T, c pulsar.Client, topic string, n int) {
 		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("b-%02d", i))},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { done <- err })
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for range n {

@@ -314,6 +314,12 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		c.log.Warn("SEND refused; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
 		return c.sendSendError(id, seq, code, err.Error())
 	}
+	if limit := p.topic.messageSizeLimit(time.Now()); limit > 0 && int64(len(f.Entry.Payload())) > limit {
+		// The topic's maxMessageSize policy, over the payload as Pulsar
+		// measures it; the client fails the message (NotAllowed).
+		return c.sendSendError(id, seq, pb.ServerError_NotAllowedError,
+			fmt.Sprintf("exceed maximum message size: payload of %d bytes is larger than the topic's maxMessageSize %d", len(f.Entry.Payload()), limit))
+	}
 	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
 	// Deduplicated under the producer's name and ids, or for a replicator
 	// the original producer's (checkEntry decoded the metadata).
@@ -346,6 +352,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	c.beginSend()
 	size := int64(f.Entry.Len())
+	published := int64(c.sendMetadata.GetPublishTime()) // checkEntry decoded it
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)
 	p.topic.addEntry(f.Entry.Bytes(), f.Entry.Sum(), msgs, func(pos managedledger.Position, err error) {
@@ -376,6 +383,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			p.topic.noteData()
 			p.topic.stats.msgsIn.Add(msgs)
 			p.topic.stats.bytesIn.Add(size)
+			p.topic.stats.lastPublishMs.Store(published) // callbacks run in stored order
 			if from != "" {
 				p.topic.countInbound(from, msgs, size)
 			}

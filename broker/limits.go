@@ -3,7 +3,9 @@ package broker
 // Client limits per topic and subscription: maxProducersPerTopic,
 // maxConsumersPerTopic and maxConsumersPerSubscription (0: no limit), or
 // the namespace's max_producers_per_topic, max_consumers_per_topic and
-// max_consumers_per_subscription. As in Pulsar the counts are checked
+// max_consumers_per_subscription, or the topic's own maxProducers,
+// maxConsumers, maxConsumersPerSubscription and maxSubscriptionsPerTopic
+// (topicpolicies.go). As in Pulsar the counts are checked
 // before a producer or consumer is added, not under one lock with the
 // add, so concurrent creations may pass a limit by the few racing.
 //
@@ -14,7 +16,10 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
 // clientLimits are the limits in effect for a topic (0: none).
@@ -23,6 +28,8 @@ type clientLimits struct {
 	// unackedPerConsumer and unackedPerSub bound the messages delivered
 	// and not yet acknowledged on Shared and Key_Shared subscriptions.
 	unackedPerConsumer, unackedPerSub int
+	// subscriptions bounds the topic's subscriptions (a topic policy).
+	subscriptions int
 }
 
 func (t *topic) clientLimits(ctx context.Context) clientLimits {
@@ -42,7 +49,37 @@ func (t *topic) clientLimits(ctx context.Context) clientLimits {
 			}
 		}
 	}
+	own := t.ownPolicies(ctx) // the topic's own limits win
+	for _, o := range []struct {
+		policy string
+		dst    *int
+	}{{"maxProducers", &l.producers}, {"maxConsumers", &l.consumers},
+		{"maxConsumersPerSubscription", &l.consumersPerSub},
+		{"maxUnackedMessagesOnConsumer", &l.unackedPerConsumer},
+		{"maxUnackedMessagesOnSubscription", &l.unackedPerSub},
+		{"maxSubscriptionsPerTopic", &l.subscriptions}} {
+		if v, ok := resources.TopicPolicy[int](own, t.b.cfg.ClusterName, o.policy); ok {
+			*o.dst = v
+		}
+	}
 	return l
+}
+
+// errTooManySubscriptions refuses a new subscription past the topic's
+// maxSubscriptionsPerTopic (NotAllowed, as Pulsar answers it).
+var errTooManySubscriptions = errors.New("exceeds the maximum number of subscriptions of the topic")
+
+// admitSubscriptionCount refuses a new durable subscription past the
+// topic's maxSubscriptionsPerTopic.
+func (t *topic) admitSubscriptionCount(ctx context.Context) error {
+	limit := t.clientLimits(ctx).subscriptions
+	if limit <= 0 {
+		return nil
+	}
+	if n := len(t.durableSubNames()); n >= limit {
+		return fmt.Errorf("topic %s has %d subscriptions, its limit (maxSubscriptionsPerTopic): %w", t.name, n, errTooManySubscriptions)
+	}
+	return nil
 }
 
 // admitProducerCount refuses a producer past the topic's limit.

@@ -16,6 +16,9 @@ type topicStats struct {
 	// msgsDropped counts the messages of a non-persistent topic a
 	// subscription could not take when they were published.
 	msgsDropped atomic.Int64
+	// lastPublishMs is the publish time of the last message stored here
+	// (0: none yet since the topic loaded; stats read it from storage).
+	lastPublishMs atomic.Int64
 }
 
 // Metrics exports per-topic metrics under Pulsar's names and labels

@@ -29,8 +29,12 @@ func (t *topic) policies(ctx context.Context) (resources.Policies, bool) {
 	return p, err == nil
 }
 
-// messageTTL is the topic's TTL (0: messages never expire).
+// messageTTL is the topic's TTL (0: messages never expire): its own, else
+// its namespace's, else the broker's.
 func (t *topic) messageTTL(ctx context.Context) time.Duration {
+	if secs, ok := topicPolicy[int](ctx, t, "messageTTL"); ok {
+		return time.Duration(secs) * time.Second
+	}
 	if p, ok := t.policies(ctx); ok && p.MessageTTLInSeconds != nil {
 		return time.Duration(*p.MessageTTLInSeconds) * time.Second
 	}
@@ -88,8 +92,12 @@ func RetentionOf(minutes int, megabytes int64) managedledger.Retention {
 	return r
 }
 
-// retention is the topic's retention: its namespace's, else the broker's.
+// retention is the topic's retention: its own, else its namespace's, else
+// the broker's.
 func (t *topic) retention(ctx context.Context) managedledger.Retention {
+	if r, ok := topicPolicy[resources.RetentionPolicies](ctx, t, "retention"); ok {
+		return RetentionOf(r.RetentionTimeInMinutes, r.RetentionSizeInMB)
+	}
 	if p, ok := t.policies(ctx); ok && p.RetentionPolicies != nil {
 		return RetentionOf(p.RetentionPolicies.RetentionTimeInMinutes, p.RetentionPolicies.RetentionSizeInMB)
 	}

@@ -33,6 +33,10 @@ type topic struct {
 	unloading atomic.Bool
 	// stamper adds broker entry metadata; nil without interceptors.
 	stamper *entryStamper
+	// sizeLimit is the topic's maxMessageSize policy (0: none), read
+	// again once sizeLimitUntil (unix ns) passes: a SEND must not pay for
+	// a policy lookup (topicpolicies.go).
+	sizeLimit, sizeLimitUntil atomic.Int64
 	// terminated is set by the admin terminate (admin_topics.go): new
 	// producers are refused. The managed ledger refuses adds by itself;
 	// this flag is not rebuilt when the topic loads again.
@@ -117,14 +121,25 @@ func (t *topic) loadDedup(ctx context.Context) error {
 	return nil
 }
 
-// dedupEnabled is the namespace's deduplicationEnabled policy when set,
-// else brokerDeduplicationEnabled (Pulsar's order). Policies that cannot
+// dedupEnabled is the topic's deduplicationEnabled policy when set, else
+// its namespace's, else brokerDeduplicationEnabled (Pulsar's order). Policies that cannot
 // be read fail the load: taking the broker default instead would turn
 // deduplication off for a namespace that wants it, and drop its snapshot.
 // A namespace that does not exist has no policy. The setting is read as
 // the topic loads; a change applies at its next load (an unload).
 func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 	if res := t.b.cfg.Resources; res != nil && t.name.Persistent() {
+		name := t.name
+		if base, _, ok := partitionOf(name); ok {
+			name = base
+		}
+		own, err := res.TopicPoliciesShared(ctx, resourceTopic(name))
+		if err != nil {
+			return false, fmt.Errorf("deduplication policy: %w", err)
+		}
+		if on, ok := resources.TopicPolicy[bool](own, t.b.cfg.ClusterName, "deduplicationEnabled"); ok {
+			return on, nil
+		}
 		p, err := res.NamespaceShared(ctx, t.name.Tenant, t.name.Namespace)
 		switch {
 		case errors.Is(err, resources.ErrNotFound):
@@ -379,10 +394,13 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 		if s := t.returningReader(name); s != nil {
 			return s, nil
 		}
-	} else if !t.autoSubscriptionCreation(ctx) {
-		if _, exists := t.durableSub(name); !exists {
+	} else if _, exists := t.durableSub(name); !exists {
+		if !t.autoSubscriptionCreation(ctx) {
 			return nil, fmt.Errorf("%s: subscription %s: Subscription does not exist (allowAutoSubscriptionCreation is off): %w",
 				t.name, name, errSubNotFound)
+		}
+		if err := t.admitSubscriptionCount(ctx); err != nil {
+			return nil, err
 		}
 	}
 	cursor, err := t.openCursor(ctx, cmd)
@@ -408,9 +426,12 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 }
 
 // autoSubscriptionCreation is whether a SUBSCRIBE may create a durable
-// subscription: the namespace's override, else the broker's
+// subscription: the topic's override, else the namespace's, else the broker's
 // allowAutoSubscriptionCreation (dynamic).
 func (t *topic) autoSubscriptionCreation(ctx context.Context) bool {
+	if o, ok := topicPolicy[resources.AutoSubscriptionCreationOverride](ctx, t, "autoSubscriptionCreation"); ok {
+		return o.AllowAutoSubscriptionCreation
+	}
 	if p, ok := t.policies(ctx); ok && p.AutoSubscriptionCreationOverride != nil {
 		return p.AutoSubscriptionCreationOverride.AllowAutoSubscriptionCreation
 	}

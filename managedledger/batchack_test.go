@@ -296,10 +296,10 @@ func TestBKBatchAckPersists(t *testing.T) {
 func waitPersisted(t *testing.T, c *bkCursor) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c.persistMu.Lock() // no write in flight (lock order: persistMu, mu)
 		c.ml.mu.Lock()
 		dirty := c.dirty
 		c.ml.mu.Unlock()
-		c.persistMu.Lock() // a write in flight is done
 		c.persistMu.Unlock()
 		if !dirty {
 			return

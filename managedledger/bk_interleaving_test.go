@@ -70,8 +70,8 @@ func cursorOf(t *testing.T, ml ManagedLedger, name string) *bkCursor {
 func waitPersistDone(t *testing.T, c *bkCursor) {
 	t.Helper()
 	waitUntil(t, "cursor "+c.name+" persisted", func() bool {
-		c.persistMu.Lock() // a write in flight is done
-		c.persistMu.Unlock()
+		c.persistMu.Lock() // no write in flight (lock order: persistMu, mu)
+		defer c.persistMu.Unlock()
 		c.ml.mu.Lock()
 		defer c.ml.mu.Unlock()
 		return !c.dirty || c.ml.mu.fenced != nil || c.ml.mu.closed

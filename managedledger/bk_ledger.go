@@ -32,10 +32,13 @@ type bkLedger struct {
 	f    *BKFactory
 	cfg  Config
 	name string
+	// created is when the managed ledger's node was created, as the
+	// metadata store records it (set at open, read only after).
+	created time.Time
 	// testHookBeforeFetch, set by tests only, runs in a cursor's read
 	// between planning the indices and fetching them.
 	testHookBeforeFetch func()
-	id   uint64 // cache key: distinguishes this open from a later one
+	id                  uint64 // cache key: distinguishes this open from a later one
 
 	persistWG sync.WaitGroup // persist ticks in flight
 
@@ -164,9 +167,13 @@ func (ml *bkLedger) readOrCreate(ctx context.Context) (*mlMetadata, int64, error
 				return nil, 0, fmt.Errorf("managedledger %s: metadata is not valid JSON: %w", ml.name, err)
 			}
 		}
+		ml.created = st.Created
 		return &md, st.Version, nil
 	}
 }
+
+// CreatedAt implements CreationTimer.
+func (ml *bkLedger) CreatedAt() time.Time { return ml.created }
 
 // recoverLast recovers the last ledger if a previous owner left it open:
 // recovery fences that owner, and its entry count becomes final.

@@ -163,6 +163,13 @@ var (
 	ErrAddsStopped = errors.New("managedledger: an earlier add failed; adds stopped until the owner resumes them")
 )
 
+// CreationTimer is implemented by managed ledgers that know when they
+// were created (Pulsar's topicCreationTimeStamp: the metadata node's
+// creation time).
+type CreationTimer interface {
+	CreatedAt() time.Time
+}
+
 // ManagedLedger is one topic's stream. Safe for concurrent use.
 type ManagedLedger interface {
 	// Name is the managed ledger's name (tenant/namespace/persistent/topic).

@@ -67,7 +67,7 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 	defer f.mu.Unlock()
 	ml, ok := f.ledgers[name]
 	if !ok {
-		ml = &memoryLedger{name: name, maxPerLedger: f.opts.MaxEntriesPerLedger, maxLedgerSize: f.opts.MaxSizePerLedger, ledgerID: 1,
+		ml = &memoryLedger{name: name, created: time.Now(), maxPerLedger: f.opts.MaxEntriesPerLedger, maxLedgerSize: f.opts.MaxSizePerLedger, ledgerID: 1,
 			cursors: map[string]*memoryCursor{}, closedAt: map[int64]int64{}}
 		f.ledgers[name] = ml
 	}
@@ -93,6 +93,7 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 // Callbacks (add receipts, woken reads) run after mu is released.
 type memoryLedger struct {
 	name          string
+	created       time.Time // first opened through its factory
 	maxPerLedger  int64
 	maxLedgerSize int64
 
@@ -113,6 +114,9 @@ type memoryLedger struct {
 }
 
 func (ml *memoryLedger) Name() string { return ml.name }
+
+// CreatedAt implements CreationTimer.
+func (ml *memoryLedger) CreatedAt() time.Time { return ml.created }
 
 func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	ml.mu.Lock()

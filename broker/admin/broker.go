@@ -42,6 +42,9 @@ type Topics interface {
 	DeleteTopic(ctx context.Context, name string, force bool) error
 	Terminate(ctx context.Context, name string) (MessageID, error)
 	LastMessageID(ctx context.Context, name string) (MessageID, error)
+	// MessageIDByTimestamp is the id of the first message published at
+	// or after ts (unix ms); ErrMessageNotFound when there is none.
+	MessageIDByTimestamp(ctx context.Context, name string, ts int64) (MessageID, error)
 	TopicStats(ctx context.Context, name string) (TopicStats, error)
 	InternalStats(ctx context.Context, name string) (InternalStats, error)
 	// UnloadTopic closes the topic here; its clients reconnect.

@@ -25,6 +25,7 @@
 //	                    .../autoTopicCreation, .../maxProducersPerTopic,
 //	                    .../maxConsumersPerTopic, .../maxUnackedMessagesPerConsumer,
 //	                    .../persistence, .../persistence/bookieAffinity,
+//	                    .../properties (GET PUT DELETE),
 //	                    .../replicatorDispatchRate (this broker's cluster's)
 //	GET                 .../backlogQuotaMap
 //	POST DELETE         .../backlogQuota                (?backlogQuotaType=)
@@ -43,7 +44,7 @@
 //	GET                 /admin/v2/{domain}/{tenant}/{namespace}       (topics), .../partitioned
 //	PUT DELETE          /admin/v2/{domain}/{tenant}/{namespace}/{topic}
 //	POST                .../{topic}/terminate
-//	GET                 .../{topic}/lastMessageId, /stats, /partitioned-stats, /internalStats,
+//	GET                 .../{topic}/lastMessageId, /messageid/{timestamp}, /stats, /partitioned-stats, /internalStats,
 //	                    /ledger/{ledger}/entry/{entry}, /examinemessage
 //	GET POST DELETE     .../{topic}/replication (topic-level replication clusters)
 //	GET                 .../{topic}/subscriptions

@@ -6,7 +6,7 @@ package admin
 //
 //	GET    /admin/v2/brokers/configuration                  dynamic keys
 //	GET    /admin/v2/brokers/configuration/values           the overrides stored
-//	POST   /admin/v2/brokers/configuration/{key}/{value}    set one (412: not dynamic, or invalid)
+//	POST   /admin/v2/brokers/configuration/{key}/{value}    set one: 200 (412: not dynamic, or invalid)
 //	DELETE /admin/v2/brokers/configuration/{key}            remove one (404: no override)
 //	GET    /admin/v2/brokers/configuration/runtime          every setting's value in effect here
 //	GET    /admin/v2/brokers/internal-configuration         the metadata stores
@@ -21,7 +21,11 @@ func (a *brokerAPI) registerDynamicConfig(mux *http.ServeMux) {
 		a.answer(w, r, overrides, err)
 	})
 	mux.HandleFunc("POST "+base+"/{key}/{value}", func(w http.ResponseWriter, r *http.Request) {
-		a.done(w, r, a.b.SetDynamic(r.Context(), r.PathValue("key"), r.PathValue("value")))
+		if err := a.b.SetDynamic(r.Context(), r.PathValue("key"), r.PathValue("value")); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusOK) // Pulsar answers 200 here (Response.ok()), not 204
 	})
 	mux.HandleFunc("DELETE "+base+"/{key}", func(w http.ResponseWriter, r *http.Request) {
 		a.done(w, r, a.b.DeleteDynamic(r.Context(), r.PathValue("key")))

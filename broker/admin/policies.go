@@ -21,9 +21,12 @@ package admin
 //     was not there), GET permissions/subscription answers them all; replication
 //     checks the clusters exist and the tenant allows them (403), and
 //     refuses an empty list or "global" (412).
+//   - properties: PUT merges a JSON object of labels into the
+//     namespace's, GET answers them ({} when none), DELETE removes all.
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -33,6 +36,14 @@ import (
 func (a *api) registerPolicies(mux *http.ServeMux) {
 	const ns = "/admin/v2/namespaces/{tenant}/{namespace}/"
 	a.registerSimplePolicies(mux, ns)
+	for policy, what := range unsupportedNamespacePolicies {
+		refuse := func(w http.ResponseWriter, r *http.Request) {
+			a.fail(w, r, Errorf(ErrNotSupported, "namespace policy %s: %s is not supported by this broker", policy, what))
+		}
+		for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+			mux.HandleFunc(method+" "+ns+policy, refuse)
+		}
+	}
 	mux.HandleFunc("GET "+ns+"backlogQuotaMap", a.getter(func(p *resources.Policies) any { return orEmptyMap(p.BacklogQuotaMap) }))
 	mux.HandleFunc("POST "+ns+"backlogQuota", a.setBacklogQuota)
 	mux.HandleFunc("DELETE "+ns+"backlogQuota", a.removeBacklogQuota)
@@ -69,6 +80,27 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 	}))
 }
 
+// unsupportedNamespacePolicies are Pulsar's namespace policies this
+// broker does not enforce: each route answers 501 naming what is not
+// there, rather than storing a setting nothing would apply.
+var unsupportedNamespacePolicies = map[string]string{
+	"dispatchRate":                          "dispatch rate limiting of topics",
+	"subscriptionDispatchRate":              "dispatch rate limiting of subscriptions",
+	"publishRate":                           "publish rate limiting",
+	"subscribeRate":                         "subscribe rate limiting",
+	"compactionThreshold":                   "topic compaction",
+	"offloadThreshold":                      "tiered storage offload",
+	"offloadThresholdInSeconds":             "tiered storage offload",
+	"offloadDeletionLagMs":                  "tiered storage offload",
+	"offloadPolicies":                       "tiered storage offload",
+	"inactiveTopicPolicies":                 "inactive topic deletion",
+	"subscriptionExpirationTime":            "expiry of inactive subscriptions",
+	"schemaValidationEnforced":              "schema validation enforcement",
+	"schemaAutoUpdateCompatibilityStrategy": "the legacy schema auto-update strategy (use schemaCompatibilityStrategy)",
+	"encryptionRequired":                    "refusing unencrypted messages",
+	"subscriptionAuthMode":                  "subscription authorization modes",
+}
+
 // registerSimplePolicies wires the policies that are one optional value:
 // GET, set with POST, and (where Pulsar has it) unset with DELETE.
 func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
@@ -86,10 +118,52 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
 	optInt("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerSubscription })
+	// Checked here first for Pulsar's own words (clients compare them).
+	mux.HandleFunc("GET "+ns+"maxTopicsPerNamespace", a.getter(func(p *resources.Policies) any { return opt(p.MaxTopicsPerNamespace) }))
+	mux.HandleFunc("POST "+ns+"maxTopicsPerNamespace", func(w http.ResponseWriter, r *http.Request) {
+		var v int
+		if err := requireBody(w, r, "max_topics_per_namespace", &v); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if v < 0 {
+			a.fail(w, r, Errorf(resources.ErrPrecondition, "maxTopicsPerNamespace must be 0 or more"))
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error { p.MaxTopicsPerNamespace = &v; return nil })
+	})
+	mux.HandleFunc("DELETE "+ns+"maxTopicsPerNamespace", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.MaxTopicsPerNamespace = nil
+		return nil
+	}))
 
 	mux.HandleFunc("GET "+ns+"deduplication", a.getter(func(p *resources.Policies) any { return opt(p.DeduplicationEnabled) }))
 	mux.HandleFunc("POST "+ns+"deduplication", setter(a, "deduplicationEnabled", func(p *resources.Policies, v bool) { p.DeduplicationEnabled = &v }))
 	mux.HandleFunc("DELETE "+ns+"deduplication", a.updater(func(_ *http.Request, p *resources.Policies) error { p.DeduplicationEnabled = nil; return nil }))
+
+	// Properties: PUT adds to them (or replaces the values of keys it
+	// names), GET answers them ({} when none), DELETE removes them all.
+	mux.HandleFunc("GET "+ns+"properties", a.getter(func(p *resources.Policies) any {
+		if p.Properties == nil {
+			return map[string]string{}
+		}
+		return p.Properties
+	}))
+	mux.HandleFunc("PUT "+ns+"properties", func(w http.ResponseWriter, r *http.Request) {
+		var props map[string]string
+		if err := requireBody(w, r, "properties", &props); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error {
+			if p.Properties == nil {
+				p.Properties = map[string]string{}
+			}
+			maps.Copy(p.Properties, props)
+			return nil
+		})
+	})
+	mux.HandleFunc("DELETE "+ns+"properties", a.updater(func(_ *http.Request, p *resources.Policies) error { p.Properties = nil; return nil }))
 
 	mux.HandleFunc("GET "+ns+"isAllowAutoUpdateSchema", a.getter(func(p *resources.Policies) any { return opt(p.IsAllowAutoUpdateSchema) }))
 	mux.HandleFunc("POST "+ns+"isAllowAutoUpdateSchema", setter(a, "is_allow_auto_update_schema",

@@ -261,3 +261,39 @@ func TestPersistenceAndBookieAffinity(t *testing.T) {
 		t.Fatalf("after delete: %+v", g)
 	}
 }
+
+// Namespace properties: PUT merges, GET answers them ({} when none),
+// DELETE removes all; pulsaradmin's Namespaces() properties calls.
+func TestNamespaceProperties(t *testing.T) {
+	e, _ := nsEnv(t)
+	ns := e.pa.Namespaces()
+	name, err := utils.GetNamespaceName("t/ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ns.GetProperties(*name)
+	if err != nil || len(got) != 0 || got == nil {
+		t.Fatalf("properties before any: %#v %v, want {}", got, err)
+	}
+	e.ok(ns.UpdateProperties(*name, map[string]string{"team": "a", "tier": "1"}))
+	e.ok(ns.UpdateProperties(*name, map[string]string{"tier": "2"}))
+	got, err = ns.GetProperties(*name)
+	if err != nil || len(got) != 2 || got["team"] != "a" || got["tier"] != "2" {
+		t.Fatalf("properties after two updates: %v %v", got, err)
+	}
+	e.want("PUT", "/admin/v2/namespaces/t/ns/properties", `{"tier": 3}`, 400, "properties")
+	e.ok(ns.RemoveProperties(*name))
+	if got, err = ns.GetProperties(*name); err != nil || len(got) != 0 {
+		t.Fatalf("properties after remove: %v %v", got, err)
+	}
+}
+
+// Namespace policies this broker does not enforce answer 501 naming them,
+// on every method, instead of a bare 404 or a setting nothing applies.
+func TestUnsupportedNamespacePolicies(t *testing.T) {
+	e, _ := nsEnv(t)
+	e.want("POST", "/admin/v2/namespaces/t/ns/publishRate", `{"publishThrottlingRateInMsg": 10}`, 501,
+		"namespace policy publishRate: publish rate limiting is not supported")
+	e.want("GET", "/admin/v2/namespaces/t/ns/subscriptionExpirationTime", "", 501, "expiry of inactive subscriptions")
+	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
+}

@@ -1,12 +1,26 @@
 package admin
 
-// Topic-level policies: .../{topic}/replication and
-// .../{topic}/replicatorDispatchRate (GET, POST, DELETE), as Pulsar's
-// topic policies and pulsaradmin's Topics().SetReplicationClusters,
-// GetReplicationClusters, RemoveReplicationClusters and TopicPolicies()
-// Set/Get/RemoveReplicatorDispatchRate call them.
+// Topic-level policies: .../{topic}/replication,
+// .../{topic}/replicatorDispatchRate and the policies of TopicPolicyNames
+// (messageTTL, retention, maxProducers, maxConsumers,
+// maxConsumersPerSubscription, maxUnackedMessagesOnConsumer,
+// maxUnackedMessagesOnSubscription, maxSubscriptionsPerTopic,
+// maxMessageSize, deduplicationEnabled, autoSubscriptionCreation), each
+// GET, POST, DELETE, as Pulsar's topic policies and pulsaradmin's Topics()
+// and TopicPolicies() call them.
 //
 // Behavior:
+//   - The policies of TopicPolicyNames: POST takes the value as the body
+//     (messageTTL also as ?messageTTL=); a bad value is 400. GET answers
+//     the topic's own value in the scope asked (local to this cluster, or
+//     with isGlobal=true the one for every cluster), 204 when it has
+//     none; with applied=true the value in force: the topic's (local,
+//     else global), else the namespace's, else the broker's. DELETE (or a
+//     JSON null) removes the topic's own. The broker enforces each
+//     (broker/topicpolicies.go).
+//   - Pulsar's other topic policies (dispatchRate, publishRate,
+//     subscribeRate, persistence, delayedDelivery, offloadPolicies, ...)
+//     answer 501 naming what is not supported, on every method.
 //   - POST takes the list of clusters; each must exist and be allowed
 //     for the namespace (412 otherwise, as for a namespace). An empty list
 //     or DELETE removes the setting: the namespace's clusters apply.
@@ -30,6 +44,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
@@ -56,9 +71,56 @@ type TopicPolicies interface {
 	// RevokeTopicPermission removes role's topic-level grant
 	// (resources.ErrPrecondition when it has none).
 	RevokeTopicPermission(ctx context.Context, name, role string) error
+	// TopicPolicy is the topic-level policy called policy (one of
+	// TopicPolicyNames): the topic's own value in the scope asked
+	// (global: isGlobal), nil when it has none, or with applied the value
+	// in force (the topic's, else its namespace's, else the broker's).
+	TopicPolicy(ctx context.Context, name, policy string, global, applied bool) (any, error)
+	// SetTopicPolicy validates and sets value (JSON; nil removes it).
+	SetTopicPolicy(ctx context.Context, name, policy string, global bool, value json.RawMessage) error
+}
+
+// TopicPolicyNames are the topic-level policies served by TopicPolicy
+// and SetTopicPolicy under .../{topic}/{policy}, with the query parameter
+// a POST may carry the value in instead of a body (messageTTL's, as
+// pulsaradmin sends it).
+var TopicPolicyNames = map[string]string{
+	"messageTTL": "messageTTL", "retention": "", "maxProducers": "", "maxConsumers": "",
+	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
+	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
+}
+
+// unsupportedTopicPolicies are Pulsar's other topic-level policies: each
+// route answers 501 naming what is not there, not a bare 404.
+var unsupportedTopicPolicies = map[string]string{
+	"dispatchRate":                  "dispatch rate limiting of topics",
+	"subscriptionDispatchRate":      "dispatch rate limiting of subscriptions",
+	"publishRate":                   "publish rate limiting",
+	"subscribeRate":                 "subscribe rate limiting",
+	"persistence":                   "per-topic persistence (ensemble and quorum) settings",
+	"delayedDelivery":               "per-topic delayed delivery settings",
+	"offloadPolicies":               "tiered storage offload",
+	"compactionThreshold":           "topic compaction",
+	"inactiveTopicPolicies":         "inactive topic deletion",
+	"schemaValidationEnforced":      "per-topic schema validation enforcement",
+	"schemaCompatibilityStrategy":   "per-topic schema compatibility strategies",
+	"deduplicationSnapshotInterval": "time-based deduplication snapshots",
+	"backlogQuotaMap":               "per-topic backlog quotas",
+	"backlogQuota":                  "per-topic backlog quotas",
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {
+	for policy, query := range TopicPolicyNames {
+		a.registerTopicPolicy(tp, here, policy, query)
+	}
+	for policy, what := range unsupportedTopicPolicies {
+		refuse := func(w http.ResponseWriter, r *http.Request, _ string) {
+			a.fail(w, r, Errorf(ErrNotSupported, "topic policy %s: %s is not supported by this broker", policy, what))
+		}
+		for _, method := range []string{"GET", "POST", "PUT", "DELETE"} {
+			here(method+" "+tp+"/"+policy, refuse)
+		}
+	}
 	here("GET "+tp+"/permissions", func(w http.ResponseWriter, r *http.Request, name string) {
 		p, err := a.b.TopicPermissions(r.Context(), name)
 		a.answer(w, r, p, err)
@@ -107,6 +169,32 @@ func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHand
 	})
 	here("DELETE "+tp+"/replicatorDispatchRate", func(w http.ResponseWriter, r *http.Request, name string) {
 		a.done(w, r, a.b.SetTopicReplicatorDispatchRate(r.Context(), name, isGlobal(r), nil))
+	})
+}
+
+// registerTopicPolicy serves one of TopicPolicyNames: GET (204 when the
+// topic has none), POST (the value as the body, or in query), DELETE.
+func (a *brokerAPI) registerTopicPolicy(tp string, here func(string, topicHandler), policy, query string) {
+	here("GET "+tp+"/"+policy, func(w http.ResponseWriter, r *http.Request, name string) {
+		v, err := a.b.TopicPolicy(r.Context(), name, policy, isGlobal(r), r.URL.Query().Get("applied") == "true")
+		if err == nil && v == nil {
+			w.WriteHeader(http.StatusNoContent) // unset, as Pulsar answers it
+			return
+		}
+		a.answer(w, r, v, err)
+	})
+	here("POST "+tp+"/"+policy, func(w http.ResponseWriter, r *http.Request, name string) {
+		var value json.RawMessage
+		if q := r.URL.Query().Get(query); query != "" && q != "" {
+			value = json.RawMessage(q)
+		} else if err := requireBody(w, r, policy, &value); err != nil {
+			a.done(w, r, err)
+			return
+		}
+		a.done(w, r, a.b.SetTopicPolicy(r.Context(), name, policy, isGlobal(r), value))
+	})
+	here("DELETE "+tp+"/"+policy, func(w http.ResponseWriter, r *http.Request, name string) {
+		a.done(w, r, a.b.SetTopicPolicy(r.Context(), name, policy, isGlobal(r), nil))
 	})
 }
 

@@ -34,6 +34,7 @@ package admin
 
 import (
 	"net/http"
+	"strconv"
 )
 
 // registerTopics adds the topic, message and subscription endpoints.
@@ -53,6 +54,7 @@ func (a *brokerAPI) registerTopics(mux *http.ServeMux) {
 		here("DELETE "+tp+"/partitions", a.deletePartitioned)
 		own("POST "+tp+"/terminate", a.terminate)
 		own("GET "+tp+"/lastMessageId", a.lastMessageID)
+		own("GET "+tp+"/messageid/{timestamp}", a.messageIDByTimestamp)
 		own("GET "+tp+"/stats", a.topicStats)
 		here("GET "+tp+"/partitioned-stats", a.partitionedStats)
 		own("GET "+tp+"/internalStats", a.internalStats)
@@ -108,6 +110,16 @@ func (a *brokerAPI) terminate(w http.ResponseWriter, r *http.Request, name strin
 
 func (a *brokerAPI) lastMessageID(w http.ResponseWriter, r *http.Request, name string) {
 	id, err := a.b.LastMessageID(r.Context(), name)
+	a.answer(w, r, id, err)
+}
+
+func (a *brokerAPI) messageIDByTimestamp(w http.ResponseWriter, r *http.Request, name string) {
+	ts, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
+	if err != nil || ts < 0 {
+		a.fail(w, r, Errorf(ErrBadRequest, "timestamp %q: want milliseconds since the epoch", r.PathValue("timestamp")))
+		return
+	}
+	id, err := a.b.MessageIDByTimestamp(r.Context(), name, ts)
 	a.answer(w, r, id, err)
 }
 

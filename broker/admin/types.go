@@ -23,6 +23,12 @@ type TopicStats struct {
 	Subscriptions       map[string]SubscriptionStats `json:"subscriptions"`
 	Replication         map[string]ReplicatorStats   `json:"replication"`
 	DeduplicationStatus string                       `json:"deduplicationStatus"`
+	// TopicCreationTimeStamp is when the topic was created (unix ms; its
+	// storage's metadata node, as Pulsar's PIP-431), 0 when unknown;
+	// LastPublishTimeStamp the publish time of its last stored message, 0
+	// when it has none.
+	TopicCreationTimeStamp int64 `json:"topicCreationTimeStamp"`
+	LastPublishTimeStamp   int64 `json:"lastPublishTimeStamp"`
 }
 
 // PublisherStats is one producer's part of the topic stats.
@@ -126,6 +132,7 @@ func (s *PartitionedTopicStats) Add(p TopicStats) {
 	s.StorageSize += p.StorageSize
 	s.BacklogSize += p.BacklogSize
 	s.DeduplicationStatus = p.DeduplicationStatus
+	s.LastPublishTimeStamp = max(s.LastPublishTimeStamp, p.LastPublishTimeStamp)
 	s.Publishers = append(s.Publishers, p.Publishers...)
 	for name, sub := range p.Subscriptions {
 		sum, ok := s.Subscriptions[name]

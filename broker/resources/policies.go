@@ -236,6 +236,12 @@ type Policies struct {
 	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`
 	IsAllowAutoUpdateSchema               *bool  `json:"is_allow_auto_update_schema,omitempty"`
 	SchemaValidationEnforced              bool   `json:"schema_validation_enforced"`
+	// MaxTopicsPerNamespace bounds the namespace's persistent topics (a
+	// partitioned topic counts its partitions); 0 or unset: no limit.
+	MaxTopicsPerNamespace *int `json:"max_topics_per_namespace,omitempty"`
+	// Properties are the namespace's labels (Pulsar's namespace
+	// properties): the broker gives them no meaning.
+	Properties map[string]string `json:"properties,omitempty"`
 
 	// Extra holds the members this type does not model, verbatim.
 	Extra map[string]json.RawMessage `json:"-"`

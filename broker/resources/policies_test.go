@@ -46,7 +46,8 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"is_allow_auto_update_schema", p.IsAllowAutoUpdateSchema != nil && !*p.IsAllowAutoUpdateSchema},
 		{"persistence", p.Persistence != nil && p.Persistence.BookkeeperEnsemble > 0},
 		{"replicatorDispatchRate", p.ReplicatorDispatchRate != nil && len(p.ReplicatorDispatchRate) == 0},
-		{"extra", len(p.Extra) == 8 && string(p.Extra["properties"]) != ""},
+		{"properties", p.Properties["owner"] == "team-a"},
+		{"extra", len(p.Extra) == 7 && p.Extra["topicDispatchRate"] != nil},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -39,6 +39,7 @@ type Resources struct {
 	defaultBundles int
 	log            *slog.Logger
 	policies       *metadata.Cache[Policies] // namespace policies, invalidated by a watch
+	topicPolicies  *metadata.Cache[TopicPolicies]
 }
 
 // New returns Resources over store, watching namespace policies for the
@@ -59,11 +60,19 @@ func New(ctx context.Context, store metadata.Store, opts Options) (*Resources, e
 	if err != nil {
 		return nil, fmt.Errorf("resources: watch %s: %w", policiesRoot, err)
 	}
-	return &Resources{store: store, defaultBundles: n, log: log, policies: cache}, nil
+	topicCache, err := metadata.NewCache[TopicPolicies](ctx, store, topicPoliciesRoot)
+	if err != nil {
+		cache.Close()
+		return nil, fmt.Errorf("resources: watch %s: %w", topicPoliciesRoot, err)
+	}
+	return &Resources{store: store, defaultBundles: n, log: log, policies: cache, topicPolicies: topicCache}, nil
 }
 
-// Close stops the policies cache's watch.
-func (r *Resources) Close() { r.policies.Close() }
+// Close stops the policies caches' watches.
+func (r *Resources) Close() {
+	r.policies.Close()
+	r.topicPolicies.Close()
+}
 
 // getJSON reads and decodes the node at path; what names it in errors.
 func getJSON[T any](ctx context.Context, s metadata.Store, path, what string) (T, metadata.Stat, error) {

@@ -28,6 +28,14 @@ type TopicPolicies struct {
 	// GlobalReplicatorDispatchRate (isGlobal) applies in every cluster
 	// without a local one.
 	GlobalReplicatorDispatchRate *DispatchRate `json:"globalReplicatorDispatchRate,omitempty"`
+	// Local holds the other topic-level policies set for one cluster (a
+	// Pulsar topic policy is local unless set with isGlobal): cluster,
+	// then the policy's REST name (messageTTL, retention, ...), then its
+	// value as the admin API validated it.
+	Local map[string]map[string]json.RawMessage `json:"localPolicies,omitempty"`
+	// Global holds those set with isGlobal, for every cluster without a
+	// local value.
+	Global map[string]json.RawMessage `json:"globalPolicies,omitempty"`
 
 	// Extra holds the members this type does not model, verbatim.
 	Extra map[string]json.RawMessage `json:"-"`
@@ -127,6 +135,87 @@ func (p TopicPolicies) ReplicatorDispatchRateIn(cluster string) *DispatchRate {
 		return &r
 	}
 	return p.GlobalReplicatorDispatchRate
+}
+
+// Value is the topic-level policy name in force in cluster: its local
+// value, else its global one.
+func (p TopicPolicies) Value(cluster, name string) (json.RawMessage, bool) {
+	if v, ok := p.Local[cluster][name]; ok {
+		return v, true
+	}
+	v, ok := p.Global[name]
+	return v, ok
+}
+
+// Own is the policy's value as set for cluster ("": the global one),
+// without falling back to the other scope.
+func (p TopicPolicies) Own(cluster, name string) (json.RawMessage, bool) {
+	if cluster == "" {
+		v, ok := p.Global[name]
+		return v, ok
+	}
+	v, ok := p.Local[cluster][name]
+	return v, ok
+}
+
+// TopicPolicy decodes the policy name in force in cluster (ok false when
+// the topic has none, or its stored value does not decode).
+func TopicPolicy[T any](p TopicPolicies, cluster, name string) (v T, ok bool) {
+	raw, found := p.Value(cluster, name)
+	if !found || json.Unmarshal(raw, &v) != nil {
+		return v, false
+	}
+	return v, true
+}
+
+// SetTopicPolicy sets a topic-level policy for cluster ("": global,
+// Pulsar's isGlobal) to value, already validated; a nil value removes it.
+func (r *Resources) SetTopicPolicy(ctx context.Context, t TopicName, cluster, name string, value json.RawMessage) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	return r.updateTopicPolicies(ctx, t, func(p *TopicPolicies) {
+		scope := p.Global
+		if cluster != "" {
+			scope = p.Local[cluster]
+		}
+		if value == nil {
+			delete(scope, name)
+		} else {
+			if scope == nil {
+				scope = map[string]json.RawMessage{}
+			}
+			scope[name] = value
+		}
+		if cluster == "" {
+			p.Global = scope
+			return
+		}
+		if p.Local == nil {
+			p.Local = map[string]map[string]json.RawMessage{}
+		}
+		p.Local[cluster] = scope
+		if len(scope) == 0 {
+			delete(p.Local, cluster)
+		}
+	})
+}
+
+// TopicPoliciesShared returns a topic's policies through the cache (zero
+// when none are set): the value is shared, to read only. Topics read
+// their policies on every producer, consumer and periodic check.
+func (r *Resources) TopicPoliciesShared(ctx context.Context, t TopicName) (TopicPolicies, error) {
+	if err := t.validate(); err != nil {
+		return TopicPolicies{}, err
+	}
+	p, _, found, err := r.topicPolicies.Get(ctx, topicPoliciesPath(t))
+	if err != nil {
+		return TopicPolicies{}, fmt.Errorf("read policies of topic %s: %w", t, err)
+	}
+	if !found {
+		return TopicPolicies{}, nil
+	}
+	return p, nil
 }
 
 // updateTopicPolicies applies change to a topic's policies by

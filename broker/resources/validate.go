@@ -163,6 +163,7 @@ func (p *Policies) validateLimits() error {
 		{"max_consumers_per_subscription", p.MaxConsumersPerSubscription},
 		{"max_unacked_messages_per_consumer", p.MaxUnackedMessagesPerConsumer},
 		{"max_unacked_messages_per_subscription", p.MaxUnackedMessagesPerSubscription},
+		{"max_topics_per_namespace", p.MaxTopicsPerNamespace},
 	}
 	for _, l := range limits {
 		if l.value == nil {

@@ -25,7 +25,7 @@ func brokerCmds() []adminCmd {
 			return replyObject(info), err
 		})},
 		{"healthcheck", nil, "check that the broker serves; prints ok", noFlags(func(env *adminEnv, _ []string) (adminReply, error) {
-			if err := env.api.Brokers().HealthCheck(); err != nil {
+			if err := env.api.Brokers().HealthCheckWithTopicVersion(utils.TopicVersionV2); err != nil {
 				return replyNone(), err
 			}
 			return replyText("ok", func(w io.Writer) { fmt.Fprintln(w, "ok") }), nil

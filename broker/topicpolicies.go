@@ -1,0 +1,235 @@
+package broker
+
+// Topic-level policies (Pulsar's topic policies, topicLevelPoliciesEnabled):
+// a value set on a topic wins over its namespace's, which wins over the
+// broker's default. Each is stored in the configuration store with the
+// topic's other policies (resources.TopicPolicies), local to the cluster
+// of the broker that set it unless set with isGlobal, and read through a
+// watched cache, so a change applies without a topic reload wherever the
+// namespace's value does: the TTL and retention at their next periodic
+// check, the client limits at the next producer, consumer or subscription,
+// the message size at the next SEND, deduplication at the next load.
+//
+// Each policy here is enforced; the admin API answers the others Pulsar
+// has (dispatch, publish and subscribe rates, persistence, delayed
+// delivery, offload, ...) with a "not supported" error naming them.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/admin"
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+// topicPolicySpec is one topic-level policy the broker enforces.
+type topicPolicySpec struct {
+	// check validates a value set through the admin API.
+	check func(raw json.RawMessage) error
+	// fallback is the value in force when the topic has none: its
+	// namespace's, else the broker's (nil: none).
+	fallback func(b *Broker, ns resources.Policies) any
+}
+
+// topicPolicySpecs are keyed by Pulsar's REST names (the path segment
+// after the topic); admin.TopicPolicyNames lists the same.
+var topicPolicySpecs = map[string]topicPolicySpec{
+	"messageTTL": {check: nonNegativeInt("messageTTL"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MessageTTLInSeconds, int(b.settings().messageTTL.Seconds()))
+	}},
+	"retention": {check: checkRetention, fallback: func(b *Broker, ns resources.Policies) any {
+		if ns.RetentionPolicies != nil {
+			return *ns.RetentionPolicies
+		}
+		return resources.RetentionPolicies{RetentionTimeInMinutes: b.cfg.DefaultRetentionMinutes, RetentionSizeInMB: int64(b.cfg.DefaultRetentionMB)}
+	}},
+	"maxProducers": {check: nonNegativeInt("maxProducers"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxProducersPerTopic, b.cfg.MaxProducersPerTopic)
+	}},
+	"maxConsumers": {check: nonNegativeInt("maxConsumers"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxConsumersPerTopic, b.cfg.MaxConsumersPerTopic)
+	}},
+	"maxConsumersPerSubscription": {check: nonNegativeInt("maxConsumersPerSubscription"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxConsumersPerSubscription, b.cfg.MaxConsumersPerSubscription)
+	}},
+	"maxUnackedMessagesOnConsumer": {check: nonNegativeInt("maxUnackedMessagesOnConsumer"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxUnackedMessagesPerConsumer, b.cfg.MaxUnackedMessagesPerConsumer)
+	}},
+	"maxUnackedMessagesOnSubscription": {check: nonNegativeInt("maxUnackedMessagesOnSubscription"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxUnackedMessagesPerSubscription, b.cfg.MaxUnackedMessagesPerSubscription)
+	}},
+	"maxSubscriptionsPerTopic": {check: nonNegativeInt("maxSubscriptionsPerTopic"), fallback: func(*Broker, resources.Policies) any {
+		return nil // no namespace or broker limit here
+	}},
+	"maxMessageSize": {check: nonNegativeInt("maxMessageSize"), fallback: func(b *Broker, _ resources.Policies) any {
+		return b.cfg.MaxMessageSize
+	}},
+	"deduplicationEnabled": {check: isJSON[bool]("deduplicationEnabled"), fallback: func(b *Broker, ns resources.Policies) any {
+		if ns.DeduplicationEnabled != nil {
+			return *ns.DeduplicationEnabled
+		}
+		return b.cfg.BrokerDeduplicationEnabled
+	}},
+	"autoSubscriptionCreation": {check: isJSON[resources.AutoSubscriptionCreationOverride]("autoSubscriptionCreation"),
+		fallback: func(b *Broker, ns resources.Policies) any {
+			if ns.AutoSubscriptionCreationOverride != nil {
+				return *ns.AutoSubscriptionCreationOverride
+			}
+			return resources.AutoSubscriptionCreationOverride{AllowAutoSubscriptionCreation: b.settings().autoSubscriptionCreation}
+		}},
+}
+
+func intOr(v *int, def int) int {
+	if v != nil {
+		return *v
+	}
+	return def
+}
+
+// isJSON checks that a value decodes as T.
+func isJSON[T any](name string) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return admin.Errorf(admin.ErrBadRequest, "%s: %s is not a valid value: %v", name, raw, err)
+		}
+		return nil
+	}
+}
+
+func nonNegativeInt(name string) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		var v int
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return admin.Errorf(admin.ErrBadRequest, "%s: %s is not an integer", name, raw)
+		}
+		if v < 0 {
+			return admin.Errorf(admin.ErrBadRequest, "%s: must be 0 or more, got %d", name, v)
+		}
+		return nil
+	}
+}
+
+// checkRetention accepts Pulsar's retention: each bound -1 (none), 0 or
+// more, and not one bound 0 with the other set (Pulsar refuses that too).
+func checkRetention(raw json.RawMessage) error {
+	var r resources.RetentionPolicies
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "retention: %s is not a valid value: %v", raw, err)
+	}
+	if r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1 {
+		return admin.Errorf(admin.ErrBadRequest, "retention: limits must be -1 (none) or more, got %+v", r)
+	}
+	if (r.RetentionTimeInMinutes == 0) != (r.RetentionSizeInMB == 0) {
+		return admin.Errorf(admin.ErrBadRequest, "retention: time and size must be both 0 or both set, got %+v", r)
+	}
+	return nil
+}
+
+// TopicPolicy implements admin.TopicPolicies: the topic's own value of
+// policy in the scope asked (nil when unset) or, applied, the value in
+// force.
+func (b *Broker) TopicPolicy(ctx context.Context, name, policy string, global, applied bool) (any, error) {
+	spec, ok := topicPolicySpecs[policy]
+	if !ok {
+		return nil, fmt.Errorf("topic policy %s: %w", policy, admin.ErrNotSupported)
+	}
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return nil, err
+	}
+	own, err := b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(t))
+	if err != nil {
+		return nil, err
+	}
+	cluster := b.cfg.ClusterName
+	if global {
+		cluster = ""
+	}
+	if !applied {
+		if v, ok := own.Own(cluster, policy); ok {
+			return v, nil
+		}
+		return nil, nil
+	}
+	if v, ok := own.Value(b.cfg.ClusterName, policy); ok {
+		return v, nil
+	}
+	ns, err := b.cfg.Resources.NamespaceShared(ctx, t.Tenant, t.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return spec.fallback(b, ns), nil
+}
+
+// SetTopicPolicy implements admin.TopicPolicies: it validates and stores
+// value (nil: removes the topic's own).
+func (b *Broker) SetTopicPolicy(ctx context.Context, name, policy string, global bool, value json.RawMessage) error {
+	spec, ok := topicPolicySpecs[policy]
+	if !ok {
+		return fmt.Errorf("topic policy %s: %w", policy, admin.ErrNotSupported)
+	}
+	t, err := b.policyTopic(name)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(bytes.TrimSpace(value), []byte("null")) {
+		value = nil // a JSON null removes, as DELETE
+	}
+	if value != nil {
+		if err := spec.check(value); err != nil {
+			return err
+		}
+	}
+	cluster := b.cfg.ClusterName
+	if global {
+		cluster = ""
+	}
+	if err := b.cfg.Resources.SetTopicPolicy(ctx, resourceTopic(t), cluster, policy, value); err != nil {
+		return err
+	}
+	b.log.Info("topic policy set", "topic", t.String(), "policy", policy, "global", global, "value", string(value))
+	return nil
+}
+
+// ownPolicies are the topic's own policies (a partition's are its
+// partitioned topic's), through the cache; zero when none can be read.
+func (t *topic) ownPolicies(ctx context.Context) resources.TopicPolicies {
+	res := t.b.cfg.Resources
+	if res == nil || !t.name.Persistent() && t.name.Domain != "non-persistent" {
+		return resources.TopicPolicies{}
+	}
+	name := t.name
+	if base, _, ok := partitionOf(name); ok {
+		name = base
+	}
+	p, err := res.TopicPoliciesShared(ctx, resourceTopic(name))
+	if err != nil {
+		return resources.TopicPolicies{}
+	}
+	return p
+}
+
+// topicPolicy is the topic's own value of policy in this cluster.
+func topicPolicy[T any](ctx context.Context, t *topic, policy string) (T, bool) {
+	return resources.TopicPolicy[T](t.ownPolicies(ctx), t.b.cfg.ClusterName, policy)
+}
+
+// sizeLimitRefresh is how long a topic keeps its maxMessageSize policy
+// before it reads it again.
+const sizeLimitRefresh = time.Second
+
+// messageSizeLimit is the topic's maxMessageSize policy (0: none beyond
+// the broker's maxMessageSize), at most sizeLimitRefresh old.
+func (t *topic) messageSizeLimit(now time.Time) int64 {
+	if now.UnixNano() < t.sizeLimitUntil.Load() {
+		return t.sizeLimit.Load()
+	}
+	limit, _ := topicPolicy[int64](t.b.ctx, t, "maxMessageSize")
+	t.sizeLimit.Store(limit)
+	t.sizeLimitUntil.Store(now.Add(sizeLimitRefresh).UnixNano())
+	return limit
+}
