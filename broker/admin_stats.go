@@ -127,7 +127,8 @@ func (t *topic) subscriptionStats() map[string]admin.SubscriptionStats {
 		backlog := c.Backlog()
 		out[c.Name()] = admin.SubscriptionStats{Type: "None", IsDurable: true, MsgBacklog: backlog,
 			MsgBacklogNoDelayed: backlog, BacklogSize: c.BacklogSize(), Consumers: []admin.ConsumerStats{},
-			IsReplicated: isReplicatedCursor(c)}
+			IsReplicated: isReplicatedCursor(c), ConsumersAfterMarkDeletePosition: map[string]string{},
+			SubscriptionProperties: map[string]string{}}
 	}
 	return out
 }
@@ -154,11 +155,13 @@ func (s *subscription) consumerStats() admin.SubscriptionStats {
 	defer s.mu.Unlock()
 	st := admin.SubscriptionStats{Type: s.kind().String(), IsDurable: s.durable, MsgDelayed: int64(len(s.delayed)),
 		UnackedMessages: s.unacked, BlockedOnUnackedMsgs: s.blockedOnUnacked,
-		Consumers: make([]admin.ConsumerStats, 0, len(s.consumers))}
+		Consumers:                        make([]admin.ConsumerStats, 0, len(s.consumers)),
+		ConsumersAfterMarkDeletePosition: map[string]string{}, SubscriptionProperties: map[string]string{}}
 	for _, c := range s.consumers {
 		st.Consumers = append(st.Consumers, admin.ConsumerStats{ConsumerName: c.name, AvailablePermits: c.permits,
 			UnackedMessages: c.unacked, BlockedOnUnackedMsgs: c.blockedOnUnacked, Address: c.conn.t.RemoteAddr().String(),
-			ClientVersion: c.client.version, ConnectedSince: c.client.connectedSince(), Metadata: c.client.metadata})
+			ClientVersion: c.client.version, ConnectedSince: c.client.connectedSince(), Metadata: c.client.metadata,
+			LastConsumedFlowTimestamp: c.lastFlowMs.Load()})
 	}
 	exclusive := s.kind() == pb.CommandSubscribe_Exclusive || s.kind() == pb.CommandSubscribe_Failover
 	if active := s.activeLocked(); exclusive && len(active) > 0 {

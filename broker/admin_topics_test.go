@@ -746,3 +746,43 @@ func TestTopicStatsTimestamps(t *testing.T) {
 		t.Fatalf("partitioned stats: created %d, last publish %d, %v", ps.TopicCreationTimeStamp, ps.LastPublishTimestamp, err)
 	}
 }
+
+// Stats options excludePublishers and excludeConsumers leave those lists
+// empty; a consumer's lastConsumedFlowTimestamp is its last FLOW; the
+// subscription maps Pulsar always sends are there, empty.
+func TestTopicStatsOptionsAndFlowTime(t *testing.T) {
+	env := startAdminBroker(t, testLedgers(t, 0), false)
+	client := newClient(t, env.url)
+	const name = "persistent://public/default/stats-options"
+	before := time.Now().Add(-time.Second).UnixMilli()
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: name, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p := newProducer(t, client, name, pulsar.ProducerOptions{})
+	sendN(t, p, 1)
+	tn := topicName(t, name)
+	eventually(t, "the consumer's FLOW", func() error {
+		st, err := env.admin.Topics().GetStats(tn)
+		if err != nil {
+			return err
+		}
+		sub := st.Subscriptions["s"]
+		if len(st.Publishers) != 1 || len(sub.Consumers) != 1 || sub.Consumers[0].LastConsumedFlowTimestamp < before {
+			return fmt.Errorf("stats %+v", st)
+		}
+		if sub.ConsumersAfterMarkDeletePosition == nil || sub.SubscriptionProperties == nil {
+			return fmt.Errorf("subscription maps missing: %+v", sub)
+		}
+		return nil
+	})
+	st, err := env.admin.Topics().GetStatsWithOption(tn, utils.GetStatsOptions{ExcludePublishers: true, ExcludeConsumers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Publishers) != 0 || len(st.Subscriptions["s"].Consumers) != 0 {
+		t.Fatalf("stats with publishers and consumers excluded: %d publishers, %d consumers",
+			len(st.Publishers), len(st.Subscriptions["s"].Consumers))
+	}
+}

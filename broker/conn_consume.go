@@ -33,6 +33,8 @@ type consumer struct {
 	sub     *subscription
 	created atomic.Bool // SUCCESS was sent: a repeated SUBSCRIBE gets it again
 	flowed  atomic.Bool // a FLOW came: the client handles commands for it
+	// lastFlowMs is when the last FLOW came (unix ms), for stats.
+	lastFlowMs atomic.Int64
 	// toldEndOfTopic (guarded by sub.mu): REACHED_END_OF_TOPIC was sent.
 	toldEndOfTopic bool
 	permits        int64 // guarded by sub.mu
@@ -174,6 +176,7 @@ func (c *serverConn) handleFlow(cmd *pb.CommandFlow) error {
 		return nil
 	}
 	cs.flowed.Store(true)
+	cs.lastFlowMs.Store(time.Now().UnixMilli())
 	if cs.sub.traced() {
 		c.b.log.Info("trace: reader flow", "subscription", cs.sub.name, "consumer", cs.id, "permits", cmd.GetMessagePermits())
 	}

@@ -125,6 +125,7 @@ func (a *brokerAPI) messageIDByTimestamp(w http.ResponseWriter, r *http.Request,
 
 func (a *brokerAPI) topicStats(w http.ResponseWriter, r *http.Request, name string) {
 	st, err := a.b.TopicStats(r.Context(), name)
+	exclude(r, &st)
 	a.answer(w, r, st, err)
 }
 
@@ -133,7 +134,27 @@ func (a *brokerAPI) partitionedStats(w http.ResponseWriter, r *http.Request, nam
 	if r.URL.Query().Get("perPartition") == "false" {
 		st.Partitions = nil
 	}
+	exclude(r, &st.TopicStats)
+	for p, ps := range st.Partitions {
+		exclude(r, &ps)
+		st.Partitions[p] = ps
+	}
 	a.answer(w, r, st, err)
+}
+
+// exclude applies the stats options excludePublishers and
+// excludeConsumers (Pulsar's GetStatsOptions): the lists are left empty.
+func exclude(r *http.Request, st *TopicStats) {
+	q := r.URL.Query()
+	if q.Get("excludePublishers") == "true" {
+		st.Publishers = []PublisherStats{}
+	}
+	if q.Get("excludeConsumers") == "true" {
+		for name, sub := range st.Subscriptions {
+			sub.Consumers = []ConsumerStats{}
+			st.Subscriptions[name] = sub
+		}
+	}
 }
 
 func (a *brokerAPI) internalStats(w http.ResponseWriter, r *http.Request, name string) {

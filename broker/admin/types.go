@@ -62,6 +62,12 @@ type SubscriptionStats struct {
 	Consumers            []ConsumerStats `json:"consumers"`
 	// IsReplicated: a replicated subscription (broker/replsubs.go).
 	IsReplicated bool `json:"isReplicated"`
+	// ConsumersAfterMarkDeletePosition is Pulsar's map of Key_Shared
+	// consumers held back until the mark-delete position passes where they
+	// joined; this broker holds none back, so it is always empty.
+	ConsumersAfterMarkDeletePosition map[string]string `json:"consumersAfterMarkDeletePosition"`
+	// SubscriptionProperties: this broker keeps none, so always empty.
+	SubscriptionProperties map[string]string `json:"subscriptionProperties"`
 }
 
 // ConsumerStats is one consumer's part of the subscription stats.
@@ -76,6 +82,9 @@ type ConsumerStats struct {
 	ClientVersion  string            `json:"clientVersion"`
 	ConnectedSince string            `json:"connectedSince"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
+	// LastConsumedFlowTimestamp is when the consumer's last FLOW came
+	// (unix ms; 0: none yet).
+	LastConsumedFlowTimestamp int64 `json:"lastConsumedFlowTimestamp"`
 }
 
 // PartitionedMetadata is a partitioned topic's partition count.
@@ -137,7 +146,8 @@ func (s *PartitionedTopicStats) Add(p TopicStats) {
 	for name, sub := range p.Subscriptions {
 		sum, ok := s.Subscriptions[name]
 		if !ok {
-			sum = SubscriptionStats{Type: sub.Type, IsDurable: sub.IsDurable, Consumers: []ConsumerStats{}}
+			sum = SubscriptionStats{Type: sub.Type, IsDurable: sub.IsDurable, Consumers: []ConsumerStats{},
+				ConsumersAfterMarkDeletePosition: map[string]string{}, SubscriptionProperties: map[string]string{}}
 		}
 		sum.IsReplicated = sum.IsReplicated || sub.IsReplicated
 		sum.MsgBacklog += sub.MsgBacklog
