@@ -144,7 +144,7 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 		if n := s.dialFailures.Swap(0); n > 0 {
 			s.log.Info("metadata: ZooKeeper reachable again", "server", address, "failed_attempts", n)
 		}
-		return c, nil
+		return &handshakeConn{Conn: c, limit: s.opts.SessionTimeout / 2}, nil
 	}
 	s.lastDialErr.Store(err)
 	n := s.dialFailures.Add(1)
@@ -158,6 +158,38 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 	case <-s.closing:
 	}
 	return nil, err
+}
+
+// handshakeConn bounds go-zookeeper's wait for a server's answer to its
+// connect request. go-zookeeper waits ten times its receive timeout for
+// it (more than six session timeouts), so a server that accepts
+// connections before it serves them (a ZooKeeper starting up) held a
+// reconnect for minutes, past the session's expiry (TestZKDownWhileRunning
+// saw no answer for 30 s after the restarted server listened). Until the
+// first bytes arrive, a read deadline is at most limit away (half the
+// session timeout: a later answer is useless, the session is gone); then
+// go-zookeeper's deadlines pass through.
+type handshakeConn struct {
+	net.Conn
+	limit    time.Duration
+	answered atomic.Bool
+}
+
+func (c *handshakeConn) SetReadDeadline(t time.Time) error {
+	if !c.answered.Load() && !t.IsZero() && c.limit > 0 {
+		if latest := time.Now().Add(c.limit); t.After(latest) {
+			t = latest
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.answered.Store(true)
+	}
+	return n, err
 }
 
 // zkBackoff doubles from 50 ms to at most a tenth of the session timeout

@@ -215,14 +215,23 @@ func TestPerfClientConfig(t *testing.T) {
 // TestPacerReachesHighRates checks the pacer is not limited by one sleep
 // per message: 200k msg/s for 100ms.
 func TestPacerReachesHighRates(t *testing.T) {
-	p := newPacer(200_000)
 	stop := make(chan struct{})
-	begin, n := time.Now(), 0
-	for time.Since(begin) < 100*time.Millisecond && p.wait(stop) {
-		n++
+	loop := func(rate float64) float64 {
+		p := newPacer(rate)
+		begin, n := time.Now(), 0
+		for time.Since(begin) < 100*time.Millisecond && p.wait(stop) {
+			n++
+		}
+		return float64(n) / time.Since(begin).Seconds()
 	}
-	if rate := float64(n) / time.Since(begin).Seconds(); rate < 0.7*200_000 || rate > 1.3*200_000 {
-		t.Errorf("paced %.0f/s, want about 200000", rate)
+	// What this loop reaches here with a pacer that never waits: under
+	// the race detector on a loaded machine it can be below 200,000/s,
+	// and then the pacer must not hold it back further (a loaded make
+	// test once measured 113,341/s against a fixed bound).
+	capacity := loop(1e12)
+	want := min(200_000, capacity)
+	if rate := loop(200_000); rate < 0.7*want || rate > 1.3*200_000 {
+		t.Errorf("paced %.0f/s, want about %.0f (the loop reaches %.0f/s unpaced)", rate, want, capacity)
 	}
 }
 
