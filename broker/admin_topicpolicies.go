@@ -79,10 +79,7 @@ func (b *Broker) SetTopicReplicatorDispatchRate(ctx context.Context, name string
 	if err != nil {
 		return err
 	}
-	cluster := b.cfg.ClusterName
-	if global {
-		cluster = ""
-	}
+	cluster := b.policyScope(global)
 	if err := b.cfg.Resources.SetTopicReplicatorDispatchRate(ctx, resourceTopic(t), cluster, rate); err != nil {
 		return err
 	}
@@ -100,10 +97,25 @@ func (b *Broker) policyTopic(name string) (TopicName, error) {
 	if err != nil {
 		return TopicName{}, err
 	}
+	return policyName(t), nil
+}
+
+// policyName is the topic whose policies apply to t: a partition's are
+// its partitioned topic's.
+func policyName(t TopicName) TopicName {
 	if base, _, ok := partitionOf(t); ok {
-		t = base
+		return base
 	}
-	return t, nil
+	return t
+}
+
+// policyScope is the cluster a topic policy is set for: this broker's, or
+// "" for every cluster (Pulsar's isGlobal).
+func (b *Broker) policyScope(global bool) string {
+	if global {
+		return ""
+	}
+	return b.cfg.ClusterName
 }
 
 func resourceTopic(t TopicName) resources.TopicName {

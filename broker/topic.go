@@ -129,11 +129,7 @@ func (t *topic) loadDedup(ctx context.Context) error {
 // the topic loads; a change applies at its next load (an unload).
 func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 	if res := t.b.cfg.Resources; res != nil && t.name.Persistent() {
-		name := t.name
-		if base, _, ok := partitionOf(name); ok {
-			name = base
-		}
-		own, err := res.TopicPoliciesShared(ctx, resourceTopic(name))
+		own, err := t.ownPoliciesOrErr(ctx)
 		if err != nil {
 			return false, fmt.Errorf("deduplication policy: %w", err)
 		}

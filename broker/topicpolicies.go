@@ -145,10 +145,7 @@ func (b *Broker) TopicPolicy(ctx context.Context, name, policy string, global, a
 	if err != nil {
 		return nil, err
 	}
-	cluster := b.cfg.ClusterName
-	if global {
-		cluster = ""
-	}
+	cluster := b.policyScope(global)
 	if !applied {
 		if v, ok := own.Own(cluster, policy); ok {
 			return v, nil
@@ -184,10 +181,7 @@ func (b *Broker) SetTopicPolicy(ctx context.Context, name, policy string, global
 			return err
 		}
 	}
-	cluster := b.cfg.ClusterName
-	if global {
-		cluster = ""
-	}
+	cluster := b.policyScope(global)
 	if err := b.cfg.Resources.SetTopicPolicy(ctx, resourceTopic(t), cluster, policy, value); err != nil {
 		return err
 	}
@@ -198,19 +192,18 @@ func (b *Broker) SetTopicPolicy(ctx context.Context, name, policy string, global
 // ownPolicies are the topic's own policies (a partition's are its
 // partitioned topic's), through the cache; zero when none can be read.
 func (t *topic) ownPolicies(ctx context.Context) resources.TopicPolicies {
-	res := t.b.cfg.Resources
-	if res == nil || !t.name.Persistent() && t.name.Domain != "non-persistent" {
-		return resources.TopicPolicies{}
-	}
-	name := t.name
-	if base, _, ok := partitionOf(name); ok {
-		name = base
-	}
-	p, err := res.TopicPoliciesShared(ctx, resourceTopic(name))
-	if err != nil {
-		return resources.TopicPolicies{}
-	}
+	p, _ := t.ownPoliciesOrErr(ctx)
 	return p
+}
+
+// ownPoliciesOrErr is ownPolicies for callers that must tell "none" from
+// "cannot be read" (deduplication at load).
+func (t *topic) ownPoliciesOrErr(ctx context.Context) (resources.TopicPolicies, error) {
+	res := t.b.cfg.Resources
+	if res == nil {
+		return resources.TopicPolicies{}, nil
+	}
+	return res.TopicPoliciesShared(ctx, resourceTopic(policyName(t.name)))
 }
 
 // topicPolicy is the topic's own value of policy in this cluster.

@@ -78,6 +78,31 @@ func waitPersistDone(t *testing.T, c *bkCursor) {
 	})
 }
 
+// threeLedgersAndReader opens name (2 entries per ledger) with a durable
+// cursor "sub" at the start, adds e0..e5 (ledgers [e0 e1] [e2 e3] [e4 e5]
+// and an empty current one) and opens a reader from the first entry.
+func threeLedgersAndReader(t *testing.T, f *BKFactory, name string) (ManagedLedger, Cursor, []Position, Cursor) {
+	t.Helper()
+	ctx := context.Background()
+	ml, err := f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []Position
+	for i := range 6 {
+		ps = append(ps, addWait(t, ml, fmt.Sprintf("e%d", i)))
+	}
+	reader, err := ml.NewNonDurableCursor(Position{LedgerID: -1, EntryID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ml, sub, ps, reader
+}
+
 // slowStore adds latency to reads, as a remote metadata store has.
 type slowStore struct {
 	metadata.Store
@@ -387,19 +412,7 @@ func TestBKReaderReadAcrossTrim(t *testing.T) {
 	ft := fault.NewTransport(env.tr)
 	f, _ := env.factoryOver(t, ft, nil, Config{MaxEntriesPerLedger: 2, MinLedgerRolloverTime: time.Nanosecond,
 		CacheSize: 1}) // nothing cached: every read goes to the bookie
-	ml, err := f.Open(ctx, "public/default/persistent/review-reader-trim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, _ := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
-	var ps []Position
-	for i := range 6 { // ledgers: [e0 e1] [e2 e3] [e4 e5] and an empty current one
-		ps = append(ps, addWait(t, ml, fmt.Sprintf("e%d", i)))
-	}
-	reader, err := ml.NewNonDurableCursor(Position{LedgerID: -1, EntryID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sub, ps, reader := threeLedgersAndReader(t, f, "public/default/persistent/review-reader-trim")
 	slowReads := ft.Inject(fault.Fault{Op: bkproto.OpRead, Match: plainRead, Action: fault.Delay, Delay: 500 * time.Millisecond})
 	type readResult struct {
 		es  []Entry
@@ -653,19 +666,7 @@ func TestBKReaderPlannedBeforeTrim(t *testing.T) {
 	env := newBKEnv(t)
 	ctx := context.Background()
 	f, _ := env.factoryOver(t, env.tr, nil, Config{MaxEntriesPerLedger: 2, MinLedgerRolloverTime: time.Nanosecond})
-	ml, err := f.Open(ctx, "public/default/persistent/review-reader-planned-trim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, _ := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
-	var ps []Position
-	for i := range 6 { // ledgers: [e0 e1] [e2 e3] [e4 e5] and an empty current one
-		ps = append(ps, addWait(t, ml, fmt.Sprintf("e%d", i)))
-	}
-	reader, err := ml.NewNonDurableCursor(Position{LedgerID: -1, EntryID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ml, sub, ps, reader := threeLedgersAndReader(t, f, "public/default/persistent/review-reader-planned-trim")
 	bl := ml.(*bkLedger)
 	var once sync.Once
 	bl.testHookBeforeFetch = func() {
