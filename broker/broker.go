@@ -134,6 +134,13 @@ type Config struct {
 	// MaxConcurrentTopicLoadRequest is maxConcurrentTopicLoadRequest
 	// (5000): topic loads beyond it wait for one to finish.
 	MaxConcurrentLookupRequest, MaxConcurrentTopicLoadRequest int
+	// MaxConnections and MaxConnectionsPerIP are brokerMaxConnections and
+	// brokerMaxConnectionsPerIp (0: unbounded, Pulsar's default): a client
+	// connection past either is closed as soon as it is accepted. Each
+	// binary port (plain, TLS) counts its own connections. Whatever
+	// they say, connections never take the last file descriptors of the
+	// process (netio.Options.FDHeadroom).
+	MaxConnections, MaxConnectionsPerIP int
 	// ReplicationPolicyCheckInterval is how often loaded topics compare
 	// their replicators with their replication clusters (default 5 s; a
 	// topic also checks as it loads). ReplicationProducerQueueSize is

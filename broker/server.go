@@ -22,7 +22,8 @@ func (b *Broker) Serve(addr string) (*netio.Server, error) {
 	frame := b.cfg.MaxMessageSize + wire.FramePadding
 	srv, err := netio.Listen(netHandler{b}, netio.Options{Addr: addr, Multicore: true,
 		MaxFrameSize: frame, MaxInboundBuffered: clientInFlightBytes + 2*frame, Logger: b.log,
-		IdleTimeout: 2 * b.cfg.KeepAliveInterval})
+		IdleTimeout: 2 * b.cfg.KeepAliveInterval,
+		MaxConns:    b.cfg.MaxConnections, MaxConnsPerIP: b.cfg.MaxConnectionsPerIP})
 	if err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", addr, err)
 	}

@@ -37,6 +37,7 @@ type TLSServer struct {
 func (b *Broker) ServeTLS(addr string, cfg *tls.Config) (*TLSServer, error) {
 	s, err := netio.ListenTLS(addr, netio.TLSOptions{Config: cfg, MaxFrameSize: b.cfg.MaxMessageSize + wire.FramePadding,
 		IdleTimeout: 2 * b.cfg.KeepAliveInterval, HighWater: tlsWriteHighWater, MaxQueued: tlsMaxQueued,
+		MaxConns: b.cfg.MaxConnections, MaxConnsPerIP: b.cfg.MaxConnectionsPerIP,
 		What: "broker TLS", Logger: b.log},
 		func(c *netio.TLSConn) (func([]byte) error, func(error)) {
 			sc := b.newConn(c)

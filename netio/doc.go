@@ -3,6 +3,16 @@
 // stream into length-prefixed frames and hands them to a Handler. It knows
 // nothing about Pulsar or the bookie protocol.
 //
+// # Accepting
+//
+// netio accepts connections on a listener of its own and enrolls each into
+// gnet's event loops (a gnet.Client engine), instead of letting gnet
+// accept: gnet stops its whole engine on a failed accept (EMFILE in a
+// connection flood). The acceptor (accept.go, shared with the TLS ports)
+// sheds connections when the process is out of descriptors, keeps
+// connections off the last FDHeadroom descriptors, enforces MaxConns and
+// MaxConnsPerIP, and logs refusals once per 10 s.
+//
 // # Frames
 //
 //	+------+--------------------+
@@ -118,21 +128,19 @@
 //     isEOF (connection_unix.go:90-114), so closing inside OnTraffic is safe.
 //   - reactor_default.go:46-77 a sub-reactor closes all its connections
 //     (OnClose for each, :73) when it exits.
-//   - engine_unix.go:198-228 stop: loops exit, then pollers close, then the
-//     engine is marked shut down; gnet.go:153-172 Engine.Stop polls for that
-//     every 500 ms (gnet.go:711), so Server.Close starts the stop with an
-//     already-cancelled context and waits for gnet.Run to return instead.
-//     acceptor_unix.go:30-75 the main reactor queues each accepted
-//     connection to a loop; one accepted after the loops' exit was queued
-//     is never registered nor closed, so Close first shuts the listener
-//     down (Server.stopAccepting) and lets the reactor's failing accept
-//     start the stop (reactor_default.go:27-43), behind what it queued.
-//   - eventloop_unix.go:415-448, engine_unix.go:179-185 OnTick runs on its
-//     own goroutine, first right after the loops start: Listen waits for it,
-//     and idle connections are found there.
+//   - client_unix.go:106-176 a Client engine runs the same event loops as a
+//     server engine, without a listener; Start calls OnBoot and starts the
+//     loops and the ticker, Stop makes every loop exit (closing its
+//     connections, OnClose for each) and waits for them. :199-291
+//     EnrollContext duplicates a net.Conn's descriptor, closes the net.Conn,
+//     queues the registration on a loop and returns after OnOpen ran; so
+//     Close closes the listener, waits for the acceptor (and the enrolment
+//     it may be in), then stops the loops: no accepted connection is left
+//     without a loop.
+//   - eventloop_unix.go:415-448 OnTick runs on its own goroutine; idle
+//     connections are found there.
 //
 // gnet keeps process-wide state we cannot avoid: its default logger (set to
-// the last Server's Logger, gnet.go:560), a map of engines by address
-// (engine_unix.go:275), and a worker pool started at init
-// (pkg/pool/goroutine/goroutine.go:44).
+// the last Server's Logger, client_unix.go:60), and a worker pool started
+// at init (pkg/pool/goroutine/goroutine.go:44).
 package netio

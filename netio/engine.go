@@ -17,35 +17,21 @@ type engineHandler struct {
 	s *Server
 }
 
-// OnBoot runs on Listen's engine goroutine before the loops start.
-func (e *engineHandler) OnBoot(eng gnet.Engine) gnet.Action {
-	e.s.eng = eng
-	addr, err := e.s.listenerAddr(eng)
-	if err != nil {
-		e.s.bootErr = err
-		return gnet.Shutdown
-	}
-	e.s.addr = addr
-	return gnet.None
-}
-
-// OnTick runs on gnet's ticker goroutine, first right after the loops
-// start (which is what Listen waits for).
+// OnTick runs on gnet's ticker goroutine.
 func (e *engineHandler) OnTick() (time.Duration, gnet.Action) {
 	s := e.s
-	s.startOnce.Do(func() { close(s.started) })
 	if s.opts.IdleTimeout > 0 {
 		s.closeIdle(time.Now())
 	}
 	return s.tickInterval(), gnet.None
 }
 
-// OnOpen creates the Conn. Writes the handler makes here are queued and
-// written after it returns.
+// OnOpen creates the Conn (the acceptor admitted it). Writes the handler
+// makes here are queued and written after it returns.
 func (e *engineHandler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(e.s, gc)
-	gc.SetContext(c)
 	e.s.track(c)
+	gc.SetContext(c)
 	c.holdFlush()
 	e.s.h.OnOpen(c)
 	c.flush()
@@ -110,12 +96,6 @@ func (s *Server) logClose(c *Conn, reason error, local bool) {
 	}
 	s.log.Log(context.Background(), level, "netio: connection closed",
 		"remote", fmt.Sprint(c.remote), "reason", reason.Error())
-}
-
-// OnShutdown runs when gnet begins stopping the loops (Close, or the main
-// reactor's exit after stopAccepting shut the listener down).
-func (e *engineHandler) OnShutdown(gnet.Engine) {
-	e.s.shutOnce.Do(func() { close(e.s.shutdown) })
 }
 
 // gnetLogger sends gnet's messages to slog. gnet's Info lines are startup

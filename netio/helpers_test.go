@@ -135,12 +135,18 @@ func (r *recorder) OnOpen(c *Conn) {
 	if r.onOpen != nil {
 		r.onOpen(c)
 	}
-	r.opens <- c
+	if r.opens != nil {
+		r.opens <- c
+	}
 }
 
 func (r *recorder) OnFrame(c *Conn, frame []byte) error { return r.onFrame(c, frame) }
 
-func (r *recorder) OnClose(c *Conn, err error) { r.closes <- closeEvent{c, err} }
+func (r *recorder) OnClose(c *Conn, err error) {
+	if r.closes != nil {
+		r.closes <- closeEvent{c, err}
+	}
+}
 
 // echo copies the frame into a pooled buffer (the frame dies with the call)
 // and recycles it when the write is done.

@@ -70,9 +70,28 @@ type Options struct {
 	// IdleTimeout, when positive, closes connections that sent nothing for
 	// that long. Only reads count: a client that only receives must ping.
 	IdleTimeout time.Duration
+	// MaxConns, when positive, bounds the open connections: a connection
+	// past it is closed as soon as it is accepted (Pulsar's
+	// brokerMaxConnections).
+	MaxConns int
+	// MaxConnsPerIP, when positive, bounds the open connections from one
+	// remote address the same way (brokerMaxConnectionsPerIp).
+	MaxConnsPerIP int
+	// FDHeadroom is how many file descriptors below the process's
+	// RLIMIT_NOFILE connections may never take, so that ledgers, indexes
+	// and outgoing connections can still open files during a connection
+	// flood (default: a tenth of the limit, at least 64, at most 4096;
+	// negative: none). A connection accepted on a descriptor inside the
+	// headroom is closed at once.
+	FDHeadroom int
 	// Logger gets one line per closed connection and gnet's own messages
 	// (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// defaultFDHeadroom is FDHeadroom's default for a descriptor limit.
+func defaultFDHeadroom(limit uint64) int {
+	return int(min(max(limit/10, 64), 4096))
 }
 
 // normalize fills the defaults and checks the values.

@@ -2,16 +2,15 @@ package netio
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"golang.org/x/sys/unix"
 )
 
 // Handler is the protocol on top of netio. All three methods run on the
@@ -33,30 +32,29 @@ type Handler interface {
 	OnClose(c *Conn, err error)
 }
 
-// Server is a running gnet engine serving one Handler.
+// Server is a listener of ours feeding a gnet engine serving one Handler.
+// netio accepts connections itself, so that it decides what a failed
+// accept means: gnet's own acceptor stops its engine on any accept error
+// (EMFILE in a connection flood), leaving the port refusing everything.
+// gnet runs the event loops: reads, writes and the handler's callbacks.
 type Server struct {
 	h    Handler
 	opts Options // normalized
 	log  *slog.Logger
+	cli  *gnet.Client // the event loops; connections are enrolled into it
+	ln   net.Listener
+	addr net.Addr
 
-	// Set in OnBoot, read after started or done is closed.
-	eng     gnet.Engine
-	addr    net.Addr
-	bootErr error
-
-	started   chan struct{} // closed on the first OnTick: the loops run
-	startOnce sync.Once
-	done      chan struct{} // closed when gnet.Run has returned
-	runErr    error         // written before done is closed
+	done      chan struct{} // closed when the acceptor has returned
 	stopping  atomic.Bool
 	stopOnce  sync.Once
-	shutdown  chan struct{} // closed by OnShutdown: gnet began stopping its loops
-	shutOnce  sync.Once
+	stopErr   error         // Client.Stop's, written before stopped is closed
+	stopped   chan struct{} // closed when the loops have stopped
 	closedCh  chan struct{} // always closed: Drained of a connection that is not congested
+	adm       *admission    // connection limits (accept.go)
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // guarded by mu: open connections
-	lnFD  int                // guarded by mu: our duplicate of the listener (-1: none), see stopAccepting
 }
 
 // Listen starts a server for h and returns once it accepts connections.
@@ -65,54 +63,84 @@ func Listen(h Handler, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	lim, err := newLimits(opts.MaxConns, opts.MaxConnsPerIP, opts.FDHeadroom)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		h:        h,
 		opts:     opts,
 		log:      opts.Logger,
-		started:  make(chan struct{}),
 		done:     make(chan struct{}),
+		stopped:  make(chan struct{}),
 		closedCh: make(chan struct{}),
-		shutdown: make(chan struct{}),
 		conns:    make(map[*Conn]struct{}),
-		lnFD:     -1,
+		adm:      newAdmission(lim, opts.Logger),
 	}
 	close(s.closedCh)
-	go s.run()
-	select {
-	case <-s.started:
-		return s, nil
-	case <-s.done:
-		err := s.runErr
-		if err == nil {
-			err = errors.New("engine stopped before it started")
-		}
+	if err := s.start(); err != nil {
 		return nil, fmt.Errorf("netio: listen on %s: %w", opts.Addr, err)
+	}
+	acc := newAcceptor(s.ln, s.adm, s.addr.String())
+	go func() {
+		defer close(s.done)
+		acc.run(s.enroll)
+	}()
+	return s, nil
+}
+
+// enroll hands an admitted connection to the event loops. EnrollContext
+// duplicates the descriptor, closes nc (also on error), and returns once
+// OnOpen has run.
+func (s *Server) enroll(nc net.Conn) {
+	remote := nc.RemoteAddr()
+	if _, err := s.cli.EnrollContext(nc, nil); err != nil {
+		s.adm.release(remote)
+		s.adm.noteRefused(time.Now(), s.addr.String(), fmt.Errorf("%w: %v", ErrConnRefused, err))
 	}
 }
 
-// run runs the engine until it stops.
-func (s *Server) run() {
+// track records c as open (OnOpen).
+func (s *Server) track(c *Conn) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+// forget removes c and gives back its slot (OnClose).
+func (s *Server) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.adm.release(c.remote)
+}
+
+// start opens the listener and starts the event loops.
+func (s *Server) start() error {
 	o := s.opts
-	err := gnet.Run(&engineHandler{s: s}, o.Addr,
+	cli, err := gnet.NewClient(&engineHandler{s: s},
 		gnet.WithMulticore(o.Multicore),
 		gnet.WithNumEventLoop(o.NumEventLoop),
 		gnet.WithReadBufferCap(o.ReadBufferCap),
 		gnet.WithTicker(true),
-		gnet.WithReuseAddr(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		// No WithTCPNoDelay: Go sets TCP_NODELAY on every accepted
+		// connection, and gnet's enrolment leaks the duplicate descriptor
+		// when setting it again fails.
 		gnet.WithLogger(gnetLogger{l: s.log, stopping: &s.stopping}),
 	)
-	if err == nil {
-		err = s.bootErr
+	if err != nil {
+		return err
 	}
-	s.mu.Lock()
-	if s.lnFD >= 0 {
-		unix.Close(s.lnFD)
-		s.lnFD = -1
+	ln, err := net.Listen("tcp", strings.TrimPrefix(o.Addr, "tcp://"))
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
-	s.runErr = err
-	close(s.done)
+	if err := cli.Start(); err != nil {
+		ln.Close()
+		return err
+	}
+	s.cli, s.ln, s.addr = cli, ln, ln.Addr()
+	return nil
 }
 
 // Addr is the address the server listens on (the real port when Options.Addr
@@ -121,55 +149,26 @@ func (s *Server) Addr() net.Addr { return s.addr }
 
 // Close stops accepting, closes every connection (OnClose gets
 // ErrServerClosed; queued writes fail with ErrConnClosed), and waits for the
-// engine to stop, or for ctx. Safe to call more than once, but not from a
+// loops to stop, or for ctx. Safe to call more than once, but not from a
 // Handler callback (the loop it runs on could not stop).
 func (s *Server) Close(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.stopOnce.Do(func() {
-		s.stopAccepting()
-		// Engine.Stop polls for the end every 500 ms; with a done context
-		// it only starts the shutdown, and we wait for run instead.
-		stopCtx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.eng.Stop(stopCtx)
+		// Closing the listener resets what its backlog holds; the
+		// acceptor finishes the enrolment under way (its connection is
+		// then closed with the others) and returns.
+		s.ln.Close()
+		go func() {
+			<-s.done
+			s.stopErr = s.cli.Stop()
+			close(s.stopped)
+		}()
 	})
 	select {
-	case <-s.done:
-		return s.runErr
+	case <-s.stopped:
+		return s.stopErr
 	case <-ctx.Done():
 		return fmt.Errorf("netio: close server on %s: %w", s.addr, ctx.Err())
-	}
-}
-
-// stopAccepting shuts the listening socket down before the loops stop, so
-// that no connection is left open without a loop. gnet's main reactor
-// accepts and queues each new connection to a loop; Engine.Stop queues
-// the loops' exit, and a connection accepted after that is queued behind
-// the exit, never registered and never closed: its client waits for its
-// handshake timeout. Shut down, the listener resets what its backlog
-// holds and refuses what comes; the reactor's next accept fails, and it
-// stops the engine itself, after queuing what it accepted before.
-// Waiting for that (OnShutdown) keeps every accepted connection ahead of
-// the loops' exit. A bounded wait: if the reactor does not notice,
-// Engine.Stop stops it. The duplicate of the listener was taken in OnBoot,
-// on gnet's goroutine before it could close its own (a Dup here would race
-// with that close), and is closed when gnet.Run returns.
-func (s *Server) stopAccepting() {
-	s.mu.Lock()
-	fd := s.lnFD
-	var err error
-	if fd >= 0 {
-		err = unix.Shutdown(fd, unix.SHUT_RD)
-	}
-	s.mu.Unlock()
-	if fd < 0 || err != nil {
-		s.log.Debug("netio: shut down listener", "err", err)
-		return
-	}
-	select {
-	case <-s.shutdown:
-	case <-s.done:
-	case <-time.After(time.Second):
 	}
 }
 
@@ -178,18 +177,6 @@ func (s *Server) NumConns() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
-}
-
-func (s *Server) track(c *Conn) {
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *Server) forget(c *Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
 }
 
 // closeIdle closes connections that sent nothing for IdleTimeout.
@@ -215,28 +202,4 @@ func (s *Server) tickInterval() time.Duration {
 		return time.Hour
 	}
 	return min(max(s.opts.IdleTimeout/4, 5*time.Millisecond), time.Second)
-}
-
-// listenerAddr reads the bound address from a duplicate of the listener,
-// which it keeps for stopAccepting.
-func (s *Server) listenerAddr(eng gnet.Engine) (net.Addr, error) {
-	fd, err := eng.Dup()
-	if err != nil {
-		return nil, fmt.Errorf("dup listener: %w", err)
-	}
-	s.mu.Lock()
-	s.lnFD = fd
-	s.mu.Unlock()
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return nil, fmt.Errorf("listener address: %w", err)
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}, nil
-	case *unix.SockaddrInet6:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}, nil
-	default:
-		return nil, fmt.Errorf("listener address: unexpected %T", sa)
-	}
 }

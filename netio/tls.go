@@ -32,7 +32,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,6 +60,9 @@ type TLSOptions struct {
 	// never). MaxQueued disconnects a client that lets this much pile up
 	// (default 256 MiB).
 	HighWater, MaxQueued int
+	// MaxConns, MaxConnsPerIP and FDHeadroom bound this port's
+	// connections as Options' fields of the same names do (accept.go).
+	MaxConns, MaxConnsPerIP, FDHeadroom int
 	// What names the port in log lines ("broker TLS", "bookie TLS").
 	What   string
 	Logger *slog.Logger
@@ -77,6 +79,7 @@ type TLSServer struct {
 	opts TLSOptions
 	open TLSOpen
 	ln   net.Listener
+	adm  *admission
 	wg   sync.WaitGroup
 	ctx  context.Context // cancelled by Close: handshakes in progress end
 
@@ -95,43 +98,45 @@ func ListenTLS(addr string, opts TLSOptions, open TLSOpen) (*TLSServer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	lim, err := newLimits(opts.MaxConns, opts.MaxConnsPerIP, opts.FDHeadroom)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", opts.What, err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listen on %s: %w", opts.What, addr, err)
 	}
-	s := &TLSServer{opts: opts, open: open, ln: ln, conns: map[*TLSConn]struct{}{}}
+	s := &TLSServer{opts: opts, open: open, ln: ln, conns: map[*TLSConn]struct{}{},
+		adm: newAdmission(lim, opts.Logger)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	acc := newAcceptor(ln, s.adm, opts.What)
 	s.wg.Add(1)
-	go s.accept()
+	go func() {
+		defer s.wg.Done()
+		acc.run(s.serve)
+	}()
 	return s, nil
 }
 
 // Addr is the listening address.
 func (s *TLSServer) Addr() net.Addr { return s.ln.Addr() }
 
-func (s *TLSServer) accept() {
-	defer s.wg.Done()
-	for {
-		raw, err := s.ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				s.opts.Logger.Error(s.opts.What+" listener stopped", "err", err)
-			}
-			return
-		}
-		c := &TLSConn{srv: s, raw: raw, conn: tls.Server(raw, s.opts.Config), remote: raw.RemoteAddr(),
-			kick: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = raw.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
+// serve starts an admitted connection's goroutines (the acceptor's
+// callback).
+func (s *TLSServer) serve(raw net.Conn) {
+	c := &TLSConn{srv: s, raw: raw, conn: tls.Server(raw, s.opts.Config), remote: raw.RemoteAddr(),
+		kick: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-		go c.serve()
+		_ = raw.Close()
+		s.adm.release(c.remote)
+		return
 	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go c.serve()
 }
 
 // Close stops listening, closes every connection and waits (up to ctx)
@@ -205,6 +210,7 @@ func (c *TLSConn) forget() {
 	c.srv.mu.Lock()
 	delete(c.srv.conns, c)
 	c.srv.mu.Unlock()
+	c.srv.adm.release(c.remote)
 }
 
 // readLoop reads frames until an error or a close.

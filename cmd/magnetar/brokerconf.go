@@ -63,6 +63,8 @@ type brokerSettings struct {
 	autoCreateType      string
 	defaultPartitions   int
 	maxLookups          int // maxConcurrentLookupRequest
+	maxConns            int // brokerMaxConnections
+	maxConnsPerIP       int // brokerMaxConnectionsPerIp
 	maxTopicLoads       int // maxConcurrentTopicLoadRequest
 	// Replicated subscriptions: enableReplicatedSubscriptions=false,
 	// replicatedSubscriptionsSnapshot{FrequencyMillis,TimeoutSeconds,MaxCachedPerSubscription}.
@@ -112,6 +114,8 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"maxUnackedMessagesPerConsumer":                           setInt(&s.maxUnackedPerCons),
 		"maxUnackedMessagesPerSubscription":                       setInt(&s.maxUnackedPerSub),
 		"maxConcurrentLookupRequest":                              setInt(&s.maxLookups),
+		"brokerMaxConnections":                                    setNonNegInt(&s.maxConns),
+		"brokerMaxConnectionsPerIp":                               setNonNegInt(&s.maxConnsPerIP),
 		"maxConcurrentTopicLoadRequest":                           setInt(&s.maxTopicLoads),
 		"brokerEntryMetadataInterceptors":                         setString(&s.entryInterceptors),
 		"exposingBrokerEntryMetadataToClientEnabled":              setBool(&s.exposeEntryMetadata),
@@ -237,7 +241,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
 		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
-		MaxConcurrentTopicLoadRequest:   s.maxTopicLoads,
+		MaxConcurrentTopicLoadRequest: s.maxTopicLoads,
+		MaxConnections:                s.maxConns, MaxConnectionsPerIP: s.maxConnsPerIP,
 		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
 		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached,
 		ReplicationStartAt: s.replStartAt, DispatchThrottlingRatePerReplicatorInMsg: s.replMsgRate,

@@ -60,6 +60,18 @@ func setInt(p *int) confSetter {
 	}
 }
 
+// setNonNegInt is setInt for counts where a negative number means nothing.
+func setNonNegInt(p *int) confSetter {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer (0: unbounded), got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}
+
 // setNegatedBool stores the opposite of a boolean key, for settings whose
 // Go zero value must mean the key's default of true.
 func setNegatedBool(p *bool) confSetter {

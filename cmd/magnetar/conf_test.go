@@ -25,7 +25,8 @@ func writeConf(t *testing.T, text string) string {
 
 func TestStandaloneConfigFile(t *testing.T) {
 	p := writeConf(t, "# comment\nclusterName=east\nbrokerServicePort=7000\nwebServicePort=7001\n"+
-		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\nmaxConcurrentLookupRequest=7\nmaxConcurrentTopicLoadRequest=9\n\n")
+		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\nmaxConcurrentLookupRequest=7\nmaxConcurrentTopicLoadRequest=9\n"+
+		"brokerMaxConnections=1000\nbrokerMaxConnectionsPerIp=50\n\n")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	f, err := parseStandaloneFlags([]string{"--config", p, "--broker-port", "7100"}, io.Discard, log)
@@ -33,7 +34,7 @@ func TestStandaloneConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.cluster != "east" || f.brokerPort != 7100 || f.webPort != 7001 || f.keepAlive != 5*time.Second ||
-		f.maxLookups != 7 || f.maxTopicLoads != 9 {
+		f.maxLookups != 7 || f.maxTopicLoads != 9 || f.maxConns != 1000 || f.maxConnsPerIP != 50 {
 		t.Fatalf("config applied wrongly (flags must win): %+v", f)
 	}
 	if !strings.Contains(logs.String(), "managedLedgerOffloadDriver") {
@@ -47,6 +48,7 @@ func TestStandaloneConfigErrors(t *testing.T) {
 		"clusterName\n":                "want key=value",
 		"brokerServicePort=lots\n":     "brokerServicePort: want an integer",
 		"keepAliveIntervalSeconds=0\n": "keepAliveIntervalSeconds",
+		"brokerMaxConnections=-1\n":    "brokerMaxConnections: want a non-negative integer",
 	} {
 		_, err := parseStandaloneFlags([]string{"--config", writeConf(t, text)}, io.Discard, log)
 		if err == nil || !strings.Contains(err.Error(), want) {
