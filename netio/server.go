@@ -45,13 +45,13 @@ type Server struct {
 	ln   net.Listener
 	addr net.Addr
 
-	done      chan struct{} // closed when the acceptor has returned
-	stopping  atomic.Bool
-	stopOnce  sync.Once
-	stopErr   error         // Client.Stop's, written before stopped is closed
-	stopped   chan struct{} // closed when the loops have stopped
-	closedCh  chan struct{} // always closed: Drained of a connection that is not congested
-	adm       *admission    // connection limits (accept.go)
+	done     chan struct{} // closed when the acceptor has returned
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error         // Client.Stop's, written before stopped is closed
+	stopped  chan struct{} // closed when the loops have stopped
+	closedCh chan struct{} // always closed: Drained of a connection that is not congested
+	adm      *admission    // connection limits (accept.go)
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // guarded by mu: open connections
