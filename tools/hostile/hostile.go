@@ -105,19 +105,27 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		d.report.Inputs++
 		d.report.ByCategory[in.category]++
 		start := time.Now()
-		if err := in.run(d, ctx); err != nil {
+		// An input cut short by the run's end is no finding: the run
+		// reports that it stopped.
+		if err := in.run(d, ctx); err != nil && ctx.Err() == nil {
 			d.fail("seed %d input %d (%s): %v", cfg.Seed, i, in.category, err)
 		}
 		d.report.Elapsed[in.category] += time.Since(start)
-		if i%50 == 49 {
-			if err := d.probe(ctx); err != nil {
+		if i%50 == 49 && ctx.Err() == nil {
+			if err := d.probe(ctx); err != nil && ctx.Err() == nil {
 				d.fail("seed %d after input %d: a new connection was not served: %v", cfg.Seed, i, err)
 			}
 			cfg.Logf("hostile: %d inputs, %d closed, %d served, %d failures", i+1, d.report.Closed,
 				d.report.Served, len(d.report.Failures))
 		}
 	}
-	if err := d.probe(ctx); err != nil {
+	if d.report.Inputs < cfg.Inputs {
+		d.fail("seed %d: stopped after %d of %d inputs: %v", cfg.Seed, d.report.Inputs, cfg.Inputs, ctx.Err())
+	}
+	// The run's context may be spent: the last probe gets its own time.
+	pctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
+	defer cancel()
+	if err := d.probe(pctx); err != nil {
 		d.fail("seed %d at the end: a new connection was not served: %v", cfg.Seed, err)
 	}
 	return *d.report, nil

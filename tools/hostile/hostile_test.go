@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,9 @@ func runHostile(t *testing.T, seed uint64, inputs, maxIDs int) {
 	const topic = "persistent://public/default/well-behaved"
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	client := startWellBehaved(t, "pulsar://"+addr, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// A bound that scales with the run: seed 2 of 20,000 inputs needed
+	// about 40 ms per input (huge ACKs and slow consumers take longest).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute+time.Duration(inputs)*50*time.Millisecond)
 	defer cancel()
 	rep, err := Run(ctx, Config{Addr: addr, HTTPAddr: httpAddr, Seed: seed, Inputs: inputs, Topic: topic,
 		Timeout: 15 * time.Second, MaxIDs: maxIDs})
@@ -261,5 +264,31 @@ func (w *wellBehaved) finish(t *testing.T) {
 	}
 	if w.sendErrs > 0 {
 		t.Errorf("the well-behaved producer saw %d failed sends", w.sendErrs)
+	}
+}
+
+// TestRunReportsAStoppedRun: a run that runs out of time says so, and its
+// last probe is not failed by the spent context (seed 2 of make test-long
+// reported "a new connection was not served" for exactly that).
+func TestRunReportsAStoppedRun(t *testing.T) {
+	_, addr, httpAddr := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	rep, err := Run(ctx, Config{Addr: addr, HTTPAddr: httpAddr, Seed: 1, Inputs: 1_000_000,
+		Topic: "persistent://public/default/stopped", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped bool
+	for _, f := range rep.Failures {
+		switch {
+		case strings.Contains(f, "stopped after"):
+			stopped = true
+		case strings.Contains(f, "at the end"):
+			t.Errorf("the last probe failed: %s", f)
+		}
+	}
+	if !stopped {
+		t.Errorf("a run of %d of 1,000,000 inputs was not reported as stopped: %v", rep.Inputs, rep.Failures)
 	}
 }
