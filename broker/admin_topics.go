@@ -227,12 +227,13 @@ func (b *Broker) DomainTopics(ctx context.Context, domain, tenant, ns string) ([
 }
 
 // checkNamespace checks the {tenant}/{namespace} of an admin call as
-// Pulsar checks them (a bad name is the caller's mistake).
+// Pulsar checks them (a bad name is the caller's mistake); a v1 namespace
+// is "cluster/namespace".
 func checkNamespace(tenant, ns string) error {
 	if err := checkNamedEntity(tenant); err != nil {
 		return badRequest("tenant", "%v", err)
 	}
-	if err := checkNamedEntity(ns); err != nil {
+	if err := checkNamespacePart(ns); err != nil {
 		return badRequest("namespace", "%v", err)
 	}
 	return nil

@@ -178,6 +178,9 @@ func memoryUsage() ownership.ResourceUsage {
 // lookup answers where a topic is served: this broker when not in
 // cluster mode, else as the ownership service decides.
 func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool) (ownership.LookupResult, error) {
+	if res, elsewhere, err := b.otherClusterLookup(ctx, name); elsewhere || err != nil {
+		return res, err
+	}
 	svc := b.own.Load()
 	if svc == nil && b.cfg.OwnershipRequired {
 		return ownership.LookupResult{}, fmt.Errorf("lookup %s: %w", name, errOwnershipPending)
@@ -193,6 +196,26 @@ func (b *Broker) lookup(ctx context.Context, name TopicName, authoritative bool)
 		res.BrokerURLTLS = b.brokerURLTLS()
 	}
 	return res, nil
+}
+
+// otherClusterLookup sends the lookup of a v1 topic whose namespace belongs
+// to another cluster to that cluster's brokers (a redirect, as Pulsar's
+// lookup does), and reports whether it did. A v1 namespace is served by
+// its own cluster only; "global" ones by every cluster they replicate to.
+func (b *Broker) otherClusterLookup(ctx context.Context, name TopicName) (ownership.LookupResult, bool, error) {
+	cluster, v1 := name.V1Cluster()
+	if !v1 || cluster == b.cfg.ClusterName || cluster == resources.GlobalCluster || b.cfg.Resources == nil {
+		return ownership.LookupResult{}, false, nil
+	}
+	cd, err := b.cfg.Resources.GetCluster(ctx, cluster)
+	if err != nil {
+		return ownership.LookupResult{}, true, fmt.Errorf("lookup %s: the cluster of its v1 namespace: %w", name, err)
+	}
+	if cd.BrokerServiceURL == "" && cd.BrokerServiceURLTLS == "" {
+		return ownership.LookupResult{}, true, fmt.Errorf("lookup %s: cluster %s, which serves its v1 namespace, has no brokerServiceUrl", name, cluster)
+	}
+	return ownership.LookupResult{BrokerURL: cd.BrokerServiceURL, BrokerURLTLS: cd.BrokerServiceURLTLS,
+		HTTPURL: cd.ServiceURL, HTTPURLTLS: cd.ServiceURLTLS, Redirect: true, Authoritative: true}, true, nil
 }
 
 // policyBoundaries reads a namespace's bundle boundaries from its

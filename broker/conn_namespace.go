@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -32,9 +31,9 @@ import (
 
 func (c *serverConn) handleGetTopicsOfNamespace(cmd *pb.CommandGetTopicsOfNamespace) error {
 	reqID := cmd.GetRequestId()
-	tenant, ns, ok := strings.Cut(cmd.GetNamespace(), "/")
-	if !ok || checkNamedEntity(tenant) != nil || checkNamedEntity(ns) != nil {
-		return c.sendError(reqID, pb.ServerError_InvalidTopicName, fmt.Sprintf("namespace %q: want tenant/namespace", cmd.GetNamespace()))
+	tenant, ns, err := parseNamespace(cmd.GetNamespace())
+	if err != nil {
+		return c.sendError(reqID, pb.ServerError_InvalidTopicName, err.Error())
 	}
 	// Bounded with lookups, as Pulsar bounds it (maxConcurrentLookupRequest),
 	// and off the event loop: listing reads the metadata store.

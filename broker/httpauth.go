@@ -213,9 +213,11 @@ func topicRequirement(a access, p []string) httpRequirement {
 func (b *Broker) authorizeHTTP(r *http.Request, subject auth.Subject) error {
 	z := b.cfg.Authorization
 	req := httpAccess(r.Method, r.URL.EscapedPath())
-	if req.topic.Local != "" {
-		if local, err := url.PathUnescape(req.topic.Local); err == nil {
-			req.topic.Local = local
+	// Segments are escaped: a local name may hold anything, and a v1
+	// namespace is "cluster%2Fns" (v1routes.go).
+	for _, p := range []*string{&req.tenant, &req.namespace, &req.topic.Tenant, &req.topic.Namespace, &req.topic.Local} {
+		if v, err := url.PathUnescape(*p); err == nil {
+			*p = v
 		}
 	}
 	what := r.Method + " " + r.URL.Path

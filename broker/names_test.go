@@ -60,12 +60,16 @@ func (s *restartableStorage) start(t *testing.T) (url string, stop func()) {
 	return "pulsar://" + srv.Addr().String(), stop
 }
 
+// A name of four or more parts is v1 (property/cluster/namespace/local), as
+// in Pulsar, and only a v1 local name can hold '/': n/x/y and n/x are the
+// local names x/y and x of v1 namespace public/default/n, stored beside
+// v2 topic public/default/n without nesting.
 func TestTopicAndSubscriptionNamesWithSlashesSurviveRestart(t *testing.T) {
 	s := newRestartableStorage(t)
 	url, stop := s.start(t)
 	c := newClient(t, url)
 	topics := []string{"persistent://public/default/n/x/y", "persistent://public/default/n/x",
-		"persistent://public/default/50% off", "persistent://public/default/日本/..", "persistent://public/default/n"}
+		"persistent://public/default/50% off", "persistent://public/default/n/日本/..", "persistent://public/default/n"}
 	subs := []string{"x/y", "x", "..", "a%2Fb", "sp ace"}
 	for i, topic := range topics {
 		for _, sub := range subs {

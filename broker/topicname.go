@@ -10,7 +10,12 @@ import (
 )
 
 // TopicName is a parsed, normalised topic name:
-// {persistent|non-persistent}://tenant/namespace/local.
+// {persistent|non-persistent}://tenant/namespace/local. A legacy (v1) name,
+// {domain}://property/cluster/namespace/local, keeps "cluster/namespace"
+// in Namespace: every path built from tenant and namespace (policies,
+// bundle ownership, the managed ledger's tenant/cluster/namespace/domain/
+// local) then comes out as Pulsar lays out v1 names, and a v1 namespace
+// can never be taken for a v2 one, whose names have no '/'.
 type TopicName struct {
 	Domain, Tenant, Namespace, Local string
 }
@@ -21,11 +26,14 @@ type TopicName struct {
 // name from costing every store and log it passes through.
 const MaxTopicNameLength = 2048
 
-// ParseTopicName accepts the forms clients send: "my-topic" (in
-// public/default), "tenant/ns/my-topic", and full names. It refuses what
-// Pulsar refuses (tenant and namespace outside [-=:.\w], see
-// checkNamedEntity) and what no store can hold: invalid UTF-8, control
-// characters, "." and "..", and names past MaxTopicNameLength.
+// ParseTopicName accepts the forms clients send, as Pulsar's TopicName
+// does: "my-topic" (in public/default), "tenant/ns/my-topic",
+// "property/cluster/ns/my-topic" (v1), and the same with a domain. As in
+// Pulsar, a name of four or more parts is v1, whatever is after its fourth
+// '/' belonging to the local name. It refuses what Pulsar refuses (tenant,
+// cluster and namespace outside [-=:.\w], see checkNamedEntity) and what no
+// store can hold: invalid UTF-8, control characters, "." and "..", and
+// names past MaxTopicNameLength.
 func ParseTopicName(s string) (TopicName, error) {
 	domain, rest := "persistent", s
 	if d, r, ok := strings.Cut(s, "://"); ok {
@@ -34,18 +42,18 @@ func ParseTopicName(s string) (TopicName, error) {
 	if domain != "persistent" && domain != "non-persistent" {
 		return TopicName{}, fmt.Errorf("topic %q: domain must be persistent or non-persistent", s)
 	}
-	parts := strings.SplitN(rest, "/", 3)
+	parts := strings.SplitN(rest, "/", 4)
 	var t TopicName
 	switch len(parts) {
 	case 1:
 		t = TopicName{Domain: domain, Tenant: "public", Namespace: "default", Local: parts[0]}
 	case 3:
 		t = TopicName{Domain: domain, Tenant: parts[0], Namespace: parts[1], Local: parts[2]}
+	case 4:
+		t = TopicName{Domain: domain, Tenant: parts[0], Namespace: parts[1] + "/" + parts[2], Local: parts[3]}
 	default:
-		return TopicName{}, fmt.Errorf("topic %q: want <topic>, <tenant>/<namespace>/<topic> or a full name", s)
-	}
-	if strings.Contains(t.Local, "/") && !strings.HasPrefix(s, domain+"://") {
-		return TopicName{}, fmt.Errorf("topic %q: '/' in the local name", s)
+		return TopicName{}, fmt.Errorf("topic %q: want <topic>, <tenant>/<namespace>/<topic>, "+
+			"<property>/<cluster>/<namespace>/<topic> or a full name", s)
 	}
 	if err := t.check(); err != nil {
 		return TopicName{}, fmt.Errorf("topic %q: %w", s, err)
@@ -53,17 +61,65 @@ func ParseTopicName(s string) (TopicName, error) {
 	return t, nil
 }
 
+// parseNamespace splits a namespace name, "tenant/namespace" or (v1)
+// "property/cluster/namespace", into the tenant and the rest.
+func parseNamespace(s string) (tenant, ns string, err error) {
+	tenant, ns, ok := strings.Cut(s, "/")
+	if !ok {
+		return "", "", fmt.Errorf("namespace %q: want tenant/namespace or property/cluster/namespace", s)
+	}
+	if err := checkNamedEntity(tenant); err != nil {
+		return "", "", fmt.Errorf("namespace %q: tenant: %w", s, err)
+	}
+	if err := checkNamespacePart(ns); err != nil {
+		return "", "", fmt.Errorf("namespace %q: %w", s, err)
+	}
+	return tenant, ns, nil
+}
+
+// V1Cluster is the cluster of a legacy (v1) name, and whether it is one.
+func (t TopicName) V1Cluster() (string, bool) {
+	cluster, _, ok := strings.Cut(t.Namespace, "/")
+	return cluster, ok
+}
+
 func (t TopicName) check() error {
 	if n := len(t.String()); n > MaxTopicNameLength {
 		return fmt.Errorf("name of %d bytes is longer than %d", n, MaxTopicNameLength)
 	}
-	for _, p := range []struct{ what, name string }{{"tenant", t.Tenant}, {"namespace", t.Namespace}} {
-		if err := checkNamedEntity(p.name); err != nil {
-			return fmt.Errorf("%s: %w", p.what, err)
-		}
+	if err := checkNamedEntity(t.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := checkNamespacePart(t.Namespace); err != nil {
+		return err
 	}
 	if err := checkNamePart(t.Local); err != nil {
 		return fmt.Errorf("local name: %w", err)
+	}
+	return nil
+}
+
+// checkNamespacePart checks a namespace, "namespace" or, for v1 names,
+// "cluster/namespace". A v1 namespace may not be named as a domain: its
+// topics' managed ledgers (tenant/cluster/namespace/domain/local) would
+// then nest under the v2 topic of namespace tenant/cluster named as that
+// domain.
+func checkNamespacePart(ns string) error {
+	cluster, name, v1 := strings.Cut(ns, "/")
+	if !v1 {
+		if err := checkNamedEntity(ns); err != nil {
+			return fmt.Errorf("namespace: %w", err)
+		}
+		return nil
+	}
+	if err := checkNamedEntity(cluster); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	if err := checkNamedEntity(name); err != nil {
+		return fmt.Errorf("namespace: %w", err)
+	}
+	if name == "persistent" || name == "non-persistent" {
+		return fmt.Errorf("namespace: a v1 namespace may not be named %q", name)
 	}
 	return nil
 }

@@ -115,9 +115,9 @@ func (b *Broker) matchingTopics(ctx context.Context, tenant, ns string, re *rege
 
 func (c *serverConn) handleWatchTopicList(cmd *pb.CommandWatchTopicList) error {
 	reqID := cmd.GetRequestId()
-	tenant, ns, ok := strings.Cut(cmd.GetNamespace(), "/")
-	if !ok || checkNamedEntity(tenant) != nil || checkNamedEntity(ns) != nil {
-		return c.sendError(reqID, pb.ServerError_InvalidTopicName, fmt.Sprintf("namespace %q: want tenant/namespace", cmd.GetNamespace()))
+	tenant, ns, err := parseNamespace(cmd.GetNamespace())
+	if err != nil {
+		return c.sendError(reqID, pb.ServerError_InvalidTopicName, err.Error())
 	}
 	re, err := compileTopicsPattern(cmd.GetTopicsPattern())
 	if err != nil {

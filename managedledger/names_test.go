@@ -19,7 +19,8 @@ func TestBKRefusesNamesOutsideTheLayout(t *testing.T) {
 	ctx := context.Background()
 	f := env.factory(t, Config{})
 	bad := []string{"t/ns/persistent/a/b", "t/ns/persistent", "t/ns/a", "t/ns/non-persistent/a", "t//persistent/a",
-		"t/ns/persistent/", "/t/ns/persistent/a", "t/../persistent/a", "t/ns/persistent/..", "t/ns/persistent/.", "a", ""}
+		"t/ns/persistent/", "/t/ns/persistent/a", "t/../persistent/a", "t/ns/persistent/..", "t/ns/persistent/.", "a", "",
+		"t/c/persistent/persistent/a", "t/c/non-persistent/persistent/a", "t/c/ns/persistent/a/b", "t/c//persistent/a"}
 	for _, name := range bad {
 		if ml, err := f.Open(ctx, name); !errors.Is(err, ErrInvalidName) {
 			if ml != nil {
@@ -55,5 +56,37 @@ func TestBKRefusesNamesOutsideTheLayout(t *testing.T) {
 	}
 	if len(a.Cursors()) != 0 {
 		t.Fatalf("cursors %v appeared", a.Cursors())
+	}
+}
+
+// TestBKV1NamesBesideV2: a legacy (v1) topic's ledger,
+// property/cluster/namespace/persistent/local, lives beside the v2 topics
+// of namespace property/cluster without either reading the other's node.
+func TestBKV1NamesBesideV2(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	f := env.factory(t, Config{})
+	names := map[string]int{"t/c/persistent/n": 2, "t/c/n/persistent/x": 3, "t/c/persistent/x": 1}
+	for name, n := range names {
+		ml, err := f.Open(ctx, name)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", name, err)
+		}
+		for i := range n {
+			addWait(t, ml, fmt.Sprint(i))
+		}
+		if err := ml.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, n := range names {
+		ml, err := f.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ml.Entries(); got != int64(n) || len(ml.Cursors()) != 0 {
+			t.Errorf("%s: %d entries, cursors %v; want %d and none", name, got, ml.Cursors(), n)
+		}
+		ml.Close(ctx)
 	}
 }

@@ -115,7 +115,9 @@ func requestTopic(cmd *pb.BaseCommand) string {
 }
 
 // authTopic reads a topic name as the clients write it (persistent://t/ns/x,
-// t/ns/x, or x in public/default); a partition counts as its topic.
+// t/ns/x, or x in public/default; v1 names, four parts or more, as
+// property/cluster/ns/x with namespace "cluster/ns", as the broker reads
+// them); a partition counts as its topic.
 func authTopic(name string) (auth.Topic, error) {
 	domain, rest, ok := strings.Cut(name, "://")
 	if !ok {
@@ -124,7 +126,13 @@ func authTopic(name string) (auth.Topic, error) {
 			rest = "public/default/" + name
 		}
 	}
-	parts := strings.SplitN(rest, "/", 3)
+	parts := strings.SplitN(rest, "/", 4)
+	if len(parts) == 4 {
+		parts = []string{parts[0], parts[1] + "/" + parts[2], parts[3]}
+		if strings.HasPrefix(parts[1], "/") || strings.HasSuffix(parts[1], "/") {
+			parts[1] = ""
+		}
+	}
 	if (domain != "persistent" && domain != "non-persistent") || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return auth.Topic{}, fmt.Errorf("topic %q is not domain://tenant/namespace/topic", auth.Clip(name))
 	}

@@ -208,8 +208,25 @@ func webURLFor(r *http.Request, plain, tls string) string {
 func redirectTo(w http.ResponseWriter, r *http.Request, baseURL string, authoritative bool) {
 	q := r.URL.Query()
 	q.Set("authoritative", strconv.FormatBool(authoritative))
-	w.Header().Set("Location", strings.TrimSuffix(baseURL, "/")+r.URL.Path+"?"+q.Encode())
+	w.Header().Set("Location", strings.TrimSuffix(baseURL, "/")+requestPath(r)+"?"+q.Encode())
 	w.WriteHeader(http.StatusTemporaryRedirect)
+}
+
+type requestPathKey struct{}
+
+// WithRequestPath records the escaped path the client asked for, when the
+// request is served under another (the v1 routes): a redirect sends the
+// client to the same route elsewhere, which may be a Pulsar broker.
+func WithRequestPath(r *http.Request, escaped string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), requestPathKey{}, escaped))
+}
+
+// requestPath is the escaped path the client asked for.
+func requestPath(r *http.Request) string {
+	if p, ok := r.Context().Value(requestPathKey{}).(string); ok {
+		return p
+	}
+	return r.URL.EscapedPath()
 }
 
 // topicHandler serves a call about one topic, already routed to this broker.

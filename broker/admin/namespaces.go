@@ -38,6 +38,9 @@ func (a *api) registerNamespaces(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+ns+"/bundles", a.getBundles)
 }
 
+// listNamespaces answers a tenant's namespaces, v2 and v1; the v1 route
+// of one cluster's (GET /admin/namespaces/{property}/{cluster}) comes
+// here with v1Cluster set.
 func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	tenant := r.PathValue("tenant")
 	names, err := a.res.ListNamespaces(r.Context(), tenant)
@@ -45,9 +48,12 @@ func (a *api) listNamespaces(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	full := make([]string, len(names))
-	for i, n := range names {
-		full[i] = tenant + "/" + n
+	cluster := r.URL.Query().Get("v1Cluster")
+	full := make([]string, 0, len(names))
+	for _, n := range names {
+		if cluster == "" || strings.HasPrefix(n, cluster+"/") {
+			full = append(full, tenant+"/"+n)
+		}
 	}
 	WriteJSON(w, full)
 }
@@ -59,7 +65,10 @@ func (a *api) createNamespace(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if len(p.ReplicationClusters) == 0 && a.cluster != "" {
+	// A v1 namespace belongs to its cluster: resources replicate it there.
+	c, v1 := resources.V1Cluster(ns)
+	bound := v1 && c != resources.GlobalCluster
+	if len(p.ReplicationClusters) == 0 && a.cluster != "" && !bound {
 		p.ReplicationClusters = []string{a.cluster}
 	}
 	if _, err := a.res.CreateNamespace(r.Context(), tenant, ns, p); err != nil {

@@ -159,6 +159,7 @@ func (p *Peers) topicURL(res ownership.LookupResult, t TopicPath, suffix string,
 	if p.TLS != nil && res.HTTPURLTLS != "" {
 		base = res.HTTPURLTLS
 	}
-	return strings.TrimSuffix(base, "/") + "/admin/v2/" + t.Domain + "/" + t.Tenant + "/" + t.Namespace + "/" +
+	// PathEscape keeps a v1 namespace ("cluster/ns") one segment.
+	return strings.TrimSuffix(base, "/") + "/admin/v2/" + t.Domain + "/" + t.Tenant + "/" + url.PathEscape(t.Namespace) + "/" +
 		url.PathEscape(t.Local) + suffix + "?" + q.Encode()
 }

@@ -367,7 +367,9 @@ func (s *Service) opAt(ctx context.Context, ownerHTTP string, b Bundle, op strin
 		}
 		return s.Unload(ctx, b)
 	}
-	url := ownerHTTP + "/admin/v2/namespaces/" + b.Namespace + "/" + b.Name() + "/" + op
+	// A v1 namespace ("property/cluster/ns") keeps "cluster/ns" one segment.
+	tenant, ns, _ := strings.Cut(b.Namespace, "/")
+	url := ownerHTTP + "/admin/v2/namespaces/" + tenant + "/" + strings.ReplaceAll(ns, "/", "%2F") + "/" + b.Name() + "/" + op
 	if op == "split" {
 		url += "?unload=true"
 	}

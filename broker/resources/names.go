@@ -27,11 +27,36 @@ func ValidateName(kind, name string) error {
 	return nil
 }
 
+// validateNamespaceName checks a namespace of tenant: "namespace" (v2) or
+// "cluster/namespace" (v1, Pulsar's legacy property/cluster/namespace
+// names, stored under the same paths as Pulsar's). A v1 namespace may not
+// be named as a domain (managed-ledger paths would nest, see
+// managedledger/names.go).
 func validateNamespaceName(tenant, namespace string) error {
 	if err := ValidateName("tenant", tenant); err != nil {
 		return err
 	}
-	return ValidateName("namespace", namespace)
+	cluster, name, v1 := strings.Cut(namespace, "/")
+	if !v1 {
+		return ValidateName("namespace", namespace)
+	}
+	if err := ValidateName("cluster", cluster); err != nil {
+		return err
+	}
+	if err := ValidateName("namespace", name); err != nil {
+		return err
+	}
+	if name == DomainPersistent || name == DomainNonPersistent {
+		return invalidf("namespace", "a v1 namespace may not be named %q", name)
+	}
+	return nil
+}
+
+// V1Cluster is the cluster of a v1 namespace ("cluster/namespace"), and
+// whether it is one.
+func V1Cluster(namespace string) (string, bool) {
+	cluster, _, ok := strings.Cut(namespace, "/")
+	return cluster, ok
 }
 
 // Topic domains.

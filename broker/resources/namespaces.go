@@ -14,8 +14,10 @@ func namespacePath(tenant, ns string) string { return policiesRoot + "/" + tenan
 func namespaceWhat(tenant, ns string) string { return "namespace " + tenant + "/" + ns }
 
 // ListNamespaces returns the names of a tenant's namespaces (without the
-// tenant), sorted. Magnetar has v2 namespaces only: every child of the
-// tenant's node is taken for one.
+// tenant), sorted: v2 ones ("ns") and v1 ones ("cluster/ns"). A child of
+// the tenant's node holding policies is a v2 namespace; one with children
+// is a v1 cluster's directory (Pulsar's layout), whose children are its
+// namespaces. A node can be both.
 func (r *Resources) ListNamespaces(ctx context.Context, tenant string) ([]string, error) {
 	ok, err := r.TenantExists(ctx, tenant)
 	if err != nil {
@@ -24,7 +26,32 @@ func (r *Resources) ListNamespaces(ctx context.Context, tenant string) ([]string
 	if !ok {
 		return nil, notFound(tenantWhat(tenant))
 	}
-	return children(ctx, r.store, tenantPath(tenant))
+	names, err := children(ctx, r.store, tenantPath(tenant))
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, name := range names {
+		raw, _, err := r.store.Get(ctx, namespacePath(tenant, name))
+		if errors.Is(err, metadata.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", namespaceWhat(tenant, name), err)
+		}
+		if len(raw) > 0 {
+			out = append(out, name)
+		}
+		v1, err := children(ctx, r.store, namespacePath(tenant, name))
+		if err != nil {
+			return nil, err
+		}
+		for _, ns := range v1 {
+			out = append(out, name+"/"+ns)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // GetNamespace reads a namespace's policies from the store: it sees every
@@ -113,6 +140,9 @@ func (r *Resources) CreateNamespace(ctx context.Context, tenant, ns string, p Po
 	if p.Bundles, err = completeBundles(p.Bundles, r.defaultBundles); err != nil {
 		return Policies{}, err
 	}
+	if err := r.prepareV1(ctx, ns, &p); err != nil {
+		return Policies{}, err
+	}
 	p.Deleted = false
 	p.canonicalize()
 	if err := p.Validate(); err != nil {
@@ -127,6 +157,28 @@ func (r *Resources) CreateNamespace(ctx context.Context, tenant, ns string, p Po
 		return Policies{}, err
 	}
 	return p, r.undoIfTenantGone(ctx, tenant, ns)
+}
+
+// prepareV1 checks a v1 namespace's cluster and, as Pulsar does for a
+// namespace bound to one cluster, replicates it to that cluster alone
+// unless told otherwise. The "global" pseudo-cluster names a v1 namespace
+// replicated as its policies say.
+func (r *Resources) prepareV1(ctx context.Context, ns string, p *Policies) error {
+	cluster, v1 := V1Cluster(ns)
+	if !v1 || cluster == GlobalCluster {
+		return nil
+	}
+	ok, err := r.ClusterExists(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("cluster " + cluster)
+	}
+	if len(p.ReplicationClusters) == 0 {
+		p.ReplicationClusters = []string{cluster}
+	}
+	return nil
 }
 
 // undoIfTenantGone closes a race: the store makes missing parents, so a
@@ -264,6 +316,15 @@ func (r *Resources) deleteNamespaceOnce(ctx context.Context, tenant, ns string, 
 	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns+"/"+DomainPersistent)
 	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns+"/"+DomainNonPersistent)
 	r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+ns)
+	if cluster, v1 := V1Cluster(ns); v1 {
+		// The v1 cluster's directory, unless it is also a v2 namespace
+		// (it then has data, and Delete of a node with data is not
+		// deleteIfEmpty's to make: only empty parents go).
+		if raw, _, err := r.store.Get(ctx, namespacePath(tenant, cluster)); err == nil && len(raw) == 0 {
+			r.deleteIfEmpty(ctx, namespacePath(tenant, cluster))
+		}
+		r.deleteIfEmpty(ctx, partitionedRoot+"/"+tenant+"/"+cluster)
+	}
 	return nil
 }
 
