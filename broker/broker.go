@@ -92,6 +92,12 @@ type Config struct {
 	// DeduplicationEntriesInterval is brokerDeduplicationEntriesInterval
 	// (1000): stored entries between deduplication snapshots.
 	DeduplicationEntriesInterval int
+	// DeduplicationSnapshotInterval is
+	// brokerDeduplicationSnapshotIntervalSeconds (120 s; 0: off): a
+	// snapshot is also taken at the first stored entry once this long has
+	// passed since the last, so a slow topic's replay at load stays short.
+	// A topic's deduplicationSnapshotInterval policy wins.
+	DeduplicationSnapshotInterval time.Duration
 	// MessageTTL is ttlDurationDefaultInSeconds: messages older than this
 	// count as acknowledged (0: never).
 	MessageTTL time.Duration
@@ -158,6 +164,14 @@ type Config struct {
 	// namespace replicatorDispatchRate (0: no limit; dynamic).
 	DispatchThrottlingRatePerReplicatorInMsg  int64
 	DispatchThrottlingRatePerReplicatorInByte int64
+	// DispatchThrottlingRatePerTopicIn{Msg,Byte} and
+	// DispatchThrottlingRatePerSubscriptionIn{Msg,Byte} are Pulsar's keys:
+	// what each topic (all its subscriptions together) and each
+	// subscription dispatches to consumers a second at most, without a
+	// topic or namespace dispatchRate / subscriptionDispatchRate (0: no
+	// limit; dynamic).
+	DispatchThrottlingRatePerTopicInMsg, DispatchThrottlingRatePerTopicInByte               int64
+	DispatchThrottlingRatePerSubscriptionInMsg, DispatchThrottlingRatePerSubscriptionInByte int64
 	// AutoSubscriptionCreationDisabled is allowAutoSubscriptionCreation=false
 	// (Pulsar's default is true; dynamic): a SUBSCRIBE to a durable
 	// subscription that does not exist is refused (SubscriptionNotFound)
@@ -381,6 +395,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		})
 	}
 	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
+	b.spawn(func() { b.every(dispatchRateRefresh, func() { b.refreshDispatchRates(b.ctx) }) })
 	// Namespace policies and dynamic configuration may set a quota or a
 	// TTL at any time, so both checks always run (cheap with none set).
 	b.spawn(func() { b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(b.ctx) }) })

@@ -12,7 +12,10 @@ package broker
 // a reconnecting producer resumes after it).
 //
 // Snapshots, as Pulsar's: every brokerDeduplicationEntriesInterval stored
-// entries the persisted map is written as the properties of the topic's
+// entries, and at the first entry stored once the snapshot interval
+// (the topic's deduplicationSnapshotInterval, else
+// brokerDeduplicationSnapshotIntervalSeconds) has passed since the last
+// one, the persisted map is written as the properties of the topic's
 // "pulsar.dedup" cursor, marked deleted up to the entry stored last. A
 // topic that loads takes the snapshot and replays only the entries after
 // it; without a snapshot it replays the whole stored stream. The cursor
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -42,18 +46,21 @@ type dedup struct {
 	mu        sync.Mutex
 	pushed    map[string]int64
 	persisted map[string]int64
-	since     int // entries stored since the last snapshot
+	since     int       // entries stored since the last snapshot
+	last      time.Time // when the last snapshot was taken (or the state built)
 
-	interval int // brokerDeduplicationEntriesInterval
+	interval int           // brokerDeduplicationEntriesInterval
+	every    time.Duration // the snapshot interval (0: by entries only)
 	cursor   managedledger.Cursor
 	replayed int // entries the last rebuild read (after the snapshot)
 }
 
-func newDedup(interval int) *dedup {
+func newDedup(interval int, every time.Duration) *dedup {
 	if interval <= 0 {
 		interval = 1000
 	}
-	return &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}, interval: interval}
+	return &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}, interval: interval, every: every,
+		last: time.Now()}
 }
 
 // lastPersisted is the producer's highest stored sequence id, or -1.
@@ -97,16 +104,20 @@ func (d *dedup) admit(producer string, seq, highest int64) admission {
 }
 
 // stored records a persisted SEND, stored at pos, and takes a snapshot
-// every interval entries. Called in storage order.
+// every interval entries or once every has passed. Called in storage order.
 func (d *dedup) stored(ctx context.Context, producer string, seq, highest int64, pos managedledger.Position) error {
 	d.mu.Lock()
 	d.persisted[producer] = max(d.persisted[producer], seq, highest)
 	d.since++
-	if d.since < d.interval || d.cursor == nil {
+	due := d.since >= d.interval
+	if !due && d.every > 0 {
+		due = time.Since(d.last) >= d.every
+	}
+	if !due || d.cursor == nil {
 		d.mu.Unlock()
 		return nil
 	}
-	d.since = 0
+	d.since, d.last = 0, time.Now()
 	snap := maps.Clone(d.persisted)
 	d.mu.Unlock()
 	return d.cursor.MarkDeleteWithProperties(ctx, pos, snap)

@@ -169,7 +169,7 @@ func TestDeduplicationNamespacePolicy(t *testing.T) {
 // duplicate), the original then failed, and 54 was acknowledged but
 // never stored.
 func TestDeduplicationResendOfPendingSend(t *testing.T) {
-	d := newDedup(1000)
+	d := newDedup(1000, 0)
 	ctx := context.Background()
 	if got := d.admit("p", 53, 0); got != admitNew {
 		t.Fatalf("first send: %v", got)
@@ -201,5 +201,55 @@ func TestDeduplicationResendOfPendingSend(t *testing.T) {
 	// Nothing stored yet for a producer: a racing resend is unknown too.
 	if d.admit("q", 0, 0) != admitNew || d.admit("q", 0, 0) != admitUnknown {
 		t.Fatal("a resend racing a producer's first send must be refused, not acknowledged")
+	}
+}
+
+// TestDeduplicationSnapshotByTime: besides every interval entries, a
+// snapshot is taken at the first entry stored once the snapshot interval
+// has passed (deduplicationSnapshotInterval), so a slow topic does not
+// replay up to interval entries at its next load.
+func TestDeduplicationSnapshotByTime(t *testing.T) {
+	ctx := context.Background()
+	ml, err := managedledger.NewMemoryFactory(managedledger.MemoryOptions{}).Open(ctx, "t/ns/persistent/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDedup(1000, time.Minute)
+	if err := d.rebuild(ctx, ml); err != nil {
+		t.Fatal(err)
+	}
+	store := func(seq int64) {
+		t.Helper()
+		type added struct {
+			pos managedledger.Position
+			err error
+		}
+		ch := make(chan added, 1)
+		ml.AddEntry([]byte("m"), func(p managedledger.Position, err error) { ch <- added{p, err} })
+		a := <-ch
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		pos := a.pos
+		d.admit("p", seq, 0)
+		if err := d.stored(ctx, "p", seq, 0, pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store(1)
+	store(2)
+	if got := d.cursor.Properties()["p"]; got != 0 {
+		t.Fatalf("snapshot of %d within the interval and below the entry count", got)
+	}
+	d.mu.Lock()
+	d.last = time.Now().Add(-time.Minute) // the interval has passed
+	d.mu.Unlock()
+	store(3)
+	if got := d.cursor.Properties()["p"]; got != 3 {
+		t.Fatalf("snapshot after the interval: %d, want 3", got)
+	}
+	store(4)
+	if got := d.cursor.Properties()["p"]; got != 3 {
+		t.Fatalf("a snapshot right after the last one: %d", got)
 	}
 }

@@ -50,6 +50,9 @@ type dynamicSettings struct {
 	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}: each replicator's
 	// limit a second without a namespace policy (0: none).
 	replMsgRate, replByteRate int64
+	// topicMsgRate, topicByteRate, subMsgRate and subByteRate are
+	// dispatchThrottlingRatePer{Topic,Subscription}In{Msg,Byte}.
+	topicMsgRate, topicByteRate, subMsgRate, subByteRate int64
 	// autoSubscriptionCreation is allowAutoSubscriptionCreation.
 	autoSubscriptionCreation bool
 }
@@ -86,14 +89,12 @@ func dynamicKeys() map[string]dynamicKey {
 			},
 			get: func(s *dynamicSettings) string { return strconv.FormatInt(int64(s.messageTTL/time.Second), 10) },
 		},
-		"dispatchThrottlingRatePerReplicatorInMsg": {
-			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, &s.replMsgRate) },
-			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.replMsgRate, 10) },
-		},
-		"dispatchThrottlingRatePerReplicatorInByte": {
-			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, &s.replByteRate) },
-			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.replByteRate, 10) },
-		},
+		"dispatchThrottlingRatePerReplicatorInMsg":    rateKey(func(s *dynamicSettings) *int64 { return &s.replMsgRate }),
+		"dispatchThrottlingRatePerReplicatorInByte":   rateKey(func(s *dynamicSettings) *int64 { return &s.replByteRate }),
+		"dispatchThrottlingRatePerTopicInMsg":         rateKey(func(s *dynamicSettings) *int64 { return &s.topicMsgRate }),
+		"dispatchThrottlingRatePerTopicInByte":        rateKey(func(s *dynamicSettings) *int64 { return &s.topicByteRate }),
+		"dispatchThrottlingRatePerSubscriptionInMsg":  rateKey(func(s *dynamicSettings) *int64 { return &s.subMsgRate }),
+		"dispatchThrottlingRatePerSubscriptionInByte": rateKey(func(s *dynamicSettings) *int64 { return &s.subByteRate }),
 		// As Pulsar reads a boolean setting (Boolean.valueOf): "true" in
 		// any case is true and every other value false, never an error.
 		"allowAutoSubscriptionCreation": {
@@ -117,6 +118,14 @@ func dynamicKeys() map[string]dynamicKey {
 			},
 			get: func(s *dynamicSettings) string { return s.quotaPolicy },
 		},
+	}
+}
+
+// rateKey is a rate limit setting: 0 (no limit) or more.
+func rateKey(field func(*dynamicSettings) *int64) dynamicKey {
+	return dynamicKey{
+		set: func(s *dynamicSettings, v string) error { return parseInt64(v, 0, field(s)) },
+		get: func(s *dynamicSettings) string { return strconv.FormatInt(*field(s), 10) },
 	}
 }
 
@@ -150,6 +159,8 @@ func startedSettings(c Config) *dynamicSettings {
 		quotaBytes: c.BacklogQuotaDefaultLimitBytes, quotaPolicy: c.BacklogQuotaDefaultRetentionPolicy,
 		retentionMinutes: c.DefaultRetentionMinutes, retentionMB: c.DefaultRetentionMB,
 		replMsgRate: c.DispatchThrottlingRatePerReplicatorInMsg, replByteRate: c.DispatchThrottlingRatePerReplicatorInByte,
+		topicMsgRate: c.DispatchThrottlingRatePerTopicInMsg, topicByteRate: c.DispatchThrottlingRatePerTopicInByte,
+		subMsgRate: c.DispatchThrottlingRatePerSubscriptionInMsg, subByteRate: c.DispatchThrottlingRatePerSubscriptionInByte,
 		autoSubscriptionCreation: !c.AutoSubscriptionCreationDisabled}
 }
 

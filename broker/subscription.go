@@ -77,8 +77,12 @@ type subscription struct {
 	gen         uint64
 	dispatching bool // a dispatch loop runs; others ask it to go again
 	again       bool
-	inflight    map[managedledger.Position]inflightEntry
-	replay      map[managedledger.Position]int32 // position → key slot
+	// limiter is the subscription dispatch rate (subdispatchrate.go);
+	// rateWait: a timer will dispatch once a rate allows.
+	limiter  dispatchLimiter
+	rateWait bool
+	inflight map[managedledger.Position]inflightEntry
+	replay   map[managedledger.Position]int32 // position → key slot
 	// replaying holds the replay positions taken by the read under way,
 	// with their slots, to put back if that read fails (one read at a time).
 	replaying   map[managedledger.Position]int32
@@ -125,6 +129,9 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
 	s.subType.Store(int32(subType))
 	s.replicated.Store(isReplicatedCursor(cursor))
+	if r := t.subRate.Load(); r != nil {
+		s.limiter.setRate(*r, time.Now()) // the topic's last refresh's, until the next
+	}
 	return s
 }
 
@@ -322,7 +329,11 @@ func (s *subscription) startReadLocked() func() {
 	if s.closed || s.reading || permits <= 0 || !s.topic.name.Persistent() {
 		return nil // a non-persistent topic's entries are pushed as they come
 	}
-	n := s.readCountLocked(permits)
+	ratePermits, ok := s.ratePermitsLocked(time.Now())
+	if !ok {
+		return nil
+	}
+	n := s.readCountLocked(min(permits, ratePermits))
 	gen := s.gen
 	if positions := s.deliverableReplayLocked(n); len(positions) > 0 {
 		s.reading = true
@@ -450,6 +461,8 @@ type delivery struct {
 	entry  managedledger.Entry
 	count  uint32
 	ackSet []int64 // a partly acknowledged batch's remaining messages
+	// messages is what the delivery takes of the consumer's permits.
+	messages int32
 	// epoch is the consumer's when the entry went to it (hasEpoch: it
 	// subscribed or redelivered with one).
 	epoch    uint64
@@ -485,6 +498,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		s.lastRead = &last
 	}
 	out, deferred, skipped := s.assignLocked(entries, fromCursor)
+	s.tookFromRates(out)
 	s.sendMu.Lock()
 	s.mu.Unlock()
 	// reading stays set until these writes are queued, so the next batch
@@ -567,7 +581,7 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 		s.topic.stats.msgsOut.Add(int64(messages))
 		s.topic.stats.bytesOut.Add(int64(len(e.Data)))
 		out = append(out, delivery{c: c, entry: e, count: s.redelivered[e.Position], ackSet: ackSet,
-			epoch: c.epoch, hasEpoch: c.hasEpoch})
+			messages: int32(messages), epoch: c.epoch, hasEpoch: c.hasEpoch})
 	}
 	return out, deferred, skipped
 }

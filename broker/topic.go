@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/internal/crc32c"
@@ -27,7 +28,13 @@ type topic struct {
 
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
-	dedup *dedup     // nil unless deduplication is enabled
+	// dispatchLimit is the topic dispatch rate, shared by its
+	// subscriptions (subdispatchrate.go).
+	dispatchLimit dispatchLimiter
+	// subRate is the subscription dispatch rate of the last refresh: a new
+	// subscription starts with it.
+	subRate atomic.Pointer[dispatchRate]
+	dedup   *dedup // nil unless deduplication is enabled
 	// unloading is set once an add found the managed ledger closed for
 	// good here (addFailed): the topic is being unloaded.
 	unloading atomic.Bool
@@ -114,11 +121,21 @@ func (t *topic) loadDedup(ctx context.Context) error {
 		}
 		return nil
 	}
-	t.dedup = newDedup(t.b.cfg.DeduplicationEntriesInterval)
+	t.dedup = newDedup(t.b.cfg.DeduplicationEntriesInterval, t.dedupSnapshotInterval(ctx))
 	if err := t.dedup.rebuild(ctx, t.ml); err != nil {
 		return fmt.Errorf("rebuild deduplication state: %w", err)
 	}
 	return nil
+}
+
+// dedupSnapshotInterval is the topic's deduplicationSnapshotInterval
+// policy (seconds) when set, else brokerDeduplicationSnapshotIntervalSeconds;
+// read as the topic loads, as deduplicationEnabled is.
+func (t *topic) dedupSnapshotInterval(ctx context.Context) time.Duration {
+	if secs, ok := topicPolicy[int](ctx, t, "deduplicationSnapshotInterval"); ok {
+		return time.Duration(secs) * time.Second
+	}
+	return t.b.cfg.DeduplicationSnapshotInterval
 }
 
 // dedupEnabled is the topic's deduplicationEnabled policy when set, else

@@ -8,11 +8,12 @@ package broker
 // watched cache, so a change applies without a topic reload wherever the
 // namespace's value does: the TTL and retention at their next periodic
 // check, the client limits at the next producer, consumer or subscription,
-// the message size at the next SEND, deduplication at the next load.
+// the message size at the next SEND, deduplication at the next load, the
+// dispatch rates within a second (subdispatchrate.go), persistence at the
+// topic's next ledger (LedgerPolicyFunc).
 //
 // Each policy here is enforced; the admin API answers the others Pulsar
-// has (dispatch, publish and subscribe rates, persistence, delayed
-// delivery, offload, ...) with a "not supported" error naming them.
+// has (publish and subscribe rates, delayed delivery, offload, ...) with a "not supported" error naming them.
 
 import (
 	"bytes"
@@ -73,6 +74,21 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 		}
 		return b.cfg.BrokerDeduplicationEnabled
 	}},
+	"deduplicationSnapshotInterval": {check: nonNegativeInt("deduplicationSnapshotInterval"), fallback: func(b *Broker, _ resources.Policies) any {
+		return int(b.cfg.DeduplicationSnapshotInterval / time.Second)
+	}},
+	"persistence": {check: checkPersistence, fallback: func(_ *Broker, ns resources.Policies) any {
+		if ns.Persistence != nil {
+			return *ns.Persistence
+		}
+		return nil // the managed ledgers' defaults
+	}},
+	"dispatchRate": {check: isJSON[resources.DispatchRate]("dispatchRate"), fallback: func(b *Broker, ns resources.Policies) any {
+		return b.topicDispatchRate(ns, nil)
+	}},
+	"subscriptionDispatchRate": {check: isJSON[resources.DispatchRate]("subscriptionDispatchRate"), fallback: func(b *Broker, ns resources.Policies) any {
+		return b.subscriptionDispatchRate(ns, nil)
+	}},
 	"autoSubscriptionCreation": {check: isJSON[resources.AutoSubscriptionCreationOverride]("autoSubscriptionCreation"),
 		fallback: func(b *Broker, ns resources.Policies) any {
 			if ns.AutoSubscriptionCreationOverride != nil {
@@ -111,6 +127,18 @@ func nonNegativeInt(name string) func(json.RawMessage) error {
 		}
 		return nil
 	}
+}
+
+// checkPersistence accepts what a namespace's persistence policy accepts.
+func checkPersistence(raw json.RawMessage) error {
+	var q resources.PersistencePolicies
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "persistence: %s is not a valid value: %v", raw, err)
+	}
+	if err := q.Validate(); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "%v", err)
+	}
+	return nil
 }
 
 // checkRetention accepts Pulsar's retention: each bound -1 (none), 0 or

@@ -200,13 +200,13 @@ func TestTopicPolicyErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "publishRate") || !strings.Contains(err.Error(), "not supported") {
 		t.Fatalf("an unsupported policy: %v, want a 501 naming publishRate", err)
 	}
-	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/dispatchRate")
+	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/subscribeRate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotImplemented {
-		t.Fatalf("GET dispatchRate: %s, want 501", resp.Status)
+		t.Fatalf("GET subscribeRate: %s, want 501", resp.Status)
 	}
 	if err := local.SetMaxProducers(ctx, tn, -1); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("maxProducers -1: %v, want 400", err)

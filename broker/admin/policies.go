@@ -80,12 +80,32 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 	}))
 }
 
+// clusterRateRoutes serves GET, POST and DELETE of a dispatch rate kept
+// per cluster in the namespace's policies (rates picks the map).
+func (a *api) clusterRateRoutes(mux *http.ServeMux, ns, path string, rates func(*resources.Policies) *map[string]resources.DispatchRate) {
+	mux.HandleFunc("GET "+ns+path, a.getter(func(p *resources.Policies) any {
+		if r, ok := (*rates(p))[a.cluster]; ok {
+			return r
+		}
+		return nil
+	}))
+	mux.HandleFunc("POST "+ns+path, setter(a, path, func(p *resources.Policies, v resources.DispatchRate) {
+		m := rates(p)
+		if *m == nil {
+			*m = map[string]resources.DispatchRate{}
+		}
+		(*m)[a.cluster] = v
+	}))
+	mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error {
+		delete(*rates(p), a.cluster)
+		return nil
+	}))
+}
+
 // unsupportedNamespacePolicies are Pulsar's namespace policies this
 // broker does not enforce: each route answers 501 naming what is not
 // there, rather than storing a setting nothing would apply.
 var unsupportedNamespacePolicies = map[string]string{
-	"dispatchRate":                          "dispatch rate limiting of topics",
-	"subscriptionDispatchRate":              "dispatch rate limiting of subscriptions",
 	"publishRate":                           "publish rate limiting",
 	"subscribeRate":                         "subscribe rate limiting",
 	"compactionThreshold":                   "topic compaction",
@@ -186,25 +206,18 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		return nil
 	}))
 
-	// Keyed by this broker's cluster, as Pulsar's: the limit is for the
-	// replicators of the cluster it was set in.
-	mux.HandleFunc("GET "+ns+"replicatorDispatchRate", a.getter(func(p *resources.Policies) any {
-		if r, ok := p.ReplicatorDispatchRate[a.cluster]; ok {
-			return r
-		}
-		return nil
-	}))
-	mux.HandleFunc("POST "+ns+"replicatorDispatchRate", setter(a, "replicatorDispatchRate",
-		func(p *resources.Policies, v resources.DispatchRate) {
-			if p.ReplicatorDispatchRate == nil {
-				p.ReplicatorDispatchRate = map[string]resources.DispatchRate{}
-			}
-			p.ReplicatorDispatchRate[a.cluster] = v
-		}))
-	mux.HandleFunc("DELETE "+ns+"replicatorDispatchRate", a.updater(func(_ *http.Request, p *resources.Policies) error {
-		delete(p.ReplicatorDispatchRate, a.cluster)
-		return nil
-	}))
+	// Keyed by this broker's cluster, as Pulsar's: each limit is for the
+	// dispatchers (replicators, topics, subscriptions) of the cluster it
+	// was set in.
+	a.clusterRateRoutes(mux, ns, "replicatorDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+		return &p.ReplicatorDispatchRate
+	})
+	a.clusterRateRoutes(mux, ns, "dispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+		return &p.TopicDispatchRate
+	})
+	a.clusterRateRoutes(mux, ns, "subscriptionDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+		return &p.SubscriptionDispatchRate
+	})
 
 	mux.HandleFunc("GET "+ns+"autoSubscriptionCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoSubscriptionCreationOverride) }))
 	mux.HandleFunc("POST "+ns+"autoSubscriptionCreation", setter(a, "autoSubscriptionCreationOverride",

@@ -5,7 +5,10 @@ package admin
 // (messageTTL, retention, maxProducers, maxConsumers,
 // maxConsumersPerSubscription, maxUnackedMessagesOnConsumer,
 // maxUnackedMessagesOnSubscription, maxSubscriptionsPerTopic,
-// maxMessageSize, deduplicationEnabled, autoSubscriptionCreation), each
+// maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
+// dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
+// persistence),
+// each
 // GET, POST, DELETE, as Pulsar's topic policies and pulsaradmin's Topics()
 // and TopicPolicies() call them.
 //
@@ -18,8 +21,8 @@ package admin
 //     else global), else the namespace's, else the broker's. DELETE (or a
 //     JSON null) removes the topic's own. The broker enforces each
 //     (broker/topicpolicies.go).
-//   - Pulsar's other topic policies (dispatchRate, publishRate,
-//     subscribeRate, persistence, delayedDelivery, offloadPolicies, ...)
+//   - Pulsar's other topic policies (publishRate,
+//     subscribeRate, delayedDelivery, offloadPolicies, ...)
 //     answer 501 naming what is not supported, on every method.
 //   - POST takes the list of clusters; each must exist and be allowed
 //     for the namespace (412 otherwise, as for a namespace). An empty list
@@ -88,25 +91,22 @@ var TopicPolicyNames = map[string]string{
 	"messageTTL": "messageTTL", "retention": "", "maxProducers": "", "maxConsumers": "",
 	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
+	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
 }
 
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
-	"dispatchRate":                  "dispatch rate limiting of topics",
-	"subscriptionDispatchRate":      "dispatch rate limiting of subscriptions",
-	"publishRate":                   "publish rate limiting",
-	"subscribeRate":                 "subscribe rate limiting",
-	"persistence":                   "per-topic persistence (ensemble and quorum) settings",
-	"delayedDelivery":               "per-topic delayed delivery settings",
-	"offloadPolicies":               "tiered storage offload",
-	"compactionThreshold":           "topic compaction",
-	"inactiveTopicPolicies":         "inactive topic deletion",
-	"schemaValidationEnforced":      "per-topic schema validation enforcement",
-	"schemaCompatibilityStrategy":   "per-topic schema compatibility strategies",
-	"deduplicationSnapshotInterval": "time-based deduplication snapshots",
-	"backlogQuotaMap":               "per-topic backlog quotas",
-	"backlogQuota":                  "per-topic backlog quotas",
+	"publishRate":                 "publish rate limiting",
+	"subscribeRate":               "subscribe rate limiting",
+	"delayedDelivery":             "per-topic delayed delivery settings",
+	"offloadPolicies":             "tiered storage offload",
+	"compactionThreshold":         "topic compaction",
+	"inactiveTopicPolicies":       "inactive topic deletion",
+	"schemaValidationEnforced":    "per-topic schema validation enforcement",
+	"schemaCompatibilityStrategy": "per-topic schema compatibility strategies",
+	"backlogQuotaMap":             "per-topic backlog quotas",
+	"backlogQuota":                "per-topic backlog quotas",
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {

@@ -221,9 +221,14 @@ type Policies struct {
 	// limits: the cluster of the broker that was asked to set it, as
 	// Pulsar's Namespaces resource keys it.
 	ReplicatorDispatchRate map[string]DispatchRate `json:"replicatorDispatchRate"`
-	Deleted                bool                    `json:"deleted"`
-	EncryptionRequired     bool                    `json:"encryption_required"`
-	SubscriptionAuthMode   string                  `json:"subscription_auth_mode"`
+	// TopicDispatchRate and SubscriptionDispatchRate limit, per cluster,
+	// what each topic (all its subscriptions together) and each
+	// subscription dispatches to consumers.
+	TopicDispatchRate        map[string]DispatchRate `json:"topicDispatchRate"`
+	SubscriptionDispatchRate map[string]DispatchRate `json:"subscriptionDispatchRate"`
+	Deleted                  bool                    `json:"deleted"`
+	EncryptionRequired       bool                    `json:"encryption_required"`
+	SubscriptionAuthMode     string                  `json:"subscription_auth_mode"`
 
 	MaxProducersPerTopic              *int  `json:"max_producers_per_topic,omitempty"`
 	MaxConsumersPerTopic              *int  `json:"max_consumers_per_topic,omitempty"`
@@ -284,6 +289,8 @@ func (p Policies) MarshalJSON() ([]byte, error) {
 	p.ReplicationClusters = orEmptySlice(p.ReplicationClusters)
 	p.BacklogQuotaMap = orEmptyMap(p.BacklogQuotaMap)
 	p.ReplicatorDispatchRate = orEmptyMap(p.ReplicatorDispatchRate)
+	p.TopicDispatchRate = orEmptyMap(p.TopicDispatchRate)
+	p.SubscriptionDispatchRate = orEmptyMap(p.SubscriptionDispatchRate)
 	return encodeWithExtra(plainPolicies(p), p.Extra)
 }
 

@@ -47,7 +47,9 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"persistence", p.Persistence != nil && p.Persistence.BookkeeperEnsemble > 0},
 		{"replicatorDispatchRate", p.ReplicatorDispatchRate != nil && len(p.ReplicatorDispatchRate) == 0},
 		{"properties", p.Properties["owner"] == "team-a"},
-		{"extra", len(p.Extra) == 7 && p.Extra["topicDispatchRate"] != nil},
+		{"topicDispatchRate", p.TopicDispatchRate["us-west"].DispatchThrottlingRateInMsg == 100},
+		{"subscriptionDispatchRate", p.SubscriptionDispatchRate != nil && len(p.SubscriptionDispatchRate) == 0},
+		{"extra", len(p.Extra) == 5 && p.Extra["clusterDispatchRate"] != nil},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -231,17 +231,26 @@ func (p *Policies) validateEnums() error {
 	return nil
 }
 
+// Validate is Pulsar's rule for persistence policies, of a namespace or
+// a topic: E >= Qw >= Qa >= 1, a mark-delete rate of 0 or more.
+func (q PersistencePolicies) Validate() error {
+	if !(q.BookkeeperEnsemble >= q.BookkeeperWriteQuorum && q.BookkeeperWriteQuorum >= q.BookkeeperAckQuorum && q.BookkeeperAckQuorum >= 1) {
+		return invalidf("persistence", "Bookkeeper Ensemble (%d) >= WriteQuorum (%d) >= AckQuorum (%d) >= 1 must hold",
+			q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum)
+	}
+	if q.ManagedLedgerMaxMarkDeleteRate < 0 {
+		return invalidf("persistence.managedLedgerMaxMarkDeleteRate", "must be >= 0, got %g", q.ManagedLedgerMaxMarkDeleteRate)
+	}
+	return nil
+}
+
 // validatePersistence is Pulsar's rule: E >= Qw >= Qa >= 1 (Pulsar
 // answers 412 for it; a FieldError here is 400), a mark-delete rate of 0
 // or more; an affinity group names its primary.
 func (p *Policies) validatePersistence() error {
 	if q := p.Persistence; q != nil {
-		if !(q.BookkeeperEnsemble >= q.BookkeeperWriteQuorum && q.BookkeeperWriteQuorum >= q.BookkeeperAckQuorum && q.BookkeeperAckQuorum >= 1) {
-			return invalidf("persistence", "Bookkeeper Ensemble (%d) >= WriteQuorum (%d) >= AckQuorum (%d) >= 1 must hold",
-				q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum)
-		}
-		if q.ManagedLedgerMaxMarkDeleteRate < 0 {
-			return invalidf("persistence.managedLedgerMaxMarkDeleteRate", "must be >= 0, got %g", q.ManagedLedgerMaxMarkDeleteRate)
+		if err := q.Validate(); err != nil {
+			return err
 		}
 	}
 	if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary == "" {
@@ -253,9 +262,15 @@ func (p *Policies) validatePersistence() error {
 // validateDispatchRates: a period of at least a second (Pulsar's
 // rate limiter takes whole seconds).
 func (p *Policies) validateDispatchRates() error {
-	for _, c := range slices.Sorted(maps.Keys(p.ReplicatorDispatchRate)) {
-		if r := p.ReplicatorDispatchRate[c]; r.RatePeriodInSecond < 1 {
-			return invalidf("replicatorDispatchRate."+c+".ratePeriodInSecond", "must be >= 1, got %d", r.RatePeriodInSecond)
+	for _, m := range []struct {
+		name  string
+		rates map[string]DispatchRate
+	}{{"replicatorDispatchRate", p.ReplicatorDispatchRate}, {"topicDispatchRate", p.TopicDispatchRate},
+		{"subscriptionDispatchRate", p.SubscriptionDispatchRate}} {
+		for _, c := range slices.Sorted(maps.Keys(m.rates)) {
+			if r := m.rates[c]; r.RatePeriodInSecond < 1 {
+				return invalidf(m.name+"."+c+".ratePeriodInSecond", "must be >= 1, got %d", r.RatePeriodInSecond)
+			}
 		}
 	}
 	return nil

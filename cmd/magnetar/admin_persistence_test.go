@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -65,7 +66,7 @@ func TestAdminPersistence(t *testing.T) {
 	}
 	wantContains(t, "no primary", a.fails(2, "namespaces", "set-bookie-affinity-group", "t/ns"), "--primary-group is required")
 	// What the broker's managed ledgers are created with.
-	pol := namespaceLedgerPolicy(res)
+	pol := broker.LedgerPolicyFunc(res, "c1")
 	a.ok("namespaces", "set-persistence", "t/ns", "--bookkeeper-ensemble", "3", "--bookkeeper-write-quorum", "3",
 		"--bookkeeper-ack-quorum", "2", "--ml-mark-delete-max-rate", "3")
 	deadline := time.Now().Add(5 * time.Second)

@@ -196,7 +196,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	mlCfg := f.managedLedgerConfig(log)
 	mlCfg.Store, mlCfg.Ledgers, mlCfg.Stages = store, ledgers, stages
 	mlCfg.EnsembleSize, mlCfg.WriteQuorum, mlCfg.AckQuorum = f.ensemble, f.writeQuorum, f.ackQuorum
-	mlCfg.LedgerPolicy = namespaceLedgerPolicy(res)
+	mlCfg.LedgerPolicy = broker.LedgerPolicyFunc(res, f.cluster)
 	mls, err := managedledger.NewBKFactory(mlCfg)
 	if err != nil {
 		return err

@@ -59,6 +59,7 @@ type brokerSettings struct {
 	exposeEntryMetadata bool
 	batchIndexAcks      bool // acknowledgmentAtBatchIndexLevelEnabled
 	dedupInterval       int  // brokerDeduplicationEntriesInterval
+	dedupSnapshotSecs   int  // brokerDeduplicationSnapshotIntervalSeconds
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
@@ -75,12 +76,14 @@ type brokerSettings struct {
 	replStartAt     string // replicationStartAt
 	// dispatchThrottlingRatePerReplicatorIn{Msg,Byte}
 	replMsgRate, replByteRate int64
+	// dispatchThrottlingRatePer{Topic,Subscription}In{Msg,Byte}
+	topicMsgRate, topicByteRate, subMsgRate, subByteRate int64
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
 // mean something else (for the limits below, no limit).
 func defaultBrokerSettings() brokerSettings {
-	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000}
+	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120}
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -121,6 +124,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"exposingBrokerEntryMetadataToClientEnabled":              setBool(&s.exposeEntryMetadata),
 		"acknowledgmentAtBatchIndexLevelEnabled":                  setBool(&s.batchIndexAcks),
 		"brokerDeduplicationEntriesInterval":                      setInt(&s.dedupInterval),
+		"brokerDeduplicationSnapshotIntervalSeconds":              setNonNegInt(&s.dedupSnapshotSecs),
 		"allowAutoTopicCreation":                                  setNegatedBool(&s.noAutoCreate),
 		"allowAutoTopicCreationType":                              setString(&s.autoCreateType),
 		"defaultNumPartitions":                                    setInt(&s.defaultPartitions),
@@ -131,6 +135,10 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"replicationStartAt":                                      setString(&s.replStartAt),
 		"dispatchThrottlingRatePerReplicatorInMsg":                setInt64(&s.replMsgRate),
 		"dispatchThrottlingRatePerReplicatorInByte":               setInt64(&s.replByteRate),
+		"dispatchThrottlingRatePerTopicInMsg":                     setInt64(&s.topicMsgRate),
+		"dispatchThrottlingRatePerTopicInByte":                    setInt64(&s.topicByteRate),
+		"dispatchThrottlingRatePerSubscriptionInMsg":              setInt64(&s.subMsgRate),
+		"dispatchThrottlingRatePerSubscriptionInByte":             setInt64(&s.subByteRate),
 	}
 }
 
@@ -151,6 +159,13 @@ func (s *brokerSettings) validate(path string) error {
 	}
 	if _, _, err := broker.ParseEntryMetadataInterceptors(s.entryInterceptors); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
+	}
+	for key, v := range map[string]int64{"dispatchThrottlingRatePerTopicInMsg": s.topicMsgRate,
+		"dispatchThrottlingRatePerTopicInByte": s.topicByteRate, "dispatchThrottlingRatePerSubscriptionInMsg": s.subMsgRate,
+		"dispatchThrottlingRatePerSubscriptionInByte": s.subByteRate} {
+		if v < 0 {
+			return fmt.Errorf("config %s: %s %d: must be 0 (no limit) or more", path, key, v)
+		}
 	}
 	if s.replMsgRate < 0 || s.replByteRate < 0 {
 		return fmt.Errorf("config %s: dispatchThrottlingRatePerReplicatorInMsg %d, dispatchThrottlingRatePerReplicatorInByte %d: each must be 0 (no limit) or more",
@@ -239,14 +254,17 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
-		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		DeduplicationSnapshotInterval: time.Duration(s.dedupSnapshotSecs) * time.Second,
+		AutoTopicCreationDisabled:     s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
 		MaxConcurrentTopicLoadRequest: s.maxTopicLoads,
 		MaxConnections:                s.maxConns, MaxConnectionsPerIP: s.maxConnsPerIP,
 		ReplicatedSubscriptionsDisabled: s.noReplSubs, ReplicatedSubscriptionsSnapshotFrequency: s.replSubsFreq,
 		ReplicatedSubscriptionsSnapshotTimeout: s.replSubsTimeout, ReplicatedSubscriptionsSnapshotMaxCached: s.replSubsCached,
 		ReplicationStartAt: s.replStartAt, DispatchThrottlingRatePerReplicatorInMsg: s.replMsgRate,
-		DispatchThrottlingRatePerReplicatorInByte: s.replByteRate}, nil
+		DispatchThrottlingRatePerReplicatorInByte: s.replByteRate,
+		DispatchThrottlingRatePerTopicInMsg:       s.topicMsgRate, DispatchThrottlingRatePerTopicInByte: s.topicByteRate,
+		DispatchThrottlingRatePerSubscriptionInMsg: s.subMsgRate, DispatchThrottlingRatePerSubscriptionInByte: s.subByteRate}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

@@ -21,17 +21,13 @@ package main
 // other regions' bookies through delaying relays with it.
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"time"
 
-	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/ledger"
-	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // placementSettings configure the ledger client's placement policy.
@@ -121,33 +117,3 @@ func (p *placementSettings) policy(log *slog.Logger) ledger.PlacementPolicy {
 		MinRacksPerWriteQuorum: p.minRacks, Enforce: p.enforce, Seed: uint64(time.Now().UnixNano()), Logger: log})
 }
 
-// namespaceLedgerPolicy reads a managed ledger's namespace policies
-// (cached) for its next ledger: persistence (E, Qw, Qa; the mark-delete
-// rate at open) and bookie affinity groups. Managed ledgers are named tenant/namespace/domain/topic.
-func namespaceLedgerPolicy(res *resources.Resources) func(context.Context, string) (managedledger.LedgerPolicy, error) {
-	return func(ctx context.Context, name string) (managedledger.LedgerPolicy, error) {
-		parts := strings.SplitN(name, "/", 3)
-		if len(parts) < 3 {
-			return managedledger.LedgerPolicy{}, nil // not a topic's
-		}
-		p, err := res.GetNamespaceCached(ctx, parts[0], parts[1])
-		if errors.Is(err, resources.ErrNotFound) {
-			return managedledger.LedgerPolicy{}, nil // no namespace node: no policy, the defaults
-		}
-		if err != nil {
-			return managedledger.LedgerPolicy{}, err
-		}
-		var out managedledger.LedgerPolicy
-		if q := p.Persistence; q != nil {
-			out.EnsembleSize, out.WriteQuorum, out.AckQuorum = q.BookkeeperEnsemble, q.BookkeeperWriteQuorum, q.BookkeeperAckQuorum
-			out.MarkDeleteRate = q.ManagedLedgerMaxMarkDeleteRate
-		}
-		if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary != "" {
-			out.BookieGroups = []string{g.BookkeeperAffinityGroupPrimary}
-			if g.BookkeeperAffinityGroupSecondary != "" {
-				out.BookieGroups = append(out.BookieGroups, g.BookkeeperAffinityGroupSecondary)
-			}
-		}
-		return out, nil
-	}
-}

@@ -159,18 +159,19 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	if err := initStandaloneMetadata(ctx, store, f); err != nil {
 		return err
 	}
-	stages := stage.NewRecorder()
-	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), stages, log)
-	if err != nil {
-		return err
-	}
-	collectors = append(collectors, stages.Collector())
-	defer closeStorage()
 	res, err := resources.New(ctx, store, resources.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer res.Close()
+	stages := stage.NewRecorder()
+	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), stages,
+		broker.LedgerPolicyFunc(res, f.cluster), log)
+	if err != nil {
+		return err
+	}
+	collectors = append(collectors, stages.Collector())
+	defer closeStorage()
 	bcfg, err := f.brokerConfig(f.cluster, f.brokerAddr(), store, res, log)
 	if err != nil {
 		return err
@@ -223,7 +224,8 @@ func (f standaloneFlags) metadataStoreURL(dataDir string) string {
 // openStorage starts the topics' storage: the in-process bookie, or with
 // --storage memory managed ledgers in memory, which measure the broker
 // and its clients without the storage path (nothing survives a restart).
-func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, stages *stage.Recorder, log *slog.Logger) (
+func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, stages *stage.Recorder,
+	policy ledgerPolicyFunc, log *slog.Logger) (
 	managedledger.Factory, []prometheus.Collector, func(), error) {
 	if f.storageKind == "memory" {
 		log.Warn("standalone on in-memory storage (--storage memory): messages are not durable and do not survive a restart")
@@ -231,7 +233,7 @@ func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, 
 				MaxSizePerLedger: int64(f.maxLedgerMB) << 20}),
 			nil, func() {}, nil
 	}
-	st, err := startStandaloneStorage(ctx, store, dir, f, stages, log)
+	st, err := startStandaloneStorage(ctx, store, dir, f, stages, policy, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

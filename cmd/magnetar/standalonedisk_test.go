@@ -42,7 +42,7 @@ func startFakeDiskStorage(t *testing.T) (*standaloneStorage, metadata.Store, *fa
 	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings()}
 	f.storage.logSizeLimit = 16 << 20 // keep the test's disk use small
 	f.disk = diskSettings{checkInterval: 10 * time.Millisecond, usage: disk.usage}
-	st, err := startStandaloneStorage(context.Background(), store, t.TempDir(), f, nil, log)
+	st, err := startStandaloneStorage(context.Background(), store, t.TempDir(), f, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestStandaloneSeparateJournalAndLedgerDirs(t *testing.T) {
 	journal, ledgers := t.TempDir(), t.TempDir()
 	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), journalDirs: journal, ledgerDirs: ledgers}
 	f.storage.logSizeLimit = 16 << 20
-	st, err := startStandaloneStorage(context.Background(), store, t.TempDir(), f, nil, log)
+	st, err := startStandaloneStorage(context.Background(), store, t.TempDir(), f, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

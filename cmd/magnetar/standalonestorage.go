@@ -35,7 +35,11 @@ type standaloneStorage struct {
 	stopGC         context.CancelFunc
 }
 
-func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, stages *stage.Recorder, log *slog.Logger) (*standaloneStorage, error) {
+// ledgerPolicyFunc is managedledger.Config.LedgerPolicy.
+type ledgerPolicyFunc = func(context.Context, string) (managedledger.LedgerPolicy, error)
+
+func startStandaloneStorage(ctx context.Context, store metadata.Store, dir string, f standaloneFlags, stages *stage.Recorder,
+	policy ledgerPolicyFunc, log *slog.Logger) (*standaloneStorage, error) {
 	journalDirs, ledgerDirs, err := f.bookieDirs(dir)
 	if err != nil {
 		return nil, err
@@ -63,7 +67,7 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 		s.close(log)
 		return nil, err
 	}
-	if err := s.connect(ctx, store, f, stages, log); err != nil {
+	if err := s.connect(ctx, store, f, stages, policy, log); err != nil {
 		s.close(log)
 		return nil, err
 	}
@@ -91,7 +95,8 @@ func (f standaloneFlags) bookieDirs(dir string) (journal, ledgers []string, err 
 
 // connect registers the bookie and builds the ledger client and managed
 // ledgers on it.
-func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, stages *stage.Recorder, log *slog.Logger) error {
+func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f standaloneFlags, stages *stage.Recorder,
+	policy ledgerPolicyFunc, log *slog.Logger) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
@@ -112,7 +117,7 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 		return err
 	}
 	mlCfg := f.managedLedgerConfig(log)
-	mlCfg.Store, mlCfg.Ledgers, mlCfg.Stages = store, s.ledgers, stages
+	mlCfg.Store, mlCfg.Ledgers, mlCfg.Stages, mlCfg.LedgerPolicy = store, s.ledgers, stages, policy
 	s.managedLedgers, err = managedledger.NewBKFactory(mlCfg)
 	if err != nil {
 		return err

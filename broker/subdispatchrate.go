@@ -1,0 +1,123 @@
+package broker
+
+// Topic and subscription dispatch rates, as Pulsar's dispatch rate
+// limiters (dispatchRate, subscriptionDispatchRate): what one topic, all
+// its subscriptions together, and what one subscription may send to
+// consumers per period, in messages and in bytes.
+//
+// Behaviour:
+//   - The rate in force is the topic's own policy, else its namespace's
+//     for this cluster (topicDispatchRate / subscriptionDispatchRate), else
+//     the broker's dispatchThrottlingRatePer{Topic,Subscription}In{Msg,Byte}
+//     a second (both 0: none); relativeToPublishRate adds the topic's
+//     publish rate, as for replicators (dispatchrate.go).
+//   - refreshDispatchRates applies it to every loaded topic each
+//     dispatchRateRefresh, so a policy or dynamic setting change applies
+//     within a second, without a reload.
+//   - A subscription's read asks both limiters: it reads at most the
+//     message permits left in either; with none left it reads nothing and
+//     a timer dispatches again when one is due. What went out is taken
+//     from both afterwards (so a read of large batches can overdraw, and
+//     the debt is waited off). Redeliveries count as dispatches, as in
+//     Pulsar.
+//
+// Lock order: subscription.mu, then a limiter's own mu (a leaf).
+
+import (
+	"context"
+	"time"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+// dispatchRateRefresh is how often the rates in force are applied.
+const dispatchRateRefresh = time.Second
+
+// refreshDispatchRates applies the topic and subscription dispatch rates
+// in force to every loaded persistent topic and its subscriptions.
+func (b *Broker) refreshDispatchRates(ctx context.Context) {
+	now := time.Now()
+	for _, t := range b.loadedTopics() {
+		if !t.name.Persistent() {
+			continue
+		}
+		ns := t.namespacePolicies(ctx)
+		publish := t.rates.current()
+		topicOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "dispatchRate")
+		subOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "subscriptionDispatchRate")
+		t.dispatchLimit.setRate(dispatchRateOf(b.topicDispatchRate(ns, topicOwn), publish), now)
+		subRate := dispatchRateOf(b.subscriptionDispatchRate(ns, subOwn), publish)
+		t.subRate.Store(&subRate)
+		for _, s := range t.allSubs() {
+			s.limiter.setRate(subRate, now)
+		}
+	}
+}
+
+// namespacePolicies are the topic's namespace's policies (cached; none
+// when there is no store or they cannot be read now).
+func (t *topic) namespacePolicies(ctx context.Context) resources.Policies {
+	if res := t.b.cfg.Resources; res != nil {
+		if p, err := res.NamespaceShared(ctx, t.name.Tenant, t.name.Namespace); err == nil {
+			return p
+		}
+	}
+	return resources.Policies{}
+}
+
+// topicDispatchRate is the topic dispatch rate in force: the topic's own
+// (own), else its namespace's for this cluster, else the broker's.
+func (b *Broker) topicDispatchRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
+	s := b.settings()
+	return b.clusterRate(own, ns.TopicDispatchRate, s.topicMsgRate, s.topicByteRate)
+}
+
+// subscriptionDispatchRate is topicDispatchRate for each subscription.
+func (b *Broker) subscriptionDispatchRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
+	s := b.settings()
+	return b.clusterRate(own, ns.SubscriptionDispatchRate, s.subMsgRate, s.subByteRate)
+}
+
+// clusterRate picks own, else this cluster's entry of the namespace's
+// rates, else the broker's per-second default.
+func (b *Broker) clusterRate(own *resources.DispatchRate, ns map[string]resources.DispatchRate, msgs, bytes int64) resources.DispatchRate {
+	if own != nil {
+		return *own
+	}
+	if r, ok := ns[b.cfg.ClusterName]; ok {
+		return r
+	}
+	return resources.DispatchRate{DispatchThrottlingRateInMsg: int(msgs), DispatchThrottlingRateInByte: bytes, RatePeriodInSecond: 1}
+}
+
+// ratePermitsLocked is how many messages the dispatch rates let the
+// subscription read now; ok is false when none, and a timer will
+// dispatch again when some are due.
+func (s *subscription) ratePermitsLocked(now time.Time) (permits int64, ok bool) {
+	topicMsgs, topicWait := s.topic.dispatchLimit.permits(now)
+	subMsgs, subWait := s.limiter.permits(now)
+	if wait := max(topicWait, subWait); wait > 0 {
+		if !s.rateWait {
+			s.rateWait = true
+			time.AfterFunc(wait, func() {
+				s.mu.Lock()
+				s.rateWait = false
+				s.mu.Unlock()
+				s.dispatch()
+			})
+		}
+		return 0, false
+	}
+	return int64(min(topicMsgs, subMsgs)), true
+}
+
+// tookFromRates charges what went out to both limiters.
+func (s *subscription) tookFromRates(out []delivery) {
+	var msgs, bytes int64
+	for _, d := range out {
+		msgs += int64(d.messages)
+		bytes += int64(len(d.entry.Data))
+	}
+	s.topic.dispatchLimit.consume(msgs, bytes)
+	s.limiter.consume(msgs, bytes)
+}

@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+)
+
+// received counts what consumers get within d, stopping at most.
+func received(t *testing.T, d time.Duration, most int, consumers ...pulsar.Consumer) int {
+	t.Helper()
+	n := 0
+	deadline := time.Now().Add(d)
+	for _, c := range consumers {
+		for n < most {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			m, err := c.Receive(ctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			c.Ack(m)
+			n++
+		}
+	}
+	return n
+}
+
+// setRatePolicy sets (nil: removes) a topic's rate policy and applies it
+// once the broker's policy cache has it.
+func setRatePolicy(t *testing.T, b *Broker, topic, policy string, value json.RawMessage) {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.SetTopicPolicy(ctx, topic, policy, false, value); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := b.getTopic(ctx, mustTopic(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the policy cache has "+policy, func() error {
+		if _, ok := topicPolicy[*resources.DispatchRate](ctx, tp, policy); ok != (value != nil) {
+			return fmt.Errorf("set %v", ok)
+		}
+		return nil
+	})
+	b.refreshDispatchRates(ctx)
+}
+
+func subscribeLimited(t *testing.T, c pulsar.Client, topic, sub string) pulsar.Consumer {
+	t.Helper()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, ReceiverQueueSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	return cons
+}
+
+// TestSubscriptionDispatchRate: a topic's subscriptionDispatchRate holds
+// each subscription to it; removing it lets the rest out at once.
+// Bounds: a bucket holds one period's permits, so in time T at most
+// rate*(1+T) messages go out (plus the client's queue of one).
+func TestSubscriptionDispatchRate(t *testing.T) {
+	b, url := startPolicyBroker(t, func(*resources.Policies) {})
+	c := newClient(t, url)
+	const topic = "persistent://t/ns/sub-rate"
+	cons := subscribeLimited(t, c, topic, "s")
+	setRatePolicy(t, b, topic, "subscriptionDispatchRate", json.RawMessage(`{"dispatchThrottlingRateInMsg":10,"ratePeriodInSecond":1}`))
+	produce(t, c, topic, 60, false)
+	got := received(t, 1500*time.Millisecond, 60, cons)
+	t.Logf("%d messages in 1.5 s", got)
+	if got < 5 || got > 10*(1+1.5)+2 {
+		t.Fatalf("%d messages in 1.5 s at 10 a second", got)
+	}
+	setRatePolicy(t, b, topic, "subscriptionDispatchRate", nil)
+	if rest := received(t, 5*time.Second, 60-got, cons); got+rest != 60 {
+		t.Fatalf("%d + %d messages after the limit was removed, want 60", got, rest)
+	}
+}
+
+// TestTopicDispatchRateIsShared: a topic's dispatchRate bounds all its
+// subscriptions together; a namespace's subscriptionDispatchRate for this
+// cluster applies where the topic has none.
+func TestTopicDispatchRateIsShared(t *testing.T) {
+	b, url := startPolicyBroker(t, func(p *resources.Policies) {
+		p.SubscriptionDispatchRate = map[string]resources.DispatchRate{"test": {DispatchThrottlingRateInMsg: 1000,
+			DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}}
+	})
+	c := newClient(t, url)
+	const topic = "persistent://t/ns/topic-rate"
+	ctx := context.Background()
+	a, bb := subscribeLimited(t, c, topic, "a"), subscribeLimited(t, c, topic, "b")
+	setRatePolicy(t, b, topic, "dispatchRate", json.RawMessage(`{"dispatchThrottlingRateInMsg":10,"ratePeriodInSecond":1}`))
+	applied, err := b.TopicPolicy(ctx, topic, "subscriptionDispatchRate", false, true)
+	if err != nil || applied.(resources.DispatchRate).DispatchThrottlingRateInMsg != 1000 {
+		t.Fatalf("applied subscription rate %+v, %v: want the namespace's", applied, err)
+	}
+	produce(t, c, topic, 40, false)
+	got := received(t, 1500*time.Millisecond, 80, a, bb)
+	t.Logf("%d messages in 1.5 s", got)
+	if got < 5 || got > 10*(1+1.5)+4 {
+		t.Fatalf("%d messages to two subscriptions in 1.5 s at 10 a second for the topic", got)
+	}
+}
