@@ -116,4 +116,3 @@ func (p *placementSettings) policy(log *slog.Logger) ledger.PlacementPolicy {
 	return ledger.NewPlacement(ledger.TopologyConfig{RackAware: p.rackAware, RegionAware: p.regionAware,
 		MinRacksPerWriteQuorum: p.minRacks, Enforce: p.enforce, Seed: uint64(time.Now().UnixNano()), Logger: log})
 }
-
