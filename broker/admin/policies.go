@@ -25,6 +25,8 @@ package admin
 //     namespace's, GET answers them ({} when none), DELETE removes all.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -242,9 +244,10 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 // pick is "not set": 204 with no body.
 func (a *api) getter(pick func(*resources.Policies) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.res.GetNamespace(r.Context(), r.PathValue("tenant"), r.PathValue("namespace"))
+		tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
+		p, err := a.res.GetNamespace(r.Context(), tenant, ns)
 		if err != nil {
-			a.fail(w, r, err)
+			a.fail(w, r, a.pulsarNotFound(r.Context(), tenant, ns, err))
 			return
 		}
 		v := pick(&p)
@@ -281,11 +284,28 @@ func (a *api) updater(mutate func(*http.Request, *resources.Policies) error) htt
 func (a *api) update(w http.ResponseWriter, r *http.Request, mutate func(*resources.Policies) error) {
 	tenant, ns := r.PathValue("tenant"), r.PathValue("namespace")
 	if _, err := a.res.UpdateNamespace(r.Context(), tenant, ns, mutate); err != nil {
-		a.fail(w, r, err)
+		a.fail(w, r, a.pulsarNotFound(r.Context(), tenant, ns, err))
 		return
 	}
 	a.log.Info("namespace policies changed", "namespace", tenant+"/"+ns, "method", r.Method, "path", r.URL.Path)
 	done(w)
+}
+
+// pulsarNotFound restates a namespace policy call's missing namespace in
+// Pulsar's words, which tools match: "Tenant does not exist" when its
+// tenant is missing too (Pulsar checks the tenant first), else "Namespace
+// does not exist". Other errors pass as they are.
+func (a *api) pulsarNotFound(ctx context.Context, tenant, ns string, err error) error {
+	if !errors.Is(err, resources.ErrNotFound) {
+		return err
+	}
+	if ok, e := a.res.NamespaceExists(ctx, tenant, ns); e != nil || ok {
+		return err // something else is missing
+	}
+	if ok, e := a.res.TenantExists(ctx, tenant); e == nil && !ok {
+		return Errorf(resources.ErrNotFound, "Tenant does not exist")
+	}
+	return Errorf(resources.ErrNotFound, "Namespace does not exist")
 }
 
 // backlogQuotaType reads ?backlogQuotaType=, destination_storage if absent.

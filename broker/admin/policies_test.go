@@ -158,12 +158,19 @@ func TestAutoTopicCreation(t *testing.T) {
 		t.Fatalf("GetTopicAutoCreation = %+v, %v", got, err)
 	}
 	e.status(ns.SetTopicAutoCreation(name, utils.TopicAutoCreationConfig{Allow: true, Type: utils.Partitioned}), 400,
-		"autoTopicCreationOverride.defaultNumPartitions: required")
+		"the detail is [defaultNumPartitions] cannot be null when the type is partitioned.")
 	e.status(ns.SetTopicAutoCreation(name, utils.TopicAutoCreationConfig{Allow: true, Type: utils.NonPartitioned, Partitions: &three}), 400,
-		"autoTopicCreationOverride.defaultNumPartitions: must not be set")
+		"[defaultNumPartitions] is not allowed to be set when the type is non-partition.")
 	e.ok(ns.RemoveTopicAutoCreation(name))
 	if got, _ = ns.GetTopicAutoCreation(name); got != nil {
 		t.Fatalf("after remove: %+v", got)
+	}
+	// A missing namespace or tenant, in Pulsar's words (tools match them).
+	for nsName, reason := range map[string]string{"t/missing": "Namespace does not exist", "missing/ns": "Tenant does not exist"} {
+		n, _ := utils.GetNamespaceName(nsName)
+		e.status(ns.SetTopicAutoCreation(*n, utils.TopicAutoCreationConfig{Allow: false}), 404, reason)
+		_, err := ns.GetTopicAutoCreation(*n)
+		e.status(err, 404, reason)
 	}
 }
 

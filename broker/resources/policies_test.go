@@ -190,10 +190,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{func(p *Policies) {
 			p.AutoTopicCreationOverride = &AutoTopicCreationOverride{AllowAutoTopicCreation: true, TopicType: "partitioned"}
 		},
-			"autoTopicCreationOverride.defaultNumPartitions: required"},
+			"[defaultNumPartitions] cannot be null when the type is partitioned."},
 		{func(p *Policies) {
 			p.AutoTopicCreationOverride = &AutoTopicCreationOverride{AllowAutoTopicCreation: true, TopicType: "partitioned", DefaultNumPartitions: &zero}
-		}, "autoTopicCreationOverride.defaultNumPartitions: must be between 1"},
+		}, "[defaultNumPartitions] cannot be less than 1 for partition type."},
 		{func(p *Policies) {
 			p.AutoTopicCreationOverride = &AutoTopicCreationOverride{AllowAutoTopicCreation: true, TopicType: "x"}
 		},

@@ -190,24 +190,30 @@ func int32Field(field string, v, lowest int64) error {
 	return nil
 }
 
-// validateAutoTopicCreation is Pulsar's AutoTopicCreationOverride.validateOverride.
+// validateAutoTopicCreation is Pulsar's AutoTopicCreationOverride.validateOverride,
+// with its reasons word for word (tools match them).
 func (p *Policies) validateAutoTopicCreation() error {
 	o := p.AutoTopicCreationOverride
 	if o == nil || !o.AllowAutoTopicCreation {
 		return nil
 	}
 	const field = "autoTopicCreationOverride"
+	pulsarReason := func(detail string) error {
+		return kindf(ErrInvalid, "Invalid configuration for autoTopicCreationOverride. the detail is %s", detail)
+	}
 	switch o.TopicType {
 	case TopicTypePartitioned:
 		if o.DefaultNumPartitions == nil {
-			return invalidf(field+".defaultNumPartitions", "required when topicType is partitioned")
+			return pulsarReason("[defaultNumPartitions] cannot be null when the type is partitioned.")
 		}
-		if n := *o.DefaultNumPartitions; n < 1 || n > MaxPartitions {
-			return invalidf(field+".defaultNumPartitions", "must be between 1 and %d, got %d", MaxPartitions, n)
+		if n := *o.DefaultNumPartitions; n < 1 {
+			return pulsarReason("[defaultNumPartitions] cannot be less than 1 for partition type.")
+		} else if n > MaxPartitions {
+			return invalidf(field+".defaultNumPartitions", "must be at most %d, got %d", MaxPartitions, n)
 		}
 	case TopicTypeNonPartitioned:
 		if o.DefaultNumPartitions != nil {
-			return invalidf(field+".defaultNumPartitions", "must not be set when topicType is non-partitioned")
+			return pulsarReason("[defaultNumPartitions] is not allowed to be set when the type is non-partition.")
 		}
 	default:
 		return invalidf(field+".topicType", "unknown topic type %q, want %s or %s",
