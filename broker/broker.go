@@ -98,6 +98,15 @@ type Config struct {
 	// passed since the last, so a slow topic's replay at load stays short.
 	// A topic's deduplicationSnapshotInterval policy wins.
 	DeduplicationSnapshotInterval time.Duration
+	// SubscriptionExpirationTime is subscriptionExpirationTimeMinutes (0:
+	// never): subscriptions without consumers this long are deleted,
+	// unless their namespace says otherwise (subexpiry.go); checked every
+	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, 5).
+	SubscriptionExpirationTime, SubscriptionExpiryCheckInterval time.Duration
+	// SchemaValidationEnforced is isSchemaValidationEnforced: a producer
+	// without a schema is refused on a topic that has one, unless the
+	// topic's or its namespace's schemaValidationEnforced says otherwise.
+	SchemaValidationEnforced bool
 	// MessageTTL is ttlDurationDefaultInSeconds: messages older than this
 	// count as acknowledged (0: never).
 	MessageTTL time.Duration
@@ -282,6 +291,9 @@ func (c Config) withDefaults() Config {
 	if c.StatsUpdateFrequency <= 0 {
 		c.StatsUpdateFrequency = time.Minute
 	}
+	if c.SubscriptionExpiryCheckInterval <= 0 {
+		c.SubscriptionExpiryCheckInterval = 5 * time.Minute
+	}
 	if c.MaxConcurrentLookupRequest <= 0 {
 		c.MaxConcurrentLookupRequest = 50000
 	}
@@ -396,6 +408,9 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	}
 	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
 	b.spawn(func() { b.every(dispatchRateRefresh, func() { b.refreshDispatchRates(b.ctx) }) })
+	b.spawn(func() {
+		b.every(cfg.SubscriptionExpiryCheckInterval, func() { b.expireSubscriptions(b.ctx, time.Now()) })
+	})
 	// Namespace policies and dynamic configuration may set a quota or a
 	// TTL at any time, so both checks always run (cheap with none set).
 	b.spawn(func() { b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(b.ctx) }) })

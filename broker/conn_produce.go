@@ -134,6 +134,10 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, pb.ServerError_ServiceNotReady, err.Error())
 		return
 	}
+	if err := c.b.checkSchemaless(c.ctx, t, sch); err != nil {
+		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
+		return
+	}
 	schemaVersion, err := c.b.registerSchema(c.ctx, name, sch)
 	if err != nil {
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())

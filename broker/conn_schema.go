@@ -115,6 +115,29 @@ func (b *Broker) registerSchema(ctx context.Context, topic TopicName, s *pb.Sche
 	return schema.VersionBytes(v), nil
 }
 
+// checkSchemaless refuses a producer without a schema on a topic that has
+// one when the topic's schemaValidationEnforced (else its namespace's,
+// else isSchemaValidationEnforced) is on, in Pulsar's words.
+func (b *Broker) checkSchemaless(ctx context.Context, t *topic, s *pb.Schema) error {
+	if b.cfg.Schemas == nil || (s != nil && s.GetType() != pb.Schema_None) {
+		return nil
+	}
+	enforced, ok := topicPolicy[bool](ctx, t, "schemaValidationEnforced")
+	if !ok {
+		enforced = t.namespacePolicies(ctx).SchemaValidationEnforced || b.cfg.SchemaValidationEnforced
+	}
+	if !enforced {
+		return nil
+	}
+	if _, err := b.cfg.Schemas.GetLatest(ctx, t.name.String()); errors.Is(err, schema.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("producer schema for %s: %w", t.name, err)
+	}
+	return fmt.Errorf("producer schema for %s: %w: Producers cannot connect or send message without a schema to "+
+		"topics with a schema if SchemaValidationEnforced is enabled", t.name, schema.ErrIncompatible)
+}
+
 // checkConsumerSchema checks a subscribing consumer's schema against the
 // topic's, registering it on an idle topic without one.
 func (b *Broker) checkConsumerSchema(ctx context.Context, t *topic, s *pb.Schema) error {

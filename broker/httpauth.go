@@ -18,12 +18,14 @@ package broker
 //     superuser. /status.html is open.
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/auth"
+	"github.com/magnetar-io/magnetar/broker/resources"
 )
 
 // authHTTP authenticates and authorizes each request (off when neither is
@@ -209,6 +211,19 @@ func topicRequirement(a access, p []string) httpRequirement {
 	return httpRequirement{access: a, tenant: name.Tenant, namespace: name.Namespace, topic: name}
 }
 
+// orTenantMissing answers a refused call on a tenant that does not exist
+// as Pulsar does, 404 "Tenant does not exist" (it checks the tenant before
+// the role), rather than with the refusal.
+func (b *Broker) orTenantMissing(ctx context.Context, tenant string, refused error) error {
+	if refused == nil || b.cfg.Resources == nil {
+		return refused
+	}
+	if ok, err := b.cfg.Resources.TenantExists(ctx, tenant); err == nil && !ok {
+		return admin.Errorf(resources.ErrNotFound, "Tenant does not exist")
+	}
+	return refused
+}
+
 // authorizeHTTP decides a request for subject.
 func (b *Broker) authorizeHTTP(r *http.Request, subject auth.Subject) error {
 	z := b.cfg.Authorization
@@ -233,9 +248,9 @@ func (b *Broker) authorizeHTTP(r *http.Request, subject auth.Subject) error {
 	case accessSuperUser:
 		return z.AllowSuperUserAs(subject, what)
 	case accessTenantAdmin:
-		return z.AllowTenantAdminAs(ctx, subject, req.tenant, what)
+		return b.orTenantMissing(ctx, req.tenant, z.AllowTenantAdminAs(ctx, subject, req.tenant, what))
 	case accessNamespaceTopics:
-		return z.AllowNamespaceTopicsAs(ctx, subject, req.tenant, req.namespace)
+		return b.orTenantMissing(ctx, req.tenant, z.AllowNamespaceTopicsAs(ctx, subject, req.tenant, req.namespace))
 	case accessLookup:
 		return z.AllowTopicAs(ctx, subject, auth.OpLookup, authTopic(req.topic), "")
 	case accessProduce:

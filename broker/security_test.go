@@ -641,3 +641,17 @@ func settledGoroutines() int {
 	}
 	return n
 }
+
+// TestMissingTenantBeforeRefusal: a call on a tenant that does not exist
+// answers 404 "Tenant does not exist" whoever calls, as Pulsar checks the
+// tenant before the role; an existing tenant still refuses a stranger.
+func TestMissingTenantBeforeRefusal(t *testing.T) {
+	sb := startSecuredBroker(t)
+	ids := sb.identities(t)
+	if got := sb.httpAnswer(t, ids["none"], false, "GET", "/admin/v2/namespaces/no-such-tenant/ns/retention"); got != "404" {
+		t.Fatalf("a stranger on a missing tenant: %s, want 404", got)
+	}
+	if got := sb.httpAnswer(t, ids["none"], false, "GET", "/admin/v2/namespaces/t/ns/retention"); got != "403" {
+		t.Fatalf("a stranger on an existing tenant: %s, want 403", got)
+	}
+}

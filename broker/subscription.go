@@ -81,8 +81,11 @@ type subscription struct {
 	// rateWait: a timer will dispatch once a rate allows.
 	limiter  dispatchLimiter
 	rateWait bool
-	inflight map[managedledger.Position]inflightEntry
-	replay   map[managedledger.Position]int32 // position → key slot
+	// lastActive (unix nanoseconds) is when a consumer last joined or
+	// left (subexpiry.go).
+	lastActive atomic.Int64
+	inflight   map[managedledger.Position]inflightEntry
+	replay     map[managedledger.Position]int32 // position → key slot
 	// replaying holds the replay positions taken by the read under way,
 	// with their slots, to put back if that read fails (one read at a time).
 	replaying   map[managedledger.Position]int32
@@ -129,6 +132,7 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 		replaying: map[managedledger.Position]int32{}, redelivered: map[managedledger.Position]uint32{}}
 	s.subType.Store(int32(subType))
 	s.replicated.Store(isReplicatedCursor(cursor))
+	s.lastActive.Store(time.Now().UnixNano())
 	if r := t.subRate.Load(); r != nil {
 		s.limiter.setRate(*r, time.Now()) // the topic's last refresh's, until the next
 	}
@@ -150,6 +154,7 @@ var errSubscriptionTypeBusy = errors.New("subscription is of a different type")
 // A subscription without consumers takes c's type, as Pulsar's replaces
 // its dispatcher: what it holds unacknowledged is delivered the new way.
 func (s *subscription) addConsumer(c *consumer, subType pb.CommandSubscribe_SubType, maxUnacked int64) error {
+	s.lastActive.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -194,6 +199,7 @@ var errConsumerBusy = errors.New("exclusive subscription already has a consumer"
 // removeConsumer detaches c and sends what it had in flight again. A
 // reader's subscription ends with its consumer.
 func (s *subscription) removeConsumer(c *consumer) {
+	s.lastActive.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	before := s.singleActiveLocked()
 	for i, x := range s.consumers {

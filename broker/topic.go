@@ -31,6 +31,9 @@ type topic struct {
 	// dispatchLimit is the topic dispatch rate, shared by its
 	// subscriptions (subdispatchrate.go).
 	dispatchLimit dispatchLimiter
+	// loadedAt is when the topic loaded here: the last activity of
+	// subscriptions no consumer joined since (subexpiry.go).
+	loadedAt time.Time
 	// subRate is the subscription dispatch rate of the last refresh: a new
 	// subscription starts with it.
 	subRate atomic.Pointer[dispatchRate]
@@ -100,7 +103,7 @@ var (
 
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
 	t := &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{},
-		readers: map[*subscription]struct{}{}}
+		readers: map[*subscription]struct{}{}, loadedAt: time.Now()}
 	// A topic terminated before this load (here or on another broker)
 	// stays terminated: the managed ledger stores it.
 	t.terminated.Store(ml.Terminated())

@@ -77,6 +77,9 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 	"deduplicationSnapshotInterval": {check: nonNegativeInt("deduplicationSnapshotInterval"), fallback: func(b *Broker, _ resources.Policies) any {
 		return int(b.cfg.DeduplicationSnapshotInterval / time.Second)
 	}},
+	"schemaValidationEnforced": {check: isJSON[bool]("schemaValidationEnforced"), fallback: func(b *Broker, ns resources.Policies) any {
+		return ns.SchemaValidationEnforced || b.cfg.SchemaValidationEnforced
+	}},
 	"persistence": {check: checkPersistence, fallback: func(_ *Broker, ns resources.Policies) any {
 		if ns.Persistence != nil {
 			return *ns.Persistence

@@ -74,6 +74,10 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 		}
 		return nil
 	}))
+	mux.HandleFunc("GET "+ns+"schemaValidationEnforced", a.getter(func(p *resources.Policies) any { return p.SchemaValidationEnforced }))
+	mux.HandleFunc("POST "+ns+"schemaValidationEnforced", setter(a, "schema_validation_enforced", func(p *resources.Policies, v bool) {
+		p.SchemaValidationEnforced = v
+	}))
 	mux.HandleFunc("GET "+ns+"schemaCompatibilityStrategy", a.getter(func(p *resources.Policies) any {
 		return p.EffectiveSchemaCompatibilityStrategy()
 	}))
@@ -116,8 +120,6 @@ var unsupportedNamespacePolicies = map[string]string{
 	"offloadDeletionLagMs":                  "tiered storage offload",
 	"offloadPolicies":                       "tiered storage offload",
 	"inactiveTopicPolicies":                 "inactive topic deletion",
-	"subscriptionExpirationTime":            "expiry of inactive subscriptions",
-	"schemaValidationEnforced":              "schema validation enforcement",
 	"schemaAutoUpdateCompatibilityStrategy": "the legacy schema auto-update strategy (use schemaCompatibilityStrategy)",
 	"encryptionRequired":                    "refusing unencrypted messages",
 	"subscriptionAuthMode":                  "subscription authorization modes",
@@ -132,6 +134,8 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error { *ref(p) = nil; return nil }))
 	}
 	optInt("messageTTL", "message_ttl_in_seconds", func(p *resources.Policies) **int { return &p.MessageTTLInSeconds })
+	optInt("subscriptionExpirationTime", "subscription_expiration_time_minutes",
+		func(p *resources.Policies) **int { return &p.SubscriptionExpirationTimeMinutes })
 	optInt("maxProducersPerTopic", "max_producers_per_topic", func(p *resources.Policies) **int { return &p.MaxProducersPerTopic })
 	optInt("maxConsumersPerTopic", "max_consumers_per_topic", func(p *resources.Policies) **int { return &p.MaxConsumersPerTopic })
 	optInt("maxConsumersPerSubscription", "max_consumers_per_subscription",

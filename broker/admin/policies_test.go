@@ -37,7 +37,7 @@ func TestRetention(t *testing.T) {
 	if got, _ = ns.GetRetention("t/ns"); got != nil {
 		t.Fatalf("after remove: %+v", got)
 	}
-	e.status(ns.SetRetention("t/none", utils.NewRetentionPolicies(1, 1)), 404, "namespace t/none does not exist")
+	e.status(ns.SetRetention("t/none", utils.NewRetentionPolicies(1, 1)), 404, "Namespace does not exist")
 }
 
 func TestBacklogQuota(t *testing.T) {
@@ -301,6 +301,6 @@ func TestUnsupportedNamespacePolicies(t *testing.T) {
 	e, _ := nsEnv(t)
 	e.want("POST", "/admin/v2/namespaces/t/ns/publishRate", `{"publishThrottlingRateInMsg": 10}`, 501,
 		"namespace policy publishRate: publish rate limiting is not supported")
-	e.want("GET", "/admin/v2/namespaces/t/ns/subscriptionExpirationTime", "", 501, "expiry of inactive subscriptions")
+	e.want("GET", "/admin/v2/namespaces/t/ns/compactionThreshold", "", 501, "topic compaction")
 	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
 }

@@ -7,7 +7,7 @@ package admin
 // maxUnackedMessagesOnSubscription, maxSubscriptionsPerTopic,
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
-// persistence),
+// persistence, schemaValidationEnforced),
 // each
 // GET, POST, DELETE, as Pulsar's topic policies and pulsaradmin's Topics()
 // and TopicPolicies() call them.
@@ -92,6 +92,7 @@ var TopicPolicyNames = map[string]string{
 	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
+	"schemaValidationEnforced": "",
 }
 
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
@@ -103,7 +104,6 @@ var unsupportedTopicPolicies = map[string]string{
 	"offloadPolicies":             "tiered storage offload",
 	"compactionThreshold":         "topic compaction",
 	"inactiveTopicPolicies":       "inactive topic deletion",
-	"schemaValidationEnforced":    "per-topic schema validation enforcement",
 	"schemaCompatibilityStrategy": "per-topic schema compatibility strategies",
 	"backlogQuotaMap":             "per-topic backlog quotas",
 	"backlogQuota":                "per-topic backlog quotas",

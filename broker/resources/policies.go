@@ -241,6 +241,10 @@ type Policies struct {
 	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`
 	IsAllowAutoUpdateSchema               *bool  `json:"is_allow_auto_update_schema,omitempty"`
 	SchemaValidationEnforced              bool   `json:"schema_validation_enforced"`
+	// SubscriptionExpirationTimeMinutes deletes subscriptions inactive
+	// (no consumer) this long (0: never; unset: the broker's
+	// subscriptionExpirationTimeMinutes).
+	SubscriptionExpirationTimeMinutes *int `json:"subscription_expiration_time_minutes,omitempty"`
 	// MaxTopicsPerNamespace bounds the namespace's persistent topics (a
 	// partitioned topic counts its partitions); 0 or unset: no limit.
 	MaxTopicsPerNamespace *int `json:"max_topics_per_namespace,omitempty"`

@@ -173,6 +173,9 @@ func (p *Policies) validateLimits() error {
 			return err
 		}
 	}
+	if v := p.SubscriptionExpirationTimeMinutes; v != nil && *v < 0 {
+		return kindf(ErrPrecondition, "Invalid value for subscription expiration time") // Pulsar's words
+	}
 	if p.OffloadThreshold < -1 {
 		return invalidf("offload_threshold", "must be >= -1, got %d", p.OffloadThreshold)
 	}

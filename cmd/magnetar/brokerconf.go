@@ -60,6 +60,9 @@ type brokerSettings struct {
 	batchIndexAcks      bool // acknowledgmentAtBatchIndexLevelEnabled
 	dedupInterval       int  // brokerDeduplicationEntriesInterval
 	dedupSnapshotSecs   int  // brokerDeduplicationSnapshotIntervalSeconds
+	subExpiryMinutes    int  // subscriptionExpirationTimeMinutes
+	subExpiryCheck      int  // subscriptionExpiryCheckIntervalInMinutes
+	schemaEnforced      bool // isSchemaValidationEnforced
 	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType      string
 	defaultPartitions   int
@@ -125,6 +128,9 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"acknowledgmentAtBatchIndexLevelEnabled":                  setBool(&s.batchIndexAcks),
 		"brokerDeduplicationEntriesInterval":                      setInt(&s.dedupInterval),
 		"brokerDeduplicationSnapshotIntervalSeconds":              setNonNegInt(&s.dedupSnapshotSecs),
+		"subscriptionExpirationTimeMinutes":                       setNonNegInt(&s.subExpiryMinutes),
+		"subscriptionExpiryCheckIntervalInMinutes":                setNonNegInt(&s.subExpiryCheck),
+		"isSchemaValidationEnforced":                              setBool(&s.schemaEnforced),
 		"allowAutoTopicCreation":                                  setNegatedBool(&s.noAutoCreate),
 		"allowAutoTopicCreationType":                              setString(&s.autoCreateType),
 		"defaultNumPartitions":                                    setInt(&s.defaultPartitions),
@@ -254,8 +260,11 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
-		DeduplicationSnapshotInterval: time.Duration(s.dedupSnapshotSecs) * time.Second,
-		AutoTopicCreationDisabled:     s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		DeduplicationSnapshotInterval:   time.Duration(s.dedupSnapshotSecs) * time.Second,
+		SubscriptionExpirationTime:      time.Duration(s.subExpiryMinutes) * time.Minute,
+		SubscriptionExpiryCheckInterval: time.Duration(s.subExpiryCheck) * time.Minute,
+		SchemaValidationEnforced:        s.schemaEnforced,
+		AutoTopicCreationDisabled:       s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
 		MaxConcurrentTopicLoadRequest: s.maxTopicLoads,
 		MaxConnections:                s.maxConns, MaxConnectionsPerIP: s.maxConnsPerIP,
