@@ -181,6 +181,16 @@ type Config struct {
 	// limit; dynamic).
 	DispatchThrottlingRatePerTopicInMsg, DispatchThrottlingRatePerTopicInByte               int64
 	DispatchThrottlingRatePerSubscriptionInMsg, DispatchThrottlingRatePerSubscriptionInByte int64
+	// MaxPublishRatePerTopicInMessages and ...InBytes are Pulsar's keys:
+	// what each topic's producers publish a second at most, without a
+	// topic publishRate or namespace publishMaxMessageRate (0: no limit;
+	// dynamic).
+	MaxPublishRatePerTopicInMessages, MaxPublishRatePerTopicInBytes int64
+	// SubscribeThrottlingRatePerConsumer and
+	// SubscribeRatePeriodPerConsumerInSecond are Pulsar's keys: how often
+	// one consumer may subscribe to a topic, without a topic subscribeRate
+	// or namespace clusterSubscribeRate (0: no limit; 30 s; dynamic).
+	SubscribeThrottlingRatePerConsumer, SubscribeRatePeriodPerConsumerInSecond int64
 	// AutoSubscriptionCreationDisabled is allowAutoSubscriptionCreation=false
 	// (Pulsar's default is true; dynamic): a SUBSCRIBE to a durable
 	// subscription that does not exist is refused (SubscriptionNotFound)
@@ -290,6 +300,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StatsUpdateFrequency <= 0 {
 		c.StatsUpdateFrequency = time.Minute
+	}
+	if c.SubscribeRatePeriodPerConsumerInSecond <= 0 {
+		c.SubscribeRatePeriodPerConsumerInSecond = 30
 	}
 	if c.SubscriptionExpiryCheckInterval <= 0 {
 		c.SubscriptionExpiryCheckInterval = 5 * time.Minute

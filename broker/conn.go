@@ -130,6 +130,9 @@ const (
 	// served on a goroutine; the next frame waits for it, so commands are
 	// still served in order.
 	pauseOffloaded
+	// pausePublishRate: a topic of this connection's producers is over its
+	// publish rate (throttlePublish).
+	pausePublishRate
 )
 
 func (c *serverConn) pauseLocked(reason uint8) {

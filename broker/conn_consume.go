@@ -98,6 +98,10 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
 		return
 	}
+	if !t.admitSubscribe(c.remoteHost()+"/"+cmd.GetConsumerName(), time.Now()) {
+		_ = c.sendError(reqID, pb.ServerError_NotAllowedError, "Subscribe limited by subscribe rate limit per consumer.")
+		return
+	}
 	if err := c.b.checkConsumerSchema(ctx, t, cmd.GetSchema()); err != nil {
 		_ = c.sendError(reqID, schemaErrorCode(err), err.Error())
 		return

@@ -356,6 +356,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	c.beginSend()
 	size := int64(f.Entry.Len())
+	c.throttlePublish(p.topic, msgs, size)
 	published := int64(c.sendMetadata.GetPublishTime()) // checkEntry decoded it
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)

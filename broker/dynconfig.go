@@ -53,6 +53,11 @@ type dynamicSettings struct {
 	// topicMsgRate, topicByteRate, subMsgRate and subByteRate are
 	// dispatchThrottlingRatePer{Topic,Subscription}In{Msg,Byte}.
 	topicMsgRate, topicByteRate, subMsgRate, subByteRate int64
+	// publishMsgRate and publishByteRate are maxPublishRatePerTopicIn{Messages,Bytes}.
+	publishMsgRate, publishByteRate int64
+	// subscribeRate and subscribePeriod are subscribeThrottlingRatePerConsumer
+	// and subscribeRatePeriodPerConsumerInSecond.
+	subscribeRate, subscribePeriod int64
 	// autoSubscriptionCreation is allowAutoSubscriptionCreation.
 	autoSubscriptionCreation bool
 }
@@ -95,6 +100,13 @@ func dynamicKeys() map[string]dynamicKey {
 		"dispatchThrottlingRatePerTopicInByte":        rateKey(func(s *dynamicSettings) *int64 { return &s.topicByteRate }),
 		"dispatchThrottlingRatePerSubscriptionInMsg":  rateKey(func(s *dynamicSettings) *int64 { return &s.subMsgRate }),
 		"dispatchThrottlingRatePerSubscriptionInByte": rateKey(func(s *dynamicSettings) *int64 { return &s.subByteRate }),
+		"maxPublishRatePerTopicInMessages":            rateKey(func(s *dynamicSettings) *int64 { return &s.publishMsgRate }),
+		"maxPublishRatePerTopicInBytes":               rateKey(func(s *dynamicSettings) *int64 { return &s.publishByteRate }),
+		"subscribeThrottlingRatePerConsumer":          rateKey(func(s *dynamicSettings) *int64 { return &s.subscribeRate }),
+		"subscribeRatePeriodPerConsumerInSecond": {
+			set: func(s *dynamicSettings, v string) error { return parseInt64(v, 1, &s.subscribePeriod) },
+			get: func(s *dynamicSettings) string { return strconv.FormatInt(s.subscribePeriod, 10) },
+		},
 		// As Pulsar reads a boolean setting (Boolean.valueOf): "true" in
 		// any case is true and every other value false, never an error.
 		"allowAutoSubscriptionCreation": {
@@ -161,6 +173,8 @@ func startedSettings(c Config) *dynamicSettings {
 		replMsgRate: c.DispatchThrottlingRatePerReplicatorInMsg, replByteRate: c.DispatchThrottlingRatePerReplicatorInByte,
 		topicMsgRate: c.DispatchThrottlingRatePerTopicInMsg, topicByteRate: c.DispatchThrottlingRatePerTopicInByte,
 		subMsgRate: c.DispatchThrottlingRatePerSubscriptionInMsg, subByteRate: c.DispatchThrottlingRatePerSubscriptionInByte,
+		publishMsgRate: c.MaxPublishRatePerTopicInMessages, publishByteRate: c.MaxPublishRatePerTopicInBytes,
+		subscribeRate: c.SubscribeThrottlingRatePerConsumer, subscribePeriod: c.SubscribeRatePeriodPerConsumerInSecond,
 		autoSubscriptionCreation: !c.AutoSubscriptionCreationDisabled}
 }
 

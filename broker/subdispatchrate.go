@@ -46,6 +46,12 @@ func (b *Broker) refreshDispatchRates(ctx context.Context) {
 		topicOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "dispatchRate")
 		subOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "subscriptionDispatchRate")
 		t.dispatchLimit.setRate(dispatchRateOf(b.topicDispatchRate(ns, topicOwn), publish), now)
+		publishOwn, _ := topicPolicy[*resources.PublishRate](ctx, t, "publishRate")
+		pr := b.publishRate(ns, publishOwn)
+		publishLimit := dispatchRate{Msgs: int64(pr.PublishThrottlingRateInMsg), Bytes: pr.PublishThrottlingRateInByte, Period: time.Second}
+		t.publishLimit.setRate(publishLimit, now)
+		t.publishLimited.Store(publishLimit.limited())
+		t.refreshSubscribeRate(ctx, ns, now)
 		subRate := dispatchRateOf(b.subscriptionDispatchRate(ns, subOwn), publish)
 		t.subRate.Store(&subRate)
 		for _, s := range t.allSubs() {
@@ -88,6 +94,46 @@ func (b *Broker) clusterRate(own *resources.DispatchRate, ns map[string]resource
 		return r
 	}
 	return resources.DispatchRate{DispatchThrottlingRateInMsg: int(msgs), DispatchThrottlingRateInByte: bytes, RatePeriodInSecond: 1}
+}
+
+// publishRate is the publish rate in force: the topic's own (own), else
+// its namespace's publishMaxMessageRate for this cluster, else
+// maxPublishRatePerTopicIn{Messages,Bytes}.
+func (b *Broker) publishRate(ns resources.Policies, own *resources.PublishRate) resources.PublishRate {
+	if own != nil {
+		return *own
+	}
+	if r, ok := ns.PublishMaxMessageRate[b.cfg.ClusterName]; ok {
+		return r
+	}
+	s := b.settings()
+	return resources.PublishRate{PublishThrottlingRateInMsg: int(s.publishMsgRate), PublishThrottlingRateInByte: s.publishByteRate}
+}
+
+// throttlePublish charges a SEND to its topic's publish rate and, when
+// the topic is over it, stops reading the connection until the rate
+// allows more, as Pulsar throttles a producer's connection: the client's
+// next SENDs wait in the socket, and TCP pushes back.
+func (c *serverConn) throttlePublish(t *topic, msgs, bytes int64) {
+	if !t.publishLimited.Load() {
+		return
+	}
+	t.publishLimit.consume(msgs, bytes)
+	_, wait := t.publishLimit.permits(time.Now())
+	if wait <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.pausedFor&pausePublishRate != 0 {
+		return // a resume is already scheduled
+	}
+	c.pauseLocked(pausePublishRate)
+	time.AfterFunc(wait, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.resumeLocked(pausePublishRate)
+	})
 }
 
 // ratePermitsLocked is how many messages the dispatch rates let the

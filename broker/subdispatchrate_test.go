@@ -45,7 +45,7 @@ func setRatePolicy(t *testing.T, b *Broker, topic, policy string, value json.Raw
 		t.Fatal(err)
 	}
 	eventually(t, "the policy cache has "+policy, func() error {
-		if _, ok := topicPolicy[*resources.DispatchRate](ctx, tp, policy); ok != (value != nil) {
+		if _, ok := topicPolicy[json.RawMessage](ctx, tp, policy); ok != (value != nil) {
 			return fmt.Errorf("set %v", ok)
 		}
 		return nil
@@ -107,5 +107,39 @@ func TestTopicDispatchRateIsShared(t *testing.T) {
 	t.Logf("%d messages in 1.5 s", got)
 	if got < 5 || got > 10*(1+1.5)+4 {
 		t.Fatalf("%d messages to two subscriptions in 1.5 s at 10 a second for the topic", got)
+	}
+}
+
+// TestTopicPublishRate: a topic's publishRate holds its producers to it:
+// past the bucket of one second's messages, the connection is read no
+// faster than the rate. Removing the policy lifts it.
+func TestTopicPublishRate(t *testing.T) {
+	b, url := startPolicyBroker(t, func(*resources.Policies) {})
+	c := newClient(t, url)
+	const topic = "persistent://t/ns/publish-rate"
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(n int) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for i := range n {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	setRatePolicy(t, b, topic, "publishRate", json.RawMessage(`{"publishThrottlingRateInMsg":20,"publishThrottlingRateInByte":-1}`))
+	// 20 fill the bucket, the next 40 take 2 s at 20 a second.
+	if took := send(60); took < 1500*time.Millisecond {
+		t.Fatalf("60 messages at 20 a second took %v", took)
+	}
+	setRatePolicy(t, b, topic, "publishRate", nil)
+	send(1) // a pause under way ends on its timer
+	if took := send(200); took > 10*time.Second {
+		t.Fatalf("200 messages with no limit took %v", took)
 	}
 }

@@ -34,6 +34,13 @@ type topic struct {
 	// loadedAt is when the topic loaded here: the last activity of
 	// subscriptions no consumer joined since (subexpiry.go).
 	loadedAt time.Time
+	// publishLimit is the topic's publish rate (publishLimited: it limits
+	// anything), shared by its producers (subdispatchrate.go).
+	publishLimit   dispatchLimiter
+	publishLimited atomic.Bool
+	// subscribeLimits hold each consumer to the subscribe rate
+	// (subscriberate.go).
+	subscribeLimits subscribeLimits
 	// subRate is the subscription dispatch rate of the last refresh: a new
 	// subscription starts with it.
 	subRate atomic.Pointer[dispatchRate]

@@ -86,6 +86,12 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 		}
 		return nil // the managed ledgers' defaults
 	}},
+	"subscribeRate": {check: isJSON[resources.SubscribeRate]("subscribeRate"), fallback: func(b *Broker, ns resources.Policies) any {
+		return b.subscribeRate(ns, nil)
+	}},
+	"publishRate": {check: isJSON[resources.PublishRate]("publishRate"), fallback: func(b *Broker, ns resources.Policies) any {
+		return b.publishRate(ns, nil)
+	}},
 	"dispatchRate": {check: isJSON[resources.DispatchRate]("dispatchRate"), fallback: func(b *Broker, ns resources.Policies) any {
 		return b.topicDispatchRate(ns, nil)
 	}},

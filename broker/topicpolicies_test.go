@@ -196,17 +196,17 @@ func TestTopicPolicyErrors(t *testing.T) {
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
 	tn := topicName(t, "persistent://t/ns/errors")
-	err := local.SetPublishRate(ctx, tn, utils.PublishRateData{PublishThrottlingRateInMsg: 10})
-	if err == nil || !strings.Contains(err.Error(), "publishRate") || !strings.Contains(err.Error(), "not supported") {
-		t.Fatalf("an unsupported policy: %v, want a 501 naming publishRate", err)
+	err := local.SetDelayedDelivery(ctx, tn, utils.DelayedDeliveryData{Active: true, TickTime: 1000})
+	if err == nil || !strings.Contains(err.Error(), "delayedDelivery") || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("an unsupported policy: %v, want a 501 naming delayedDelivery", err)
 	}
-	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/subscribeRate")
+	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/offloadPolicies")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotImplemented {
-		t.Fatalf("GET subscribeRate: %s, want 501", resp.Status)
+		t.Fatalf("GET offloadPolicies: %s, want 501", resp.Status)
 	}
 	if err := local.SetMaxProducers(ctx, tn, -1); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("maxProducers -1: %v, want 400", err)

@@ -86,24 +86,24 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 	}))
 }
 
-// clusterRateRoutes serves GET, POST and DELETE of a dispatch rate kept
-// per cluster in the namespace's policies (rates picks the map).
-func (a *api) clusterRateRoutes(mux *http.ServeMux, ns, path string, rates func(*resources.Policies) *map[string]resources.DispatchRate) {
+// clusterKeyedRoutes serves GET, POST and DELETE of a value kept per
+// cluster in the namespace's policies, this broker's cluster's.
+func clusterKeyedRoutes[T any](a *api, mux *http.ServeMux, ns, path string, values func(*resources.Policies) *map[string]T) {
 	mux.HandleFunc("GET "+ns+path, a.getter(func(p *resources.Policies) any {
-		if r, ok := (*rates(p))[a.cluster]; ok {
+		if r, ok := (*values(p))[a.cluster]; ok {
 			return r
 		}
 		return nil
 	}))
-	mux.HandleFunc("POST "+ns+path, setter(a, path, func(p *resources.Policies, v resources.DispatchRate) {
-		m := rates(p)
+	mux.HandleFunc("POST "+ns+path, setter(a, path, func(p *resources.Policies, v T) {
+		m := values(p)
 		if *m == nil {
-			*m = map[string]resources.DispatchRate{}
+			*m = map[string]T{}
 		}
 		(*m)[a.cluster] = v
 	}))
 	mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error {
-		delete(*rates(p), a.cluster)
+		delete(*values(p), a.cluster)
 		return nil
 	}))
 }
@@ -112,8 +112,6 @@ func (a *api) clusterRateRoutes(mux *http.ServeMux, ns, path string, rates func(
 // broker does not enforce: each route answers 501 naming what is not
 // there, rather than storing a setting nothing would apply.
 var unsupportedNamespacePolicies = map[string]string{
-	"publishRate":                           "publish rate limiting",
-	"subscribeRate":                         "subscribe rate limiting",
 	"compactionThreshold":                   "topic compaction",
 	"offloadThreshold":                      "tiered storage offload",
 	"offloadThresholdInSeconds":             "tiered storage offload",
@@ -215,14 +213,20 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 	// Keyed by this broker's cluster, as Pulsar's: each limit is for the
 	// dispatchers (replicators, topics, subscriptions) of the cluster it
 	// was set in.
-	a.clusterRateRoutes(mux, ns, "replicatorDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+	clusterKeyedRoutes(a, mux, ns, "replicatorDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
 		return &p.ReplicatorDispatchRate
 	})
-	a.clusterRateRoutes(mux, ns, "dispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+	clusterKeyedRoutes(a, mux, ns, "dispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
 		return &p.TopicDispatchRate
 	})
-	a.clusterRateRoutes(mux, ns, "subscriptionDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
+	clusterKeyedRoutes(a, mux, ns, "subscriptionDispatchRate", func(p *resources.Policies) *map[string]resources.DispatchRate {
 		return &p.SubscriptionDispatchRate
+	})
+	clusterKeyedRoutes(a, mux, ns, "publishRate", func(p *resources.Policies) *map[string]resources.PublishRate {
+		return &p.PublishMaxMessageRate
+	})
+	clusterKeyedRoutes(a, mux, ns, "subscribeRate", func(p *resources.Policies) *map[string]resources.SubscribeRate {
+		return &p.ClusterSubscribeRate
 	})
 
 	mux.HandleFunc("GET "+ns+"autoSubscriptionCreation", a.getter(func(p *resources.Policies) any { return opt(p.AutoSubscriptionCreationOverride) }))

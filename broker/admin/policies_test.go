@@ -299,8 +299,8 @@ func TestNamespaceProperties(t *testing.T) {
 // on every method, instead of a bare 404 or a setting nothing applies.
 func TestUnsupportedNamespacePolicies(t *testing.T) {
 	e, _ := nsEnv(t)
-	e.want("POST", "/admin/v2/namespaces/t/ns/publishRate", `{"publishThrottlingRateInMsg": 10}`, 501,
-		"namespace policy publishRate: publish rate limiting is not supported")
+	e.want("POST", "/admin/v2/namespaces/t/ns/inactiveTopicPolicies", `{"deleteWhileInactive": true}`, 501,
+		"namespace policy inactiveTopicPolicies: inactive topic deletion is not supported")
 	e.want("GET", "/admin/v2/namespaces/t/ns/compactionThreshold", "", 501, "topic compaction")
 	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
 }

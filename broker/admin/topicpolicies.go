@@ -7,7 +7,7 @@ package admin
 // maxUnackedMessagesOnSubscription, maxSubscriptionsPerTopic,
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
-// persistence, schemaValidationEnforced),
+// persistence, schemaValidationEnforced, publishRate, subscribeRate),
 // each
 // GET, POST, DELETE, as Pulsar's topic policies and pulsaradmin's Topics()
 // and TopicPolicies() call them.
@@ -21,8 +21,7 @@ package admin
 //     else global), else the namespace's, else the broker's. DELETE (or a
 //     JSON null) removes the topic's own. The broker enforces each
 //     (broker/topicpolicies.go).
-//   - Pulsar's other topic policies (publishRate,
-//     subscribeRate, delayedDelivery, offloadPolicies, ...)
+//   - Pulsar's other topic policies ( delayedDelivery, offloadPolicies, ...)
 //     answer 501 naming what is not supported, on every method.
 //   - POST takes the list of clusters; each must exist and be allowed
 //     for the namespace (412 otherwise, as for a namespace). An empty list
@@ -92,14 +91,12 @@ var TopicPolicyNames = map[string]string{
 	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
-	"schemaValidationEnforced": "",
+	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "",
 }
 
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
-	"publishRate":                 "publish rate limiting",
-	"subscribeRate":               "subscribe rate limiting",
 	"delayedDelivery":             "per-topic delayed delivery settings",
 	"offloadPolicies":             "tiered storage offload",
 	"compactionThreshold":         "topic compaction",

@@ -145,6 +145,44 @@ type BookieAffinityGroupData struct {
 	BookkeeperAffinityGroupSecondary string `json:"bookkeeperAffinityGroupSecondary,omitempty"`
 }
 
+// PublishRate is Pulsar's PublishRate: at most PublishThrottlingRateInMsg
+// messages and PublishThrottlingRateInByte bytes a second (each <= 0: no
+// limit on it).
+type PublishRate struct {
+	PublishThrottlingRateInMsg  int   `json:"publishThrottlingRateInMsg"`
+	PublishThrottlingRateInByte int64 `json:"publishThrottlingRateInByte"`
+}
+
+// UnmarshalJSON starts from Java's defaults (-1: no limit).
+func (r *PublishRate) UnmarshalJSON(data []byte) error {
+	type plain PublishRate
+	v := plain{PublishThrottlingRateInMsg: -1, PublishThrottlingRateInByte: -1}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = PublishRate(v)
+	return nil
+}
+
+// SubscribeRate is Pulsar's SubscribeRate: one consumer (its address and
+// name) may subscribe to a topic at most SubscribeThrottlingRatePerConsumer
+// times per RatePeriodInSecond (<= 0: no limit).
+type SubscribeRate struct {
+	SubscribeThrottlingRatePerConsumer int `json:"subscribeThrottlingRatePerConsumer"`
+	RatePeriodInSecond                 int `json:"ratePeriodInSecond"`
+}
+
+// UnmarshalJSON starts from Java's defaults (no limit, 30 s).
+func (r *SubscribeRate) UnmarshalJSON(data []byte) error {
+	type plain SubscribeRate
+	v := plain{SubscribeThrottlingRatePerConsumer: -1, RatePeriodInSecond: 30}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = SubscribeRate(v)
+	return nil
+}
+
 // DispatchRate is Pulsar's DispatchRate(Impl): at most
 // DispatchThrottlingRateInMsg messages and DispatchThrottlingRateInByte
 // bytes every RatePeriodInSecond seconds (each <= 0: no limit on it);
@@ -226,9 +264,15 @@ type Policies struct {
 	// subscription dispatches to consumers.
 	TopicDispatchRate        map[string]DispatchRate `json:"topicDispatchRate"`
 	SubscriptionDispatchRate map[string]DispatchRate `json:"subscriptionDispatchRate"`
-	Deleted                  bool                    `json:"deleted"`
-	EncryptionRequired       bool                    `json:"encryption_required"`
-	SubscriptionAuthMode     string                  `json:"subscription_auth_mode"`
+	// PublishMaxMessageRate limits, per cluster, what the producers of
+	// each topic publish a second.
+	PublishMaxMessageRate map[string]PublishRate `json:"publishMaxMessageRate"`
+	// ClusterSubscribeRate limits, per cluster, how often one consumer
+	// may subscribe to a topic.
+	ClusterSubscribeRate map[string]SubscribeRate `json:"clusterSubscribeRate"`
+	Deleted              bool                     `json:"deleted"`
+	EncryptionRequired   bool                     `json:"encryption_required"`
+	SubscriptionAuthMode string                   `json:"subscription_auth_mode"`
 
 	MaxProducersPerTopic              *int  `json:"max_producers_per_topic,omitempty"`
 	MaxConsumersPerTopic              *int  `json:"max_consumers_per_topic,omitempty"`
@@ -295,6 +339,8 @@ func (p Policies) MarshalJSON() ([]byte, error) {
 	p.ReplicatorDispatchRate = orEmptyMap(p.ReplicatorDispatchRate)
 	p.TopicDispatchRate = orEmptyMap(p.TopicDispatchRate)
 	p.SubscriptionDispatchRate = orEmptyMap(p.SubscriptionDispatchRate)
+	p.PublishMaxMessageRate = orEmptyMap(p.PublishMaxMessageRate)
+	p.ClusterSubscribeRate = orEmptyMap(p.ClusterSubscribeRate)
 	return encodeWithExtra(plainPolicies(p), p.Extra)
 }
 

@@ -49,7 +49,9 @@ func TestPoliciesReadsPulsarJSON(t *testing.T) {
 		{"properties", p.Properties["owner"] == "team-a"},
 		{"topicDispatchRate", p.TopicDispatchRate["us-west"].DispatchThrottlingRateInMsg == 100},
 		{"subscriptionDispatchRate", p.SubscriptionDispatchRate != nil && len(p.SubscriptionDispatchRate) == 0},
-		{"extra", len(p.Extra) == 5 && p.Extra["clusterDispatchRate"] != nil},
+		{"publishMaxMessageRate", p.PublishMaxMessageRate != nil && len(p.PublishMaxMessageRate) == 0},
+		{"clusterSubscribeRate", p.ClusterSubscribeRate != nil && len(p.ClusterSubscribeRate) == 0},
+		{"extra", len(p.Extra) == 3 && p.Extra["clusterDispatchRate"] != nil},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -81,6 +81,10 @@ type brokerSettings struct {
 	replMsgRate, replByteRate int64
 	// dispatchThrottlingRatePer{Topic,Subscription}In{Msg,Byte}
 	topicMsgRate, topicByteRate, subMsgRate, subByteRate int64
+	// maxPublishRatePerTopicIn{Messages,Bytes}
+	publishMsgRate, publishByteRate int64
+	// subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond
+	subscribeRate, subscribePeriod int64
 }
 
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
@@ -145,6 +149,10 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"dispatchThrottlingRatePerTopicInByte":                    setInt64(&s.topicByteRate),
 		"dispatchThrottlingRatePerSubscriptionInMsg":              setInt64(&s.subMsgRate),
 		"dispatchThrottlingRatePerSubscriptionInByte":             setInt64(&s.subByteRate),
+		"maxPublishRatePerTopicInMessages":                        setInt64(&s.publishMsgRate),
+		"maxPublishRatePerTopicInBytes":                           setInt64(&s.publishByteRate),
+		"subscribeThrottlingRatePerConsumer":                      setInt64(&s.subscribeRate),
+		"subscribeRatePeriodPerConsumerInSecond":                  setInt64(&s.subscribePeriod),
 	}
 }
 
@@ -168,7 +176,9 @@ func (s *brokerSettings) validate(path string) error {
 	}
 	for key, v := range map[string]int64{"dispatchThrottlingRatePerTopicInMsg": s.topicMsgRate,
 		"dispatchThrottlingRatePerTopicInByte": s.topicByteRate, "dispatchThrottlingRatePerSubscriptionInMsg": s.subMsgRate,
-		"dispatchThrottlingRatePerSubscriptionInByte": s.subByteRate} {
+		"dispatchThrottlingRatePerSubscriptionInByte": s.subByteRate, "maxPublishRatePerTopicInMessages": s.publishMsgRate,
+		"maxPublishRatePerTopicInBytes": s.publishByteRate, "subscribeThrottlingRatePerConsumer": s.subscribeRate,
+		"subscribeRatePeriodPerConsumerInSecond": s.subscribePeriod} {
 		if v < 0 {
 			return fmt.Errorf("config %s: %s %d: must be 0 (no limit) or more", path, key, v)
 		}
@@ -273,7 +283,9 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		ReplicationStartAt: s.replStartAt, DispatchThrottlingRatePerReplicatorInMsg: s.replMsgRate,
 		DispatchThrottlingRatePerReplicatorInByte: s.replByteRate,
 		DispatchThrottlingRatePerTopicInMsg:       s.topicMsgRate, DispatchThrottlingRatePerTopicInByte: s.topicByteRate,
-		DispatchThrottlingRatePerSubscriptionInMsg: s.subMsgRate, DispatchThrottlingRatePerSubscriptionInByte: s.subByteRate}, nil
+		DispatchThrottlingRatePerSubscriptionInMsg: s.subMsgRate, DispatchThrottlingRatePerSubscriptionInByte: s.subByteRate,
+		MaxPublishRatePerTopicInMessages: s.publishMsgRate, MaxPublishRatePerTopicInBytes: s.publishByteRate,
+		SubscribeThrottlingRatePerConsumer: s.subscribeRate, SubscribeRatePeriodPerConsumerInSecond: s.subscribePeriod}, nil
 }
 
 // listenFlags are the addresses and cluster name standalone and broker

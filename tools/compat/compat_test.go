@@ -108,6 +108,7 @@ func TestViaHelper(t *testing.T)  { tlsClient() }
 func TestLiteral(t *testing.T)    { _ = "pulsar+ssl://localhost:6651" }
 func TestTxn_Commit(t *testing.T) { plain() }
 func TestEnables(t *testing.T)    { _ = ClientOptions{EnableTransaction: true} }
+func TestS3(t *testing.T)         { _ = "https://s3.amazonaws.com" }
 `
 
 const taggedTests = `//go:build clustered
@@ -133,6 +134,7 @@ func TestNeedsFromSource(t *testing.T) {
 		"TestLiteral":    {Security: true},
 		"TestTxn_Commit": {Transactions: true},
 		"TestEnables":    {Transactions: true},
+		"TestS3":         {}, // an https string that is not the service
 	}
 	for name, w := range want {
 		if got := src.needsOf(name); got != w {

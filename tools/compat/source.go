@@ -38,7 +38,9 @@ var (
 		"NewAuthenticationOAuth2": true, "NewAuthenticationAthenz": true,
 		"TLSTrustCertsFilePath": true, "TLSAllowInsecureConnection": true,
 	}
-	securityLiteral = regexp.MustCompile(`^(pulsar\+ssl|https)://|integration-tests/(certs|tokens)|private/auth`)
+	// A TLS URL of the service under test (localhost), not any https
+	// string: an offload policy's S3 endpoint needs no TLS from us.
+	securityLiteral = regexp.MustCompile(`^(pulsar\+ssl|https)://(localhost|127\.0\.0\.1|\[::1\])\b|integration-tests/(certs|tokens)|private/auth`)
 	txnIdents       = map[string]bool{"EnableTransaction": true}
 	txnName         = regexp.MustCompile(`Txn|Transaction`)
 )
