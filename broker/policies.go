@@ -69,14 +69,22 @@ func (t *topic) replicatorDispatchRate(ns resources.Policies, own *resources.Dis
 // else the broker's dispatchThrottlingRatePerReplicatorIn{Msg,Byte} a
 // second (both 0: none).
 func (b *Broker) replicatorRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
+	s := b.settings()
+	return inForce(own, ns.ReplicatorDispatchRate, b.cfg.ClusterName,
+		resources.DispatchRate{DispatchThrottlingRateInMsg: int(s.replMsgRate), DispatchThrottlingRateInByte: s.replByteRate, RatePeriodInSecond: 1})
+}
+
+// inForce is a topic-level setting kept per cluster in its namespace: the
+// topic's own (own), else the namespace's for cluster, else the broker's
+// (def).
+func inForce[T any](own *T, ns map[string]T, cluster string, def T) T {
 	if own != nil {
 		return *own
 	}
-	if r, set := ns.ReplicatorDispatchRate[b.cfg.ClusterName]; set {
-		return r
+	if v, ok := ns[cluster]; ok {
+		return v
 	}
-	s := b.settings()
-	return resources.DispatchRate{DispatchThrottlingRateInMsg: int(s.replMsgRate), DispatchThrottlingRateInByte: s.replByteRate, RatePeriodInSecond: 1}
+	return def
 }
 
 // RetentionOf turns Pulsar's retention settings (minutes and MiB, -1 for

@@ -75,24 +75,17 @@ func (t *topic) namespacePolicies(ctx context.Context) resources.Policies {
 // (own), else its namespace's for this cluster, else the broker's.
 func (b *Broker) topicDispatchRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
 	s := b.settings()
-	return b.clusterRate(own, ns.TopicDispatchRate, s.topicMsgRate, s.topicByteRate)
+	return inForce(own, ns.TopicDispatchRate, b.cfg.ClusterName, perSecond(s.topicMsgRate, s.topicByteRate))
 }
 
 // subscriptionDispatchRate is topicDispatchRate for each subscription.
 func (b *Broker) subscriptionDispatchRate(ns resources.Policies, own *resources.DispatchRate) resources.DispatchRate {
 	s := b.settings()
-	return b.clusterRate(own, ns.SubscriptionDispatchRate, s.subMsgRate, s.subByteRate)
+	return inForce(own, ns.SubscriptionDispatchRate, b.cfg.ClusterName, perSecond(s.subMsgRate, s.subByteRate))
 }
 
-// clusterRate picks own, else this cluster's entry of the namespace's
-// rates, else the broker's per-second default.
-func (b *Broker) clusterRate(own *resources.DispatchRate, ns map[string]resources.DispatchRate, msgs, bytes int64) resources.DispatchRate {
-	if own != nil {
-		return *own
-	}
-	if r, ok := ns[b.cfg.ClusterName]; ok {
-		return r
-	}
+// perSecond is a broker setting's dispatch rate: msgs and bytes a second.
+func perSecond(msgs, bytes int64) resources.DispatchRate {
 	return resources.DispatchRate{DispatchThrottlingRateInMsg: int(msgs), DispatchThrottlingRateInByte: bytes, RatePeriodInSecond: 1}
 }
 
@@ -100,14 +93,9 @@ func (b *Broker) clusterRate(own *resources.DispatchRate, ns map[string]resource
 // its namespace's publishMaxMessageRate for this cluster, else
 // maxPublishRatePerTopicIn{Messages,Bytes}.
 func (b *Broker) publishRate(ns resources.Policies, own *resources.PublishRate) resources.PublishRate {
-	if own != nil {
-		return *own
-	}
-	if r, ok := ns.PublishMaxMessageRate[b.cfg.ClusterName]; ok {
-		return r
-	}
 	s := b.settings()
-	return resources.PublishRate{PublishThrottlingRateInMsg: int(s.publishMsgRate), PublishThrottlingRateInByte: s.publishByteRate}
+	return inForce(own, ns.PublishMaxMessageRate, b.cfg.ClusterName,
+		resources.PublishRate{PublishThrottlingRateInMsg: int(s.publishMsgRate), PublishThrottlingRateInByte: s.publishByteRate})
 }
 
 // throttlePublish charges a SEND to its topic's publish rate and, when

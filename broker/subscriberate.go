@@ -38,14 +38,9 @@ type subscribeBucket struct {
 // subscribeRate is the subscribe rate in force: the topic's own (own),
 // else its namespace's for this cluster, else the broker's.
 func (b *Broker) subscribeRate(ns resources.Policies, own *resources.SubscribeRate) resources.SubscribeRate {
-	if own != nil {
-		return *own
-	}
-	if r, ok := ns.ClusterSubscribeRate[b.cfg.ClusterName]; ok {
-		return r
-	}
 	s := b.settings()
-	return resources.SubscribeRate{SubscribeThrottlingRatePerConsumer: int(s.subscribeRate), RatePeriodInSecond: int(s.subscribePeriod)}
+	return inForce(own, ns.ClusterSubscribeRate, b.cfg.ClusterName,
+		resources.SubscribeRate{SubscribeThrottlingRatePerConsumer: int(s.subscribeRate), RatePeriodInSecond: int(s.subscribePeriod)})
 }
 
 // refreshSubscribeRate applies the rate in force and drops buckets unused

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -21,8 +20,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/log"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
-	"github.com/magnetar-io/magnetar/managedledger"
-	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/pb"
 	"google.golang.org/protobuf/proto"
 )
@@ -85,18 +82,7 @@ func TestV1RouteMapping(t *testing.T) {
 // store holding cluster "test"; it returns the web and the broker URLs.
 func startV1Broker(t *testing.T) (web, brokerURL string) {
 	t.Helper()
-	store := metadata.NewMemoryServer().NewSession()
-	res, err := resources.New(context.Background(), store, resources.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(res.Close)
-	if err := res.CreateCluster(context.Background(), "test", resources.ClusterData{ServiceURL: "http://localhost:1"}); err != nil {
-		t.Fatal(err)
-	}
-	b := New(Config{ClusterName: "test", Metadata: store, Resources: res, StatsUpdateFrequency: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
-	brokerURL = serveTestBroker(t, b)
+	b, brokerURL := startPolicyBrokerWith(t, func(*resources.Policies) {}, 0, Config{StatsUpdateFrequency: 100 * time.Millisecond})
 	srv := httptest.NewServer(b.HTTPHandler())
 	t.Cleanup(srv.Close)
 	return srv.URL, brokerURL

@@ -4,17 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/magnetar-io/magnetar/internal/tlstest"
 )
 
 // fdChildEnv makes the test binary act as TestFDLimitKeepsListening's
@@ -34,45 +30,29 @@ const fdChildEnv = "NETIO_FD_LIMIT_CHILD"
 // parent opens.
 const fdChildLimit = 96
 
-// TestFDLimitKeepsListening: a flood of connections past the process's
-// file-descriptor limit must not take the listener down. gnet's acceptor
-// treats EMFILE as fatal and stops the engine, which left the port refusing
-// every connection for good. Past the limit the server must refuse the
-// newest connections, keep serving the ones it has, and serve new ones once
-// the flood is gone.
-func TestFDLimitKeepsListening(t *testing.T) {
-	if os.Getenv(fdChildEnv) != "" {
-		runFDLimitChild()
+// TestFDLimit: a flood of connections past the process's file-descriptor
+// limit must not take a listener down. gnet's acceptor treats EMFILE as
+// fatal and stopped its engine, and the TLS acceptor returned on any
+// error, which left the port refusing every connection for good. Past the
+// limit a server must refuse the newest connections, keep serving the
+// ones it has, and serve new ones once the flood is gone: with the
+// default headroom, with none (accept itself then fails with EMFILE and
+// the acceptor sheds), and on a TLS port.
+func TestFDLimit(t *testing.T) {
+	if kind := os.Getenv(fdChildEnv); kind != "" {
+		runFDLimitChild(t, kind)
 		return
 	}
-	addr, stop := startFDLimitChild(t, "TestFDLimitKeepsListening", "headroom")
-	defer stop()
-	floodAndRecover(t, addr, plainDial)
-}
-
-// TestFDLimitTLSKeepsListening: the same for a TLS port, whose acceptor
-// used to stop at the first failed accept.
-func TestFDLimitTLSKeepsListening(t *testing.T) {
-	if os.Getenv(fdChildEnv) != "" {
-		runFDLimitChild()
-		return
+	for _, tc := range []struct {
+		kind string
+		dial func(string) (net.Conn, error)
+	}{{"headroom", plainDial}, {"none", plainDial}, {"tls", tlsDial}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			addr, stop := startFDLimitChild(t, tc.kind)
+			defer stop()
+			floodAndRecover(t, addr, tc.dial)
+		})
 	}
-	addr, stop := startFDLimitChild(t, "TestFDLimitTLSKeepsListening", "tls")
-	defer stop()
-	floodAndRecover(t, addr, tlsDial)
-}
-
-// TestFDLimitWithoutHeadroomShedsConnections: with no headroom, accept
-// itself fails with EMFILE; the acceptor must shed the newest connections
-// instead of stopping or spinning.
-func TestFDLimitWithoutHeadroomShedsConnections(t *testing.T) {
-	if os.Getenv(fdChildEnv) != "" {
-		runFDLimitChild()
-		return
-	}
-	addr, stop := startFDLimitChild(t, "TestFDLimitWithoutHeadroomShedsConnections", "none")
-	defer stop()
-	floodAndRecover(t, addr, plainDial)
 }
 
 func plainDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
@@ -138,10 +118,10 @@ func expectServedAgain(t *testing.T, addr string, dial func(string) (net.Conn, e
 
 // startFDLimitChild runs this test binary as the low-limit server and
 // returns its address; stop ends it (closing its stdin) and waits.
-func startFDLimitChild(t *testing.T, test, headroom string) (string, func()) {
+func startFDLimitChild(t *testing.T, kind string) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), fdChildEnv+"="+headroom)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFDLimit$", "-test.v")
+	cmd.Env = append(os.Environ(), fdChildEnv+"="+kind)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -183,14 +163,14 @@ func startFDLimitChild(t *testing.T, test, headroom string) (string, func()) {
 
 // runFDLimitChild is the child: lower the limit, serve echo, print the
 // address, and run until stdin closes.
-func runFDLimitChild() {
+func runFDLimitChild(t *testing.T, kind string) {
 	lim := unix.Rlimit{Cur: fdChildLimit, Max: fdChildLimit}
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
 		os.Exit(2)
 	}
 	logger, lb := newLogger()
-	s, err := listenFDLimitChild(os.Getenv(fdChildEnv), logger)
+	s, err := listenFDLimitChild(t, kind, logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen:", err)
 		os.Exit(2)
@@ -208,13 +188,14 @@ func runFDLimitChild() {
 
 // listenFDLimitChild starts the child's echo server of the kind asked:
 // "headroom" (defaults), "none" (FDHeadroom -1) or "tls".
-func listenFDLimitChild(kind string, logger *slog.Logger) (interface {
+func listenFDLimitChild(t *testing.T, kind string, logger *slog.Logger) (interface {
 	Addr() net.Addr
 	Close(context.Context) error
 }, error) {
 	switch kind {
 	case "tls":
-		cert, err := selfSignedCert()
+		certPEM, keyPEM := tlstest.NewCA(t, "netio test").Issue(t, "127.0.0.1", true)
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, err
 		}
@@ -228,22 +209,6 @@ func listenFDLimitChild(kind string, logger *slog.Logger) (interface {
 	default:
 		return Listen(newDiscardingRecorder(), Options{Addr: "tcp://127.0.0.1:0", Logger: logger})
 	}
-}
-
-// selfSignedCert makes a throwaway certificate for 127.0.0.1.
-func selfSignedCert() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "netio test"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // newDiscardingRecorder echoes and does not keep opens and closes: the
