@@ -41,17 +41,19 @@ func (b *Broker) refreshDispatchRates(ctx context.Context) {
 		if !t.name.Persistent() {
 			continue
 		}
-		ns := t.namespacePolicies(ctx)
-		publish := t.rates.current()
-		topicOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "dispatchRate")
-		subOwn, _ := topicPolicy[*resources.DispatchRate](ctx, t, "subscriptionDispatchRate")
+		// Both reads are cached: a pass over 10,000 topics stays in memory.
+		ns, own := t.namespacePolicies(ctx), t.ownPolicies(ctx)
+		cluster, publish := b.cfg.ClusterName, t.rates.current()
+		topicOwn, _ := resources.TopicPolicy[*resources.DispatchRate](own, cluster, "dispatchRate")
+		subOwn, _ := resources.TopicPolicy[*resources.DispatchRate](own, cluster, "subscriptionDispatchRate")
 		t.dispatchLimit.setRate(dispatchRateOf(b.topicDispatchRate(ns, topicOwn), publish), now)
-		publishOwn, _ := topicPolicy[*resources.PublishRate](ctx, t, "publishRate")
+		publishOwn, _ := resources.TopicPolicy[*resources.PublishRate](own, cluster, "publishRate")
 		pr := b.publishRate(ns, publishOwn)
 		publishLimit := dispatchRate{Msgs: int64(pr.PublishThrottlingRateInMsg), Bytes: pr.PublishThrottlingRateInByte, Period: time.Second}
 		t.publishLimit.setRate(publishLimit, now)
 		t.publishLimited.Store(publishLimit.limited())
-		t.refreshSubscribeRate(ctx, ns, now)
+		subscribeOwn, _ := resources.TopicPolicy[*resources.SubscribeRate](own, cluster, "subscribeRate")
+		t.refreshSubscribeRate(b.subscribeRate(ns, subscribeOwn), now)
 		subRate := dispatchRateOf(b.subscriptionDispatchRate(ns, subOwn), publish)
 		t.subRate.Store(&subRate)
 		for _, s := range t.allSubs() {

@@ -15,7 +15,6 @@ package broker
 // table is bounded by the consumers active lately.
 
 import (
-	"context"
 	"net"
 	"sync"
 	"time"
@@ -43,11 +42,9 @@ func (b *Broker) subscribeRate(ns resources.Policies, own *resources.SubscribeRa
 		resources.SubscribeRate{SubscribeThrottlingRatePerConsumer: int(s.subscribeRate), RatePeriodInSecond: int(s.subscribePeriod)})
 }
 
-// refreshSubscribeRate applies the rate in force and drops buckets unused
+// refreshSubscribeRate applies r, the rate in force, and drops buckets unused
 // for two periods (refreshDispatchRates calls it).
-func (t *topic) refreshSubscribeRate(ctx context.Context, ns resources.Policies, now time.Time) {
-	own, _ := topicPolicy[*resources.SubscribeRate](ctx, t, "subscribeRate")
-	r := t.b.subscribeRate(ns, own)
+func (t *topic) refreshSubscribeRate(r resources.SubscribeRate, now time.Time) {
 	rate := dispatchRate{Msgs: int64(r.SubscribeThrottlingRatePerConsumer), Period: time.Duration(max(r.RatePeriodInSecond, 1)) * time.Second}
 	l := &t.subscribeLimits
 	l.mu.Lock()

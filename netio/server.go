@@ -131,7 +131,8 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", strings.TrimPrefix(o.Addr, "tcp://"))
+	network, addr, _ := strings.Cut(o.Addr, "://") // normalize made it tcp, tcp4 or tcp6
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return err
 	}
