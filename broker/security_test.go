@@ -423,6 +423,11 @@ func (sb *securedBroker) httpAnswer(t *testing.T, id identity, overTLS bool, met
 func TestSecurityBadInput(t *testing.T) {
 	sb := startSecuredBroker(t)
 	ids := sb.identities(t)
+	t.Cleanup(func() {
+		if t.Failed() { // what the broker saw of the connection that failed
+			t.Logf("broker log:\n%s", lastLines(sb.logs.String(), 60))
+		}
+	})
 	expectWarn := func(t *testing.T, what, remote string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -654,4 +659,10 @@ func TestMissingTenantBeforeRefusal(t *testing.T) {
 	if got := sb.httpAnswer(t, ids["none"], false, "GET", "/admin/v2/namespaces/t/ns/retention"); got != "403" {
 		t.Fatalf("a stranger on an existing tenant: %s, want 403", got)
 	}
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
