@@ -35,8 +35,12 @@ func TestClusterOfProcessesOnEtcd(t *testing.T) {
 	checkEtcdStores(t, meta, config)
 
 	// Unload through the second broker's admin API: every bundle is
-	// released and assigned again while the workload runs.
-	before := c.bundlesUnloaded()
+	// released and assigned again while the workload runs. Only owned
+	// bundles are unloaded (as Pulsar's namespace unload), and the leader
+	// sheds bundles every 3 s, so wait until all four are owned; a bundle
+	// shed after that point is released too and counts.
+	c.waitOwned(t, 4)
+	before := c.logOffsets()
 	req, _ := http.NewRequest(http.MethodPut, "http://"+c.brokers[1].id+"/admin/v2/namespaces/public/default/unload", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -50,9 +54,9 @@ func TestClusterOfProcessesOnEtcd(t *testing.T) {
 	unloaded := time.Now()
 	// The log lines reach the test through the processes' output pipes,
 	// possibly a moment after the unload answered.
-	for n := c.bundlesUnloaded() - before; n < 4; n = c.bundlesUnloaded() - before {
+	for released := c.bundlesUnloadedSince(before); len(released) < 4; released = c.bundlesUnloadedSince(before) {
 		if time.Since(unloaded) > 5*time.Second {
-			t.Fatalf("the unload released %d bundles, want all 4", n)
+			t.Fatalf("the unload released %d bundles %v, want all 4", len(released), released)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -126,12 +130,48 @@ func checkEtcdStores(t *testing.T, meta, config string) {
 	}
 }
 
-// bundlesUnloaded counts the bundles the brokers released so far, from
-// their logs.
-func (c *processCluster) bundlesUnloaded() int {
-	n := 0
-	for _, b := range c.brokers {
-		n += strings.Count(b.proc.out.String(), "msg=\"bundle unloaded\"")
+// logOffsets marks how much of each broker's log the test has seen.
+func (c *processCluster) logOffsets() []int {
+	out := make([]int, len(c.brokers))
+	for i, b := range c.brokers {
+		out[i] = len(b.proc.out.String())
 	}
-	return n
+	return out
+}
+
+// bundlesUnloadedSince names the distinct bundles the brokers released
+// after the offsets, from their logs.
+func (c *processCluster) bundlesUnloadedSince(offsets []int) map[string]bool {
+	released := map[string]bool{}
+	for i, b := range c.brokers {
+		for _, line := range strings.Split(b.proc.out.String()[offsets[i]:], "\n") {
+			if !strings.Contains(line, "msg=\"bundle unloaded\"") {
+				continue
+			}
+			if _, rest, ok := strings.Cut(line, " bundle="); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				released[name] = true
+			}
+		}
+	}
+	return released
+}
+
+// waitOwned waits until the brokers together own n bundles.
+func (c *processCluster) waitOwned(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		owned := 0
+		for _, b := range c.brokers {
+			owned += max(b.ownedBundles(t), 0)
+		}
+		if owned == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the brokers own %d bundles 30 s into the workload, want %d", owned, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
