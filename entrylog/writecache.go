@@ -1,6 +1,7 @@
 package entrylog
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -35,10 +36,15 @@ type span struct {
 }
 
 // wbuf is one half of the write cache: records, encoded as they will lie in
-// the entry log, copied into an arena of segments that are never reused
-// (so a payload slice handed to a reader stays valid and unchanged).
+// the entry log, copied into an arena of segments. Full-size segments come
+// from, and go back to, the cache's spare list once the half is flushed:
+// fresh memory costs an allocation, its zeroing and a page fault per page
+// on first touch, and on the durable path that was as much CPU as the copy
+// itself. So nothing may keep a view into a segment past the flush: reads
+// get a copy (writeCache.get).
 type wbuf struct {
 	segSize int
+	spare   *segments // the cache's; used under writeCache.mu
 	segs    [][]byte
 	entries map[entryKeyID]span
 	last    map[int64]int64 // highest entry id per ledger
@@ -46,8 +52,37 @@ type wbuf struct {
 	alloc   int64           // arena bytes allocated
 }
 
-func newWbuf(segSize int) *wbuf {
-	return &wbuf{segSize: segSize, entries: make(map[entryKeyID]span), last: make(map[int64]int64)}
+func newWbuf(segSize int, spare *segments) *wbuf {
+	return &wbuf{segSize: segSize, spare: spare, entries: make(map[entryKeyID]span), last: make(map[int64]int64)}
+}
+
+// segments is a bounded list of full-size arena segments ready for reuse.
+type segments struct {
+	free [][]byte
+	max  int
+}
+
+// take returns a spare segment of at least n bytes' capacity, or nil.
+func (p *segments) take(n int) []byte {
+	if p == nil || len(p.free) == 0 || cap(p.free[len(p.free)-1]) < n {
+		return nil
+	}
+	seg := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return seg[:0]
+}
+
+// give keeps b's full-size segments for reuse, up to the bound.
+func (p *segments) give(b *wbuf) {
+	for _, seg := range b.segs {
+		if p == nil || len(p.free) >= p.max {
+			break
+		}
+		if cap(seg) == b.segSize {
+			p.free = append(p.free, seg[:0])
+		}
+	}
+	b.segs = nil
 }
 
 func (b *wbuf) empty() bool { return len(b.entries) == 0 }
@@ -67,6 +102,9 @@ func (b *wbuf) needs(n int) int64 {
 		}
 		next = min(2*cap(s), b.segSize)
 	}
+	if b.spare != nil && len(b.spare.free) > 0 {
+		next = b.segSize // a spare segment costs nothing new
+	}
 	return int64(max(n, next))
 }
 
@@ -74,8 +112,12 @@ func (b *wbuf) needs(n int) int64 {
 func (b *wbuf) put(k entryKeyID, hdr, payload []byte) {
 	n := len(hdr) + len(payload)
 	if need := b.needs(n); need > 0 {
-		b.segs = append(b.segs, make([]byte, 0, need))
-		b.alloc += need
+		seg := b.spare.take(int(need))
+		if seg == nil {
+			seg = make([]byte, 0, need)
+		}
+		b.segs = append(b.segs, seg)
+		b.alloc += int64(cap(seg))
 	}
 	i := len(b.segs) - 1
 	s := b.segs[i]
@@ -96,8 +138,9 @@ func (b *wbuf) rawRecord(sp span) []byte {
 	return b.segs[sp.seg][sp.off : sp.off+sp.n]
 }
 
-// payload returns an entry's payload, capped so appending to it cannot
-// touch the arena.
+// payload returns a view of an entry's payload in the arena, capped so
+// appending to it cannot touch the arena; valid only until the half is
+// released.
 func (b *wbuf) payload(k entryKeyID) ([]byte, bool) {
 	sp, ok := b.entries[k]
 	if !ok {
@@ -124,10 +167,11 @@ func (b *wbuf) sorted() []entryKeyID {
 // the entry log in the background. When the other half is still being
 // flushed, AddEntry waits, at most maxWait.
 //
-// Lock rules: mu guards both halves; nothing blocks under it (copies are
-// bounded by the entry size). A half in flushing is read-only: only the
-// flush that holds the shard's writeMu clears it, after its index commit,
-// so a reader that misses both halves finds the entry in the index.
+// Lock rules: mu guards both halves and the spare segments; nothing blocks
+// under it (copies are bounded by the entry size). A half in flushing is
+// read-only: only the flush that holds the shard's writeMu clears it,
+// after its index commit, so a reader that misses both halves finds the
+// entry in the index.
 type writeCache struct {
 	half    int64
 	segSize int
@@ -140,6 +184,7 @@ type writeCache struct {
 		sync.Mutex
 		active   *wbuf
 		flushing *wbuf
+		spare    segments      // full-size segments of released halves
 		freed    chan struct{} // closed (and replaced) when flushing is cleared
 		stopped  error         // set when the storage closes or fails: waiters give up
 		// noSpace is set while the half in flushing could not be written
@@ -153,7 +198,9 @@ func newWriteCache(size int64, maxWait time.Duration) *writeCache {
 	half := max(size/2, 1)
 	seg := int(min(max(half/8, 4<<10), 1<<20, half))
 	c := &writeCache{half: half, segSize: seg, maxWait: maxWait, kick: make(chan struct{}, 1)}
-	c.mu.active = newWbuf(seg)
+	// One half's worth of spare segments: the other half's are in use.
+	c.mu.spare.max = int(half/int64(seg)) + 1
+	c.mu.active = newWbuf(seg, &c.mu.spare)
 	c.mu.freed = make(chan struct{})
 	return c
 }
@@ -226,7 +273,7 @@ func (c *writeCache) pressed() bool {
 // swapLocked hands the active half to the flusher.
 func (c *writeCache) swapLocked() {
 	c.mu.flushing = c.mu.active
-	c.mu.active = newWbuf(c.segSize)
+	c.mu.active = newWbuf(c.segSize, &c.mu.spare)
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -243,7 +290,7 @@ func (c *writeCache) next(swapActive bool) *wbuf {
 		return c.mu.flushing
 	}
 	c.mu.flushing = c.mu.active
-	c.mu.active = newWbuf(c.segSize)
+	c.mu.active = newWbuf(c.segSize, &c.mu.spare)
 	return c.mu.flushing
 }
 
@@ -258,6 +305,7 @@ func (c *writeCache) flushed(b *wbuf) {
 		panic("entrylog: flushed a write-cache half that is not the flushing one")
 	}
 	c.mu.flushing = nil
+	c.mu.spare.give(b)
 	c.mu.noSpace = nil
 	close(c.mu.freed)
 	c.mu.freed = make(chan struct{})
@@ -285,16 +333,20 @@ func (c *writeCache) stop(err error) {
 	}
 }
 
-// get returns an entry held in either half.
+// get returns a copy of an entry held in either half: the arena's
+// segments are reused once their half is flushed, and the caller may keep
+// what it reads for as long as it likes.
 func (c *writeCache) get(ledgerID, entryID int64) ([]byte, bool) {
 	k := entryKeyID{ledgerID, entryID}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.mu.active.payload(k); ok {
-		return p, true
+		return bytes.Clone(p), true
 	}
 	if c.mu.flushing != nil {
-		return c.mu.flushing.payload(k)
+		if p, ok := c.mu.flushing.payload(k); ok {
+			return bytes.Clone(p), true
+		}
 	}
 	return nil, false
 }
