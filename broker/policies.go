@@ -146,3 +146,22 @@ func SchemaPolicies(res *resources.Resources) func(ctx context.Context, tenant, 
 		return strategy, allow, nil
 	}
 }
+
+// TopicSchemaStrategy adapts topic policies to the schema registry: the
+// topic's own schemaCompatibilityStrategy in this cluster (a partition's
+// is its partitioned topic's; the registry already names the base topic),
+// Undefined when it has none.
+func TopicSchemaStrategy(res *resources.Resources, cluster string) func(ctx context.Context, id schema.ID) (schema.Strategy, error) {
+	return func(ctx context.Context, id schema.ID) (schema.Strategy, error) {
+		own, err := res.TopicPoliciesShared(ctx, resources.TopicName{Domain: "persistent", Tenant: id.Tenant,
+			Namespace: id.Namespace, Local: id.Topic})
+		if err != nil {
+			return schema.Undefined, err
+		}
+		name, ok := resources.TopicPolicy[string](own, cluster, "schemaCompatibilityStrategy")
+		if !ok {
+			return schema.Undefined, nil
+		}
+		return schema.ParseStrategy(name)
+	}
+}

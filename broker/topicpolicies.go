@@ -10,10 +10,12 @@ package broker
 // check, the client limits at the next producer, consumer or subscription,
 // the message size at the next SEND, deduplication at the next load, the
 // dispatch rates within a second (subdispatchrate.go), persistence at the
-// topic's next ledger (LedgerPolicyFunc).
+// topic's next ledger (LedgerPolicyFunc), the schema compatibility
+// strategy at the next schema a producer brings (TopicSchemaStrategy).
 //
 // Each policy here is enforced; the admin API answers the others Pulsar
-// has (publish and subscribe rates, delayed delivery, offload, ...) with a "not supported" error naming them.
+// has (delayed delivery, offload, ...) with a "not supported" error
+// naming them.
 
 import (
 	"bytes"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/broker/schema"
 )
 
 // topicPolicySpec is one topic-level policy the broker enforces.
@@ -79,6 +82,15 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 	}},
 	"schemaValidationEnforced": {check: isJSON[bool]("schemaValidationEnforced"), fallback: func(b *Broker, ns resources.Policies) any {
 		return ns.SchemaValidationEnforced || b.cfg.SchemaValidationEnforced
+	}},
+	"schemaCompatibilityStrategy": {check: checkSchemaStrategy, fallback: func(b *Broker, ns resources.Policies) any {
+		if s := ns.EffectiveSchemaCompatibilityStrategy(); s != resources.SchemaCompatibilityUndefined {
+			return s
+		}
+		if b.cfg.Schemas != nil {
+			return b.cfg.Schemas.DefaultStrategy().String()
+		}
+		return schema.Full.String()
 	}},
 	"persistence": {check: checkPersistence, fallback: func(_ *Broker, ns resources.Policies) any {
 		if ns.Persistence != nil {
@@ -136,6 +148,19 @@ func nonNegativeInt(name string) func(json.RawMessage) error {
 		}
 		return nil
 	}
+}
+
+// checkSchemaStrategy accepts one of Pulsar's strategy names, as a JSON
+// string.
+func checkSchemaStrategy(raw json.RawMessage) error {
+	var name string
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "schemaCompatibilityStrategy: %s is not a JSON string", raw)
+	}
+	if _, err := schema.ParseStrategy(name); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "schemaCompatibilityStrategy: %v", err)
+	}
+	return nil
 }
 
 // checkPersistence accepts what a namespace's persistence policy accepts.

@@ -7,10 +7,10 @@ package admin
 // maxUnackedMessagesOnSubscription, maxSubscriptionsPerTopic,
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
-// persistence, schemaValidationEnforced, publishRate, subscribeRate),
-// each
-// GET, POST, DELETE, as Pulsar's topic policies and pulsaradmin's Topics()
-// and TopicPolicies() call them.
+// persistence, schemaValidationEnforced, publishRate, subscribeRate,
+// schemaCompatibilityStrategy), each GET, POST (PUT too for
+// schemaCompatibilityStrategy), DELETE, as Pulsar's topic policies and
+// pulsaradmin's Topics() and TopicPolicies() call them.
 //
 // Behavior:
 //   - The policies of TopicPolicyNames: POST takes the value as the body
@@ -91,8 +91,12 @@ var TopicPolicyNames = map[string]string{
 	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
-	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "",
+	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "", "schemaCompatibilityStrategy": "",
 }
+
+// putTopicPolicies are set with PUT as well as POST (Pulsar's route for
+// them is a PUT).
+var putTopicPolicies = map[string]bool{"schemaCompatibilityStrategy": true}
 
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
@@ -101,7 +105,6 @@ var unsupportedTopicPolicies = map[string]string{
 	"offloadPolicies":             "tiered storage offload",
 	"compactionThreshold":         "topic compaction",
 	"inactiveTopicPolicies":       "inactive topic deletion",
-	"schemaCompatibilityStrategy": "per-topic schema compatibility strategies",
 	"backlogQuotaMap":             "per-topic backlog quotas",
 	"backlogQuota":                "per-topic backlog quotas",
 }
@@ -180,7 +183,7 @@ func (a *brokerAPI) registerTopicPolicy(tp string, here func(string, topicHandle
 		}
 		a.answer(w, r, v, err)
 	})
-	here("POST "+tp+"/"+policy, func(w http.ResponseWriter, r *http.Request, name string) {
+	set := func(w http.ResponseWriter, r *http.Request, name string) {
 		var value json.RawMessage
 		if q := r.URL.Query().Get(query); query != "" && q != "" {
 			value = json.RawMessage(q)
@@ -189,7 +192,11 @@ func (a *brokerAPI) registerTopicPolicy(tp string, here func(string, topicHandle
 			return
 		}
 		a.done(w, r, a.b.SetTopicPolicy(r.Context(), name, policy, isGlobal(r), value))
-	})
+	}
+	here("POST "+tp+"/"+policy, set)
+	if putTopicPolicies[policy] {
+		here("PUT "+tp+"/"+policy, set)
+	}
 	here("DELETE "+tp+"/"+policy, func(w http.ResponseWriter, r *http.Request, name string) {
 		a.done(w, r, a.b.SetTopicPolicy(r.Context(), name, policy, isGlobal(r), nil))
 	})

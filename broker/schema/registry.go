@@ -26,6 +26,9 @@ type Config struct {
 	// new schemas (is_allow_auto_update_schema). Nil: defaults, auto
 	// update allowed.
 	NamespaceStrategy func(ctx context.Context, tenant, ns string) (s Strategy, allowAutoUpdate bool, err error)
+	// TopicStrategy returns the topic's own schemaCompatibilityStrategy
+	// policy (Undefined: none, its namespace's applies). Nil: none.
+	TopicStrategy func(ctx context.Context, id ID) (Strategy, error)
 	// Logger receives operator-facing events; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock stamped on stored versions; nil means time.Now.
@@ -40,6 +43,7 @@ type Registry struct {
 	store           metadata.Store
 	defaultStrategy Strategy
 	nsStrategy      func(ctx context.Context, tenant, ns string) (Strategy, bool, error)
+	topicStrategy   func(ctx context.Context, id ID) (Strategy, error)
 	log             *slog.Logger
 	now             func() time.Time
 }
@@ -53,7 +57,7 @@ func New(cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("schema registry: unknown default strategy %s", cfg.DefaultStrategy)
 	}
 	r := &Registry{store: cfg.Store, defaultStrategy: cfg.DefaultStrategy, nsStrategy: cfg.NamespaceStrategy,
-		log: cfg.Logger, now: cfg.Now}
+		topicStrategy: cfg.TopicStrategy, log: cfg.Logger, now: cfg.Now}
 	if r.defaultStrategy == Undefined {
 		r.defaultStrategy = Full
 	}
@@ -66,8 +70,33 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// policy is the strategy and auto-update flag in force for a namespace.
+// DefaultStrategy is the broker's strategy, in force where neither the
+// topic nor its namespace has one.
+func (r *Registry) DefaultStrategy() Strategy { return r.defaultStrategy }
+
+// policy is the strategy and auto-update flag in force for a topic: its
+// own strategy, else its namespace's, else the broker's.
 func (r *Registry) policy(ctx context.Context, id ID) (Strategy, bool, error) {
+	s, auto, err := r.namespacePolicy(ctx, id)
+	if err != nil || r.topicStrategy == nil {
+		return s, auto, err
+	}
+	own, err := r.topicStrategy(ctx, id)
+	if err != nil {
+		return 0, false, fmt.Errorf("schema %s: topic policy: %w", id, err)
+	}
+	if !own.valid() {
+		return 0, false, fmt.Errorf("schema %s: topic policy: unknown strategy %s", id, own)
+	}
+	if own != Undefined {
+		s = own
+	}
+	return s, auto, nil
+}
+
+// namespacePolicy is the strategy and auto-update flag in force for a
+// topic's namespace.
+func (r *Registry) namespacePolicy(ctx context.Context, id ID) (Strategy, bool, error) {
 	if r.nsStrategy == nil {
 		return r.defaultStrategy, true, nil
 	}

@@ -247,7 +247,8 @@ func (s *brokerSettings) startFlightRecorder(log *slog.Logger) (*flightrec.Recor
 // brokerConfig is the broker's configuration; configStore holds
 // partitioned-topic metadata and namespace policies.
 func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore metadata.Store, res *resources.Resources, log *slog.Logger) (broker.Config, error) {
-	schemas, err := schema.New(schema.Config{Store: configStore, NamespaceStrategy: broker.SchemaPolicies(res), Logger: log})
+	schemas, err := schema.New(schema.Config{Store: configStore, NamespaceStrategy: broker.SchemaPolicies(res),
+		TopicStrategy: broker.TopicSchemaStrategy(res, cluster), Logger: log})
 	if err != nil {
 		return broker.Config{}, err
 	}
