@@ -101,12 +101,12 @@ var putTopicPolicies = map[string]bool{"schemaCompatibilityStrategy": true}
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
-	"delayedDelivery":             "per-topic delayed delivery settings",
-	"offloadPolicies":             "tiered storage offload",
-	"compactionThreshold":         "topic compaction",
-	"inactiveTopicPolicies":       "inactive topic deletion",
-	"backlogQuotaMap":             "per-topic backlog quotas",
-	"backlogQuota":                "per-topic backlog quotas",
+	"delayedDelivery":       "per-topic delayed delivery settings",
+	"offloadPolicies":       "tiered storage offload",
+	"compactionThreshold":   "topic compaction",
+	"inactiveTopicPolicies": "inactive topic deletion",
+	"backlogQuotaMap":       "per-topic backlog quotas",
+	"backlogQuota":          "per-topic backlog quotas",
 }
 
 func (a *brokerAPI) registerTopicPolicies(tp string, here func(string, topicHandler)) {
