@@ -235,6 +235,33 @@ func TestPacerReachesHighRates(t *testing.T) {
 	}
 }
 
+// TestPacersSpreadTheirFirstSends: n producers paced together send at an
+// even rate, not all at once each interval. The old pacers all sent their
+// first message when started, so 10,000 topics at 1 msg/s each were one
+// burst of 10,000 messages a second.
+func TestPacersSpreadTheirFirstSends(t *testing.T) {
+	const n = 4
+	start := time.Now()
+	var firsts []time.Duration
+	for i := range n {
+		p := newPacer(1) // one a second
+		p.spread(start, i, n)
+		firsts = append(firsts, p.next.Sub(start))
+	}
+	for i, d := range firsts {
+		if want := time.Duration(i) * time.Second / n; d != want {
+			t.Fatalf("producer %d of %d first sends %v after the start, want %v (spread %v)", i, n, d, want, firsts)
+		}
+	}
+	one := newPacer(1)
+	one.spread(start, 0, 1)
+	unthrottled := newPacer(0)
+	unthrottled.spread(start, 3, n)
+	if !one.next.IsZero() && !one.next.Equal(start) || !unthrottled.next.IsZero() {
+		t.Fatalf("a single or unthrottled producer was delayed: %v %v", one.next, unthrottled.next)
+	}
+}
+
 // waitConsumer polls a topic's stats URL until a subscription has a
 // consumer (or ctx ends, or 30 s pass).
 func waitConsumer(ctx context.Context, statsURL string) error {

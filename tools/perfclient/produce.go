@@ -35,6 +35,18 @@ func newPacer(rate float64) *pacer {
 	return p
 }
 
+// spread sets the first send of producer i of n at i/n of the interval
+// after start, so that n paced producers together send at an even rate,
+// as pulsar-perf's one rate limiter over all its producers does. Started
+// together, they would all send at once every interval: 10,000 topics at
+// 1 msg/s each were 10,000 unbatched messages in one burst each second,
+// not 10,000 msg/s.
+func (p *pacer) spread(start time.Time, i, n int) {
+	if p.every > 0 && n > 1 {
+		p.next = start.Add(time.Duration(float64(p.every) * float64(i) / float64(n)))
+	}
+}
+
 // wait returns when the next send is due: true, or false if stop closed
 // first.
 func (p *pacer) wait(stop <-chan struct{}) bool {
@@ -111,9 +123,12 @@ func closeProducers(ps []pulsar.Producer) {
 // waits for every message in flight to be acknowledged or to fail.
 func (r *runner) produce(producers []pulsar.Producer, stop <-chan struct{}) {
 	rate := r.cfg.Rate / float64(len(producers))
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i, p := range producers {
-		wg.Go(func() { r.produceLoop(p, i, newPacer(rate), stop) })
+		pace := newPacer(rate)
+		pace.spread(start, i, len(producers))
+		wg.Go(func() { r.produceLoop(p, i, pace, stop) })
 	}
 	wg.Wait()
 	r.draining.Store(true)
