@@ -103,6 +103,14 @@ type Config struct {
 	// unless their namespace says otherwise (subexpiry.go); checked every
 	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, 5).
 	SubscriptionExpirationTime, SubscriptionExpiryCheckInterval time.Duration
+	// DelayedDeliveryDisabled is delayedDeliveryEnabled=false: messages
+	// with a delivery time go out at once. DelayedDeliveryTickTime
+	// (delayedDeliveryTickTimeMillis; 0: none) spaces the releases of held
+	// messages; DelayedDeliveryMaxDelay (delayedDeliveryMaxDelayInMillis;
+	// 0: none) refuses a SEND asking a longer delay. A namespace's or
+	// topic's delayedDelivery policy wins over all three.
+	DelayedDeliveryDisabled                          bool
+	DelayedDeliveryTickTime, DelayedDeliveryMaxDelay time.Duration
 	// SchemaValidationEnforced is isSchemaValidationEnforced: a producer
 	// without a schema is refused on a topic that has one, unless the
 	// topic's or its namespace's schemaValidationEnforced says otherwise.

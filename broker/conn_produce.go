@@ -324,6 +324,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 		return c.sendSendError(id, seq, pb.ServerError_NotAllowedError,
 			fmt.Sprintf("exceed maximum message size: payload of %d bytes is larger than the topic's maxMessageSize %d", len(f.Entry.Payload()), limit))
 	}
+	if why := p.topic.deliveryDelayRefusal(&c.sendMetadata); why != "" {
+		return c.sendSendError(id, seq, pb.ServerError_NotAllowedError, why)
+	}
 	highest, msgs := cmd.GetHighestSequenceId(), int64(max(cmd.GetNumMessages(), 1))
 	// Deduplicated under the producer's name and ids, or for a replicator
 	// the original producer's (checkEntry decoded the metadata).

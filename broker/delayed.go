@@ -10,6 +10,7 @@ package broker
 
 import (
 	"container/heap"
+	"fmt"
 	"time"
 
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -36,10 +37,14 @@ func (q *delayedQueue) Pop() any {
 	return e
 }
 
-// delaysDelivery reports whether the subscription type honours
-// deliver_at_time.
+// delaysDelivery reports whether the subscription holds entries until
+// their deliver_at_time: its type honours it and the topic's delayed
+// delivery policy is active.
 func (s *subscription) delaysDelivery() bool {
-	return s.kind() == pb.CommandSubscribe_Shared || s.kind() == pb.CommandSubscribe_Key_Shared
+	if s.kind() != pb.CommandSubscribe_Shared && s.kind() != pb.CommandSubscribe_Key_Shared {
+		return false
+	}
+	return s.topic.delayedPolicy(time.Now()).Active
 }
 
 // holdLocked keeps an entry until at and arms the timer for the earliest.
@@ -53,6 +58,12 @@ func (s *subscription) armDelayedLocked() {
 		return
 	}
 	wait := time.Until(s.delayed[0].at)
+	// The policy's tick time spaces the releases (Pulsar's tracker looks
+	// at its held messages at most once a tick): a message due sooner
+	// waits for the next tick.
+	if tick := time.Duration(s.topic.delayedPolicy(time.Now()).TickTime) * time.Millisecond; tick > 0 {
+		wait = max(wait, time.Until(s.lastRelease.Add(tick)))
+	}
 	if s.delayTimer == nil {
 		s.delayTimer = time.AfterFunc(wait, s.releaseDue)
 		return
@@ -64,6 +75,7 @@ func (s *subscription) armDelayedLocked() {
 func (s *subscription) releaseDue() {
 	s.mu.Lock()
 	now := time.Now()
+	s.lastRelease = now
 	for len(s.delayed) > 0 && !s.delayed[0].at.After(now) {
 		e := heap.Pop(&s.delayed).(delayedEntry)
 		s.replay[e.pos] = e.slot
@@ -71,4 +83,18 @@ func (s *subscription) releaseDue() {
 	s.armDelayedLocked()
 	s.mu.Unlock()
 	s.dispatch()
+}
+
+// deliveryDelayRefusal is why a message asking to be delivered later than
+// the policy's longest delay after it was published is refused, in
+// Pulsar's words ("" when it is not; checkEntry decoded md).
+func (t *topic) deliveryDelayRefusal(md *pb.MessageMetadata) string {
+	if md.DeliverAtTime == nil {
+		return ""
+	}
+	limit := t.delayedPolicy(time.Now()).MaxDeliveryDelayInMillis
+	if limit > 0 && md.GetDeliverAtTime()-int64(md.GetPublishTime()) > limit {
+		return fmt.Sprintf("Exceeds max allowed delivery delay of %d milliseconds", limit)
+	}
+	return ""
 }

@@ -93,6 +93,7 @@ type subscription struct {
 	lastRead    *managedledger.Position // last entry read from the cursor
 	delayed     delayedQueue            // entries held until their deliver_at_time
 	delayTimer  *time.Timer
+	lastRelease time.Time // when releaseDue last ran: the tick time spaces its runs
 	closed      bool
 	// unacked counts the messages in flight over all consumers;
 	// blockedOnUnacked is set at maxUnacked (0: no limit) until half.

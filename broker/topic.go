@@ -54,6 +54,10 @@ type topic struct {
 	// again once sizeLimitUntil (unix ns) passes: a SEND must not pay for
 	// a policy lookup (topicpolicies.go).
 	sizeLimit, sizeLimitUntil atomic.Int64
+	// delayedDelivery is the delayed delivery policy in force, read again
+	// once delayedUntil (unix ns) passes (topicpolicies.go).
+	delayedDelivery atomic.Pointer[resources.DelayedDeliveryPolicies]
+	delayedUntil    atomic.Int64
 	// terminated is set by the admin terminate (admin_topics.go): new
 	// producers are refused. The managed ledger refuses adds by itself;
 	// this flag is not rebuilt when the topic loads again.

@@ -10,11 +10,13 @@ package broker
 // check, the client limits at the next producer, consumer or subscription,
 // the message size at the next SEND, deduplication at the next load, the
 // dispatch rates within a second (subdispatchrate.go), persistence at the
-// topic's next ledger (LedgerPolicyFunc), the schema compatibility
+// topic's next ledger (LedgerPolicyFunc), delayed delivery within a
+// second (whether entries are held, the tick, the longest delay a SEND
+// may ask), the schema compatibility
 // strategy at the next schema a producer brings (TopicSchemaStrategy).
 //
 // Each policy here is enforced; the admin API answers the others Pulsar
-// has (delayed delivery, offload, ...) with a "not supported" error
+// has (offload, compaction, ...) with a "not supported" error
 // naming them.
 
 import (
@@ -92,6 +94,9 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 		}
 		return schema.Full.String()
 	}},
+	"delayedDelivery": {check: checkDelayedDelivery, fallback: func(b *Broker, ns resources.Policies) any {
+		return b.delayedDeliveryDefault(ns)
+	}},
 	"persistence": {check: checkPersistence, fallback: func(_ *Broker, ns resources.Policies) any {
 		if ns.Persistence != nil {
 			return *ns.Persistence
@@ -161,6 +166,46 @@ func checkSchemaStrategy(raw json.RawMessage) error {
 		return admin.Errorf(admin.ErrBadRequest, "schemaCompatibilityStrategy: %v", err)
 	}
 	return nil
+}
+
+// checkDelayedDelivery accepts Pulsar's DelayedDeliveryPolicies (and
+// pulsaradmin's name for the longest delay) with no negative time.
+func checkDelayedDelivery(raw json.RawMessage) error {
+	var d resources.DelayedDeliveryPolicies
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "delayedDelivery: %s is not a valid value: %v", raw, err)
+	}
+	if err := d.Validate(); err != nil {
+		return admin.Errorf(admin.ErrBadRequest, "delayedDelivery: %v", err)
+	}
+	return nil
+}
+
+// delayedDeliveryDefault is the delayed delivery policy of a topic that
+// has none: its namespace's, else the broker's delayedDelivery* settings.
+func (b *Broker) delayedDeliveryDefault(ns resources.Policies) resources.DelayedDeliveryPolicies {
+	if ns.DelayedDeliveryPolicies != nil {
+		return *ns.DelayedDeliveryPolicies
+	}
+	return resources.DelayedDeliveryPolicies{Active: !b.cfg.DelayedDeliveryDisabled,
+		TickTime: b.cfg.DelayedDeliveryTickTime.Milliseconds(), MaxDeliveryDelayInMillis: b.cfg.DelayedDeliveryMaxDelay.Milliseconds()}
+}
+
+// delayedPolicy is the delayed delivery policy in force for the topic:
+// its own, else its namespace's, else the broker's; at most
+// sizeLimitRefresh old, since dispatch and every SEND with a delivery time
+// ask for it.
+func (t *topic) delayedPolicy(now time.Time) resources.DelayedDeliveryPolicies {
+	if p := t.delayedDelivery.Load(); p != nil && now.UnixNano() < t.delayedUntil.Load() {
+		return *p
+	}
+	p, ok := topicPolicy[resources.DelayedDeliveryPolicies](t.b.ctx, t, "delayedDelivery")
+	if !ok {
+		p = t.b.delayedDeliveryDefault(t.namespacePolicies(t.b.ctx))
+	}
+	t.delayedDelivery.Store(&p)
+	t.delayedUntil.Store(now.Add(sizeLimitRefresh).UnixNano())
+	return p
 }
 
 // checkPersistence accepts what a namespace's persistence policy accepts.

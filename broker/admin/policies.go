@@ -74,6 +74,19 @@ func (a *api) registerPolicies(mux *http.ServeMux) {
 		}
 		return nil
 	}))
+	mux.HandleFunc("GET "+ns+"delayedDelivery", a.getter(func(p *resources.Policies) any {
+		if p.DelayedDeliveryPolicies == nil {
+			return nil
+		}
+		return *p.DelayedDeliveryPolicies
+	}))
+	mux.HandleFunc("POST "+ns+"delayedDelivery", setter(a, "delayed_delivery_policies", func(p *resources.Policies, v resources.DelayedDeliveryPolicies) {
+		p.DelayedDeliveryPolicies = &v
+	}))
+	mux.HandleFunc("DELETE "+ns+"delayedDelivery", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.DelayedDeliveryPolicies = nil
+		return nil
+	}))
 	mux.HandleFunc("GET "+ns+"schemaValidationEnforced", a.getter(func(p *resources.Policies) any { return p.SchemaValidationEnforced }))
 	mux.HandleFunc("POST "+ns+"schemaValidationEnforced", setter(a, "schema_validation_enforced", func(p *resources.Policies, v bool) {
 		p.SchemaValidationEnforced = v

@@ -8,7 +8,7 @@ package admin
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
 // persistence, schemaValidationEnforced, publishRate, subscribeRate,
-// schemaCompatibilityStrategy), each GET, POST (PUT too for
+// schemaCompatibilityStrategy, delayedDelivery), each GET, POST (PUT too for
 // schemaCompatibilityStrategy), DELETE, as Pulsar's topic policies and
 // pulsaradmin's Topics() and TopicPolicies() call them.
 //
@@ -21,7 +21,7 @@ package admin
 //     else global), else the namespace's, else the broker's. DELETE (or a
 //     JSON null) removes the topic's own. The broker enforces each
 //     (broker/topicpolicies.go).
-//   - Pulsar's other topic policies ( delayedDelivery, offloadPolicies, ...)
+//   - Pulsar's other topic policies (offloadPolicies, compactionThreshold, ...)
 //     answer 501 naming what is not supported, on every method.
 //   - POST takes the list of clusters; each must exist and be allowed
 //     for the namespace (412 otherwise, as for a namespace). An empty list
@@ -91,7 +91,7 @@ var TopicPolicyNames = map[string]string{
 	"maxConsumersPerSubscription": "", "maxUnackedMessagesOnConsumer": "", "maxUnackedMessagesOnSubscription": "",
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
-	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "", "schemaCompatibilityStrategy": "",
+	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "", "schemaCompatibilityStrategy": "", "delayedDelivery": "",
 }
 
 // putTopicPolicies are set with PUT as well as POST (Pulsar's route for
@@ -101,7 +101,6 @@ var putTopicPolicies = map[string]bool{"schemaCompatibilityStrategy": true}
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
-	"delayedDelivery":       "per-topic delayed delivery settings",
 	"offloadPolicies":       "tiered storage offload",
 	"compactionThreshold":   "topic compaction",
 	"inactiveTopicPolicies": "inactive topic deletion",

@@ -292,6 +292,9 @@ type Policies struct {
 	// MaxTopicsPerNamespace bounds the namespace's persistent topics (a
 	// partitioned topic counts its partitions); 0 or unset: no limit.
 	MaxTopicsPerNamespace *int `json:"max_topics_per_namespace,omitempty"`
+	// DelayedDeliveryPolicies are the namespace's delayed delivery
+	// settings (unset: the broker's delayedDelivery* settings).
+	DelayedDeliveryPolicies *DelayedDeliveryPolicies `json:"delayed_delivery_policies,omitempty"`
 	// Properties are the namespace's labels (Pulsar's namespace
 	// properties): the broker gives them no meaning.
 	Properties map[string]string `json:"properties,omitempty"`
@@ -424,4 +427,47 @@ func sortedSet[T ~string](s []T) []T {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// DelayedDeliveryPolicies are Pulsar's delayed delivery settings of a
+// namespace or topic: whether messages with a delivery time are held
+// (Active), how often held messages are looked at (TickTime, ms), and the
+// longest delay a producer may ask (MaxDeliveryDelayInMillis; 0: any).
+type DelayedDeliveryPolicies struct {
+	TickTime                 int64 `json:"tickTime"`
+	Active                   bool  `json:"active"`
+	MaxDeliveryDelayInMillis int64 `json:"maxDeliveryDelayInMillis"`
+}
+
+// UnmarshalJSON also takes maxDelayInMillis, the name pulsaradmin's
+// DelayedDeliveryData sends the longest delay under.
+func (d *DelayedDeliveryPolicies) UnmarshalJSON(data []byte) error {
+	var v struct {
+		TickTime                 int64  `json:"tickTime"`
+		Active                   bool   `json:"active"`
+		MaxDeliveryDelayInMillis *int64 `json:"maxDeliveryDelayInMillis"`
+		MaxDelayInMillis         *int64 `json:"maxDelayInMillis"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*d = DelayedDeliveryPolicies{TickTime: v.TickTime, Active: v.Active}
+	switch {
+	case v.MaxDeliveryDelayInMillis != nil:
+		d.MaxDeliveryDelayInMillis = *v.MaxDeliveryDelayInMillis
+	case v.MaxDelayInMillis != nil:
+		d.MaxDeliveryDelayInMillis = *v.MaxDelayInMillis
+	}
+	return nil
+}
+
+// Validate refuses negative times.
+func (d DelayedDeliveryPolicies) Validate() error {
+	if d.TickTime < 0 {
+		return invalidf("delayed_delivery_policies.tickTime", "must be 0 or more, got %d", d.TickTime)
+	}
+	if d.MaxDeliveryDelayInMillis < 0 {
+		return invalidf("delayed_delivery_policies.maxDeliveryDelayInMillis", "must be 0 or more, got %d", d.MaxDeliveryDelayInMillis)
+	}
+	return nil
 }

@@ -262,6 +262,11 @@ func (p *Policies) validatePersistence() error {
 			return err
 		}
 	}
+	if d := p.DelayedDeliveryPolicies; d != nil {
+		if err := d.Validate(); err != nil {
+			return err
+		}
+	}
 	if g := p.BookieAffinityGroup; g != nil && g.BookkeeperAffinityGroupPrimary == "" {
 		return invalidf("bookieAffinityGroup.bookkeeperAffinityGroupPrimary", "is required")
 	}

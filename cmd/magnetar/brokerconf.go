@@ -60,16 +60,20 @@ type brokerSettings struct {
 	batchIndexAcks      bool // acknowledgmentAtBatchIndexLevelEnabled
 	dedupInterval       int  // brokerDeduplicationEntriesInterval
 	dedupSnapshotSecs   int  // brokerDeduplicationSnapshotIntervalSeconds
-	subExpiryMinutes    int  // subscriptionExpirationTimeMinutes
-	subExpiryCheck      int  // subscriptionExpiryCheckIntervalInMinutes
-	schemaEnforced      bool // isSchemaValidationEnforced
-	noAutoCreate        bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
-	autoCreateType      string
-	defaultPartitions   int
-	maxLookups          int // maxConcurrentLookupRequest
-	maxConns            int // brokerMaxConnections
-	maxConnsPerIP       int // brokerMaxConnectionsPerIp
-	maxTopicLoads       int // maxConcurrentTopicLoadRequest
+	// delayedEnabled, delayedTick and delayedMax are delayedDeliveryEnabled,
+	// delayedDeliveryTickTimeMillis and delayedDeliveryMaxDelayInMillis.
+	delayedEnabled          bool
+	delayedTick, delayedMax time.Duration
+	subExpiryMinutes        int  // subscriptionExpirationTimeMinutes
+	subExpiryCheck          int  // subscriptionExpiryCheckIntervalInMinutes
+	schemaEnforced          bool // isSchemaValidationEnforced
+	noAutoCreate            bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
+	autoCreateType          string
+	defaultPartitions       int
+	maxLookups              int // maxConcurrentLookupRequest
+	maxConns                int // brokerMaxConnections
+	maxConnsPerIP           int // brokerMaxConnectionsPerIp
+	maxTopicLoads           int // maxConcurrentTopicLoadRequest
 	// Replicated subscriptions: enableReplicatedSubscriptions=false,
 	// replicatedSubscriptionsSnapshot{FrequencyMillis,TimeoutSeconds,MaxCachedPerSubscription}.
 	noReplSubs      bool
@@ -90,7 +94,8 @@ type brokerSettings struct {
 // defaultBrokerSettings are Pulsar's defaults where the zero value would
 // mean something else (for the limits below, no limit).
 func defaultBrokerSettings() brokerSettings {
-	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120}
+	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120,
+		delayedEnabled: true, delayedTick: time.Second}
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -105,6 +110,9 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"managedLedgerMaxSizePerLedgerMbytes":                     setInt(&s.maxLedgerMB),
 		"allowAutoSubscriptionCreation":                           setNegatedBool(&s.noAutoSubscription),
 		"brokerDeduplicationEnabled":                              setBool(&s.dedup),
+		"delayedDeliveryEnabled":                                  setBool(&s.delayedEnabled),
+		"delayedDeliveryTickTimeMillis":                           setDuration(&s.delayedTick, time.Millisecond),
+		"delayedDeliveryMaxDelayInMillis":                         setDuration(&s.delayedMax, time.Millisecond),
 		"ttlDurationDefaultInSeconds":                             setDuration(&s.ttl, time.Second),
 		"messageExpiryCheckIntervalInMinutes":                     setDuration(&s.expiryCheck, time.Minute),
 		"backlogQuotaDefaultLimitBytes":                           setInt64(&s.quotaBytes),
@@ -275,7 +283,9 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		SubscriptionExpirationTime:      time.Duration(s.subExpiryMinutes) * time.Minute,
 		SubscriptionExpiryCheckInterval: time.Duration(s.subExpiryCheck) * time.Minute,
 		SchemaValidationEnforced:        s.schemaEnforced,
-		AutoTopicCreationDisabled:       s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
+		DelayedDeliveryDisabled:         !s.delayedEnabled, DelayedDeliveryTickTime: s.delayedTick,
+		DelayedDeliveryMaxDelay:   s.delayedMax,
+		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,
 		MaxConcurrentTopicLoadRequest: s.maxTopicLoads,
 		MaxConnections:                s.maxConns, MaxConnectionsPerIP: s.maxConnsPerIP,
