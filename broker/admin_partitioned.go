@@ -34,9 +34,9 @@ func (b *Broker) Partitions(ctx context.Context, name string) (int, error) {
 	return b.partitions(ctx, t)
 }
 
-// CreatePartitioned records a partitioned topic with n partitions
-// (admin.Topics).
-func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int) error {
+// CreatePartitioned records a partitioned topic with n partitions and its
+// properties (admin.Topics).
+func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int, props map[string]string) error {
 	t, err := ParseTopicName(name)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (b *Broker) CreatePartitioned(ctx context.Context, name string, n int) erro
 	if err := b.admitNewTopics(ctx, t, n); err != nil {
 		return err
 	}
-	return b.CreatePartitionedTopic(ctx, t, n)
+	return b.createPartitionedTopic(ctx, t, n, props)
 }
 
 // PartitionedStats sums the partitions' stats and lists them by

@@ -262,12 +262,18 @@ func (b *Broker) PartitionedTopics(ctx context.Context, domain, tenant, ns strin
 
 // CreateTopic creates a non-partitioned topic, its managed ledger
 // (admin.Topics).
-func (b *Broker) CreateTopic(ctx context.Context, name string) error {
+func (b *Broker) CreateTopic(ctx context.Context, name string, props map[string]string) error {
 	t, err := adminTopic(name)
 	if err != nil {
 		return err
 	}
-	return b.createTopic(ctx, t)
+	if err := b.createTopic(ctx, t); err != nil {
+		return err
+	}
+	if len(props) == 0 {
+		return nil
+	}
+	return b.UpdateTopicProperties(ctx, name, props, nil)
 }
 
 // DeleteTopic deletes a non-partitioned topic served here and its schema

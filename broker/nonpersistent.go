@@ -90,6 +90,19 @@ func (n *streamOfNothing) AddEntryInPlace(_ []byte, _ crc32c.Known, cb func(mana
 	cb(n.take(), nil)
 }
 
+// Properties implements managedledger.ManagedLedger: a non-persistent
+// topic keeps none.
+func (n *streamOfNothing) Properties() map[string]string { return nil }
+
+// UpdateProperties implements managedledger.ManagedLedger: refused, as
+// Pulsar keeps topic properties in the managed ledger a non-persistent
+// topic does not have.
+func (n *streamOfNothing) UpdateProperties(context.Context, map[string]string, []string) error {
+	return errNoProperties
+}
+
+var errNoProperties = errors.New("non-persistent topics have no properties")
+
 // ResumeAdds implements managedledger.ManagedLedger: its adds never fail.
 func (n *streamOfNothing) ResumeAdds() {}
 

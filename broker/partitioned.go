@@ -25,7 +25,8 @@ func partitionedPath(t TopicName) string {
 }
 
 type partitionedMetadata struct {
-	Partitions int `json:"partitions"`
+	Partitions int               `json:"partitions"`
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // partitions returns a topic's partition count (0: not partitioned).
@@ -78,6 +79,12 @@ func (b *Broker) partitionsOfNamespace(ctx context.Context, tenant, ns string) (
 // CreatePartitionedTopic records a partitioned topic with n partitions;
 // it fails if the topic is already partitioned.
 func (b *Broker) CreatePartitionedTopic(ctx context.Context, t TopicName, n int) error {
+	return b.createPartitionedTopic(ctx, t, n, nil)
+}
+
+// createPartitionedTopic is CreatePartitionedTopic with the topic's
+// properties (nil: none).
+func (b *Broker) createPartitionedTopic(ctx context.Context, t TopicName, n int, props map[string]string) error {
 	if b.cfg.Metadata == nil {
 		return errors.New("no metadata store: partitioned topics are unavailable")
 	}
@@ -87,7 +94,7 @@ func (b *Broker) CreatePartitionedTopic(ctx context.Context, t TopicName, n int)
 	if strings.Contains(t.Local, partitionSuffix) {
 		return fmt.Errorf("topic %s is itself a partition", t)
 	}
-	raw, _ := json.Marshal(partitionedMetadata{Partitions: n})
+	raw, _ := json.Marshal(partitionedMetadata{Partitions: n, Properties: props})
 	_, _, err := b.cfg.Metadata.Create(ctx, partitionedPath(t), raw, metadata.CreateOptions{})
 	if errors.Is(err, metadata.ErrExists) {
 		return fmt.Errorf("topic %s is already partitioned: %w", t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/crc32c"
@@ -351,4 +352,46 @@ func (ml *bkLedger) Terminate(ctx context.Context) (Position, error) {
 	}
 	ml.mu.version, ml.mu.terminated = v, &last
 	return last, nil
+}
+
+// Properties implements ManagedLedger.
+func (ml *bkLedger) Properties() map[string]string {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return maps.Clone(ml.mu.props)
+}
+
+// UpdateProperties implements ManagedLedger: the new properties are
+// written with the ledger list as it is, under metaMu like every metadata
+// write, and take effect here only once stored.
+func (ml *bkLedger) UpdateProperties(ctx context.Context, set map[string]string, remove []string) error {
+	ml.metaMu.Lock()
+	defer ml.metaMu.Unlock()
+	ml.mu.Lock()
+	if err := ml.mu.fenced; err != nil {
+		ml.mu.Unlock()
+		return err
+	}
+	props := maps.Clone(ml.mu.props)
+	if props == nil {
+		props = map[string]string{}
+	}
+	maps.Copy(props, set)
+	for _, k := range remove {
+		delete(props, k)
+	}
+	if len(props) == 0 {
+		props = nil
+	}
+	md, version := ml.metadataLocked(ml.mu.ledgers), ml.mu.version
+	md.Properties = props
+	ml.mu.Unlock()
+	v, err := ml.writeMetadata(ctx, md, version)
+	if err != nil {
+		return err
+	}
+	ml.mu.Lock()
+	ml.mu.version, ml.mu.props = v, props
+	ml.mu.Unlock()
+	return nil
 }

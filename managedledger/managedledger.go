@@ -229,6 +229,13 @@ type ManagedLedger interface {
 	Terminated() bool
 	// Terminate stops the stream: later adds fail with ErrTerminated.
 	Terminate(ctx context.Context) (Position, error)
+	// Properties are the managed ledger's labels (Pulsar's managed
+	// ledger properties; the broker's topic properties), kept in its
+	// metadata node: nil when none.
+	Properties() map[string]string
+	// UpdateProperties sets the keys of set and removes those of remove
+	// in one metadata write.
+	UpdateProperties(ctx context.Context, set map[string]string, remove []string) error
 	// Close releases the ledger; pending reads fail with ErrClosed.
 	Close(ctx context.Context) error
 	// FindFirst returns the position of the first stored entry for which

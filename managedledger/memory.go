@@ -3,6 +3,7 @@ package managedledger
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -109,6 +110,7 @@ type memoryLedger struct {
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
 	terminated bool
+	props      map[string]string
 	retention  Retention
 	closedAt   map[int64]int64 // unix ms when each stored ledger id rolled over
 }
@@ -285,6 +287,27 @@ func (ml *memoryLedger) Terminate(ctx context.Context) (Position, error) {
 	defer ml.mu.Unlock()
 	ml.terminated = true
 	return ml.positionLocked(ml.endLocked() - 1), nil
+}
+
+// Properties implements ManagedLedger.
+func (ml *memoryLedger) Properties() map[string]string {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	return maps.Clone(ml.props)
+}
+
+// UpdateProperties implements ManagedLedger.
+func (ml *memoryLedger) UpdateProperties(_ context.Context, set map[string]string, remove []string) error {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if ml.props == nil {
+		ml.props = map[string]string{}
+	}
+	maps.Copy(ml.props, set)
+	for _, k := range remove {
+		delete(ml.props, k)
+	}
+	return nil
 }
 
 func (ml *memoryLedger) Close(ctx context.Context) error {

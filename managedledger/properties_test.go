@@ -70,3 +70,46 @@ func TestMemoryCursorProperties(t *testing.T) {
 		t.Fatalf("properties %v at %v", got, c.MarkDeletePosition())
 	}
 }
+
+// A managed ledger's own properties (the broker's topic properties) are
+// kept in its metadata node: set and removed in one write, kept across a
+// rollover's metadata writes, and read back by the next owner.
+func TestManagedLedgerProperties(t *testing.T) {
+	env := newBKEnvWith(t, true)
+	ctx := context.Background()
+	const name = "public/default/persistent/mlprops"
+	ml, err := env.factory(t, Config{MaxEntriesPerLedger: 2}).Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ml.Properties(); p != nil {
+		t.Fatalf("a new managed ledger has properties %v", p)
+	}
+	if err := ml.UpdateProperties(ctx, map[string]string{"a": "1", "b": "2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.UpdateProperties(ctx, map[string]string{"c": "3"}, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // rollovers rewrite the node
+		addWait(t, ml, fmt.Sprintf("m%d", i))
+	}
+	if err := ml.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ml2, err := env.factory(t, Config{}).Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ml2.Properties()); got != "map[b:2 c:3]" {
+		t.Fatalf("after reopening: %s, want map[b:2 c:3]", got)
+	}
+
+	mem, _ := NewMemoryFactory(MemoryOptions{}).Open(ctx, "t")
+	if err := mem.UpdateProperties(ctx, map[string]string{"x": "1", "y": "2"}, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(mem.Properties()); got != "map[y:2]" {
+		t.Fatalf("in memory: %s, want map[y:2]", got)
+	}
+}

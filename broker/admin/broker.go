@@ -29,8 +29,9 @@ type Topics interface {
 	AdvertisedAddress() string
 	// Partitions is a topic's partition count (0: not partitioned).
 	Partitions(ctx context.Context, name string) (int, error)
-	// CreatePartitioned records a partitioned topic with n partitions.
-	CreatePartitioned(ctx context.Context, name string, n int) error
+	// CreatePartitioned records a partitioned topic with n partitions
+	// and its properties (nil: none).
+	CreatePartitioned(ctx context.Context, name string, n int, props map[string]string) error
 	UpdatePartitions(ctx context.Context, name string, n int) error
 	DeletePartitioned(ctx context.Context, name string, force bool) error
 	PartitionedStats(ctx context.Context, name string) (PartitionedTopicStats, error)
@@ -38,7 +39,14 @@ type Topics interface {
 	// (persistent, non-persistent); PartitionedTopics its partitioned ones.
 	DomainTopics(ctx context.Context, domain, tenant, namespace string) ([]string, error)
 	PartitionedTopics(ctx context.Context, domain, tenant, namespace string) ([]string, error)
-	CreateTopic(ctx context.Context, name string) error
+	// CreateTopic creates a non-partitioned topic with its properties
+	// (nil: none).
+	CreateTopic(ctx context.Context, name string, props map[string]string) error
+	// TopicProperties are a topic's properties (a partitioned topic's
+	// are its partitioned metadata's); UpdateTopicProperties sets the keys
+	// of set and removes those of remove.
+	TopicProperties(ctx context.Context, name string) (map[string]string, error)
+	UpdateTopicProperties(ctx context.Context, name string, set map[string]string, remove []string) error
 	DeleteTopic(ctx context.Context, name string, force bool) error
 	Terminate(ctx context.Context, name string) (MessageID, error)
 	LastMessageID(ctx context.Context, name string) (MessageID, error)

@@ -44,6 +44,7 @@
 //	GET                 /admin/v2/{domain}/{tenant}/{namespace}       (topics), .../partitioned
 //	PUT DELETE          /admin/v2/{domain}/{tenant}/{namespace}/{topic}
 //	POST                .../{topic}/terminate
+//	GET PUT DELETE      .../{topic}/properties (PUT merges a JSON object; DELETE ?key=)
 //	GET                 .../{topic}/lastMessageId, /messageid/{timestamp}, /stats, /partitioned-stats, /internalStats,
 //	                    /ledger/{ledger}/entry/{entry}, /examinemessage
 //	GET POST DELETE     .../{topic}/replication (topic-level replication clusters)

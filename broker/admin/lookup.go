@@ -89,19 +89,20 @@ func (a *brokerAPI) partitions(w http.ResponseWriter, r *http.Request) {
 }
 
 // createPartitioned is pulsar-admin topics create-partitioned-topic: the
-// body is the partition count. Pulsar answers 409 for a topic already
+// body is the partition count, or pulsaradmin's object with the count and
+// the topic's properties. Pulsar answers 409 for a topic already
 // partitioned and 400 for every other refusal.
 func (a *brokerAPI) createPartitioned(w http.ResponseWriter, r *http.Request) {
 	name, ok := a.pathTopic(w, r)
 	if !ok {
 		return
 	}
-	n, err := decodePartitionCount(r.Body)
+	n, props, err := decodePartitionedMetadata(r.Body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	if err := a.b.CreatePartitioned(r.Context(), name, n); err != nil {
+	if err := a.b.CreatePartitioned(r.Context(), name, n, props); err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, metadata.ErrExists) {
 			code = http.StatusConflict
@@ -113,22 +114,29 @@ func (a *brokerAPI) createPartitioned(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodePartitionCount reads a partition count body: a number, or
-// pulsaradmin's {"partitions": N, "properties": {...}} (the properties are
-// not stored).
+// pulsaradmin's {"partitions": N, "properties": {...}}.
 func decodePartitionCount(body io.Reader) (int, error) {
+	n, _, err := decodePartitionedMetadata(body)
+	return n, err
+}
+
+// decodePartitionedMetadata is decodePartitionCount with the properties
+// the object form may carry (nil when none).
+func decodePartitionedMetadata(body io.Reader) (int, map[string]string, error) {
 	raw, err := io.ReadAll(io.LimitReader(body, 64<<10))
 	if err != nil {
-		return 0, BadRequest("partitions", "read body: %v", err)
+		return 0, nil, BadRequest("partitions", "read body: %v", err)
 	}
 	var n int
 	if err := json.Unmarshal(raw, &n); err == nil {
-		return n, nil
+		return n, nil, nil
 	}
 	var md struct {
-		Partitions *int `json:"partitions"`
+		Partitions *int              `json:"partitions"`
+		Properties map[string]string `json:"properties"`
 	}
 	if err := json.Unmarshal(raw, &md); err != nil || md.Partitions == nil {
-		return 0, BadRequest("partitions", "body must be the number of partitions or {\"partitions\": N}")
+		return 0, nil, BadRequest("partitions", "body must be the number of partitions or {\"partitions\": N, \"properties\": {...}}")
 	}
-	return *md.Partitions, nil
+	return *md.Partitions, md.Properties, nil
 }

@@ -33,6 +33,7 @@ package admin
 //   - Topic properties sent with a create are not stored (no place yet).
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 )
@@ -53,6 +54,9 @@ func (a *brokerAPI) registerTopics(mux *http.ServeMux) {
 		here("POST "+tp+"/partitions", a.updatePartitions)
 		here("DELETE "+tp+"/partitions", a.deletePartitioned)
 		own("POST "+tp+"/terminate", a.terminate)
+		own("GET "+tp+"/properties", a.getTopicProperties)
+		own("PUT "+tp+"/properties", a.updateTopicProperties)
+		own("DELETE "+tp+"/properties", a.removeTopicProperty)
 		own("GET "+tp+"/lastMessageId", a.lastMessageID)
 		own("GET "+tp+"/messageid/{timestamp}", a.messageIDByTimestamp)
 		own("GET "+tp+"/stats", a.topicStats)
@@ -81,8 +85,40 @@ func (a *brokerAPI) listPartitioned(domain string) http.HandlerFunc {
 }
 
 // createTopic creates a non-partitioned topic (its managed ledger).
+// createTopic creates a non-partitioned topic; a body, if any, is the
+// topic's properties (pulsaradmin's CreateWithProperties).
 func (a *brokerAPI) createTopic(w http.ResponseWriter, r *http.Request, name string) {
-	a.done(w, r, a.b.CreateTopic(r.Context(), name))
+	var props map[string]string
+	if err := decodeBody(w, r, "properties", &props); err != nil && !errors.Is(err, errNoBody) {
+		a.done(w, r, err)
+		return
+	}
+	a.done(w, r, a.b.CreateTopic(r.Context(), name, props))
+}
+
+// Topic properties: GET answers them ({} when none), PUT merges a JSON
+// object of them in, DELETE ?key= removes one.
+func (a *brokerAPI) getTopicProperties(w http.ResponseWriter, r *http.Request, name string) {
+	p, err := a.b.TopicProperties(r.Context(), name)
+	a.answer(w, r, orEmptyMap(p), err)
+}
+
+func (a *brokerAPI) updateTopicProperties(w http.ResponseWriter, r *http.Request, name string) {
+	var props map[string]string
+	if err := requireBody(w, r, "properties", &props); err != nil {
+		a.done(w, r, err)
+		return
+	}
+	a.done(w, r, a.b.UpdateTopicProperties(r.Context(), name, props, nil))
+}
+
+func (a *brokerAPI) removeTopicProperty(w http.ResponseWriter, r *http.Request, name string) {
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		a.done(w, r, BadRequest("key", "name the property to remove with ?key="))
+		return
+	}
+	a.done(w, r, a.b.UpdateTopicProperties(r.Context(), name, nil, []string{key}))
 }
 
 func (a *brokerAPI) deleteTopic(w http.ResponseWriter, r *http.Request, name string) {
