@@ -130,7 +130,8 @@ func (b *Broker) expireByPolicy(ctx context.Context, now time.Time) {
 }
 
 // SchemaPolicies adapts namespace policies to the schema registry:
-// schema_compatibility_strategy (UNDEFINED: the broker default) and
+// schema_compatibility_strategy (UNDEFINED: the deprecated auto-update
+// strategy if set, else the broker default) and
 // is_allow_auto_update_schema (default true).
 func SchemaPolicies(res *resources.Resources) func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
 	return func(ctx context.Context, tenant, ns string) (schema.Strategy, bool, error) {
@@ -138,7 +139,9 @@ func SchemaPolicies(res *resources.Resources) func(ctx context.Context, tenant, 
 		if err != nil {
 			return schema.Undefined, true, err
 		}
-		strategy, err := schema.ParseStrategy(p.SchemaCompatibilityStrategy)
+		// UNDEFINED falls back to the deprecated auto-update strategy, as
+		// in Pulsar, and then (Undefined) to the broker's.
+		strategy, err := schema.ParseStrategy(p.EffectiveSchemaCompatibilityStrategy())
 		if err != nil {
 			strategy = schema.Undefined
 		}

@@ -206,8 +206,10 @@ func TestLimits(t *testing.T) {
 func TestSchemaPolicies(t *testing.T) {
 	e, name := nsEnv(t)
 	ns := e.pa.Namespaces()
-	// Unset, Pulsar derives FULL from the default auto-update strategy.
-	if s, err := ns.GetSchemaCompatibilityStrategy(name); err != nil || s != utils.SchemaCompatibilityStrategyFull {
+	// Unset, current Pulsar reads UNDEFINED: the deprecated auto-update
+	// strategy it would fall back to is null in new namespaces (Pulsar 2.x
+	// defaulted it to Full and read FULL here).
+	if s, err := ns.GetSchemaCompatibilityStrategy(name); err != nil || s != utils.SchemaCompatibilityStrategyUndefined {
 		t.Fatalf("default strategy = %v, %v", s, err)
 	}
 	e.ok(ns.SetSchemaCompatibilityStrategy(name, utils.SchemaCompatibilityStrategyBackwardTransitive))

@@ -281,7 +281,10 @@ type Policies struct {
 	MaxUnackedMessagesPerSubscription *int  `json:"max_unacked_messages_per_subscription,omitempty"`
 	OffloadThreshold                  int64 `json:"offload_threshold"`
 
-	SchemaAutoUpdateCompatibilityStrategy string `json:"schema_auto_update_compatibility_strategy"`
+	// SchemaAutoUpdateCompatibilityStrategy is deprecated in Pulsar and
+	// unset ("", null in Pulsar's JSON) in new namespaces; an UNDEFINED
+	// SchemaCompatibilityStrategy falls back to it when set.
+	SchemaAutoUpdateCompatibilityStrategy string `json:"schema_auto_update_compatibility_strategy,omitempty"`
 	SchemaCompatibilityStrategy           string `json:"schema_compatibility_strategy"`
 	IsAllowAutoUpdateSchema               *bool  `json:"is_allow_auto_update_schema,omitempty"`
 	SchemaValidationEnforced              bool   `json:"schema_validation_enforced"`
@@ -309,12 +312,11 @@ func NewPolicies() Policies {
 	return Policies{
 		AuthPolicies: AuthPolicies{NamespaceAuth: map[string][]AuthAction{},
 			DestinationAuth: map[string]map[string][]AuthAction{}, SubscriptionAuthRoles: map[string][]string{}},
-		ReplicationClusters:                   []string{},
-		BacklogQuotaMap:                       map[BacklogQuotaType]BacklogQuota{},
-		SubscriptionAuthMode:                  SubscriptionAuthModeNone,
-		OffloadThreshold:                      defaultOffloadThreshold,
-		SchemaAutoUpdateCompatibilityStrategy: SchemaAutoUpdateFull,
-		SchemaCompatibilityStrategy:           SchemaCompatibilityUndefined,
+		ReplicationClusters:         []string{},
+		BacklogQuotaMap:             map[BacklogQuotaType]BacklogQuota{},
+		SubscriptionAuthMode:        SubscriptionAuthModeNone,
+		OffloadThreshold:            defaultOffloadThreshold,
+		SchemaCompatibilityStrategy: SchemaCompatibilityUndefined,
 	}
 }
 
@@ -352,9 +354,6 @@ func (p Policies) MarshalJSON() ([]byte, error) {
 func (p *Policies) defaultEnums() {
 	if p.SubscriptionAuthMode == "" {
 		p.SubscriptionAuthMode = SubscriptionAuthModeNone
-	}
-	if p.SchemaAutoUpdateCompatibilityStrategy == "" {
-		p.SchemaAutoUpdateCompatibilityStrategy = SchemaAutoUpdateFull
 	}
 	if p.SchemaCompatibilityStrategy == "" {
 		p.SchemaCompatibilityStrategy = SchemaCompatibilityUndefined

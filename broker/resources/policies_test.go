@@ -115,8 +115,38 @@ func TestNewPoliciesJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.OffloadThreshold != -1 || p.SchemaCompatibilityStrategy != "UNDEFINED" ||
-		p.SchemaAutoUpdateCompatibilityStrategy != "Full" || p.SubscriptionAuthMode != "None" {
+		p.SchemaAutoUpdateCompatibilityStrategy != "" || p.SubscriptionAuthMode != "None" {
 		t.Errorf("absent members did not take Java's defaults: %+v", p)
+	}
+}
+
+// TestEffectiveSchemaCompatibilityStrategy: as Pulsar's namespace GET, an
+// UNDEFINED strategy falls back to the deprecated auto-update strategy,
+// which current Pulsar leaves unset (null) in new namespaces: a new
+// namespace reads UNDEFINED, and the broker's default applies. A
+// namespace stored with "Full" by an older release still reads FULL.
+func TestEffectiveSchemaCompatibilityStrategy(t *testing.T) {
+	p := NewPolicies()
+	if got := p.EffectiveSchemaCompatibilityStrategy(); got != "UNDEFINED" {
+		t.Errorf("a new namespace: %s, want UNDEFINED", got)
+	}
+	if err := p.Validate(); err != nil {
+		t.Errorf("a new namespace does not validate: %v", err)
+	}
+	out, _ := json.Marshal(p)
+	if strings.Contains(string(out), "schema_auto_update_compatibility_strategy") {
+		t.Errorf("an unset auto-update strategy was written: %s", out)
+	}
+	var old Policies
+	if err := json.Unmarshal([]byte(`{"schema_auto_update_compatibility_strategy":"Full","schema_compatibility_strategy":"UNDEFINED"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.EffectiveSchemaCompatibilityStrategy(); got != "FULL" {
+		t.Errorf("a namespace of an older release: %s, want FULL", got)
+	}
+	old.SchemaCompatibilityStrategy = "BACKWARD"
+	if got := old.EffectiveSchemaCompatibilityStrategy(); got != "BACKWARD" {
+		t.Errorf("a set strategy: %s, want BACKWARD", got)
 	}
 }
 

@@ -230,7 +230,7 @@ func (p *Policies) validateEnums() error {
 		return invalidf("schema_compatibility_strategy", "unknown strategy %q, want one of %v",
 			p.SchemaCompatibilityStrategy, schemaCompatibilityStrategies)
 	}
-	if _, ok := autoUpdateToCompatibility[p.SchemaAutoUpdateCompatibilityStrategy]; !ok {
+	if _, ok := autoUpdateToCompatibility[p.SchemaAutoUpdateCompatibilityStrategy]; !ok && p.SchemaAutoUpdateCompatibilityStrategy != "" {
 		return invalidf("schema_auto_update_compatibility_strategy", "unknown strategy %q",
 			p.SchemaAutoUpdateCompatibilityStrategy)
 	}
