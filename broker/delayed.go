@@ -73,6 +73,7 @@ func (s *subscription) armDelayedLocked() {
 
 // releaseDue moves entries whose time has come to the replay set.
 func (s *subscription) releaseDue() {
+	s.topic.delayedPolicy(time.Now()) // read before the lock (armDelayedLocked asks)
 	s.mu.Lock()
 	now := time.Now()
 	s.lastRelease = now

@@ -477,6 +477,9 @@ type delivery struct {
 }
 
 func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedledger.Entry, err error) {
+	// Read (at most once a second) before the lock: assignLocked asks
+	// for it per delayed entry, and a refresh may read the metadata cache.
+	s.topic.delayedPolicy(time.Now())
 	s.mu.Lock()
 	if err != nil {
 		s.reading = false
