@@ -196,9 +196,9 @@ func TestTopicPolicyErrors(t *testing.T) {
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
 	tn := topicName(t, "persistent://t/ns/errors")
-	err := local.SetDelayedDelivery(ctx, tn, utils.DelayedDeliveryData{Active: true, TickTime: 1000})
-	if err == nil || !strings.Contains(err.Error(), "delayedDelivery") || !strings.Contains(err.Error(), "not supported") {
-		t.Fatalf("an unsupported policy: %v, want a 501 naming delayedDelivery", err)
+	err := local.SetCompactionThreshold(ctx, tn, 1<<20)
+	if err == nil || !strings.Contains(err.Error(), "compactionThreshold") || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("an unsupported policy: %v, want a 501 naming compactionThreshold", err)
 	}
 	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/offloadPolicies")
 	if err != nil {
