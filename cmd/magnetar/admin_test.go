@@ -433,6 +433,12 @@ func adminTopics(a adminCLI, brokerURL string) {
 	wantContains(t, "list-partitioned-topics", a.ok("topics", "list-partitioned-topics", "public/default"), "persistent://public/default/pt\n")
 	a.ok("topics", "create", "plain")
 	wantContains(t, "topics list", a.ok("topics", "list", "public/default"), "persistent://public/default/plain\n")
+	a.ok("topics", "update-properties", "plain", "--property", "team=ingest", "--property", "tier=gold")
+	a.ok("topics", "remove-properties", "plain", "--key", "tier")
+	if out := a.ok("topics", "get-properties", "plain"); out != "team=ingest\n" {
+		t.Fatalf("topic properties: %q", out)
+	}
+	wantContains(t, "update-properties without one", a.fails(2, "topics", "update-properties", "plain"), "--property is required")
 	adminTopicReplicatorDispatchRate(a)
 
 	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: brokerURL, Logger: plog.DefaultNopLogger()})

@@ -123,6 +123,36 @@ func topicCmds() []adminCmd {
 		topicPlain("create", "create a non-partitioned topic", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
 			return replyNone(), env.api.Topics().Create(*t, 0)
 		}),
+		topicPlain("get-properties", "show the topic's properties", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			p, err := env.api.Topics().GetProperties(*t)
+			return replyKeyValues(p), err
+		}),
+		topicCmd("update-properties", "set properties of the topic (others are kept)", func(fs *flag.FlagSet) topicAction {
+			props := map[string]string{}
+			fs.Func("property", "key=value (repeatable, at least one)", func(v string) error {
+				k, val, ok := strings.Cut(v, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("want key=value, got %q", v)
+				}
+				props[k] = val
+				return nil
+			})
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				if len(props) == 0 {
+					return replyNone(), usageErrorf("--property is required")
+				}
+				return replyNone(), env.api.Topics().UpdateProperties(*t, props)
+			}
+		}),
+		topicCmd("remove-properties", "remove a property of the topic", func(fs *flag.FlagSet) topicAction {
+			key := fs.String("key", "", "the property's key (required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				if *key == "" {
+					return replyNone(), usageErrorf("--key is required")
+				}
+				return replyNone(), env.api.Topics().RemoveProperty(*t, *key)
+			}
+		}),
 		topicCmd("set-replication-clusters", "set the clusters the topic replicates to (over its namespace's)", func(fs *flag.FlagSet) topicAction {
 			clusters := fs.String("clusters", "", "comma-separated cluster names (required)")
 			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
