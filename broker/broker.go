@@ -103,6 +103,11 @@ type Config struct {
 	// unless their namespace says otherwise (subexpiry.go); checked every
 	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, 5).
 	SubscriptionExpirationTime, SubscriptionExpiryCheckInterval time.Duration
+	// MaxSubscriptionsPerTopic is maxSubscriptionsPerTopic (0: none): a
+	// new durable subscription past it is refused (NotAllowed) unless the
+	// namespace's max_subscriptions_per_topic or the topic's policy says
+	// otherwise.
+	MaxSubscriptionsPerTopic int
 	// DelayedDeliveryDisabled is delayedDeliveryEnabled=false: messages
 	// with a delivery time go out at once. DelayedDeliveryTickTime
 	// (delayedDeliveryTickTimeMillis; 0: none) spaces the releases of held

@@ -35,7 +35,7 @@ type clientLimits struct {
 func (t *topic) clientLimits(ctx context.Context) clientLimits {
 	l := clientLimits{producers: t.b.cfg.MaxProducersPerTopic, consumers: t.b.cfg.MaxConsumersPerTopic,
 		consumersPerSub: t.b.cfg.MaxConsumersPerSubscription, unackedPerConsumer: t.b.cfg.MaxUnackedMessagesPerConsumer,
-		unackedPerSub: t.b.cfg.MaxUnackedMessagesPerSubscription}
+		unackedPerSub: t.b.cfg.MaxUnackedMessagesPerSubscription, subscriptions: t.b.cfg.MaxSubscriptionsPerTopic}
 	if p, ok := t.policies(ctx); ok {
 		for _, o := range []struct {
 			v   *int
@@ -43,7 +43,8 @@ func (t *topic) clientLimits(ctx context.Context) clientLimits {
 		}{{p.MaxProducersPerTopic, &l.producers}, {p.MaxConsumersPerTopic, &l.consumers},
 			{p.MaxConsumersPerSubscription, &l.consumersPerSub},
 			{p.MaxUnackedMessagesPerConsumer, &l.unackedPerConsumer},
-			{p.MaxUnackedMessagesPerSubscription, &l.unackedPerSub}} {
+			{p.MaxUnackedMessagesPerSubscription, &l.unackedPerSub},
+			{p.MaxSubscriptionsPerTopic, &l.subscriptions}} {
 			if o.v != nil {
 				*o.dst = *o.v
 			}

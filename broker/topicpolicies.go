@@ -67,8 +67,8 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 	"maxUnackedMessagesOnSubscription": {check: nonNegativeInt("maxUnackedMessagesOnSubscription"), fallback: func(b *Broker, ns resources.Policies) any {
 		return intOr(ns.MaxUnackedMessagesPerSubscription, b.cfg.MaxUnackedMessagesPerSubscription)
 	}},
-	"maxSubscriptionsPerTopic": {check: nonNegativeInt("maxSubscriptionsPerTopic"), fallback: func(*Broker, resources.Policies) any {
-		return nil // no namespace or broker limit here
+	"maxSubscriptionsPerTopic": {check: nonNegativeInt("maxSubscriptionsPerTopic"), fallback: func(b *Broker, ns resources.Policies) any {
+		return intOr(ns.MaxSubscriptionsPerTopic, b.cfg.MaxSubscriptionsPerTopic)
 	}},
 	"maxMessageSize": {check: nonNegativeInt("maxMessageSize"), fallback: func(b *Broker, _ resources.Policies) any {
 		return b.cfg.MaxMessageSize

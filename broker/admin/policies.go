@@ -155,6 +155,8 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerConsumer })
 	optInt("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerSubscription })
+	optInt("maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
+		func(p *resources.Policies) **int { return &p.MaxSubscriptionsPerTopic })
 	// Checked here first for Pulsar's own words (clients compare them).
 	mux.HandleFunc("GET "+ns+"maxTopicsPerNamespace", a.getter(func(p *resources.Policies) any { return opt(p.MaxTopicsPerNamespace) }))
 	mux.HandleFunc("POST "+ns+"maxTopicsPerNamespace", func(w http.ResponseWriter, r *http.Request) {

@@ -201,6 +201,13 @@ func TestLimits(t *testing.T) {
 	e.want("POST", path, "-1", 400, "max_unacked_messages_per_consumer: must be >= 0")
 	e.want("DELETE", path, "", 204, "")
 	e.want("GET", path, "", 204, "")
+	const subs = "/admin/v2/namespaces/t/ns/maxSubscriptionsPerTopic"
+	e.want("GET", subs, "", 204, "")
+	e.want("POST", subs, "2", 204, "")
+	e.want("GET", subs, "", 200, "2")
+	e.want("POST", subs, "-2", 400, "max_subscriptions_per_topic: must be >= 0")
+	e.want("DELETE", subs, "", 204, "")
+	e.want("GET", subs, "", 204, "")
 }
 
 func TestSchemaPolicies(t *testing.T) {

@@ -279,6 +279,7 @@ type Policies struct {
 	MaxConsumersPerSubscription       *int  `json:"max_consumers_per_subscription,omitempty"`
 	MaxUnackedMessagesPerConsumer     *int  `json:"max_unacked_messages_per_consumer,omitempty"`
 	MaxUnackedMessagesPerSubscription *int  `json:"max_unacked_messages_per_subscription,omitempty"`
+	MaxSubscriptionsPerTopic          *int  `json:"max_subscriptions_per_topic,omitempty"`
 	OffloadThreshold                  int64 `json:"offload_threshold"`
 
 	// SchemaAutoUpdateCompatibilityStrategy is deprecated in Pulsar and

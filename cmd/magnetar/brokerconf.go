@@ -53,6 +53,7 @@ type brokerSettings struct {
 	maxProducers        int
 	maxConsumers        int
 	maxConsumersPerSub  int
+	maxSubsPerTopic     int // maxSubscriptionsPerTopic
 	maxUnackedPerCons   int
 	maxUnackedPerSub    int
 	entryInterceptors   string // brokerEntryMetadataInterceptors
@@ -129,6 +130,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"maxProducersPerTopic":                                    setInt(&s.maxProducers),
 		"maxConsumersPerTopic":                                    setInt(&s.maxConsumers),
 		"maxConsumersPerSubscription":                             setInt(&s.maxConsumersPerSub),
+		"maxSubscriptionsPerTopic":                                setNonNegInt(&s.maxSubsPerTopic),
 		"maxUnackedMessagesPerConsumer":                           setInt(&s.maxUnackedPerCons),
 		"maxUnackedMessagesPerSubscription":                       setInt(&s.maxUnackedPerSub),
 		"maxConcurrentLookupRequest":                              setInt(&s.maxLookups),
@@ -276,6 +278,7 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		DefaultRetentionMinutes: s.retentionMinutes, DefaultRetentionMB: int64(s.retentionMB),
 		RetentionCheckInterval: s.retentionCheck, MaxProducersPerTopic: s.maxProducers,
 		MaxConsumersPerTopic: s.maxConsumers, MaxConsumersPerSubscription: s.maxConsumersPerSub,
+		MaxSubscriptionsPerTopic:      s.maxSubsPerTopic,
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
