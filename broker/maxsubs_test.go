@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -51,6 +52,37 @@ func TestNamespaceMaxSubscriptionsPerTopic(t *testing.T) {
 	eventually(t, "the broker's limit applied once the namespace has none", func() error {
 		if v, err := b.TopicPolicy(ctx, "persistent://t/ns/other", "maxSubscriptionsPerTopic", false, true); err != nil || v != 3 {
 			return fmt.Errorf("applied: %v %v, want the broker's 3", v, err)
+		}
+		return nil
+	})
+}
+
+// TestNamespaceDeduplicationSnapshotInterval: a namespace's
+// deduplicationSnapshotIntervalSeconds is in force for its topics without
+// a policy of their own (applied value and the interval a loading topic
+// takes), between the topic's and brokerDeduplicationSnapshotIntervalSeconds.
+func TestNamespaceDeduplicationSnapshotInterval(t *testing.T) {
+	thirty := 30
+	b, _ := startPolicyBrokerWith(t, func(p *resources.Policies) { p.DeduplicationSnapshotIntervalSeconds = &thirty }, 0,
+		Config{DeduplicationSnapshotInterval: 120 * time.Second})
+	ctx := context.Background()
+	const topic = "persistent://t/ns/dedup-interval"
+	if v, err := b.TopicPolicy(ctx, topic, "deduplicationSnapshotInterval", false, true); err != nil || v != 30 {
+		t.Fatalf("applied: %v %v, want the namespace's 30", v, err)
+	}
+	tp, err := b.getTopic(ctx, mustTopic(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.dedupSnapshotInterval(ctx); got != 30*time.Second {
+		t.Fatalf("a loading topic takes %v, want the namespace's 30s", got)
+	}
+	if err := b.SetTopicPolicy(ctx, topic, "deduplicationSnapshotInterval", false, json.RawMessage("5")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the topic's own 5 s wins", func() error {
+		if got := tp.dedupSnapshotInterval(ctx); got != 5*time.Second {
+			return fmt.Errorf("interval %v", got)
 		}
 		return nil
 	})

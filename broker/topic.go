@@ -143,13 +143,24 @@ func (t *topic) loadDedup(ctx context.Context) error {
 }
 
 // dedupSnapshotInterval is the topic's deduplicationSnapshotInterval
-// policy (seconds) when set, else brokerDeduplicationSnapshotIntervalSeconds;
-// read as the topic loads, as deduplicationEnabled is.
+// policy (seconds) when set, else its namespace's, else
+// brokerDeduplicationSnapshotIntervalSeconds; read as the topic loads, as
+// deduplicationEnabled is.
 func (t *topic) dedupSnapshotInterval(ctx context.Context) time.Duration {
 	if secs, ok := topicPolicy[int](ctx, t, "deduplicationSnapshotInterval"); ok {
 		return time.Duration(secs) * time.Second
 	}
-	return t.b.cfg.DeduplicationSnapshotInterval
+	ns, _ := t.policies(ctx)
+	return t.b.dedupSnapshotIntervalOf(ns)
+}
+
+// dedupSnapshotIntervalOf is a namespace's deduplication snapshot
+// interval, else the broker's.
+func (b *Broker) dedupSnapshotIntervalOf(ns resources.Policies) time.Duration {
+	if s := ns.DeduplicationSnapshotIntervalSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return b.cfg.DeduplicationSnapshotInterval
 }
 
 // dedupEnabled is the topic's deduplicationEnabled policy when set, else

@@ -79,8 +79,8 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 		}
 		return b.cfg.BrokerDeduplicationEnabled
 	}},
-	"deduplicationSnapshotInterval": {check: nonNegativeInt("deduplicationSnapshotInterval"), fallback: func(b *Broker, _ resources.Policies) any {
-		return int(b.cfg.DeduplicationSnapshotInterval / time.Second)
+	"deduplicationSnapshotInterval": {check: nonNegativeInt("deduplicationSnapshotInterval"), fallback: func(b *Broker, ns resources.Policies) any {
+		return int(b.dedupSnapshotIntervalOf(ns) / time.Second)
 	}},
 	"schemaValidationEnforced": {check: isJSON[bool]("schemaValidationEnforced"), fallback: func(b *Broker, ns resources.Policies) any {
 		return ns.SchemaValidationEnforced || b.cfg.SchemaValidationEnforced

@@ -157,6 +157,27 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		func(p *resources.Policies) **int { return &p.MaxUnackedMessagesPerSubscription })
 	optInt("maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
 		func(p *resources.Policies) **int { return &p.MaxSubscriptionsPerTopic })
+	// deduplicationSnapshotInterval is optInt's but for POST: pulsar-admin's
+	// remove-deduplication-snapshot-interval POSTs no value (Pulsar's Java
+	// client sends null), which unsets it.
+	mux.HandleFunc("GET "+ns+"deduplicationSnapshotInterval", a.getter(func(p *resources.Policies) any {
+		return opt(p.DeduplicationSnapshotIntervalSeconds)
+	}))
+	mux.HandleFunc("DELETE "+ns+"deduplicationSnapshotInterval", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.DeduplicationSnapshotIntervalSeconds = nil
+		return nil
+	}))
+	mux.HandleFunc("POST "+ns+"deduplicationSnapshotInterval", func(w http.ResponseWriter, r *http.Request) {
+		var v *int
+		if err := decodeBody(w, r, "deduplicationSnapshotIntervalSeconds", &v); err != nil && !errors.Is(err, errNoBody) {
+			a.fail(w, r, err)
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error {
+			p.DeduplicationSnapshotIntervalSeconds = v
+			return nil
+		})
+	})
 	// Checked here first for Pulsar's own words (clients compare them).
 	mux.HandleFunc("GET "+ns+"maxTopicsPerNamespace", a.getter(func(p *resources.Policies) any { return opt(p.MaxTopicsPerNamespace) }))
 	mux.HandleFunc("POST "+ns+"maxTopicsPerNamespace", func(w http.ResponseWriter, r *http.Request) {

@@ -208,6 +208,12 @@ func TestLimits(t *testing.T) {
 	e.want("POST", subs, "-2", 400, "max_subscriptions_per_topic: must be >= 0")
 	e.want("DELETE", subs, "", 204, "")
 	e.want("GET", subs, "", 204, "")
+	const dedup = "/admin/v2/namespaces/t/ns/deduplicationSnapshotInterval"
+	e.want("POST", dedup, "60", 204, "")
+	e.want("GET", dedup, "", 200, "60")
+	e.want("POST", dedup, "-1", 400, "deduplicationSnapshotIntervalSeconds: must be >= 0")
+	e.want("POST", dedup, "", 204, "") // pulsar-admin's remove
+	e.want("GET", dedup, "", 204, "")
 }
 
 func TestSchemaPolicies(t *testing.T) {

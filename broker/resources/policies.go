@@ -274,13 +274,16 @@ type Policies struct {
 	EncryptionRequired   bool                     `json:"encryption_required"`
 	SubscriptionAuthMode string                   `json:"subscription_auth_mode"`
 
-	MaxProducersPerTopic              *int  `json:"max_producers_per_topic,omitempty"`
-	MaxConsumersPerTopic              *int  `json:"max_consumers_per_topic,omitempty"`
-	MaxConsumersPerSubscription       *int  `json:"max_consumers_per_subscription,omitempty"`
-	MaxUnackedMessagesPerConsumer     *int  `json:"max_unacked_messages_per_consumer,omitempty"`
-	MaxUnackedMessagesPerSubscription *int  `json:"max_unacked_messages_per_subscription,omitempty"`
-	MaxSubscriptionsPerTopic          *int  `json:"max_subscriptions_per_topic,omitempty"`
-	OffloadThreshold                  int64 `json:"offload_threshold"`
+	MaxProducersPerTopic              *int `json:"max_producers_per_topic,omitempty"`
+	MaxConsumersPerTopic              *int `json:"max_consumers_per_topic,omitempty"`
+	MaxConsumersPerSubscription       *int `json:"max_consumers_per_subscription,omitempty"`
+	MaxUnackedMessagesPerConsumer     *int `json:"max_unacked_messages_per_consumer,omitempty"`
+	MaxUnackedMessagesPerSubscription *int `json:"max_unacked_messages_per_subscription,omitempty"`
+	MaxSubscriptionsPerTopic          *int `json:"max_subscriptions_per_topic,omitempty"`
+	// DeduplicationSnapshotIntervalSeconds is the namespace's
+	// deduplication snapshot interval (unset: the broker's).
+	DeduplicationSnapshotIntervalSeconds *int  `json:"deduplicationSnapshotIntervalSeconds,omitempty"`
+	OffloadThreshold                     int64 `json:"offload_threshold"`
 
 	// SchemaAutoUpdateCompatibilityStrategy is deprecated in Pulsar and
 	// unset ("", null in Pulsar's JSON) in new namespaces; an UNDEFINED

@@ -165,6 +165,7 @@ func (p *Policies) validateLimits() error {
 		{"max_unacked_messages_per_subscription", p.MaxUnackedMessagesPerSubscription},
 		{"max_topics_per_namespace", p.MaxTopicsPerNamespace},
 		{"max_subscriptions_per_topic", p.MaxSubscriptionsPerTopic},
+		{"deduplicationSnapshotIntervalSeconds", p.DeduplicationSnapshotIntervalSeconds},
 	}
 	for _, l := range limits {
 		if l.value == nil {
