@@ -183,8 +183,10 @@ func (a *acceptor) run(serve func(nc net.Conn)) {
 		if err == nil {
 			backoff = 0
 			if err := a.adm.admit(nc.RemoteAddr(), connFD(nc)); err != nil {
-				nc.Close()
+				// Noted before the close, so the line is written by the
+				// time the client sees its connection end.
 				a.adm.noteRefused(time.Now(), a.what, err)
+				nc.Close()
 				continue
 			}
 			serve(nc)

@@ -13,6 +13,9 @@ import (
 
 // Conn is one client connection. Its methods are safe from any goroutine.
 type Conn struct {
+	// slotFreed is set when the connection's admission slot was given
+	// back (releaseSlot): before the handler's OnClose, and never twice.
+	slotFreed atomic.Bool
 	// Immutable after OnOpen.
 	srv        *Server
 	gc         gnet.Conn

@@ -81,6 +81,7 @@ func (e *engineHandler) OnClose(gc gnet.Conn, gnetErr error) gnet.Action {
 		done(ErrConnClosed)
 	}
 	e.s.logClose(c, reason, local)
+	e.s.releaseSlot(c)
 	e.s.h.OnClose(c, reason)
 	e.s.forget(c)
 	return gnet.None

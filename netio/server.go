@@ -107,12 +107,22 @@ func (s *Server) track(c *Conn) {
 	s.mu.Unlock()
 }
 
-// forget removes c and gives back its slot (OnClose).
+// forget removes c and gives back its slot if releaseSlot has not
+// (OnClose).
 func (s *Server) forget(c *Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	s.adm.release(c.remote)
+	s.releaseSlot(c)
+}
+
+// releaseSlot gives back c's admission slot once. It runs before the
+// handler's OnClose, so a handler that saw a connection close may count
+// on its slot being free (a client reconnecting at once is not refused).
+func (s *Server) releaseSlot(c *Conn) {
+	if c.slotFreed.CompareAndSwap(false, true) {
+		s.adm.release(c.remote)
+	}
 }
 
 // start opens the listener and starts the event loops.

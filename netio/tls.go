@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -166,13 +167,16 @@ func (s *TLSServer) Close(ctx context.Context) error {
 
 // TLSConn is one TLS client connection.
 type TLSConn struct {
-	srv    *TLSServer
-	raw    net.Conn
-	conn   *tls.Conn
-	remote net.Addr
-	peer   []*x509.Certificate // verified client certificates, set after the handshake
-	kick   chan struct{}       // wakes the writer
-	resume chan struct{}       // wakes a paused reader
+	// slotFreed: the admission slot was given back (releaseSlot), before
+	// the handler's close callback and never twice.
+	slotFreed atomic.Bool
+	srv       *TLSServer
+	raw       net.Conn
+	conn      *tls.Conn
+	remote    net.Addr
+	peer      []*x509.Certificate // verified client certificates, set after the handshake
+	kick      chan struct{}       // wakes the writer
+	resume    chan struct{}       // wakes a paused reader
 
 	mu        sync.Mutex
 	queue     [][]byte
@@ -203,6 +207,7 @@ func (c *TLSConn) serve() {
 	err = c.readLoop(onFrame)
 	c.Close(err)
 	<-writerDone
+	c.releaseSlot()
 	onClose(c.closeReason())
 }
 
@@ -210,7 +215,15 @@ func (c *TLSConn) forget() {
 	c.srv.mu.Lock()
 	delete(c.srv.conns, c)
 	c.srv.mu.Unlock()
-	c.srv.adm.release(c.remote)
+	c.releaseSlot()
+}
+
+// releaseSlot gives back the connection's admission slot once (see
+// Server.releaseSlot).
+func (c *TLSConn) releaseSlot() {
+	if c.slotFreed.CompareAndSwap(false, true) {
+		c.srv.adm.release(c.remote)
+	}
 }
 
 // readLoop reads frames until an error or a close.
