@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -70,15 +71,20 @@ func TestSchemaValidationEnforced(t *testing.T) {
 // FULL) for producers' schemas, and removing it restores the namespace's;
 // the applied value reads the same.
 func TestTopicSchemaCompatibilityStrategy(t *testing.T) {
-	var b *Broker
+	// The registry is made before the broker it asks: the broker is
+	// published through an atomic, since its connection goroutines read it
+	// with no other edge to the test's write the race detector could see.
+	var started atomic.Pointer[Broker]
 	reg, err := schema.New(schema.Config{Store: metadata.NewMemoryServer().NewSession(),
 		TopicStrategy: func(ctx context.Context, id schema.ID) (schema.Strategy, error) {
+			b := started.Load()
 			return TopicSchemaStrategy(b.cfg.Resources, b.cfg.ClusterName)(ctx, id)
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {}, 0, Config{Schemas: reg})
+	started.Store(b)
 	c := newClient(t, url)
 	ctx := context.Background()
 	const topic = "persistent://t/ns/evolving"

@@ -382,6 +382,11 @@ func (s *Service) opAt(ctx context.Context, ownerHTTP string, b Bundle, op strin
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusPreconditionFailed {
+		// The owner the store named does not hold the bundle (it released
+		// it after the store was read): as its own Unload would say.
+		return fmt.Errorf("%s %s: HTTP %s: %w", op, url, resp.Status, ErrNotOwned)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: HTTP %s", op, url, resp.Status)
 	}
@@ -399,7 +404,23 @@ func (s *Service) SplitAnywhere(ctx context.Context, b Bundle) error {
 	return s.anywhere(ctx, b, "split")
 }
 
+// anywhereTries bounds how often an unload follows a bundle that moved
+// between reading its owner and asking that owner.
+const anywhereTries = 3
+
 func (s *Service) anywhere(ctx context.Context, b Bundle, op string) error {
+	for try := 1; ; try++ {
+		err := s.anywhereOnce(ctx, b, op)
+		// An owner that no longer holds the bundle released it after the
+		// store was read (shedding, its own unload): read the store again,
+		// since an unload of a bundle nobody owns is done.
+		if op != "unload" || !errors.Is(err, ErrNotOwned) || try == anywhereTries {
+			return err
+		}
+	}
+}
+
+func (s *Service) anywhereOnce(ctx context.Context, b Bundle, op string) error {
 	// The store, not the cache: an admin operation right after a lookup
 	// must see the owner that lookup made, and the cache learns of it only
 	// when its watch fires.

@@ -638,3 +638,40 @@ func (s heldStore) Create(ctx context.Context, path string, value []byte, opts m
 	}
 	return p, st, err
 }
+
+// TestUnloadAnywhereOfABundleReleasedMeanwhile: the owner the store named
+// released the bundle (load shedding, its own unload) before the request
+// reached it, and answers 412. The bundle is unloaded, as asked: a
+// namespace unload must not fail for it (a clean-clone run saw "unload:
+// 500 ... HTTP 412 Precondition Failed" while the leader shed bundles).
+func TestUnloadAnywhereOfABundleReleasedMeanwhile(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	c.http = &http.Client{Transport: releasedFirst{peerUnloads{c}}}
+	c.add(t, 0, LoadBalancerConfig{})
+	c.add(t, 1, LoadBalancerConfig{})
+	c.leader(t)
+	ns, topic := "t/ns", "persistent://t/ns/moved"
+	b, err := c.svcs[0].BundleOf(context.Background(), ns, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := c.resolve(t, c.svcs[0], ns, topic)
+	other := c.svcs[0]
+	if other == owner {
+		other = c.svcs[1]
+	}
+	if err := other.UnloadAnywhere(context.Background(), b); err != nil {
+		t.Fatalf("unload of a bundle its owner released meanwhile: %v", err)
+	}
+}
+
+// releasedFirst makes the owner release the bundle just before it gets
+// the unload it was asked for.
+type releasedFirst struct{ peerUnloads }
+
+func (r releasedFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if _, err := r.peerUnloads.RoundTrip(req.Clone(req.Context())); err != nil {
+		return nil, err
+	}
+	return r.peerUnloads.RoundTrip(req)
+}
