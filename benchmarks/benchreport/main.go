@@ -64,13 +64,20 @@
 //     publish latency at a fixed rate with no inter-region delay and with a
 //     5 ms round trip, alternated.
 //
+//   - pinned (pinned.go): the standalone on one core and every client on
+//     the other (taskset -c): the 1 KiB maximum, e2e at 50% of it and
+//     in-memory storage at that rate, the largest many-topics count over
+//     --topic-clients processes, the cold catch-up; each run with the
+//     clients' CPU beside the server's, so "the client is the limit" is
+//     measured, not argued.
+//
 //   - journaldev (journaldev.go): the durable standalone with its journal
 //     on /dev/zram0 (RAM-backed, formatted and mounted by the section; needs
 //     root) and the entry logs on the disk: the 1 KiB maximum, the
 //     standalone's 50% rate and 20,000, 40,000 and 60,000 msg/s, each
 //     against in-memory storage at the same rate.
 //
-// --only selects sections (machine, standalone, journaldev, cluster, nats, tls,
+// --only selects sections (machine, standalone, pinned, journaldev, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
 //
 // Each standalone, cluster and in-memory run (each size's maximum, each
@@ -118,8 +125,12 @@ type options struct {
 	warmup     time.Duration
 	backlogMB  int
 	topics     []int
-	cluster    bool
-	quick      bool
+	// topicClients is how many client processes the many-topics runs
+	// spread their producers over (one Go client's connection reader and
+	// writer serve every producer of a process).
+	topicClients int
+	cluster      bool
+	quick        bool
 	// only are the sections to run (sectionNames); all when --only is
 	// not given.
 	only map[string]bool
@@ -161,6 +172,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each window (not measured)")
 	fs.IntVar(&o.backlogMB, "backlog-mb", 1024, "catch-up backlog in MiB")
 	topics := fs.String("topics", "1000,10000", "topic counts of the many-topics runs (one producer each)")
+	fs.IntVar(&o.topicClients, "topic-clients", 4, "client processes the many-topics runs spread their producers over")
 	fs.BoolVar(&o.cluster, "cluster", true, "also run the 3-bookie cluster (needs ZooKeeper: scripts/zookeeper.sh install)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: 3 s windows, 64 MiB backlog, 100 and 500 topics, 2,000 metadata operations")
 	only := fs.String("only", "", "comma-separated sections to run (default all): "+strings.Join(sectionNames, ","))
@@ -185,8 +197,8 @@ func parseOptions(args []string) (options, error) {
 		o.duration, o.warmup, o.backlogMB, o.topics = 3*time.Second, time.Second, 64, []int{100, 500}
 		o.metaOps = min(o.metaOps, 2000)
 	}
-	if o.duration <= 0 || o.warmup < 0 || o.backlogMB <= 0 || o.geoRate <= 0 || o.metaOps <= 0 || o.metaTopics <= 0 {
-		return o, fmt.Errorf("--duration, --backlog-mb, --geo-rate, --metadata-ops and --metadata-topics must be positive, --warmup not negative")
+	if o.duration <= 0 || o.warmup < 0 || o.backlogMB <= 0 || o.geoRate <= 0 || o.metaOps <= 0 || o.metaTopics <= 0 || o.topicClients <= 0 {
+		return o, fmt.Errorf("--duration, --backlog-mb, --geo-rate, --metadata-ops, --metadata-topics and --topic-clients must be positive, --warmup not negative")
 	}
 	for _, p := range []*string{&o.magnetar, &o.out, &o.work, &o.config} {
 		if *p, err = filepath.Abs(*p); err != nil {
@@ -200,7 +212,7 @@ func parseOptions(args []string) (options, error) {
 }
 
 // sectionNames are the parts of a report, in the order they run.
-var sectionNames = []string{"machine", "standalone", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
+var sectionNames = []string{"machine", "standalone", "pinned", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
 
 // parseSections reads --only: known section names, comma-separated; empty
 // selects every section.

@@ -80,7 +80,7 @@ func (r *runner) natscliRun(ctx context.Context, server, bin string, msgs int64,
 		args := natscliArgs(url, msgs, natscliMaxBytes(msgs, int64(st.Bavail)*st.Bsize))
 		c.Command = "nats " + strings.Join(args, " ")
 		m := meterCPU(s)
-		out, err := r.command(ctx, "natscli bench js pub async 1024 B", bin, args...)
+		out, _, err := r.command(ctx, "natscli bench js pub async 1024 B", bin, args...)
 		cores := m.cores()
 		if err != nil {
 			return err

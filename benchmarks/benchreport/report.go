@@ -38,6 +38,7 @@ func writeReport(w io.Writer, res *Results, charts []chartFile) {
 	writeCPUPerMessage(w, res)
 	writeCatchUp(w, res)
 	writeTopics(w, res)
+	writePinned(w, res)
 	writeMemory(w, res)
 	writeTLS(w, res)
 	writeProxy(w, res)
@@ -159,6 +160,7 @@ func targetRows(res *Results) []targetRow {
 				ratio:    fmt.Sprintf("%.2f", d.dep.PeakRSSMiB/limit), met: d.dep.PeakRSSMiB <= limit, ran: true})
 		}
 	}
+	rows = append(rows, pinnedTargetRows(res)...)
 	rows = append(rows, memoryTargetRows(res)...)
 	rows = append(rows, journalDevTargetRows(res)...)
 	return append(rows, sectionTargetRows(res)...)
@@ -316,8 +318,8 @@ func topicsTarget(run *Run) targetRow {
 		return targetRow{name: name}
 	}
 	p99 := float64(l.P99) / 1000
-	why := fmt.Sprintf("the server used %.2f cores, so it was not CPU-bound; the %d producers and their "+
-		"connection's one reader and writer are in one Go client process on the same two cores.", run.ServerCores, targetTopics)
+	why := fmt.Sprintf("the server used %.2f cores and the %d client process(es) %.2f; the %d producers of a process share its "+
+		"connection's one reader and writer.", run.ServerCores, max(run.ClientProcesses, 1), run.ClientCores, targetTopics)
 	if st := stageList(run.Stages, "receipt", "ledger_add", "bookie_add", "journal_queue", "journal_write"); st != "" {
 		why += " In the broker at p99 (producer creation included): " + st + "."
 	}

@@ -29,9 +29,12 @@ type Results struct {
 	JournalDev Deployment `json:"journalDevice"`
 	// Traced is the durable standalone's 50% point run again with the
 	// flight recorder on (flightRecorderDir): the traces of slow publishes.
-	Traced  *Traced    `json:"traced,omitempty"`
-	Cluster Deployment `json:"cluster"`
-	NATS    NATS       `json:"nats"`
+	Traced *Traced `json:"traced,omitempty"`
+	// Pinned is the headline runs with the server on one core and the
+	// clients on the other (pinned.go).
+	Pinned  PinnedResult `json:"pinned"`
+	Cluster Deployment   `json:"cluster"`
+	NATS    NATS         `json:"nats"`
 
 	// The sections of the security, proxy, etcd and geo-replication
 	// issues.
@@ -203,7 +206,11 @@ type Run struct {
 	// MachineCores is the CPU the whole machine was busy with (servers,
 	// clients, the kernel's I/O threads), on average; 0 if unknown.
 	MachineCores float64 `json:"machineCores,omitempty"`
-	Percent      int     `json:"percentOfMax,omitempty"`
+	// ClientCores is the CPU the client processes used, summed, each on
+	// average over its life; ClientProcesses how many ran at once.
+	ClientCores     float64 `json:"clientCores,omitempty"`
+	ClientProcesses int     `json:"clientProcesses,omitempty"`
+	Percent         int     `json:"percentOfMax,omitempty"`
 	// Stages is the publish path by stage during the run (the 50% points).
 	Stages []StageLatency `json:"stages,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,40 +58,96 @@ func (r *runner) clientArgs(t target) []string {
 }
 
 // perf runs `magnetar perf <mode>` against t and decodes its report. The
-// servers' CPU use over the run is recorded with it.
+// servers' CPU use over the run is recorded with it, and the client's.
 func (r *runner) perf(ctx context.Context, t target, label, mode string, args ...string) (Run, error) {
 	full := append([]string{"perf", mode}, r.clientArgs(t)...)
 	full = append(full, args...)
 	m := meterCPU(t.servers...)
 	bin, full := t.pin.command(r.o.magnetar, full)
-	rep, err := r.client(ctx, label, bin, full...)
+	rep, cpu, err := r.client(ctx, label, bin, full...)
 	if err != nil {
 		return Run{}, err
 	}
-	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores()}, nil
+	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores(), ClientCores: cpu.cores(),
+		ClientProcesses: 1}, nil
+}
+
+// perfSpread runs `magnetar perf <mode>` as n client processes at once
+// against t, process i with args(i), and sums their reports
+// (perfclient.MergeReports: the latencies are those of every message of
+// every process). ClientCores is the processes' CPU summed: below 1 per
+// core they ran on, the clients were not the limit.
+func (r *runner) perfSpread(ctx context.Context, t target, label, mode string, n int, args func(i int) []string) (Run, error) {
+	if n <= 1 {
+		return r.perf(ctx, t, label, mode, args(0)...)
+	}
+	m := meterCPU(t.servers...)
+	reps := make([]perfclient.Report, n)
+	cpus := make([]clientCPU, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			full := append(append([]string{"perf", mode}, r.clientArgs(t)...), args(i)...)
+			bin, full := t.pin.command(r.o.magnetar, full)
+			reps[i], cpus[i], errs[i] = r.client(ctx, fmt.Sprintf("%s, client %d of %d", label, i+1, n), bin, full...)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Run{}, err
+	}
+	rep, err := perfclient.MergeReports(reps)
+	if err != nil {
+		return Run{}, fmt.Errorf("%s: %w", label, err)
+	}
+	var cores float64
+	for _, c := range cpus {
+		cores += c.cores()
+	}
+	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores(), ClientCores: cores,
+		ClientProcesses: n}, nil
+}
+
+// clientCPU is a client process's CPU time (user + system) and how long
+// it ran.
+type clientCPU struct {
+	cpu, wall time.Duration
+}
+
+// cores is the CPU the process used on average over its life (producer
+// creation included), 0 if unknown.
+func (c clientCPU) cores() float64 {
+	if c.wall <= 0 {
+		return 0
+	}
+	return c.cpu.Seconds() / c.wall.Seconds()
 }
 
 // client runs a client command (command) and decodes the JSON report it
 // prints on stdout.
-func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, error) {
-	out, err := r.command(ctx, label, bin, args...)
+func (r *runner) client(ctx context.Context, label, bin string, args ...string) (perfclient.Report, clientCPU, error) {
+	out, cpu, err := r.command(ctx, label, bin, args...)
 	if err != nil {
-		return perfclient.Report{}, err
+		return perfclient.Report{}, cpu, err
 	}
 	var rep perfclient.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
-		return perfclient.Report{}, fmt.Errorf("%s: report: %w: %q", label, err, truncate(string(out), 200))
+		return perfclient.Report{}, cpu, fmt.Errorf("%s: report: %w: %q", label, err, truncate(string(out), 200))
 	}
-	return rep, nil
+	return rep, cpu, nil
 }
 
 // command runs a client command to completion, echoing its progress lines
-// (stderr) to ours and into a log, and returns its stdout.
-func (r *runner) command(ctx context.Context, label, bin string, args ...string) ([]byte, error) {
+// (stderr) to ours and into a log, and returns its stdout and the CPU it
+// used (taskset execs the client, so the process measured is the client).
+func (r *runner) command(ctx context.Context, label, bin string, args ...string) ([]byte, clientCPU, error) {
 	logPath := filepath.Join(r.logDir, fmt.Sprintf("%02d-%s.log", r.nextSeq(), sanitize(label)))
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return nil, err
+		return nil, clientCPU{}, err
 	}
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "== %s: %s %s\n", label, filepath.Base(bin), strings.Join(args, " "))
@@ -99,10 +156,16 @@ func (r *runner) command(ctx context.Context, label, bin string, args ...string)
 	cmd.Stdout = &stdout
 	cmd.Stderr = io.MultiWriter(logFile, prefixWriter{w: os.Stderr, prefix: "   "})
 	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s: %w (log: %s)", label, err, logPath)
+	start := time.Now()
+	err = cmd.Run()
+	var cpu clientCPU
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = clientCPU{cpu: ps.UserTime() + ps.SystemTime(), wall: time.Since(start)}
 	}
-	return stdout.Bytes(), nil
+	if err != nil {
+		return nil, cpu, fmt.Errorf("%s: %w (log: %s)", label, err, logPath)
+	}
+	return stdout.Bytes(), cpu, nil
 }
 
 // magnetarCmd runs a magnetar subcommand to completion (setup steps).

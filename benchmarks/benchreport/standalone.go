@@ -221,19 +221,14 @@ func (r *runner) fixedRun(ctx context.Context, t target, d *Deployment, label st
 
 // manyTopics publishes to N topics with one producer each, at a total
 // rate every count can carry (one message per topic per second, at most
-// half the 1 KiB maximum), each count on a fresh deployment.
+// half the 1 KiB maximum), each count on a fresh deployment, the
+// producers spread over --topic-clients client processes.
 func (r *runner) manyTopics(ctx context.Context, start starter, dir string, d *Deployment) error {
 	for _, n := range r.o.topics {
 		rate := min(float64(n), d.maxOf(1024).Report.PublishPS/2)
 		if err := r.fresh(start, dir, d, func(t target) error {
-			before, serr := scrapeStages(ctx, t.metrics)
-			run, err := r.perf(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", "--size", "1024",
-				"--topic", fmt.Sprintf("persistent://public/default/many-%d", n), "--topics", itoa(n),
-				"--rate", ftoa(rate), "--batching=false")
+			run, err := r.manyTopicsRun(ctx, t, n, rate)
 			if err == nil {
-				if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil {
-					run.Stages = stageDelta(before, after) // producer creation included
-				}
 				d.Topics = append(d.Topics, run)
 			}
 			return err
@@ -242,6 +237,36 @@ func (r *runner) manyTopics(ctx context.Context, start starter, dir string, d *D
 		}
 	}
 	return nil
+}
+
+// manyTopicsRun is n topics at rate msg/s in all, over min(n,
+// --topic-clients) client processes, with the servers' publish stages
+// over the run.
+func (r *runner) manyTopicsRun(ctx context.Context, t target, n int, rate float64) (Run, error) {
+	procs := min(n, r.o.topicClients)
+	before, serr := scrapeStages(ctx, t.metrics)
+	run, err := r.perfSpread(ctx, t, fmt.Sprintf("%s %d topics", t.name, n), "produce", procs, func(i int) []string {
+		share := topicShare(n, procs, i)
+		return []string{"--size", "1024", "--topic", fmt.Sprintf("persistent://public/default/many-%d-c%d", n, i),
+			"--topics", itoa(share), "--rate", ftoa(rate * float64(share) / float64(n)), "--batching=false"}
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	if after, aerr := scrapeStages(ctx, t.metrics); serr == nil && aerr == nil {
+		run.Stages = stageDelta(before, after) // producer creation included
+	}
+	return run, nil
+}
+
+// topicShare is client i's share of n topics over procs clients: n/procs,
+// the first n%procs one more.
+func topicShare(n, procs, i int) int {
+	share := n / procs
+	if i < n%procs {
+		share++
+	}
+	return share
 }
 
 const backlogTopic = "persistent://public/default/backlog"

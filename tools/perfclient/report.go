@@ -39,6 +39,12 @@ type Report struct {
 
 	// Partitions per topic, when the run made them partitioned.
 	Partitions int `json:"partitions,omitempty"`
+
+	// The window's histograms, HDR's V2 compressed encoding (base64):
+	// runs of several client processes are summed exactly from these
+	// (MergeReports), as percentiles cannot be.
+	PublishHistogram string `json:"publishHistogram,omitempty"`
+	E2EHistogram     string `json:"e2eHistogram,omitempty"`
 }
 
 // CurvePoint is the latency (µs) at one percentile.

@@ -18,14 +18,18 @@ func (r *runner) report(seconds float64, timeline []Interval) Report {
 		rep.Producers = c.Producers
 		rep.Published, rep.PublishErr = r.n.published.Load(), r.n.pubErrs.Load()
 		rep.PublishPS, rep.PublishMiB = perSecond(rep.Published, rep.Published*int64(c.Size), seconds)
-		rep.PublishLatency, rep.PublishCurve = summarise(r.pub.windowHist())
+		h := r.pub.windowHist()
+		rep.PublishLatency, rep.PublishCurve = summarise(h)
+		rep.PublishHistogram = encodeHist(h)
 	}
 	if c.consuming() {
 		rep.Consumers = c.Consumers
 		rep.Consumed = r.n.consumed.Load()
 		bytes := r.n.conWindowBytes.Load()
 		rep.ConsumePS, rep.ConsumeMiB = perSecond(rep.Consumed, bytes, seconds)
-		rep.E2ELatency, rep.E2ECurve = summarise(r.e2e.windowHist())
+		h := r.e2e.windowHist()
+		rep.E2ELatency, rep.E2ECurve = summarise(h)
+		rep.E2EHistogram = encodeHist(h)
 		if !c.producing() && rep.Consumed > 0 {
 			rep.MessageSize = int(bytes / rep.Consumed) // what arrived, whatever --size said
 		}
@@ -54,6 +58,20 @@ func summarise(h *hdrhistogram.Histogram) (*perfkit.Latency, []CurvePoint) {
 		curve[i] = CurvePoint{Percentile: p, Micros: h.ValueAtQuantile(p)}
 	}
 	return &l, curve
+}
+
+// encodeHist is h in HDR's V2 compressed encoding, "" when empty (or, for
+// a histogram the encoder refuses, which ours are not: the report still
+// has its percentiles).
+func encodeHist(h *hdrhistogram.Histogram) string {
+	if h.TotalCount() == 0 {
+		return ""
+	}
+	b, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // Format writes rep for people: what ran, the rates and the latencies in
