@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"time"
@@ -257,7 +258,36 @@ func (b *Broker) ResetCursor(ctx context.Context, name, sub string, to admin.Mes
 	if err != nil {
 		return err
 	}
-	return st.reset(ctx, positionOf(to))
+	pos := positionOf(to)
+	if to.IsExcluded && pos.EntryID < math.MaxInt64 {
+		// Read from the entry after it; a position past a ledger's last
+		// entry resets to the next ledger's first (indexAtOrAfter).
+		pos.EntryID++
+	}
+	return st.reset(ctx, pos)
+}
+
+// ExpireMessagesTo acknowledges the subscription up to the entry to, or
+// the one before it when to.IsExcluded (admin.Subscriptions; Pulsar's
+// expire-messages by position). A position past the topic's last entry is
+// refused, as it names no message.
+func (b *Broker) ExpireMessagesTo(ctx context.Context, name, sub string, to admin.MessageID) error {
+	t, st, err := b.expireTargetOf(ctx, name, sub)
+	if err != nil {
+		return err
+	}
+	pos := positionOf(to)
+	if last := t.ml.LastConfirmed(); pos.Compare(last) > 0 {
+		return admin.BadRequest("messageId", "position %v is after the topic's last entry %v", pos, last)
+	}
+	if to.IsExcluded {
+		prev, ok := positionBefore(t.ml, pos)
+		if !ok {
+			return nil // nothing before it
+		}
+		pos = prev
+	}
+	return st.expireUpTo(ctx, pos)
 }
 
 // reset moves the subscription so that pos is read next and disconnects

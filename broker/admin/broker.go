@@ -74,6 +74,9 @@ type Subscriptions interface {
 	// ExpireMessages acknowledges what was published before cutoff;
 	// ExpireAllSubscriptions does it on every subscription.
 	ExpireMessages(ctx context.Context, topic, sub string, cutoff time.Time) error
+	// ExpireMessagesTo acknowledges up to the entry (the one before it if
+	// to.IsExcluded): pulsar-admin's expire-messages --position.
+	ExpireMessagesTo(ctx context.Context, topic, sub string, to MessageID) error
 	ExpireAllSubscriptions(ctx context.Context, topic string, cutoff time.Time) error
 	// PeekMessage is the n-th (from 1) unacknowledged entry.
 	PeekMessage(ctx context.Context, topic, sub string, n int) (Message, error)

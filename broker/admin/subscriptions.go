@@ -19,8 +19,12 @@ package admin
 //   - resetcursor/{timestamp} and resetcursor (MessageId body) move the
 //     subscription to the first entry published at or after the time, or
 //     to the entry, and disconnect its consumers, as SEEK.
+//   - resetcursor with isExcluded (pulsar-admin's -e) moves it to the entry
+//     after the one given.
 //   - expireMessages/{seconds} acknowledges the entries published more than
-//     that long ago; all_subscription does it on every subscription.
+//     that long ago; all_subscription does it on every subscription;
+//     expireMessages with a ResetCursorData body acknowledges up to the
+//     entry (the one before it with isExcluded); 400 past the last entry.
 //   - position/{n} answers the n-th unacknowledged entry (n from 1) as a
 //     message (messages.go); pulsaradmin's peek asks 1, 2, ...
 //   - replicatedSubscriptionStatus (POST, body true or false) turns the
@@ -45,6 +49,7 @@ func (a *brokerAPI) registerSubscriptions(tp string, own func(string, topicHandl
 	own("POST "+sub+"/resetcursor/{timestamp}", a.onSubscription(a.resetToTime))
 	own("POST "+sub+"/resetcursor", a.onSubscription(a.resetToMessage))
 	own("POST "+sub+"/expireMessages/{seconds}", a.onSubscription(a.expireMessages))
+	own("POST "+sub+"/expireMessages", a.onSubscription(a.expireToMessage))
 	own("POST "+tp+"/all_subscription/expireMessages/{seconds}", a.expireAll)
 	own("GET "+sub+"/position/{n}", a.peek)
 	own("POST "+sub+"/replicatedSubscriptionStatus", a.onSubscription(a.replicatedStatus))
@@ -149,6 +154,18 @@ func (a *brokerAPI) expireMessages(r *http.Request, topic, sub string) error {
 		return err
 	}
 	return a.b.ExpireMessages(r.Context(), topic, sub, cutoff)
+}
+
+func (a *brokerAPI) expireToMessage(r *http.Request, topic, sub string) error {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return BadRequest("messageId", "read body: %v", err)
+	}
+	id, err := decodeMessageID(raw)
+	if err != nil {
+		return err
+	}
+	return a.b.ExpireMessagesTo(r.Context(), topic, sub, id)
 }
 
 func (a *brokerAPI) expireAll(w http.ResponseWriter, r *http.Request, topic string) {

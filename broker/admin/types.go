@@ -218,6 +218,9 @@ type MessageID struct {
 	EntryID        int64 `json:"entryId"`
 	PartitionIndex int   `json:"partitionIndex"`
 	BatchIndex     int   `json:"batchIndex"`
+	// IsExcluded is Pulsar's ResetCursorData.isExcluded (pulsar-admin's
+	// -e): a reset starts after the message, an expiry stops before it.
+	IsExcluded bool `json:"isExcluded,omitempty"`
 }
 
 // LatestLedger is the ledger (and entry) id of pulsaradmin's Latest
