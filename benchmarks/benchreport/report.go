@@ -601,8 +601,11 @@ func writeNotes(w io.Writer, res *Results) {
 	if len(res.Sections) > 0 && len(res.Sections) < len(sectionNames) {
 		notes = append(notes, "Sections run (--only): "+strings.Join(res.Sections, ", ")+".")
 	}
-	notes = append(notes,
-		"Everything (servers and clients) shares this machine's cores: client CPU is part of every result.")
+	shared := "Everything (servers and clients) shares this machine's cores: client CPU is part of every result"
+	if res.Pinned.Ran {
+		shared += ", except in \"Server and clients on separate cores\" and the geo section's pinned passes"
+	}
+	notes = append(notes, shared+".")
 	fmt.Fprintf(w, "## Notes\n\n")
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)
