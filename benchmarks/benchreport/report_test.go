@@ -456,3 +456,26 @@ func TestThroughputWhyHasStages(t *testing.T) {
 		t.Fatalf("why: %s", why)
 	}
 }
+
+// The cluster's publish p99 at 50% of its own maximum is held to twice the
+// standalone's at 50% of its maximum.
+func TestClusterTailTarget(t *testing.T) {
+	res := sampleResults() // standalone 50%: p99 3 ms
+	half := sampleRun("cluster e2e 50%", 1024, 25000, 25000, 7000)
+	half.Percent = 50
+	res.Cluster = Deployment{Ran: true, Fixed: []Run{half}}
+	found := false
+	for _, r := range targetRows(res) {
+		if !strings.HasPrefix(r.name, "cluster E3/Qw2/Qa2 publish p99") {
+			continue
+		}
+		found = true
+		if !r.ran || r.met || r.ratio != "1.17" || !strings.Contains(r.measured, "p99 7.00 ms vs 2 × 3.00 ms") ||
+			!strings.Contains(r.why, "25000 msg/s against the standalone's 50000") {
+			t.Fatalf("cluster tail row: %+v", r)
+		}
+	}
+	if !found {
+		t.Fatal("no cluster tail target")
+	}
+}
