@@ -137,11 +137,7 @@ func (a *brokerAPI) resetToTime(r *http.Request, topic, sub string) error {
 }
 
 func (a *brokerAPI) resetToMessage(r *http.Request, topic, sub string) error {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		return BadRequest("messageId", "read body: %v", err)
-	}
-	id, err := decodeMessageID(raw)
+	id, err := messageIDBody(r)
 	if err != nil {
 		return err
 	}
@@ -157,11 +153,7 @@ func (a *brokerAPI) expireMessages(r *http.Request, topic, sub string) error {
 }
 
 func (a *brokerAPI) expireToMessage(r *http.Request, topic, sub string) error {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		return BadRequest("messageId", "read body: %v", err)
-	}
-	id, err := decodeMessageID(raw)
+	id, err := messageIDBody(r)
 	if err != nil {
 		return err
 	}
@@ -199,6 +191,15 @@ func (a *brokerAPI) peek(w http.ResponseWriter, r *http.Request, topic string) {
 	}
 	m, err := a.b.PeekMessage(r.Context(), topic, sub, n)
 	a.writeMessage(w, r, m, err)
+}
+
+// messageIDBody reads the request's MessageId (or ResetCursorData) body.
+func messageIDBody(r *http.Request) (MessageID, error) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	if err != nil {
+		return MessageID{}, BadRequest("messageId", "read body: %v", err)
+	}
+	return decodeMessageID(raw)
 }
 
 // decodeMessageID reads a MessageId body.
