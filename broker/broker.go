@@ -103,6 +103,13 @@ type Config struct {
 	// unless their namespace says otherwise (subexpiry.go); checked every
 	// SubscriptionExpiryCheckInterval (subscriptionExpiryCheckIntervalInMinutes, 5).
 	SubscriptionExpirationTime, SubscriptionExpiryCheckInterval time.Duration
+	// CompactionThreshold is brokerServiceCompactionThresholdInBytes (0:
+	// off): a topic whose bytes added since its last compaction pass it
+	// is compacted, unless its namespace or topic policy says otherwise;
+	// checked every CompactionMonitorInterval
+	// (brokerServiceCompactionMonitorIntervalInSeconds, 60 s).
+	CompactionThreshold       int64
+	CompactionMonitorInterval time.Duration
 	// MaxSubscriptionsPerTopic is maxSubscriptionsPerTopic (0: none): a
 	// new durable subscription past it is refused (NotAllowed) unless the
 	// namespace's max_subscriptions_per_topic or the topic's policy says
@@ -320,6 +327,9 @@ func (c Config) withDefaults() Config {
 	if c.SubscriptionExpiryCheckInterval <= 0 {
 		c.SubscriptionExpiryCheckInterval = 5 * time.Minute
 	}
+	if c.CompactionMonitorInterval <= 0 {
+		c.CompactionMonitorInterval = time.Minute
+	}
 	if c.MaxConcurrentLookupRequest <= 0 {
 		c.MaxConcurrentLookupRequest = 50000
 	}
@@ -437,6 +447,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 	b.spawn(func() {
 		b.every(cfg.SubscriptionExpiryCheckInterval, func() { b.expireSubscriptions(b.ctx, time.Now()) })
 	})
+	b.spawn(func() { b.every(cfg.CompactionMonitorInterval, func() { b.checkCompactions(b.ctx) }) })
 	// Namespace policies and dynamic configuration may set a quota or a
 	// TTL at any time, so both checks always run (cheap with none set).
 	b.spawn(func() { b.every(cfg.BacklogQuotaCheckInterval, func() { b.enforceBacklogQuotas(b.ctx) }) })

@@ -116,7 +116,7 @@ func (c *serverConn) openConsumer(name TopicName, cmd *pb.CommandSubscribe) {
 			code = pb.ServerError_ConsumerBusy
 		case errors.Is(err, errSubNotFound):
 			code = pb.ServerError_SubscriptionNotFound
-		case errors.Is(err, errTooManySubscriptions):
+		case errors.Is(err, errTooManySubscriptions), errors.Is(err, errReadCompactedNotAllowed):
 			code = pb.ServerError_NotAllowedError
 		}
 		_ = c.sendError(reqID, code, err.Error())

@@ -429,7 +429,7 @@ func (s *subscription) readReplay(gen uint64, positions []managedledger.Position
 	}
 	// One read for all: runs of consecutive entries go to the bookies
 	// together. Entries trimmed meanwhile were acknowledged: left out.
-	entries, err := s.topic.ml.ReadEntriesAt(context.Background(), wanted)
+	entries, err := s.readAt(context.Background(), wanted)
 	if err != nil {
 		s.replayFailed(gen, wanted, err)
 		return
@@ -438,6 +438,15 @@ func (s *subscription) readReplay(gen uint64, positions []managedledger.Position
 	clear(s.replaying)
 	s.mu.Unlock()
 	s.onEntries(gen, false, entries, nil)
+}
+
+// readAt reads entries by position: a compacted reader's from the
+// compacted ledger up to the horizon (compactedread.go).
+func (s *subscription) readAt(ctx context.Context, positions []managedledger.Position) ([]managedledger.Entry, error) {
+	if c, ok := s.cursor.(*compactedCursor); ok {
+		return c.readCompactedAt(ctx, positions)
+	}
+	return s.topic.ml.ReadEntriesAt(ctx, positions)
 }
 
 // replayFailed puts positions whose read failed back into the replay set

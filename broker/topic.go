@@ -77,6 +77,8 @@ type topic struct {
 	repl replicationSet
 	// rsubs are the replicated-subscription snapshots under way (replsubs.go).
 	rsubs replSubs
+	// compaction is the topic's compaction (compaction.go).
+	compaction compactionState
 }
 
 // publishFence is what a failed add leaves (Pulsar's
@@ -432,7 +434,9 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 		if s := t.returningReader(name); s != nil {
 			return s, nil
 		}
-	} else if _, exists := t.durableSub(name); !exists {
+	}
+	_, existed := t.durableSub(name)
+	if cmd.GetDurable() && !existed {
 		if !t.autoSubscriptionCreation(ctx) {
 			return nil, fmt.Errorf("%s: subscription %s: Subscription does not exist (allowAutoSubscriptionCreation is off): %w",
 				t.name, name, errSubNotFound)
@@ -441,9 +445,22 @@ func (t *topic) subscription(ctx context.Context, cmd *pb.CommandSubscribe) (*su
 			return nil, err
 		}
 	}
-	cursor, err := t.openCursor(ctx, cmd)
+	if cmd.GetReadCompacted() {
+		if err := checkReadCompacted(t, cmd); err != nil {
+			return nil, err
+		}
+	}
+	cursor, after, err := t.openCursor(ctx, cmd)
 	if err != nil {
 		return nil, err
+	}
+	if cmd.GetReadCompacted() {
+		if cmd.GetDurable() && (existed || cmd.GetInitialPosition() != pb.CommandSubscribe_Earliest) {
+			after = nil // resume where the subscription is
+		}
+		if cursor, err = t.readCompactedCursor(ctx, cursor, after); err != nil {
+			return nil, err
+		}
 	}
 	s := newSubscription(t, name, cmd.GetSubType(), cursor, cmd.GetDurable())
 	t.mu.Lock()
@@ -489,7 +506,9 @@ func (t *topic) replicateIfAsked(ctx context.Context, s *subscription, cmd *pb.C
 	return nil
 }
 
-func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (managedledger.Cursor, error) {
+// openCursor opens the subscription's cursor; after is where a new one
+// starts reading (the entry after it; {-1,-1} for the earliest).
+func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (cur managedledger.Cursor, after *managedledger.Position, err error) {
 	if !cmd.GetDurable() {
 		// Without a start message id (a NonDurable consumer rather than
 		// a reader) the initial position decides, as on Pulsar: Latest
@@ -506,13 +525,16 @@ func (t *topic) openCursor(ctx context.Context, cmd *pb.CommandSubscribe) (manag
 				start.EntryID--
 			}
 		}
-		return t.ml.NewNonDurableCursor(start)
+		cur, err = t.ml.NewNonDurableCursor(start)
+		return cur, &start, err
 	}
 	initial := managedledger.Latest
+	after = &managedledger.Position{LedgerID: -1, EntryID: -1}
 	if cmd.GetInitialPosition() == pb.CommandSubscribe_Earliest {
 		initial = managedledger.Earliest
 	}
-	return t.ml.OpenCursor(ctx, cmd.GetSubscription(), managedledger.CursorOptions{Initial: initial})
+	cur, err = t.ml.OpenCursor(ctx, cmd.GetSubscription(), managedledger.CursorOptions{Initial: initial})
+	return cur, after, err
 }
 
 // unsubscribe removes a subscription that has no consumer left but c.

@@ -15,8 +15,11 @@ package broker
 // may ask), the schema compatibility
 // strategy at the next schema a producer brings (TopicSchemaStrategy).
 //
+// compactionThreshold starts a compaction at the compaction monitor's
+// next check (compaction.go).
+//
 // Each policy here is enforced; the admin API answers the others Pulsar
-// has (offload, compaction, ...) with a "not supported" error
+// has (inactive topic policies, ...) with a "not supported" error
 // naming them.
 
 import (
@@ -114,6 +117,9 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 	}},
 	"subscriptionDispatchRate": {check: isJSON[resources.DispatchRate]("subscriptionDispatchRate"), fallback: func(b *Broker, ns resources.Policies) any {
 		return b.subscriptionDispatchRate(ns, nil)
+	}},
+	"compactionThreshold": {check: nonNegativeInt("compactionThreshold"), fallback: func(b *Broker, ns resources.Policies) any {
+		return compactionThresholdOf(b, ns)
 	}},
 	"autoSubscriptionCreation": {check: isJSON[resources.AutoSubscriptionCreationOverride]("autoSubscriptionCreation"),
 		fallback: func(b *Broker, ns resources.Policies) any {

@@ -196,11 +196,16 @@ func TestTopicPolicyErrors(t *testing.T) {
 	local := topicPolicies(t, a, false)
 	ctx := context.Background()
 	tn := topicName(t, "persistent://t/ns/errors")
-	err := local.SetCompactionThreshold(ctx, tn, 1<<20)
-	if err == nil || !strings.Contains(err.Error(), "compactionThreshold") || !strings.Contains(err.Error(), "not supported") {
-		t.Fatalf("an unsupported policy: %v, want a 501 naming compactionThreshold", err)
+	resp, err := http.Post(url+"/admin/v2/persistent/t/ns/errors/inactiveTopicPolicies", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, err := http.Get(url + "/admin/v2/persistent/t/ns/errors/offloadPolicies")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "inactiveTopicPolicies") {
+		t.Fatalf("an unsupported policy: %s %s, want a 501 naming inactiveTopicPolicies", resp.Status, body)
+	}
+	resp, err = http.Get(url + "/admin/v2/persistent/t/ns/errors/offloadPolicies")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ type MemoryFactory struct {
 	opts    MemoryOptions
 	mu      sync.Mutex
 	ledgers map[string]*memoryLedger
+	side    memorySide // side.go
 }
 
 // NewMemoryFactory returns an empty factory.

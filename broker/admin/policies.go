@@ -125,7 +125,6 @@ func clusterKeyedRoutes[T any](a *api, mux *http.ServeMux, ns, path string, valu
 // broker does not enforce: each route answers 501 naming what is not
 // there, rather than storing a setting nothing would apply.
 var unsupportedNamespacePolicies = map[string]string{
-	"compactionThreshold":                   "topic compaction",
 	"offloadThreshold":                      "tiered storage offload",
 	"offloadThresholdInSeconds":             "tiered storage offload",
 	"offloadDeletionLagMs":                  "tiered storage offload",
@@ -145,6 +144,26 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error { *ref(p) = nil; return nil }))
 	}
 	optInt("messageTTL", "message_ttl_in_seconds", func(p *resources.Policies) **int { return &p.MessageTTLInSeconds })
+	// compactionThreshold is set with PUT (Pulsar's route), POST too.
+	mux.HandleFunc("GET "+ns+"compactionThreshold", a.getter(func(p *resources.Policies) any { return opt(p.CompactionThreshold) }))
+	for _, method := range []string{"PUT", "POST"} {
+		mux.HandleFunc(method+" "+ns+"compactionThreshold", func(w http.ResponseWriter, r *http.Request) {
+			var v int64
+			if err := requireBody(w, r, "compaction_threshold", &v); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			if v < 0 {
+				a.fail(w, r, Errorf(resources.ErrPrecondition, "compactionThreshold must be 0 or more"))
+				return
+			}
+			a.update(w, r, func(p *resources.Policies) error { p.CompactionThreshold = &v; return nil })
+		})
+	}
+	mux.HandleFunc("DELETE "+ns+"compactionThreshold", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.CompactionThreshold = nil
+		return nil
+	}))
 	optInt("subscriptionExpirationTime", "subscription_expiration_time_minutes",
 		func(p *resources.Policies) **int { return &p.SubscriptionExpirationTimeMinutes })
 	optInt("maxProducersPerTopic", "max_producers_per_topic", func(p *resources.Policies) **int { return &p.MaxProducersPerTopic })

@@ -316,6 +316,27 @@ func TestUnsupportedNamespacePolicies(t *testing.T) {
 	e, _ := nsEnv(t)
 	e.want("POST", "/admin/v2/namespaces/t/ns/inactiveTopicPolicies", `{"deleteWhileInactive": true}`, 501,
 		"namespace policy inactiveTopicPolicies: inactive topic deletion is not supported")
-	e.want("GET", "/admin/v2/namespaces/t/ns/compactionThreshold", "", 501, "topic compaction")
 	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
+}
+
+// compactionThreshold: unset answers nothing (pulsaradmin reads -1), PUT
+// sets it (0 too), a negative value is 412, DELETE unsets it.
+func TestNamespaceCompactionThreshold(t *testing.T) {
+	e, name := nsEnv(t)
+	ns := e.pa.Namespaces()
+	get := func(want int64) {
+		t.Helper()
+		if v, err := ns.GetCompactionThreshold(name); err != nil || v != want {
+			t.Fatalf("compactionThreshold %d %v, want %d", v, err, want)
+		}
+	}
+	get(-1)
+	e.ok(ns.SetCompactionThreshold(name, 0))
+	get(0)
+	e.ok(ns.SetCompactionThreshold(name, 1<<20))
+	get(1 << 20)
+	e.want("PUT", "/admin/v2/namespaces/t/ns/compactionThreshold", "-5", 412, "compactionThreshold must be 0 or more")
+	get(1 << 20)
+	e.want("DELETE", "/admin/v2/namespaces/t/ns/compactionThreshold", "", 204, "")
+	get(-1)
 }

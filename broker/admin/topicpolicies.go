@@ -8,7 +8,7 @@ package admin
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
 // persistence, schemaValidationEnforced, publishRate, subscribeRate,
-// schemaCompatibilityStrategy, delayedDelivery), each GET, POST (PUT too for
+// schemaCompatibilityStrategy, delayedDelivery, compactionThreshold), each GET, POST (PUT too for
 // schemaCompatibilityStrategy), DELETE, as Pulsar's topic policies and
 // pulsaradmin's Topics() and TopicPolicies() call them.
 //
@@ -21,7 +21,7 @@ package admin
 //     else global), else the namespace's, else the broker's. DELETE (or a
 //     JSON null) removes the topic's own. The broker enforces each
 //     (broker/topicpolicies.go).
-//   - Pulsar's other topic policies (offloadPolicies, compactionThreshold, ...)
+//   - Pulsar's other topic policies (inactiveTopicPolicies, ...)
 //     answer 501 naming what is not supported, on every method.
 //   - POST takes the list of clusters; each must exist and be allowed
 //     for the namespace (412 otherwise, as for a namespace). An empty list
@@ -92,6 +92,7 @@ var TopicPolicyNames = map[string]string{
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
 	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "", "schemaCompatibilityStrategy": "", "delayedDelivery": "",
+	"compactionThreshold": "",
 }
 
 // putTopicPolicies are set with PUT as well as POST (Pulsar's route for
@@ -102,7 +103,6 @@ var putTopicPolicies = map[string]bool{"schemaCompatibilityStrategy": true}
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
 	"offloadPolicies":       "tiered storage offload",
-	"compactionThreshold":   "topic compaction",
 	"inactiveTopicPolicies": "inactive topic deletion",
 	"backlogQuotaMap":       "per-topic backlog quotas",
 	"backlogQuota":          "per-topic backlog quotas",

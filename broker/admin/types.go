@@ -264,3 +264,11 @@ type namespaceOwnership struct {
 	IsControlled     bool   `json:"is_controlled"`
 	IsActive         bool   `json:"is_active"`
 }
+
+// LongRunningStatus is Pulsar's LongRunningProcessStatus: the state of a
+// topic's compaction or offload (NOT_RUN, RUNNING, SUCCESS, ERROR) and the
+// last error.
+type LongRunningStatus struct {
+	Status    string `json:"status"`
+	LastError string `json:"lastError"`
+}

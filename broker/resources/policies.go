@@ -284,6 +284,10 @@ type Policies struct {
 	// deduplication snapshot interval (unset: the broker's).
 	DeduplicationSnapshotIntervalSeconds *int  `json:"deduplicationSnapshotIntervalSeconds,omitempty"`
 	OffloadThreshold                     int64 `json:"offload_threshold"`
+	// CompactionThreshold starts a topic's compaction once this many
+	// bytes were added since the last (0: never; unset: the broker's
+	// brokerServiceCompactionThresholdInBytes).
+	CompactionThreshold *int64 `json:"compaction_threshold,omitempty"`
 
 	// SchemaAutoUpdateCompatibilityStrategy is deprecated in Pulsar and
 	// unset ("", null in Pulsar's JSON) in new namespaces; an UNDEFINED

@@ -226,6 +226,14 @@ func topicCmds() []adminCmd {
 		topicPlain("unload", "unload a topic from its broker", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
 			return replyNone(), env.api.Topics().Unload(*t)
 		}),
+		topicPlain("compact", "start a compaction of a topic (each key's last message is kept)", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			err := env.api.Topics().Compact(*t)
+			return replyText(nil, func(w io.Writer) { fmt.Fprintln(w, "Topic compaction requested for", t.String()) }), err
+		}),
+		topicPlain("compaction-status", "show the state of a topic's last compaction", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			st, err := env.api.Topics().CompactStatus(*t)
+			return replyText(st, func(w io.Writer) { writeLongRunning(w, st) }), err
+		}),
 	}
 	cmds = append(cmds, statsCmds()...)
 	cmds = append(cmds, topicDispatchRateCmds()...)
@@ -528,4 +536,13 @@ func printable(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// writeLongRunning prints a compaction's or offload's status, as
+// pulsar-admin does.
+func writeLongRunning(w io.Writer, st utils.LongRunningProcessStatus) {
+	fmt.Fprintln(w, st.Status)
+	if st.LastError != "" {
+		fmt.Fprintln(w, "Error:", st.LastError)
+	}
 }

@@ -65,10 +65,12 @@ type brokerSettings struct {
 	// delayedDeliveryTickTimeMillis and delayedDeliveryMaxDelayInMillis.
 	delayedEnabled          bool
 	delayedTick, delayedMax time.Duration
-	subExpiryMinutes        int  // subscriptionExpirationTimeMinutes
-	subExpiryCheck          int  // subscriptionExpiryCheckIntervalInMinutes
-	schemaEnforced          bool // isSchemaValidationEnforced
-	noAutoCreate            bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
+	subExpiryMinutes        int   // subscriptionExpirationTimeMinutes
+	subExpiryCheck          int   // subscriptionExpiryCheckIntervalInMinutes
+	compactionThreshold     int64 // brokerServiceCompactionThresholdInBytes
+	compactionMonitorSecs   int   // brokerServiceCompactionMonitorIntervalInSeconds
+	schemaEnforced          bool  // isSchemaValidationEnforced
+	noAutoCreate            bool  // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
 	autoCreateType          string
 	defaultPartitions       int
 	maxLookups              int // maxConcurrentLookupRequest
@@ -144,6 +146,8 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"brokerDeduplicationSnapshotIntervalSeconds":              setNonNegInt(&s.dedupSnapshotSecs),
 		"subscriptionExpirationTimeMinutes":                       setNonNegInt(&s.subExpiryMinutes),
 		"subscriptionExpiryCheckIntervalInMinutes":                setNonNegInt(&s.subExpiryCheck),
+		"brokerServiceCompactionThresholdInBytes":                 setNonNegInt64(&s.compactionThreshold),
+		"brokerServiceCompactionMonitorIntervalInSeconds":         setNonNegInt(&s.compactionMonitorSecs),
 		"isSchemaValidationEnforced":                              setBool(&s.schemaEnforced),
 		"allowAutoTopicCreation":                                  setNegatedBool(&s.noAutoCreate),
 		"allowAutoTopicCreationType":                              setString(&s.autoCreateType),
@@ -285,6 +289,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		DeduplicationSnapshotInterval:   time.Duration(s.dedupSnapshotSecs) * time.Second,
 		SubscriptionExpirationTime:      time.Duration(s.subExpiryMinutes) * time.Minute,
 		SubscriptionExpiryCheckInterval: time.Duration(s.subExpiryCheck) * time.Minute,
+		CompactionThreshold:             s.compactionThreshold,
+		CompactionMonitorInterval:       time.Duration(s.compactionMonitorSecs) * time.Second,
 		SchemaValidationEnforced:        s.schemaEnforced,
 		DelayedDeliveryDisabled:         !s.delayedEnabled, DelayedDeliveryTickTime: s.delayedTick,
 		DelayedDeliveryMaxDelay:   s.delayedMax,

@@ -171,3 +171,16 @@ func setInt64(p *int64) confSetter {
 
 // setList reads a comma-separated list (journalDirectories, ledgerDirectories).
 func setList(p *string) confSetter { return setString(p) }
+
+// setNonNegInt64 is setInt64 for sizes where a negative number means
+// nothing.
+func setNonNegInt64(p *int64) confSetter {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer (0: off), got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}

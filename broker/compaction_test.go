@@ -1,0 +1,369 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsaradmin "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+// keyed is one message a compaction test sends.
+type keyed struct{ key, value string }
+
+func sendKeyed(t *testing.T, c pulsar.Client, topic string, batching bool, msgs []keyed) []pulsar.MessageID {
+	t.Helper()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: !batching,
+		BatchingMaxPublishDelay: 50 * time.Millisecond, BatchingMaxMessages: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ids := make([]pulsar.MessageID, len(msgs))
+	errs := make(chan error, len(msgs))
+	for i, m := range msgs {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Key: m.key, Payload: []byte(m.value)},
+			func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				ids[i] = id
+				errs <- err
+			})
+	}
+	for range msgs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// readAll reads a topic from the earliest message until nothing is left.
+func readAll(t *testing.T, c pulsar.Client, topic string, compacted bool) []pulsar.Message {
+	t.Helper()
+	r, err := c.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID(), ReadCompacted: compacted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []pulsar.Message
+	for r.HasNext() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(out), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// latestByKey is what a compacted read must give: each key's last value,
+// keys whose last message is empty gone, unkeyed messages all kept.
+func latestByKey(msgs []keyed) (keyedLast map[string]string, unkeyed []string) {
+	keyedLast = map[string]string{}
+	for _, m := range msgs {
+		switch {
+		case m.key == "":
+			unkeyed = append(unkeyed, m.value)
+		case m.value == "":
+			delete(keyedLast, m.key)
+		default:
+			keyedLast[m.key] = m.value
+		}
+	}
+	return keyedLast, unkeyed
+}
+
+// checkCompactedRead checks a compacted read of what was sent, of which
+// the last raw messages came after the compaction horizon: those come as
+// they were sent; before them, each key's last value once (tombstoned
+// keys gone), unkeyed messages all, in id order.
+func checkCompactedRead(t *testing.T, got []pulsar.Message, sent []keyed, raw int) {
+	t.Helper()
+	var tail []keyed // what the Go client delivers: not empty messages
+	for _, m := range sent[len(sent)-raw:] {
+		if m.value != "" {
+			tail = append(tail, m)
+		}
+	}
+	if len(got) < len(tail) {
+		t.Fatalf("compacted read: %d messages, fewer than the %d sent after the horizon", len(got), len(tail))
+	}
+	for i, m := range got[len(got)-len(tail):] {
+		if want := tail[i]; m.Key() != want.key || string(m.Payload()) != want.value {
+			t.Fatalf("message %d after the horizon: %s=%q, want %s=%q", i, m.Key(), m.Payload(), want.key, want.value)
+		}
+	}
+	got, sent = got[:len(got)-len(tail)], sent[:len(sent)-raw]
+	wantKeyed, wantUnkeyed := latestByKey(sent)
+	gotKeyed := map[string]string{}
+	var gotUnkeyed []string
+	for _, m := range got {
+		switch {
+		case m.Key() == "":
+			gotUnkeyed = append(gotUnkeyed, string(m.Payload()))
+		case len(m.Payload()) == 0:
+			// A compacted-out placeholder of a batch (this client delivers
+			// them; Java's skips them): it must not hide a later value.
+		default:
+			if v, dup := gotKeyed[m.Key()]; dup {
+				t.Fatalf("key %s read twice (%s, then %s)", m.Key(), v, m.Payload())
+			}
+			gotKeyed[m.Key()] = string(m.Payload())
+		}
+	}
+	if fmt.Sprint(gotKeyed) != fmt.Sprint(wantKeyed) {
+		t.Fatalf("compacted read: keyed %v, want %v", gotKeyed, wantKeyed)
+	}
+	sort.Strings(gotUnkeyed)
+	sort.Strings(wantUnkeyed)
+	if fmt.Sprint(gotUnkeyed) != fmt.Sprint(wantUnkeyed) {
+		t.Fatalf("compacted read: unkeyed %v, want %v", gotUnkeyed, wantUnkeyed)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].ID().LedgerID() < got[i-1].ID().LedgerID() ||
+			(got[i].ID().LedgerID() == got[i-1].ID().LedgerID() && got[i].ID().EntryID() < got[i-1].ID().EntryID()) {
+			t.Fatalf("message %d (%v) before message %d (%v)", i, got[i].ID(), i-1, got[i-1].ID())
+		}
+	}
+}
+
+func compactAndWait(t *testing.T, a pulsaradmin.Client, tn utils.TopicName) {
+	t.Helper()
+	if err := a.Topics().Compact(tn); err != nil {
+		t.Fatal(err)
+	}
+	waitCompaction(t, a, tn)
+}
+
+func waitCompaction(t *testing.T, a pulsaradmin.Client, tn utils.TopicName) {
+	t.Helper()
+	eventually(t, "compaction finished", func() error {
+		st, err := a.Topics().CompactStatus(tn)
+		if err != nil {
+			return err
+		}
+		switch st.Status {
+		case utils.SUCCESS:
+			return nil
+		case utils.ERROR:
+			t.Fatalf("compaction failed: %s", st.LastError)
+		}
+		return fmt.Errorf("status %s", st.Status)
+	})
+}
+
+func rounds(keys, n int, extra ...keyed) []keyed {
+	var out []keyed
+	for r := range n {
+		for k := range keys {
+			out = append(out, keyed{fmt.Sprintf("k%d", k), fmt.Sprintf("k%d-r%d", k, r)})
+		}
+	}
+	return append(out, extra...)
+}
+
+// TestCompactionKeepsEachKeysLastMessage: after a compaction a compacted
+// reader gets each key's last value (tombstoned keys gone, unkeyed
+// messages kept) in id order, then what was added since; a plain reader
+// still gets everything; a second compaction reads only what is new and
+// replaces the compacted ledger.
+func TestCompactionKeepsEachKeysLastMessage(t *testing.T) {
+	b, url := startPolicyBroker(t, func(*resources.Policies) {})
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	topic := "persistent://t/ns/compact-plain"
+	tn := topicName(t, topic)
+	sent := rounds(10, 4, keyed{"", "loose-1"}, keyed{"k3", ""}, keyed{"", "loose-2"})
+	sendKeyed(t, c, topic, false, sent)
+	if st, err := a.Topics().CompactStatus(tn); err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("before any compaction: %+v %v, want NOT_RUN", st, err)
+	}
+	compactAndWait(t, a, tn)
+	checkCompactedRead(t, readAll(t, c, topic, true), sent, 0)
+	// The Go client does not deliver messages with an empty payload.
+	nonEmpty := 0
+	for _, m := range sent {
+		if m.value != "" {
+			nonEmpty++
+		}
+	}
+	if all := readAll(t, c, topic, false); len(all) != nonEmpty {
+		for i, m := range all {
+			t.Logf("%d %v %s=%q", i, m.ID(), m.Key(), m.Payload())
+		}
+		t.Fatalf("a plain reader read %d messages, want all %d", len(all), nonEmpty)
+	}
+	first := compactedLedgerOf(t, b, topic)
+
+	// (A last message of an empty payload would never come: the Go
+	// client drops those, and a reader waits for the last id.)
+	more := []keyed{{"k0", "k0-late"}, {"k3", "k3-back"}, {"k9", ""}, {"k5", "k5-late"}}
+	sendKeyed(t, c, topic, false, more)
+	sent = append(sent, more...)
+	checkCompactedRead(t, readAll(t, c, topic, true), sent, len(more)) // compacted part, then the new entries
+	compactAndWait(t, a, tn)
+	checkCompactedRead(t, readAll(t, c, topic, true), sent, 0)
+	if second := compactedLedgerOf(t, b, topic); second == first {
+		t.Fatalf("the second compaction kept compacted ledger %d", first)
+	}
+	side := b.ledgers.(managedledger.SideLedgers)
+	if _, err := side.OpenSideLedger(context.Background(), first); err == nil {
+		t.Fatalf("the first compacted ledger %d is still there after the second compaction", first)
+	}
+}
+
+func compactedLedgerOf(t *testing.T, b *Broker, topic string) int64 {
+	t.Helper()
+	tp, err := b.existingAdminTopic(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tp.compactedView(context.Background())
+	if err != nil || v == nil {
+		t.Fatalf("compacted view: %v %v", v, err)
+	}
+	return v.ledgerID
+}
+
+// TestCompactionOfBatches: a batch that lost some messages is written
+// again with compacted_out placeholders, so every kept message keeps its
+// id (ledger, entry and batch index) and value.
+func TestCompactionOfBatches(t *testing.T) {
+	b, url := startPolicyBroker(t, func(*resources.Policies) {})
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	topic := "persistent://t/ns/compact-batches"
+	sent := []keyed{{"a", "a1"}, {"b", "b1"}, {"a", "a2"}, {"c", "c1"}, {"b", ""}, {"", "loose"}}
+	ids := sendKeyed(t, c, topic, true, sent)
+	compactAndWait(t, a, topicName(t, topic))
+	got := readAll(t, c, topic, true)
+	checkCompactedRead(t, got, sent, 0)
+	for _, m := range got {
+		if len(m.Payload()) == 0 {
+			continue
+		}
+		var want pulsar.MessageID
+		for i, s := range sent {
+			if s.key == m.Key() && s.value == string(m.Payload()) {
+				want = ids[i]
+			}
+		}
+		if want == nil || want.LedgerID() != m.ID().LedgerID() || want.EntryID() != m.ID().EntryID() || want.BatchIdx() != m.ID().BatchIdx() {
+			t.Fatalf("message %s=%s has id %v, the producer was given %v", m.Key(), m.Payload(), m.ID(), want)
+		}
+	}
+}
+
+// TestCompactedReadAfterTrim: once the compaction horizon lets the topic's
+// ledgers go, a new compacted reader and a new durable compacted
+// subscription at the earliest message still get every key's last value
+// (from the compacted ledger, whose positions are before the first stored
+// entry); a plain reader gets only what is still stored.
+func TestCompactedReadAfterTrim(t *testing.T) {
+	b, url := startPolicyBrokerWith(t, func(*resources.Policies) {}, 10, Config{})
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	topic := "persistent://t/ns/compact-trimmed"
+	sent := rounds(5, 10)
+	sendKeyed(t, c, topic, false, sent)
+	compactAndWait(t, a, topicName(t, topic))
+	// Trimming runs when acknowledgements or retention checks let it:
+	// more entries roll ledgers over.
+	tail := rounds(2, 15)
+	for i := range tail {
+		tail[i].value = "tail-" + tail[i].value
+	}
+	sendKeyed(t, c, topic, false, tail)
+	eventually(t, "ledgers before the horizon trimmed", func() error {
+		if n := len(readAll(t, c, topic, false)); n >= len(sent)+len(tail) {
+			return fmt.Errorf("a plain reader still reads %d messages", n)
+		}
+		return nil
+	})
+	all := append(append([]keyed(nil), sent...), tail...)
+	checkCompactedRead(t, readAll(t, c, topic, true), all, len(tail))
+
+	// A durable compacted subscription, in two sessions: the progress
+	// acknowledged in the first (positions of ledgers no longer stored)
+	// is where the second starts.
+	subscribe := func() pulsar.Consumer {
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "durable-compacted", Type: pulsar.Exclusive,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReadCompacted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cons
+	}
+	wantKeyed, _ := latestByKey(all)
+	got := map[string]string{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	consume := func(cons pulsar.Consumer, n int) {
+		for range n {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatalf("durable compacted subscription: after %v: %v", got, err)
+			}
+			if v, ok := got[m.Key()]; ok && !strings.HasPrefix(string(m.Payload()), "tail-") {
+				t.Fatalf("key %s came again (%s, then %s) after its cumulative ack", m.Key(), v, m.Payload())
+			}
+			got[m.Key()] = string(m.Payload())
+			if err := cons.AckCumulative(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	first := subscribe()
+	consume(first, 3)
+	first.Close()
+	second := subscribe()
+	defer second.Close()
+	consume(second, 2+len(tail)) // the other compacted keys, then the tail as sent
+	if fmt.Sprint(got) != fmt.Sprint(wantKeyed) {
+		t.Fatalf("durable compacted subscription read %v, want %v", got, wantKeyed)
+	}
+}
+
+// TestReadCompactedRefusedOnShared: as Pulsar, only exclusive and
+// failover subscriptions may read compacted.
+func TestReadCompactedRefusedOnShared(t *testing.T) {
+	_, url := startPolicyBroker(t, func(*resources.Policies) {})
+	c := newClient(t, url)
+	_, err := c.Subscribe(pulsar.ConsumerOptions{Topic: "persistent://t/ns/compact-shared", SubscriptionName: "s",
+		Type: pulsar.Shared, ReadCompacted: true})
+	if err == nil || !strings.Contains(err.Error(), "exclusive or failover") {
+		t.Fatalf("a shared compacted subscription: %v, want refused", err)
+	}
+}
+
+// TestCompactionThresholdStartsCompaction: the namespace's
+// compactionThreshold makes the monitor compact a topic on its own; a
+// topic policy of 0 turns it off for one topic.
+func TestCompactionThresholdStartsCompaction(t *testing.T) {
+	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {
+		one := int64(1)
+		p.CompactionThreshold = &one
+	}, 0, Config{CompactionMonitorInterval: 50 * time.Millisecond})
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	off := topicName(t, "persistent://t/ns/compact-off")
+	if err := a.Topics().SetCompactionThreshold(off, 0); err != nil {
+		t.Fatal(err)
+	}
+	sendKeyed(t, c, "persistent://t/ns/compact-auto", false, rounds(3, 3))
+	sendKeyed(t, c, off.String(), false, rounds(3, 3))
+	waitCompaction(t, a, topicName(t, "persistent://t/ns/compact-auto"))
+	time.Sleep(200 * time.Millisecond) // several monitor checks
+	if st, err := a.Topics().CompactStatus(off); err != nil || st.Status != utils.NOTRUN {
+		t.Fatalf("a topic whose threshold policy is 0: %+v %v, want NOT_RUN", st, err)
+	}
+}
