@@ -186,8 +186,13 @@ func internalStatsOf(ctx context.Context, t *topic) (admin.InternalStats, error)
 		Ledgers: []admin.LedgerInfo{}, Cursors: map[string]admin.CursorStats{}, SchemaLedgers: []struct{}{},
 		CompactedLedger: admin.CompactedLedger{LedgerID: -1, Entries: -1, Size: -1}}
 	if ll, ok := t.ml.(managedledger.LedgerLister); ok {
+		var offloaded map[int64]bool
+		if o, ok := t.ml.(managedledger.Offloadable); ok {
+			offloaded = o.Offloaded()
+		}
 		for _, l := range ll.Ledgers() {
-			st.Ledgers = append(st.Ledgers, admin.LedgerInfo{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp})
+			st.Ledgers = append(st.Ledgers, admin.LedgerInfo{LedgerID: l.ID, Entries: l.Entries, Size: l.Size, Timestamp: l.Timestamp,
+				Offloaded: offloaded[l.ID]})
 		}
 		if n := len(st.Ledgers); n > 0 {
 			st.CurrentLedgerSize = st.Ledgers[n-1].Size

@@ -110,6 +110,12 @@ type Config struct {
 	// (brokerServiceCompactionMonitorIntervalInSeconds, 60 s).
 	CompactionThreshold       int64
 	CompactionMonitorInterval time.Duration
+	// Offload is the broker's tiered storage policy
+	// (managedLedgerOffloadDriver, ...AutoTriggerSizeThresholdBytes,
+	// ...ThresholdInSeconds, ...DeletionLagMs), applied at every
+	// retention check unless a namespace or topic says otherwise
+	// (offload.go). Driver "" with no policy naming one: no offload.
+	Offload managedledger.OffloadPolicy
 	// MaxSubscriptionsPerTopic is maxSubscriptionsPerTopic (0: none): a
 	// new durable subscription past it is refused (NotAllowed) unless the
 	// namespace's max_subscriptions_per_topic or the topic's policy says
@@ -329,6 +335,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactionMonitorInterval <= 0 {
 		c.CompactionMonitorInterval = time.Minute
+	}
+	if c.Offload == (managedledger.OffloadPolicy{}) { // Pulsar's defaults: nothing automatic, a 4 h lag
+		c.Offload = managedledger.OffloadPolicy{ThresholdBytes: -1, ThresholdAge: -1, DeletionLag: 4 * time.Hour}
 	}
 	if c.MaxConcurrentLookupRequest <= 0 {
 		c.MaxConcurrentLookupRequest = 50000

@@ -118,6 +118,7 @@ func (b *Broker) applyRetention(ctx context.Context) {
 	for _, t := range b.loadedTopics() {
 		t.ml.SetRetention(t.retention(ctx))
 	}
+	b.checkOffloads(ctx)
 }
 
 // expireByPolicy applies each loaded topic's TTL.

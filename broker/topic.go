@@ -79,6 +79,8 @@ type topic struct {
 	rsubs replSubs
 	// compaction is the topic's compaction (compaction.go).
 	compaction compactionState
+	// offload is the topic's last requested offload (offload.go).
+	offload offloadState
 }
 
 // publishFence is what a failed add leaves (Pulsar's

@@ -15,6 +15,7 @@ package broker
 // may ask), the schema compatibility
 // strategy at the next schema a producer brings (TopicSchemaStrategy).
 //
+// offloadPolicies apply at the next retention check (offload.go);
 // compactionThreshold starts a compaction at the compaction monitor's
 // next check (compaction.go).
 //
@@ -117,6 +118,12 @@ var topicPolicySpecs = map[string]topicPolicySpec{
 	}},
 	"subscriptionDispatchRate": {check: isJSON[resources.DispatchRate]("subscriptionDispatchRate"), fallback: func(b *Broker, ns resources.Policies) any {
 		return b.subscriptionDispatchRate(ns, nil)
+	}},
+	"offloadPolicies": {check: checkOffloadPolicies, fallback: func(b *Broker, ns resources.Policies) any {
+		if ns.OffloadPolicies != nil {
+			return *ns.OffloadPolicies
+		}
+		return offloadPoliciesOf(b.cfg.Offload)
 	}},
 	"compactionThreshold": {check: nonNegativeInt("compactionThreshold"), fallback: func(b *Broker, ns resources.Policies) any {
 		return compactionThresholdOf(b, ns)

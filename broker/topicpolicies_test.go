@@ -205,13 +205,13 @@ func TestTopicPolicyErrors(t *testing.T) {
 	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(body), "inactiveTopicPolicies") {
 		t.Fatalf("an unsupported policy: %s %s, want a 501 naming inactiveTopicPolicies", resp.Status, body)
 	}
-	resp, err = http.Get(url + "/admin/v2/persistent/t/ns/errors/offloadPolicies")
+	resp, err = http.Get(url + "/admin/v2/persistent/t/ns/errors/backlogQuotaMap")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotImplemented {
-		t.Fatalf("GET offloadPolicies: %s, want 501", resp.Status)
+		t.Fatalf("GET backlogQuotaMap: %s, want 501", resp.Status)
 	}
 	if err := local.SetMaxProducers(ctx, tn, -1); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("maxProducers -1: %v, want 400", err)

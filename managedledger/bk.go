@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger/offload"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -74,8 +75,20 @@ type Config struct {
 	// back to the defaults could give a namespace weaker replication than
 	// it asks for.
 	LedgerPolicy func(ctx context.Context, name string) (LedgerPolicy, error)
+	// Offload, if set, lets closed ledgers go to tiered storage
+	// (bk_offload.go): the default driver (managedLedgerOffloadDriver) and
+	// the offloaders' settings (the filesystem driver's root).
+	Offload *OffloadConfig
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// OffloadConfig configures tiered storage.
+type OffloadConfig struct {
+	Driver string
+	Config offload.Config
+	// Wrap, if set, wraps each offloader built (tests inject faults).
+	Wrap func(offload.Offloader) offload.Offloader
 }
 
 // LedgerPolicy overrides the factory's ledger settings for one managed
@@ -172,6 +185,8 @@ type BKFactory struct {
 	mu      sync.Mutex
 	open    map[string]*bkLedger
 	opening map[string]chan struct{} // opens and closes in progress: closed when done
+	// offloaders are built on first use, by driver (bk_offload.go).
+	offloaders map[string]offload.Offloader
 }
 
 // NewBKFactory returns a factory; Store and Ledgers are required.
@@ -196,6 +211,8 @@ type ledgerMeta struct {
 	Entries   int64 `json:"entries"`
 	Size      int64 `json:"size"`
 	Timestamp int64 `json:"timestamp"` // unix ms when it was closed (0 while open)
+	// Offload is the ledger's tiered-storage copy (bk_offload.go).
+	Offload *offloadMeta `json:"offload,omitempty"`
 }
 
 func mlPath(name string) string { return ManagedLedgersPath + "/" + name }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger/offload"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -43,6 +44,10 @@ type bkLedger struct {
 	persistWG sync.WaitGroup // persist ticks in flight
 
 	metaMu sync.Mutex // held from reading the version to storing the new one
+
+	// offloadMu serializes offloads (bk_offload.go); held across them,
+	// before metaMu.
+	offloadMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -87,9 +92,10 @@ type bkLedger struct {
 }
 
 type ledgerInfo struct {
-	meta   ledgerMeta
-	first  int64              // global index of entry 0
-	reader *ledger.ReadHandle // opened lazily for closed ledgers
+	meta      ledgerMeta
+	first     int64              // global index of entry 0
+	reader    *ledger.ReadHandle // opened lazily for closed ledgers
+	offReader offload.Reader     // opened lazily for offloaded ledgers
 }
 
 type queuedAdd struct {

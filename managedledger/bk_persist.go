@@ -560,7 +560,14 @@ func (ml *bkLedger) SetRetention(r Retention) {
 func (ml *bkLedger) trim(ctx context.Context) error {
 	gone, err := ml.trimMetadata(ctx)
 	for _, l := range gone {
-		if err := ml.cfg.Ledgers.Delete(ctx, l.meta.ID); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+		ml.mu.Lock()
+		r := l.offReader
+		l.offReader = nil
+		ml.mu.Unlock()
+		if r != nil {
+			_ = r.Close()
+		}
+		if err := ml.f.deleteLedgerCopies(ctx, ml.name, l.meta); err != nil {
 			ml.f.log.Warn("managed ledger could not delete a consumed ledger", "managed_ledger", ml.name, "ledger", l.meta.ID, "err", err)
 		}
 	}

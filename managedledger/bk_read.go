@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/magnetar-io/magnetar/ledger"
+	"github.com/magnetar-io/magnetar/managedledger/offload"
 )
 
 // errTrimmed: fetch found an index trimmed since it was planned.
@@ -29,13 +30,14 @@ func (ml *bkLedger) fetch(ctx context.Context, indices []int64) ([]Entry, error)
 		isCurrent := k == len(ml.mu.ledgers)-1
 		w := ml.mu.writer
 		entries := l.meta.Entries
+		off := l.meta.Offload
 		ml.mu.Unlock()
 		// The run of indices in this ledger that are consecutive.
 		n := 1
 		for n < len(indices) && indices[n] == indices[n-1]+1 && indices[n]-l.first < entries {
 			n++
 		}
-		run, err := ml.fetchRun(ctx, l, pos, n, isCurrent, w)
+		run, err := ml.fetchRun(ctx, l, pos, n, isCurrent, w, off)
 		if err != nil {
 			return out, err
 		}
@@ -46,7 +48,7 @@ func (ml *bkLedger) fetch(ctx context.Context, indices []int64) ([]Entry, error)
 }
 
 // fetchRun reads n consecutive entries of ledger l from pos.
-func (ml *bkLedger) fetchRun(ctx context.Context, l *ledgerInfo, pos Position, n int, isCurrent bool, w *ledger.WriteHandle) ([]Entry, error) {
+func (ml *bkLedger) fetchRun(ctx context.Context, l *ledgerInfo, pos Position, n int, isCurrent bool, w *ledger.WriteHandle, off *offloadMeta) ([]Entry, error) {
 	out := make([]Entry, 0, n)
 	missFrom := -1
 	for i := range n {
@@ -64,9 +66,15 @@ func (ml *bkLedger) fetchRun(ctx context.Context, l *ledgerInfo, pos Position, n
 	first, last := pos.EntryID+int64(missFrom), pos.EntryID+int64(n-1)
 	var entries []ledger.Entry
 	var err error
-	if isCurrent && w != nil && w.ID() == l.meta.ID {
+	switch {
+	case isCurrent && w != nil && w.ID() == l.meta.ID:
 		entries, err = w.Read(ctx, first, last)
-	} else {
+	case off != nil && off.Complete: // read where readers will have to once the bookies' copy goes
+		var r offload.Reader
+		if r, err = ml.offloadReader(ctx, l, off); err == nil {
+			entries, err = r.Read(ctx, first, last)
+		}
+	default:
 		var r *ledger.ReadHandle
 		if r, err = ml.reader(ctx, l); err == nil {
 			entries, err = r.Read(ctx, first, last)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -42,17 +41,17 @@ func (f *BKFactory) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	defer release()
-	ids, err := f.deleteMetadata(ctx, name)
+	ledgers, err := f.deleteMetadata(ctx, name)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if err := f.cfg.Ledgers.Delete(ctx, id); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+	for _, lm := range ledgers {
+		if err := f.deleteLedgerCopies(ctx, name, lm); err != nil {
 			f.log.Warn("managed ledger deleted, but not one of its ledgers: it stays until deleted by hand",
-				"managed_ledger", name, "ledger", id, "err", err)
+				"managed_ledger", name, "ledger", lm.ID, "err", err)
 		}
 	}
-	f.log.Info("managed ledger deleted", "managed_ledger", name, "ledgers", len(ids))
+	f.log.Info("managed ledger deleted", "managed_ledger", name, "ledgers", len(ledgers))
 	return nil
 }
 
@@ -89,8 +88,8 @@ func (f *BKFactory) claim(ctx context.Context, name string) (release func(), err
 }
 
 // deleteMetadata removes the cursors' nodes, then the managed ledger's,
-// and returns every ledger they named.
-func (f *BKFactory) deleteMetadata(ctx context.Context, name string) ([]int64, error) {
+// and returns every ledger they named (cursor ledgers as bare ids).
+func (f *BKFactory) deleteMetadata(ctx context.Context, name string) ([]ledgerMeta, error) {
 	raw, st, err := f.cfg.Store.Get(ctx, mlPath(name))
 	if errors.Is(err, metadata.ErrNotFound) {
 		return nil, fmt.Errorf("managedledger: delete %s: %w", name, ErrNotFound)
@@ -102,10 +101,7 @@ func (f *BKFactory) deleteMetadata(ctx context.Context, name string) ([]int64, e
 	if err := json.Unmarshal(raw, &md); err != nil {
 		return nil, fmt.Errorf("managedledger: delete %s: metadata at %s is not a managed ledger: %w", name, mlPath(name), err)
 	}
-	ids := make([]int64, 0, len(md.Ledgers))
-	for _, lm := range md.Ledgers {
-		ids = append(ids, lm.ID)
-	}
+	ledgers := append([]ledgerMeta(nil), md.Ledgers...)
 	cursorLedgers, err := f.deleteCursorNodes(ctx, name)
 	if err != nil {
 		return nil, err
@@ -113,7 +109,10 @@ func (f *BKFactory) deleteMetadata(ctx context.Context, name string) ([]int64, e
 	if err := f.cfg.Store.Delete(ctx, mlPath(name), st.Version); err != nil {
 		return nil, fmt.Errorf("managedledger: delete %s: %w", name, err)
 	}
-	return append(ids, cursorLedgers...), nil
+	for _, id := range cursorLedgers {
+		ledgers = append(ledgers, ledgerMeta{ID: id})
+	}
+	return ledgers, nil
 }
 
 // deleteCursorNodes removes every cursor node of name and returns their

@@ -13,7 +13,9 @@
 //
 // # Metadata of the ledger-backed implementation (JSON)
 //
-//	/managed-ledgers/<name>            {"ledgers":[{"ledgerId","entries","size","timestamp"}...],
+//	/managed-ledgers/<name>            {"ledgers":[{"ledgerId","entries","size","timestamp",
+//	                                                 "offload":{"uid","driver","complete",
+//	                                                   "bookkeeperDeleted","timestamp"}}...],
 //	                                    "properties":{...},"terminatedPosition":{...}}
 //	/managed-ledgers/<name>/<cursor>   {"cursorsLedgerId","markDeletePosition","lastActive"}
 //

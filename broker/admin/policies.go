@@ -31,8 +31,10 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger/offload"
 )
 
 func (a *api) registerPolicies(mux *http.ServeMux) {
@@ -125,10 +127,6 @@ func clusterKeyedRoutes[T any](a *api, mux *http.ServeMux, ns, path string, valu
 // broker does not enforce: each route answers 501 naming what is not
 // there, rather than storing a setting nothing would apply.
 var unsupportedNamespacePolicies = map[string]string{
-	"offloadThreshold":                      "tiered storage offload",
-	"offloadThresholdInSeconds":             "tiered storage offload",
-	"offloadDeletionLagMs":                  "tiered storage offload",
-	"offloadPolicies":                       "tiered storage offload",
 	"inactiveTopicPolicies":                 "inactive topic deletion",
 	"schemaAutoUpdateCompatibilityStrategy": "the legacy schema auto-update strategy (use schemaCompatibilityStrategy)",
 	"encryptionRequired":                    "refusing unencrypted messages",
@@ -144,6 +142,7 @@ func (a *api) registerSimplePolicies(mux *http.ServeMux, ns string) {
 		mux.HandleFunc("DELETE "+ns+path, a.updater(func(_ *http.Request, p *resources.Policies) error { *ref(p) = nil; return nil }))
 	}
 	optInt("messageTTL", "message_ttl_in_seconds", func(p *resources.Policies) **int { return &p.MessageTTLInSeconds })
+	a.registerOffloadPolicies(mux, ns)
 	// compactionThreshold is set with PUT (Pulsar's route), POST too.
 	mux.HandleFunc("GET "+ns+"compactionThreshold", a.getter(func(p *resources.Policies) any { return opt(p.CompactionThreshold) }))
 	for _, method := range []string{"PUT", "POST"} {
@@ -485,4 +484,79 @@ func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
 		return map[K]V{}
 	}
 	return m
+}
+
+// registerOffloadPolicies serves the namespace's tiered storage settings:
+// offloadThreshold and offloadThresholdInSeconds (-1: off; set with PUT),
+// offloadDeletionLagMs (PUT, DELETE), offloadPolicies (POST; DELETE at
+// removeOffloadPolicies, Pulsar's path). A driver must be one of
+// Pulsar's.
+func (a *api) registerOffloadPolicies(mux *http.ServeMux, ns string) {
+	mux.HandleFunc("GET "+ns+"offloadThreshold", a.getter(func(p *resources.Policies) any { return p.OffloadThreshold }))
+	mux.HandleFunc("GET "+ns+"offloadThresholdInSeconds", a.getter(func(p *resources.Policies) any {
+		if p.OffloadThresholdInSeconds == nil {
+			return int64(-1)
+		}
+		return *p.OffloadThresholdInSeconds
+	}))
+	mux.HandleFunc("GET "+ns+"offloadDeletionLagMs", a.getter(func(p *resources.Policies) any { return opt(p.OffloadDeletionLagMs) }))
+	mux.HandleFunc("GET "+ns+"offloadPolicies", a.getter(func(p *resources.Policies) any { return opt(p.OffloadPolicies) }))
+	for _, method := range []string{"PUT", "POST"} {
+		mux.HandleFunc(method+" "+ns+"offloadThreshold", setter(a, "offload_threshold", func(p *resources.Policies, v int64) {
+			p.OffloadThreshold = v
+		}))
+		mux.HandleFunc(method+" "+ns+"offloadThresholdInSeconds", func(w http.ResponseWriter, r *http.Request) {
+			var v int64
+			if err := requireBody(w, r, "offload_threshold_in_seconds", &v); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			if v < -1 { // Pulsar's words: clients compare them
+				a.fail(w, r, Errorf(resources.ErrPrecondition, "Invalid value for offloadThresholdInSecond"))
+				return
+			}
+			a.update(w, r, func(p *resources.Policies) error { p.OffloadThresholdInSeconds = &v; return nil })
+		})
+		mux.HandleFunc(method+" "+ns+"offloadDeletionLagMs", func(w http.ResponseWriter, r *http.Request) {
+			var v int64
+			if err := requireBody(w, r, "offload_deletion_lag_ms", &v); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			if v < 0 {
+				a.fail(w, r, Errorf(resources.ErrPrecondition, "offloadDeletionLagMs must be 0 or more"))
+				return
+			}
+			a.update(w, r, func(p *resources.Policies) error { p.OffloadDeletionLagMs = &v; return nil })
+		})
+	}
+	mux.HandleFunc("DELETE "+ns+"offloadDeletionLagMs", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.OffloadDeletionLagMs = nil
+		return nil
+	}))
+	mux.HandleFunc("POST "+ns+"offloadPolicies", func(w http.ResponseWriter, r *http.Request) {
+		var v resources.OffloadPolicies
+		if err := requireBody(w, r, "offload_policies", &v); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if err := CheckOffloadDriver(v.ManagedLedgerOffloadDriver); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		a.update(w, r, func(p *resources.Policies) error { p.OffloadPolicies = &v; return nil })
+	})
+	mux.HandleFunc("DELETE "+ns+"removeOffloadPolicies", a.updater(func(_ *http.Request, p *resources.Policies) error {
+		p.OffloadPolicies = nil
+		return nil
+	}))
+}
+
+// CheckOffloadDriver refuses a driver name Pulsar does not know (412, as
+// Pulsar answers), listing the ones it does.
+func CheckOffloadDriver(driver string) error {
+	if driver == "" || offload.KnownDriver(driver) {
+		return nil
+	}
+	return Errorf(resources.ErrPrecondition, "offload driver %q is not supported, support value: %s", driver, strings.Join(offload.PulsarDrivers(), ","))
 }

@@ -316,7 +316,7 @@ func TestUnsupportedNamespacePolicies(t *testing.T) {
 	e, _ := nsEnv(t)
 	e.want("POST", "/admin/v2/namespaces/t/ns/inactiveTopicPolicies", `{"deleteWhileInactive": true}`, 501,
 		"namespace policy inactiveTopicPolicies: inactive topic deletion is not supported")
-	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "", 501, "tiered storage offload")
+	e.want("GET", "/admin/v2/namespaces/t/ns/encryptionRequired", "", 501, "refusing unencrypted messages")
 }
 
 // compactionThreshold: unset answers nothing (pulsaradmin reads -1), PUT
@@ -339,4 +339,42 @@ func TestNamespaceCompactionThreshold(t *testing.T) {
 	get(1 << 20)
 	e.want("DELETE", "/admin/v2/namespaces/t/ns/compactionThreshold", "", 204, "")
 	get(-1)
+}
+
+// The namespace's tiered storage settings: thresholds default to -1, a
+// threshold in seconds below -1 is refused in Pulsar's words, the
+// deletion lag can be set and cleared, offload policies naming a driver
+// Pulsar does not know are refused (412) and removed at Pulsar's path.
+func TestNamespaceOffloadPolicies(t *testing.T) {
+	e, name := nsEnv(t)
+	ns := e.pa.Namespaces()
+	if v, err := ns.GetOffloadThreshold(name); err != nil || v != -1 {
+		t.Fatalf("offloadThreshold %d %v, want -1", v, err)
+	}
+	if v, err := ns.GetOffloadThresholdInSeconds(name); err != nil || v != -1 {
+		t.Fatalf("offloadThresholdInSeconds %d %v, want -1", v, err)
+	}
+	e.ok(ns.SetOffloadThreshold(name, 1<<30))
+	e.ok(ns.SetOffloadThresholdInSeconds(name, 60))
+	if v, err := ns.GetOffloadThreshold(name); err != nil || v != 1<<30 {
+		t.Fatalf("offloadThreshold %d %v after set", v, err)
+	}
+	if v, err := ns.GetOffloadThresholdInSeconds(name); err != nil || v != 60 {
+		t.Fatalf("offloadThresholdInSeconds %d %v after set", v, err)
+	}
+	e.want("PUT", "/admin/v2/namespaces/t/ns/offloadThresholdInSeconds", "-60", 412, "Invalid value for offloadThresholdInSecond")
+	if v, err := ns.GetOffloadDeleteLag(name); err != nil || v != -1 {
+		t.Fatalf("offloadDeletionLagMs %d %v, want -1 (unset)", v, err)
+	}
+	e.ok(ns.SetOffloadDeleteLag(name, 1000))
+	if v, err := ns.GetOffloadDeleteLag(name); err != nil || v != 1000 {
+		t.Fatalf("offloadDeletionLagMs %d %v after set", v, err)
+	}
+	e.want("DELETE", "/admin/v2/namespaces/t/ns/offloadDeletionLagMs", "", 204, "")
+	e.want("POST", "/admin/v2/namespaces/t/ns/offloadPolicies", `{"managedLedgerOffloadDriver": "floppy"}`, 412, "floppy")
+	e.want("POST", "/admin/v2/namespaces/t/ns/offloadPolicies",
+		`{"managedLedgerOffloadDriver": "filesystem", "managedLedgerOffloadThresholdInBytes": 0, "fileSystemURI": "file:///x"}`, 204, "")
+	e.want("GET", "/admin/v2/namespaces/t/ns/offloadPolicies", "", 200, `"fileSystemURI":"file:///x"`)
+	e.want("DELETE", "/admin/v2/namespaces/t/ns/removeOffloadPolicies", "", 204, "")
+	e.want("GET", "/admin/v2/namespaces/t/ns/offloadPolicies", "", 204, "")
 }

@@ -8,7 +8,8 @@ package admin
 // maxMessageSize, deduplicationEnabled, autoSubscriptionCreation,
 // dispatchRate, subscriptionDispatchRate, deduplicationSnapshotInterval,
 // persistence, schemaValidationEnforced, publishRate, subscribeRate,
-// schemaCompatibilityStrategy, delayedDelivery, compactionThreshold), each GET, POST (PUT too for
+// schemaCompatibilityStrategy, delayedDelivery, compactionThreshold,
+// offloadPolicies), each GET, POST (PUT too for
 // schemaCompatibilityStrategy), DELETE, as Pulsar's topic policies and
 // pulsaradmin's Topics() and TopicPolicies() call them.
 //
@@ -92,7 +93,7 @@ var TopicPolicyNames = map[string]string{
 	"maxSubscriptionsPerTopic": "", "maxMessageSize": "", "deduplicationEnabled": "", "autoSubscriptionCreation": "",
 	"dispatchRate": "", "subscriptionDispatchRate": "", "deduplicationSnapshotInterval": "", "persistence": "",
 	"schemaValidationEnforced": "", "publishRate": "", "subscribeRate": "", "schemaCompatibilityStrategy": "", "delayedDelivery": "",
-	"compactionThreshold": "",
+	"compactionThreshold": "", "offloadPolicies": "",
 }
 
 // putTopicPolicies are set with PUT as well as POST (Pulsar's route for
@@ -102,7 +103,6 @@ var putTopicPolicies = map[string]bool{"schemaCompatibilityStrategy": true}
 // unsupportedTopicPolicies are Pulsar's other topic-level policies: each
 // route answers 501 naming what is not there, not a bare 404.
 var unsupportedTopicPolicies = map[string]string{
-	"offloadPolicies":       "tiered storage offload",
 	"inactiveTopicPolicies": "inactive topic deletion",
 	"backlogQuotaMap":       "per-topic backlog quotas",
 	"backlogQuota":          "per-topic backlog quotas",

@@ -66,6 +66,7 @@ func (a *brokerAPI) registerTopics(mux *http.ServeMux) {
 		own("GET "+tp+"/examinemessage", a.examineMessage)
 		a.registerSubscriptions(tp, own)
 		a.registerCompaction(tp, own)
+		a.registerOffload(tp, own)
 		a.registerTopicPolicies(tp, here)
 	}
 	mux.HandleFunc("PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload", a.unloadTopic)

@@ -272,3 +272,17 @@ type LongRunningStatus struct {
 	Status    string `json:"status"`
 	LastError string `json:"lastError"`
 }
+
+// OffloadStatus is Pulsar's OffloadProcessStatus: a LongRunningStatus and
+// the first message still on the bookies.
+type OffloadStatus struct {
+	LongRunningStatus
+	FirstUnoffloaded OffloadedMessageID `json:"firstUnoffloadedMessage"`
+}
+
+// OffloadedMessageID is the MessageIdImpl of an OffloadStatus.
+type OffloadedMessageID struct {
+	LedgerID       int64 `json:"ledgerId"`
+	EntryID        int64 `json:"entryId"`
+	PartitionIndex int   `json:"partitionIndex"`
+}

@@ -288,6 +288,13 @@ type Policies struct {
 	// bytes were added since the last (0: never; unset: the broker's
 	// brokerServiceCompactionThresholdInBytes).
 	CompactionThreshold *int64 `json:"compaction_threshold,omitempty"`
+	// OffloadThresholdInSeconds offloads a topic's ledgers older than this
+	// (unset or -1: not by age); OffloadDeletionLagMs deletes their bookie copies
+	// that long after (unset: the broker's); OffloadPolicies are the
+	// namespace's tiered storage settings (unset: the broker's).
+	OffloadThresholdInSeconds *int64           `json:"offload_threshold_in_seconds,omitempty"`
+	OffloadDeletionLagMs      *int64           `json:"offload_deletion_lag_ms,omitempty"`
+	OffloadPolicies           *OffloadPolicies `json:"offload_policies,omitempty"`
 
 	// SchemaAutoUpdateCompatibilityStrategy is deprecated in Pulsar and
 	// unset ("", null in Pulsar's JSON) in new namespaces; an UNDEFINED
@@ -477,4 +484,39 @@ func (d DelayedDeliveryPolicies) Validate() error {
 		return invalidf("delayed_delivery_policies.maxDeliveryDelayInMillis", "must be 0 or more, got %d", d.MaxDeliveryDelayInMillis)
 	}
 	return nil
+}
+
+// OffloadPolicies is Pulsar's OffloadPolicies (tiered storage) as the
+// admin API carries it; members not modelled (the S3, GCS and Azure
+// settings) are kept in Extra and written back unchanged.
+type OffloadPolicies struct {
+	ManagedLedgerOffloadDriver string `json:"managedLedgerOffloadDriver,omitempty"`
+	// ThresholdInBytes keeps that many bytes of a topic on the bookies
+	// (-1: no automatic offload by size); the older alias
+	// AutoTriggerSizeThresholdBytes counts when it is not set.
+	ManagedLedgerOffloadThresholdInBytes              *int64 `json:"managedLedgerOffloadThresholdInBytes,omitempty"`
+	ManagedLedgerOffloadAutoTriggerSizeThresholdBytes *int64 `json:"managedLedgerOffloadAutoTriggerSizeThresholdBytes,omitempty"`
+	ManagedLedgerOffloadThresholdInSeconds            *int64 `json:"managedLedgerOffloadThresholdInSeconds,omitempty"`
+	ManagedLedgerOffloadDeletionLagInMillis           *int64 `json:"managedLedgerOffloadDeletionLagInMillis,omitempty"`
+
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+type plainOffloadPolicies OffloadPolicies
+
+// UnmarshalJSON keeps unknown members in Extra.
+func (p *OffloadPolicies) UnmarshalJSON(data []byte) error {
+	var v plainOffloadPolicies
+	extra, err := decodeWithExtra(data, &v)
+	if err != nil {
+		return err
+	}
+	v.Extra = extra
+	*p = OffloadPolicies(v)
+	return nil
+}
+
+// MarshalJSON writes the modelled and the Extra members.
+func (p OffloadPolicies) MarshalJSON() ([]byte, error) {
+	return encodeWithExtra(plainOffloadPolicies(p), p.Extra)
 }

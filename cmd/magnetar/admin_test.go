@@ -530,6 +530,8 @@ func adminTopics(a adminCLI, brokerURL string) {
 		"partitions: 4\n", "persistent://public/default/pt-partition-3")
 
 	prod.Close()
+	wantContains(t, "offload-status before", a.ok("topics", "offload-status", "plain"), "NOT_RUN", "First message on the bookies:")
+	wantContains(t, "offload without a threshold", a.fails(2, "topics", "offload", "plain"), "--size-threshold is required")
 	wantContains(t, "compaction-status before", a.ok("topics", "compaction-status", "plain"), "NOT_RUN")
 	wantContains(t, "compact", a.ok("topics", "compact", "plain"), "Topic compaction requested")
 	deadline := time.Now().Add(10 * time.Second)

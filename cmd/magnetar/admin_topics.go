@@ -234,6 +234,33 @@ func topicCmds() []adminCmd {
 			st, err := env.api.Topics().CompactStatus(*t)
 			return replyText(st, func(w io.Writer) { writeLongRunning(w, st) }), err
 		}),
+		topicCmd("offload", "offload a topic's older ledgers to tiered storage, keeping --size-threshold on the bookies", func(fs *flag.FlagSet) topicAction {
+			size := fs.String("size-threshold", "", "bytes to keep on the bookies, newest first (e.g. 10M, 1G; required)")
+			return func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+				if *size == "" {
+					return replyNone(), usageErrorf("--size-threshold is required")
+				}
+				keep, err := parseSize("size-threshold", *size)
+				if err != nil {
+					return replyNone(), err
+				}
+				m, ok, err := offloadUpTo(env, t, keep)
+				if err != nil || !ok {
+					return replyText(nil, func(w io.Writer) { fmt.Fprintln(w, "Nothing to offload") }), err
+				}
+				err = env.api.Topics().Offload(*t, m)
+				return replyText(nil, func(w io.Writer) {
+					fmt.Fprintln(w, "Offload triggered for", t.String(), "for messages before", messageIDText(m))
+				}), err
+			}
+		}),
+		topicPlain("offload-status", "show the state of a topic's last offload", func(env *adminEnv, t *utils.TopicName) (adminReply, error) {
+			st, err := env.api.Topics().OffloadStatus(*t)
+			return replyText(st, func(w io.Writer) {
+				writeLongRunning(w, utils.LongRunningProcessStatus{Status: st.Status, LastError: st.LastError})
+				fmt.Fprintln(w, "First message on the bookies:", messageIDText(st.FirstUnOffloadedMessage))
+			}), err
+		}),
 	}
 	cmds = append(cmds, statsCmds()...)
 	cmds = append(cmds, topicDispatchRateCmds()...)
@@ -545,4 +572,23 @@ func writeLongRunning(w io.Writer, st utils.LongRunningProcessStatus) {
 	if st.LastError != "" {
 		fmt.Fprintln(w, "Error:", st.LastError)
 	}
+}
+
+// offloadUpTo is the message an offload keeping keep bytes stops before,
+// as pulsar-admin finds it: the first message of the oldest ledger that,
+// with every newer one, holds at most keep bytes. ok is false when every
+// ledger fits.
+func offloadUpTo(env *adminEnv, t *utils.TopicName, keep int64) (utils.MessageID, bool, error) {
+	st, err := env.api.Topics().GetInternalStats(*t)
+	if err != nil {
+		return utils.MessageID{}, false, err
+	}
+	var total int64
+	for i := len(st.Ledgers) - 1; i >= 0; i-- {
+		total += st.Ledgers[i].Size
+		if total > keep && i+1 < len(st.Ledgers) {
+			return utils.MessageID{LedgerID: st.Ledgers[i+1].LedgerID, PartitionIndex: -1}, true, nil
+		}
+	}
+	return utils.MessageID{}, false, nil
 }

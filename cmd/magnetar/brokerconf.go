@@ -17,6 +17,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/schema"
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/managedledger/offload"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
@@ -68,15 +69,23 @@ type brokerSettings struct {
 	subExpiryMinutes        int   // subscriptionExpirationTimeMinutes
 	subExpiryCheck          int   // subscriptionExpiryCheckIntervalInMinutes
 	compactionThreshold     int64 // brokerServiceCompactionThresholdInBytes
-	compactionMonitorSecs   int   // brokerServiceCompactionMonitorIntervalInSeconds
-	schemaEnforced          bool  // isSchemaValidationEnforced
-	noAutoCreate            bool  // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
-	autoCreateType          string
-	defaultPartitions       int
-	maxLookups              int // maxConcurrentLookupRequest
-	maxConns                int // brokerMaxConnections
-	maxConnsPerIP           int // brokerMaxConnectionsPerIp
-	maxTopicLoads           int // maxConcurrentTopicLoadRequest
+	// offloadDriver, offloadRoot (fileSystemURI), offloadSize, offloadAge
+	// and offloadLag are managedLedgerOffloadDriver, fileSystemURI,
+	// managedLedgerOffloadAutoTriggerSizeThresholdBytes,
+	// managedLedgerOffloadThresholdInSeconds and
+	// managedLedgerOffloadDeletionLagMs (tiered storage).
+	offloadDriver, offloadRoot string
+	offloadSize, offloadAge    int64
+	offloadLag                 int64
+	compactionMonitorSecs      int  // brokerServiceCompactionMonitorIntervalInSeconds
+	schemaEnforced             bool // isSchemaValidationEnforced
+	noAutoCreate               bool // allowAutoTopicCreation=false (the zero value allows, as Pulsar's default)
+	autoCreateType             string
+	defaultPartitions          int
+	maxLookups                 int // maxConcurrentLookupRequest
+	maxConns                   int // brokerMaxConnections
+	maxConnsPerIP              int // brokerMaxConnectionsPerIp
+	maxTopicLoads              int // maxConcurrentTopicLoadRequest
 	// Replicated subscriptions: enableReplicatedSubscriptions=false,
 	// replicatedSubscriptionsSnapshot{FrequencyMillis,TimeoutSeconds,MaxCachedPerSubscription}.
 	noReplSubs      bool
@@ -98,7 +107,7 @@ type brokerSettings struct {
 // mean something else (for the limits below, no limit).
 func defaultBrokerSettings() brokerSettings {
 	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120,
-		delayedEnabled: true, delayedTick: time.Second}
+		delayedEnabled: true, delayedTick: time.Second, offloadSize: -1, offloadAge: -1, offloadLag: 4 * 3600 * 1000}
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -147,6 +156,11 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"subscriptionExpirationTimeMinutes":                       setNonNegInt(&s.subExpiryMinutes),
 		"subscriptionExpiryCheckIntervalInMinutes":                setNonNegInt(&s.subExpiryCheck),
 		"brokerServiceCompactionThresholdInBytes":                 setNonNegInt64(&s.compactionThreshold),
+		"managedLedgerOffloadDriver":                              setString(&s.offloadDriver),
+		"fileSystemURI":                                           setString(&s.offloadRoot),
+		"managedLedgerOffloadAutoTriggerSizeThresholdBytes":       setInt64(&s.offloadSize),
+		"managedLedgerOffloadThresholdInSeconds":                  setInt64(&s.offloadAge),
+		"managedLedgerOffloadDeletionLagMs":                       setInt64(&s.offloadLag),
 		"brokerServiceCompactionMonitorIntervalInSeconds":         setNonNegInt(&s.compactionMonitorSecs),
 		"isSchemaValidationEnforced":                              setBool(&s.schemaEnforced),
 		"allowAutoTopicCreation":                                  setNegatedBool(&s.noAutoCreate),
@@ -171,6 +185,11 @@ func (s *brokerSettings) setters() map[string]confSetter {
 }
 
 func (s *brokerSettings) validate(path string) error {
+	if s.offloadDriver != "" {
+		if _, err := offload.New(s.offloadDriver, offload.Config{Root: s.offloadRoot}); err != nil {
+			return fmt.Errorf("config %s: managedLedgerOffloadDriver %q, fileSystemURI %q: %w", path, s.offloadDriver, s.offloadRoot, err)
+		}
+	}
 	if s.retentionMinutes < -1 || s.retentionMB < -1 {
 		return fmt.Errorf("config %s: defaultRetentionTimeInMinutes %d, defaultRetentionSizeInMB %d: each must be -1 (no limit) or more",
 			path, s.retentionMinutes, s.retentionMB)
@@ -213,9 +232,25 @@ func (s *brokerSettings) validate(path string) error {
 // managedLedgerConfig is the part of the managed-ledger settings standalone
 // and broker share (the caller adds the stores and the ensemble).
 func (s *brokerSettings) managedLedgerConfig(log *slog.Logger) managedledger.Config {
-	return managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), MaxSizePerLedger: int64(s.maxLedgerMB) << 20,
+	cfg := managedledger.Config{MaxEntriesPerLedger: int64(s.maxEntriesPerLedger), MaxSizePerLedger: int64(s.maxLedgerMB) << 20,
 		CacheSize:              int64(s.cacheMB) << 20,
 		CacheEvictionWatermark: s.cacheWatermark, CacheEvictionTime: s.cacheEvictAge, Retention: s.retention(), Logger: log}
+	if s.offloadDriver != "" || s.offloadRoot != "" {
+		cfg.Offload = &managedledger.OffloadConfig{Driver: s.offloadDriver, Config: offload.Config{Root: s.offloadRoot}}
+	}
+	return cfg
+}
+
+// offloadPolicy is the broker's tiered storage policy.
+func (s *brokerSettings) offloadPolicy() managedledger.OffloadPolicy {
+	p := managedledger.OffloadPolicy{Driver: s.offloadDriver, ThresholdBytes: s.offloadSize, ThresholdAge: -1, DeletionLag: -1}
+	if s.offloadAge >= 0 {
+		p.ThresholdAge = time.Duration(s.offloadAge) * time.Second
+	}
+	if s.offloadLag >= 0 {
+		p.DeletionLag = time.Duration(s.offloadLag) * time.Millisecond
+	}
+	return p
 }
 
 // bookieFrameSize is the bookie frame limit this broker's ledger client
@@ -290,6 +325,7 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		SubscriptionExpirationTime:      time.Duration(s.subExpiryMinutes) * time.Minute,
 		SubscriptionExpiryCheckInterval: time.Duration(s.subExpiryCheck) * time.Minute,
 		CompactionThreshold:             s.compactionThreshold,
+		Offload:                         s.offloadPolicy(),
 		CompactionMonitorInterval:       time.Duration(s.compactionMonitorSecs) * time.Second,
 		SchemaValidationEnforced:        s.schemaEnforced,
 		DelayedDeliveryDisabled:         !s.delayedEnabled, DelayedDeliveryTickTime: s.delayedTick,

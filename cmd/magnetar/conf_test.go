@@ -25,7 +25,7 @@ func writeConf(t *testing.T, text string) string {
 
 func TestStandaloneConfigFile(t *testing.T) {
 	p := writeConf(t, "# comment\nclusterName=east\nbrokerServicePort=7000\nwebServicePort=7001\n"+
-		"keepAliveIntervalSeconds=5\nmanagedLedgerOffloadDriver=s3\nmaxConcurrentLookupRequest=7\nmaxConcurrentTopicLoadRequest=9\n"+
+		"keepAliveIntervalSeconds=5\nbookkeeperClientHealthCheckEnabled=true\nmaxConcurrentLookupRequest=7\nmaxConcurrentTopicLoadRequest=9\n"+
 		"brokerMaxConnections=1000\nbrokerMaxConnectionsPerIp=50\n\n")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
@@ -37,7 +37,7 @@ func TestStandaloneConfigFile(t *testing.T) {
 		f.maxLookups != 7 || f.maxTopicLoads != 9 || f.maxConns != 1000 || f.maxConnsPerIP != 50 {
 		t.Fatalf("config applied wrongly (flags must win): %+v", f)
 	}
-	if !strings.Contains(logs.String(), "managedLedgerOffloadDriver") {
+	if !strings.Contains(logs.String(), "bookkeeperClientHealthCheckEnabled") {
 		t.Fatalf("unknown key not reported: %s", logs.String())
 	}
 }
@@ -45,10 +45,12 @@ func TestStandaloneConfigFile(t *testing.T) {
 func TestStandaloneConfigErrors(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for text, want := range map[string]string{
-		"clusterName\n":                "want key=value",
-		"brokerServicePort=lots\n":     "brokerServicePort: want an integer",
-		"keepAliveIntervalSeconds=0\n": "keepAliveIntervalSeconds",
-		"brokerMaxConnections=-1\n":    "brokerMaxConnections: want a non-negative integer",
+		"clusterName\n":                       "want key=value",
+		"brokerServicePort=lots\n":            "brokerServicePort: want an integer",
+		"keepAliveIntervalSeconds=0\n":        "keepAliveIntervalSeconds",
+		"brokerMaxConnections=-1\n":           "brokerMaxConnections: want a non-negative integer",
+		"managedLedgerOffloadDriver=aws-s3\n": `managedLedgerOffloadDriver "aws-s3"`,
+		"managedLedgerOffloadDriver=filesystem\nfileSystemURI=hdfs://nn/x\n": "hdfs",
 	} {
 		_, err := parseStandaloneFlags([]string{"--config", writeConf(t, text)}, io.Discard, log)
 		if err == nil || !strings.Contains(err.Error(), want) {
