@@ -52,3 +52,10 @@ func (b *Broker) unloadWhere(ctx context.Context, match func(*topic) bool) int {
 	close(done)
 	return len(closing)
 }
+
+// BrokerVersion implements admin.BrokerOps.
+func (b *Broker) BrokerVersion() string { return b.cfg.Version }
+
+// CheckBacklogQuotas implements admin.BrokerOps: the periodic backlog
+// quota check, now.
+func (b *Broker) CheckBacklogQuotas(ctx context.Context) { b.enforceBacklogQuotas(ctx) }

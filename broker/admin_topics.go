@@ -262,10 +262,19 @@ func (b *Broker) PartitionedTopics(ctx context.Context, domain, tenant, ns strin
 
 // CreateTopic creates a non-partitioned topic, its managed ledger
 // (admin.Topics).
+// shadowSourceProperty marks a topic created as a shadow topic (Pulsar's
+// PULSAR.SHADOW_SOURCE).
+const shadowSourceProperty = "PULSAR.SHADOW_SOURCE"
+
 func (b *Broker) CreateTopic(ctx context.Context, name string, props map[string]string) error {
 	t, err := adminTopic(name)
 	if err != nil {
 		return err
+	}
+	if src, ok := props[shadowSourceProperty]; ok {
+		// pulsar-admin topics create-shadow-topic: an ordinary topic
+		// would silently not follow its source.
+		return admin.Errorf(admin.ErrNotSupported, "create %s as a shadow topic of %s: shadow topics are not supported by this broker", name, src)
 	}
 	if err := b.createTopic(ctx, t); err != nil {
 		return err

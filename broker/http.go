@@ -25,6 +25,7 @@ func (b *Broker) HTTPHandler() http.Handler {
 			ClusterName: b.cfg.ClusterName, Logger: b.log})
 	}
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
+	admin.RegisterUnsupported(mux)
 	return b.recoverHTTP(v1Rewrite(b.limitBody(b.authHTTP(mux))))
 }
 

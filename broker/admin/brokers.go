@@ -6,6 +6,7 @@ package admin
 // where only the ownership service can answer.
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sort"
@@ -18,11 +19,35 @@ func (a *brokerAPI) registerCluster(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/v2/brokers/{cluster}", a.activeBrokers)
 	mux.HandleFunc("GET /admin/v2/brokers/leaderBroker", a.leaderBroker)
 	mux.HandleFunc("GET /admin/v2/brokers/health", a.health)
+	mux.HandleFunc("GET /admin/v2/brokers/version", func(w http.ResponseWriter, r *http.Request) {
+		if ops, ok := a.b.(BrokerOps); ok {
+			WriteJSON(w, ops.BrokerVersion())
+			return
+		}
+		a.fail(w, r, Errorf(ErrNotSupported, "brokers version is not supported by this broker"))
+	})
+	mux.HandleFunc("GET /admin/v2/brokers/backlog-quota-check", func(w http.ResponseWriter, r *http.Request) {
+		if ops, ok := a.b.(BrokerOps); ok {
+			ops.CheckBacklogQuotas(r.Context())
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		a.fail(w, r, Errorf(ErrNotSupported, "brokers backlog-quota-check is not supported by this broker"))
+	})
 	mux.HandleFunc("GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces", a.ownedNamespaces)
 	mux.HandleFunc("GET /admin/v2/broker-stats/load-report", a.loadReport)
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/unload", a.unloadNamespace)
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload", a.bundleOp("unload"))
 	mux.HandleFunc("PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split", a.bundleOp("split"))
+}
+
+// BrokerOps are the brokers group's commands about this broker itself.
+type BrokerOps interface {
+	// BrokerVersion is the broker's version (pulsar-admin brokers version).
+	BrokerVersion() string
+	// CheckBacklogQuotas runs the backlog quota check now
+	// (brokers backlog-quota-check).
+	CheckBacklogQuotas(ctx context.Context)
 }
 
 // clusterOnly answers 412 when the broker is not in cluster mode.

@@ -47,8 +47,10 @@ type Cluster struct {
 	Bookies []*Proc
 	Brokers []*Proc
 	Proxy   *Proc
-	Remote  *Proc // c2, once a geo run started it (geo.go)
-	// geoReady: c2 runs and both stores know the replicated namespace.
+	// Remote and RemoteBookie are c2's broker and bookie, once a geo run
+	// started them (geo.go).
+	Remote, RemoteBookie *Proc
+	// geoReady: c2 runs and the instance has the replicated namespace.
 	geoReady bool
 	Client   *netlab.Host
 	ZKConn   string // zk:host:2181,.../c1
@@ -121,7 +123,7 @@ func (c *Cluster) logf(format string, args ...any) {
 
 // Close kills every process and removes the lab.
 func (c *Cluster) Close() {
-	for _, group := range [][]*Proc{{c.Remote, c.Proxy}, c.Brokers, c.Bookies, c.ZK} {
+	for _, group := range [][]*Proc{{c.Remote, c.RemoteBookie, c.Proxy}, c.Brokers, c.Bookies, c.ZK} {
 		for _, p := range group {
 			if p != nil {
 				p.Kill()
@@ -502,7 +504,7 @@ func (c *Cluster) bookieDir(p *Proc) string { return filepath.Join(c.opts.Dir, p
 func (c *Cluster) All() []*Proc {
 	all := append(append(append(append([]*Proc{}, c.ZK...), c.Bookies...), c.Brokers...), c.Proxy)
 	if c.Remote != nil {
-		all = append(all, c.Remote)
+		all = append(all, c.RemoteBookie, c.Remote)
 	}
 	return all
 }

@@ -48,7 +48,7 @@ var Scenarios = []*Scenario{
 	{Name: "split-bundle", Doc: "split the bundle of a topic in two and unload the halves", Inject: splitBundle},
 	{Name: "kill-proxy", Doc: "kill -9 the proxy (a third of the topics' clients go through it), restart it 2-6 s later", Inject: killProxy},
 	{Name: "cut-remote", Doc: "geo: cut the remote cluster c2 from every broker of c1 5-12 s while c1 replicates to it", Inject: cutRemote, noMix: true, Geo: true},
-	{Name: "kill-remote", Doc: "geo: kill -9 the remote cluster c2 (a standalone) while c1 replicates to it, restart it 2-6 s later", Inject: killRemote, noMix: true, Geo: true},
+	{Name: "kill-remote", Doc: "geo: kill -9 the remote cluster c2's broker while c1 replicates to it, restart it 2-6 s later", Inject: killRemote, noMix: true, Geo: true},
 	{Name: "rolling-restart", Doc: "restart every broker, then every bookie, one at a time (SIGTERM)", Inject: rollingRestart, noMix: true},
 	{Name: "random", Doc: "2-3 of the scenarios above (not rolling-restart) at once, staggered, chosen by the seed", noMix: true},
 }
