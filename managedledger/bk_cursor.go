@@ -96,7 +96,9 @@ func (c *bkCursor) readOnce(ctx context.Context, n int, maxBytes int64) ([]Entry
 	if hook := c.ml.testHookBeforeFetch; hook != nil {
 		hook()
 	}
+	c.ml.readAhead.waitFor(ctx, indices[0])
 	entries, err := c.ml.fetch(ctx, indices)
+	c.ml.maybeReadAhead(indices[len(indices)-1] + 1)
 	if err != nil && (len(entries) == 0 || !errors.Is(err, errTrimmed)) {
 		return nil, err
 	} // else: what was read before the trimmed entries

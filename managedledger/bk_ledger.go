@@ -48,6 +48,8 @@ type bkLedger struct {
 	// offloadMu serializes offloads (bk_offload.go); held across them,
 	// before metaMu.
 	offloadMu sync.Mutex
+	// readAhead reads backlog entries ahead of cursors (bk_readahead.go).
+	readAhead readAhead
 
 	mu struct {
 		sync.Mutex

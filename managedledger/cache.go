@@ -60,6 +60,17 @@ func (c *entryCache) put(k cacheKey, data []byte) {
 	c.evictLocked(now)
 }
 
+// peek is get without counting a hit or a miss (the read-ahead's check).
+func (c *entryCache) peek(k cacheKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it := c.entries[k]
+	if it == nil {
+		return nil, false
+	}
+	return it.data, true
+}
+
 func (c *entryCache) get(k cacheKey) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -77,7 +77,7 @@
 //     standalone's 50% rate and 20,000, 40,000 and 60,000 msg/s, each
 //     against in-memory storage at the same rate.
 //
-// --only selects sections (machine, standalone, pinned, journaldev, cluster, nats, tls,
+// --only selects sections (machine, standalone, catchup (the cold catch-up alone), pinned, journaldev, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
 //
 // Each standalone, cluster and in-memory run (each size's maximum, each
@@ -212,7 +212,7 @@ func parseOptions(args []string) (options, error) {
 }
 
 // sectionNames are the parts of a report, in the order they run.
-var sectionNames = []string{"machine", "standalone", "pinned", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
+var sectionNames = []string{"machine", "standalone", "catchup", "pinned", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
 
 // parseSections reads --only: known section names, comma-separated; empty
 // selects every section.

@@ -74,6 +74,7 @@ func (r *runner) sections() []section {
 	return []section{
 		{"machine", r.measureMachine, []string{"disk"}, nil},
 		{"standalone", r.runStandalone, []string{"standalone", "memory", "traced", "traced.conf"}, nil},
+		{"catchup", r.runCatchUpSection, []string{"catchup"}, nil},
 		{"pinned", r.runPinned, []string{"pinned", "pinned-memory"}, &res.Pinned.Skipped},
 		{"journaldev", r.runJournalDevice, []string{"journaldev", "journaldev.conf"}, &res.JournalDev.Skipped},
 		{"cluster", r.runClusterSection, []string{"cluster"}, &res.Cluster.Skipped},

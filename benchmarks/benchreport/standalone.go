@@ -88,6 +88,21 @@ func (r *runner) runStandalone(ctx context.Context) error {
 	return r.runMemory(ctx)
 }
 
+// runCatchUpSection runs the standalone's cold catch-up read alone
+// (--only machine,catchup: the catch-up target without the rest of the
+// standalone section, which includes it and makes this one a no-op).
+func (r *runner) runCatchUpSection(ctx context.Context) error {
+	if r.o.only["standalone"] {
+		return nil
+	}
+	d := &r.res.Standalone
+	d.Ran, d.Setup = true, "one process: broker, bookie (journal and entry logs on the work directory) and metadata; E=Qw=Qa=1; "+
+		"the catch-up read only (--only catchup), on a standalone restarted on its backlog fill's directory"
+	d.CacheMiB = standaloneCacheMiB(r.o.config)
+	start, dir := r.standaloneOn("catchup", r.o.config), filepath.Join(r.o.work, "catchup")
+	return r.backlogAndCatchUp(ctx, start, dir, d)
+}
+
 // runTraced runs the durable 50% point again on a fresh standalone with
 // the flight recorder on, keeping the traces of publishes over 20 ms (at
 // most one a minute) in profiles/flightrec: the stall itself, to read with
