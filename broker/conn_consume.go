@@ -257,6 +257,15 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 			ConsumerId: ptr(cmd.GetConsumerId()), RequestId: cmd.RequestId,
 			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
 	}
+	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
+		// Applied now, it would stand even if the transaction aborted.
+		if cmd.RequestId == nil {
+			return nil
+		}
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: &pb.CommandAckResponse{
+			ConsumerId: ptr(cs.id), RequestId: cmd.RequestId, TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits,
+			Error: pb.ServerError_NotAllowedError.Enum(), Message: ptr(errTransactionsOff.Error())}})
+	}
 	if cs.sub.traced() {
 		c.b.log.Info("trace: reader ack", "subscription", cs.sub.name, "consumer", cs.id, "type", cmd.GetAckType().String(),
 			"ids", fmt.Sprint(positionsOf(cmd.GetMessageId())))

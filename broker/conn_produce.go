@@ -289,6 +289,11 @@ func (r *recentIDs) add(id uint64) {
 
 func (r *recentIDs) has(id uint64) bool { return r.set[id] > 0 }
 
+// errTransactionsOff refuses a SEND or an ACK in a transaction: this
+// broker has no transactions (issue 39), and applying either outside its
+// transaction would break the guarantee the client asked for.
+var errTransactionsOff = errors.New("transactions are not enabled on this broker: a message or acknowledgement in a transaction is refused, not applied outside it")
+
 func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	var received time.Time // read only when something times publishes
 	if c.b.cfg.Stages != nil || c.b.cfg.FlightRecorder != nil {
@@ -309,6 +314,11 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	}
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a payload from producer %d", id)
+	}
+	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
+		// Stored as a plain message it would be delivered before, or
+		// without, its transaction's commit.
+		return c.sendSendError(id, seq, pb.ServerError_NotAllowedError, errTransactionsOff.Error())
 	}
 	if err := f.Entry.VerifyChecksum(); err != nil {
 		c.log.Warn("SEND with a bad checksum; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)

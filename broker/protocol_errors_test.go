@@ -8,6 +8,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -223,4 +224,62 @@ func TestProtocolProducerOnTerminatedTopic(t *testing.T) {
 	r := dialRaw(t, env.url)
 	r.connect()
 	expectError(t, "PRODUCER", r.openProducer(topic, 1, 1, pb.ProducerAccessMode_Shared), 1, pb.ServerError_TopicTerminatedError)
+}
+
+// A SEND or an ACK in a transaction, while this broker has no
+// transactions: refused (SEND_ERROR, ACK_RESPONSE NotAllowedError), and
+// nothing stored or acknowledged. Storing the message as a plain one
+// would deliver it before, or without, its transaction's commit: the
+// application asked for a guarantee it would silently not get.
+func TestProtocolTransactionalSendAndAckRefused(t *testing.T) {
+	b, url := startBroker(t)
+	const topic = "persistent://public/default/txn-refused"
+	r := dialRaw(t, url)
+	r.connect()
+	if cmd := r.openProducer(topic, 1, 1, pb.ProducerAccessMode_Shared); cmd.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("PRODUCER: %v", cmd)
+	}
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: ptr(uint64(0)),
+		PublishTime: ptr(uint64(1)), TxnidMostBits: ptr(uint64(7)), TxnidLeastBits: ptr(uint64(9))}, []byte("in a transaction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
+		ProducerId: ptr(uint64(1)), SequenceId: ptr(uint64(0)), NumMessages: ptr(int32(1)),
+		TxnidMostBits: ptr(uint64(7)), TxnidLeastBits: ptr(uint64(9))}}, nil, len(entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write(append(hdr, entry...))
+	cmd, err := r.read()
+	if err != nil || cmd.GetType() != pb.BaseCommand_SEND_ERROR || cmd.GetSendError().GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("transactional SEND: %v %v, want SEND_ERROR NotAllowedError", cmd, err)
+	}
+	if got := r.sendRaw(1, 1, "plain"); got.GetType() != pb.BaseCommand_SEND_RECEIPT {
+		t.Fatalf("plain SEND after it: %v", got)
+	}
+	tp, err := b.existingAdminTopic(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := tp.ml.Entries(); n != 1 {
+		t.Fatalf("%d entries stored, want only the plain one", n)
+	}
+	c := dialRaw(t, url)
+	c.connect()
+	c.subscribeRaw(topic, "s", pb.CommandSubscribe_Exclusive)
+	msg, err := c.read()
+	if err != nil || msg.GetType() != pb.BaseCommand_MESSAGE {
+		t.Fatalf("MESSAGE: %v %v", msg, err)
+	}
+	c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{ConsumerId: ptr(uint64(1)),
+		AckType: pb.CommandAck_Individual.Enum(), MessageId: []*pb.MessageIdData{msg.GetMessage().GetMessageId()},
+		TxnidMostBits: ptr(uint64(7)), TxnidLeastBits: ptr(uint64(9)), RequestId: ptr(uint64(5))}})
+	ack, err := c.read()
+	if err != nil || ack.GetType() != pb.BaseCommand_ACK_RESPONSE || ack.GetAckResponse().GetError() != pb.ServerError_NotAllowedError {
+		t.Fatalf("transactional ACK: %v %v, want ACK_RESPONSE NotAllowedError", ack, err)
+	}
+	if st, err := b.TopicStats(context.Background(), topic); err != nil || st.Subscriptions["s"].MsgBacklog != 1 {
+		t.Fatalf("after a refused transactional ack: backlog %+v %v, want the message still there", st.Subscriptions["s"], err)
+	}
 }
