@@ -201,6 +201,11 @@ func internalStatsOf(ctx context.Context, t *topic) (admin.InternalStats, error)
 	if t.terminated.Load() {
 		st.State = "Terminated"
 	}
+	if v, err := t.compactedView(ctx); err == nil && v != nil {
+		// Its size is not kept (the compactor writes it; Pulsar reads it
+		// from the ledger's metadata): -1, as Pulsar answers when unknown.
+		st.CompactedLedger = admin.CompactedLedger{LedgerID: v.ledgerID, Entries: v.last + 1, Size: -1}
+	}
 	for _, c := range t.ml.Cursors() {
 		if !c.Durable() {
 			continue

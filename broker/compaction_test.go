@@ -203,6 +203,11 @@ func TestCompactionKeepsEachKeysLastMessage(t *testing.T) {
 		t.Fatalf("a plain reader read %d messages, want all %d", len(all), nonEmpty)
 	}
 	first := compactedLedgerOf(t, b, topic)
+	internal, err := a.Topics().GetInternalStats(tn)
+	if err != nil || internal.CompactedLedger.LedgerID != first || internal.CompactedLedger.Entries != 11 {
+		// 9 keys left (k3 tombstoned) and 2 unkeyed messages, one entry each
+		t.Fatalf("internal stats' compacted ledger %+v %v, want ledger %d with 11 entries", internal.CompactedLedger, err, first)
+	}
 
 	// (A last message of an empty payload would never come: the Go
 	// client drops those, and a reader waits for the last id.)

@@ -55,6 +55,9 @@ func (t *topic) subscriptionExpiry(ctx context.Context) time.Duration {
 func (t *topic) expiredSubscriptions(now time.Time, limit time.Duration) []string {
 	var out []string
 	for _, name := range t.durableSubNames() {
+		if name == compactionCursor {
+			continue // no consumer ever comes back to it (compaction.go)
+		}
 		last := t.loadedAt
 		if st, ok := t.durableSub(name); ok && st.s != nil {
 			if st.s.replicated.Load() || st.s.consumerCount() > 0 {

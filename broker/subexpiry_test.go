@@ -57,3 +57,24 @@ func TestSubscriptionExpiry(t *testing.T) {
 		t.Fatalf("a namespace without the policy: %v", got)
 	}
 }
+
+// The compaction's cursor is no subscription a consumer comes back to:
+// expiring it would drop the topic's compacted view and leak its ledger.
+func TestSubscriptionExpirySparesCompaction(t *testing.T) {
+	one := 1
+	b, url := startPolicyBroker(t, func(p *resources.Policies) { p.SubscriptionExpirationTimeMinutes = &one })
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	ctx := context.Background()
+	const topic = "persistent://t/ns/expiry-compacted"
+	sendKeyed(t, c, topic, false, rounds(3, 2))
+	compactAndWait(t, a, topicName(t, topic))
+	b.expireSubscriptions(ctx, time.Now().Add(2*time.Minute))
+	tt, err := b.getTopic(ctx, mustTopic(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tt.durableSubNames(); !slices.Contains(got, compactionCursor) {
+		t.Fatalf("after the expiration time: %v, want %s kept", got, compactionCursor)
+	}
+}

@@ -451,7 +451,8 @@ func shortFlags() []struct{ long, short string } {
 		{"limit-size", "limit"}, {"limit-time", "lt"}, {"limit-time", "limitTime"}, {"enable", "e"}, {"disable", "d"},
 		{"unload", "u"}, {"expireTime", "t"}, {"initialPosition", "i"}, {"messagePosition", "m"},
 		{"ledger-id", "l"}, {"ledger-id", "ledgerId"}, {"entry-id", "e"}, {"entry-id", "entryId"},
-		{"compatibility", "c"}, {"all", "a"},
+		{"compatibility", "c"}, {"all", "a"}, {"exclude", "e"}, {"exclude", "excludeResetPosition"},
+		{"size-threshold", "s"},
 	}
 }
 

@@ -11,6 +11,9 @@ package main
 //   - GET bookies/all (bookies list-bookies, admin_bookies.go): no call.
 //   - DELETE namespaces/{ns}/replicatorDispatchRate: no call; GET of it
 //     answers a zero rate when none is set (admin_dispatchrate.go).
+//   - POST .../subscription/{sub}/resetcursor and .../expireMessages with
+//     a message id and isExcluded (reset-cursor --exclude, expire-messages
+//     --position): no call takes isExcluded, none expires by position.
 //   - GET .../examinemessage: no call. Its answer is a message like get
 //     message by id, read as pulsaradmin's handleResp reads those.
 //
@@ -178,4 +181,12 @@ func splitBatch(t *utils.TopicName, id utils.MessageID, count int, data []byte, 
 		msgs = append(msgs, utils.NewMessage(t.String(), id, payload, p))
 	}
 	return msgs, nil
+}
+
+// positionCall POSTs a ResetCursorData body (a message id and isExcluded)
+// to the subscription's resetcursor or expireMessages.
+func positionCall(env *adminEnv, t *utils.TopicName, sub, what string, id utils.MessageID, excluded bool) error {
+	body := map[string]any{"ledgerId": id.LedgerID, "entryId": id.EntryID, "partitionIndex": id.PartitionIndex,
+		"batchIndex": id.BatchIndex, "isExcluded": excluded}
+	return env.raw.Post(topicPath(t, "subscription/"+url.PathEscape(sub)+"/"+what), body)
 }

@@ -500,6 +500,23 @@ func adminTopics(a adminCLI, brokerURL string) {
 	if out := a.ok("topics", "last-message-id", "plain"); out != fmt.Sprintf("%d:%d\n", last.LedgerID, last.EntryID) {
 		t.Fatalf("last-message-id: %q, json %+v", out, last)
 	}
+	// By position (the last message is 10 entries after the first):
+	// reset to it (-e: after it), expire up to it (--exclude: before it).
+	lastID := fmt.Sprintf("%d:%d", last.LedgerID, last.EntryID)
+	a.ok("topics", "reset-cursor", "plain", "--subscription", "sub", "--messageId", lastID)
+	if n := backlog(); n != 1 {
+		t.Fatalf("backlog after reset to the last message: %d, want 1", n)
+	}
+	a.ok("topics", "reset-cursor", "plain", "-s", "sub", "-m", lastID, "-e")
+	if n := backlog(); n != 0 {
+		t.Fatalf("backlog after reset -e to the last message: %d, want 0", n)
+	}
+	wantContains(t, "exclude with time", a.fails(2, "topics", "reset-cursor", "plain", "-s", "sub", "--time", "1h", "-e"), "--exclude goes with --messageId")
+	a.ok("topics", "reset-cursor", "plain", "--subscription", "sub", "--messageId", "earliest")
+	a.ok("topics", "expire-messages", "plain", "--subscription", "sub", "--position", lastID, "--exclude")
+	if n := backlog(); n != 1 {
+		t.Fatalf("backlog after expire-messages --position (excluded) the last: %d, want 1", n)
+	}
 	a.ok("topics", "reset-cursor", "plain", "--subscription", "sub", "--messageId", "earliest")
 	if n := backlog(); n != 10 {
 		t.Fatalf("backlog after reset to earliest: %d", n)

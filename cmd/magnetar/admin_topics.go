@@ -393,6 +393,7 @@ func subscriptionCmds() []adminCmd {
 		subCmd("reset-cursor", "move a subscription back or forward, to a time ago or a message id", func(fs *flag.FlagSet) subRun {
 			ago := fs.String("time", "", "how long ago: 10m, 3h, 2d, seconds without a unit")
 			at := fs.String("messageId", "", "message id: ledgerId:entryId, earliest or latest")
+			excluded := fs.Bool("exclude", false, "with --messageId: start after that message, not at it (pulsar-admin's -e)")
 			return func(env *adminEnv, t *utils.TopicName, sub string) (adminReply, error) {
 				if (*ago == "") == (*at == "") {
 					return replyNone(), usageErrorf("give exactly one of --time and --messageId")
@@ -402,7 +403,13 @@ func subscriptionCmds() []adminCmd {
 					if err != nil {
 						return replyNone(), err
 					}
+					if *excluded {
+						return replyNone(), positionCall(env, t, sub, "resetcursor", id, true)
+					}
 					return replyNone(), env.api.Subscriptions().ResetCursorToMessageID(*t, sub, id)
+				}
+				if *excluded {
+					return replyNone(), usageErrorf("--exclude goes with --messageId")
 				}
 				sec, err := parseRelativeTime("time", *ago)
 				if err != nil {
@@ -411,9 +418,18 @@ func subscriptionCmds() []adminCmd {
 				return replyNone(), env.api.Subscriptions().ResetCursorToTimestamp(*t, sub, timeAgo(time.Now(), sec))
 			}
 		}),
-		subCmd("expire-messages", "acknowledge a subscription's messages older than a time", func(fs *flag.FlagSet) subRun {
+		subCmd("expire-messages", "acknowledge a subscription's messages older than a time, or up to a message", func(fs *flag.FlagSet) subRun {
 			age := expireTimeFlag(fs)
+			pos := fs.String("position", "", "acknowledge up to this message id instead (ledgerId:entryId)")
+			excluded := fs.Bool("exclude", false, "with --position: up to the message before it")
 			return func(env *adminEnv, t *utils.TopicName, sub string) (adminReply, error) {
+				if *pos != "" {
+					id, err := parseMessageID("position", *pos)
+					if err != nil {
+						return replyNone(), err
+					}
+					return replyNone(), positionCall(env, t, sub, "expireMessages", id, *excluded)
+				}
 				sec, err := age()
 				if err != nil {
 					return replyNone(), err
