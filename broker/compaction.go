@@ -9,7 +9,7 @@ package broker
 //     the managed-ledger factory). Both change in one cursor write, so a
 //     crash leaves the old pair or the new one.
 //   - A run is started by the admin API (PUT .../compaction; 409 while one
-//     runs) or by the compaction monitor once the compaction cursor's
+//     runs; on a partitioned topic, one per partition, on its owner) or by the compaction monitor once the compaction cursor's
 //     backlog passes the topic's compactionThreshold (topic policy, else
 //     namespace policy, else brokerServiceCompactionThresholdInBytes; 0
 //     turns it off), checked every brokerServiceCompactionMonitorIntervalInSeconds.
@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -67,13 +68,11 @@ func (b *Broker) sideLedgers() (managedledger.SideLedgers, bool) {
 	return s, ok
 }
 
-// TriggerCompaction starts a compaction of the topic (admin.Compactions).
-// A partitioned topic is refused with the names of its partitions: each
-// may be owned by another broker.
+// TriggerCompaction starts a compaction of the topic, or of each
+// partition of a partitioned topic (admin.Compactions).
 func (b *Broker) TriggerCompaction(ctx context.Context, name string) error {
 	if n, err := b.Partitions(ctx, name); err == nil && n > 0 {
-		return admin.Errorf(admin.ErrNotSupported, "compaction of %s: a partitioned topic is compacted partition by partition "+
-			"(%s-partition-0 ... -%d)", name, name, n-1)
+		return b.compactPartitions(ctx, name, n)
 	}
 	t, err := b.existingAdminTopic(ctx, name)
 	if err != nil {
@@ -86,6 +85,33 @@ func (b *Broker) TriggerCompaction(ctx context.Context, name string) error {
 		return admin.Errorf(admin.ErrNotSupported, "compaction of %s: this storage keeps no compacted ledgers", name)
 	}
 	return t.startCompaction()
+}
+
+// compactPartitions starts a compaction of each of a partitioned topic's
+// n partitions, here or through the admin API of the partition's owner,
+// as Pulsar does. One already compacting is left to finish (its 409 is
+// not an error here).
+func (b *Broker) compactPartitions(ctx context.Context, name string, n int) error {
+	base, err := ParseTopicName(name)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		p := partitionName(base, i)
+		res, err := b.lookup(ctx, p, false)
+		if err != nil {
+			return fmt.Errorf("compaction of %s: %w", p, err)
+		}
+		if !res.Self {
+			err = b.peers.RemoteCompact(ctx, res, topicPath(p))
+		} else {
+			err = b.TriggerCompaction(ctx, p.String())
+		}
+		if err != nil && admin.StatusOf(err) != http.StatusConflict {
+			return fmt.Errorf("compaction of %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // CompactionStatus is the topic's last compaction's status.

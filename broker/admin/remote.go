@@ -143,6 +143,12 @@ func (p *Peers) RemoteCreateSubscription(ctx context.Context, res ownership.Look
 	return p.callBroker(ctx, http.MethodPut, p.topicURL(res, topic, "/subscription/"+url.PathEscape(sub), nil), body, nil)
 }
 
+// RemoteCompact starts a compaction of a topic on the broker a lookup
+// pointed to (a partition of a partitioned topic being compacted).
+func (p *Peers) RemoteCompact(ctx context.Context, res ownership.LookupResult, topic TopicPath) error {
+	return p.callBroker(ctx, http.MethodPut, p.topicURL(res, topic, "/compaction", nil), nil, nil)
+}
+
 // TopicPath is a topic name's parts, as an admin path spells them.
 type TopicPath struct {
 	Domain, Tenant, Namespace, Local string
