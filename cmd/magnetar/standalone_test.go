@@ -30,6 +30,24 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// freePorts returns n distinct free ports: every listener stays open until
+// all are chosen. freePort called n times can answer one port twice when
+// the process it was meant for has not bound it yet (CI of 4 Dec: two
+// bookies of a test on one port).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
 type syncBuffer struct {
 	mu sync.Mutex

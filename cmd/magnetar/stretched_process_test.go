@@ -76,14 +76,16 @@ func startStretchedCluster(t *testing.T, oneWay time.Duration) *stretchedCluster
 	writeFile(t, bkConf, strings.Join([]string{"metadataServiceUri=" + c.conn, "zkTimeout=4000",
 		"ensemblePlacementPolicy=org.apache.bookkeeper.client.RegionAwareEnsemblePlacementPolicy",
 		"minNumRacksPerWriteQuorum=2", "enforceMinNumRacksPerWriteQuorum=true", "lostBookieRecoveryDelay=3600", ""}, "\n"))
+	ports := freePorts(t, 12) // a bookie port and an HTTP port for each of 6 bookies
 	for i, name := range []string{"a", "b", "c"} {
 		r := &stretchedRegion{name: name, zkNode: i + 1}
 		for k := range 2 {
-			port := freePort(t)
+			port, httpPort := ports[0], ports[1]
+			ports = ports[2:]
 			d := filepath.Join(c.dir, fmt.Sprintf("bk-%s%d", name, k+1))
 			r.bookies = append(r.bookies, startBookieProcess(t, "--config", bkConf, "--journal-dirs", d+"/journal",
 				"--ledger-dirs", d+"/ledgers", "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
-				"--bookie-port", strconv.Itoa(port), "--http-port", strconv.Itoa(freePort(t)), "--io-backend", "std",
+				"--bookie-port", strconv.Itoa(port), "--http-port", strconv.Itoa(httpPort), "--io-backend", "std",
 				"--region", name, "--rack", fmt.Sprintf("r%d", k+1)))
 			id := "127.0.0.1:" + strconv.Itoa(port)
 			r.ids = append(r.ids, id)
