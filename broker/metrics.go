@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // topicStats counts a topic's traffic; updated without locks on the hot
@@ -53,6 +55,7 @@ var (
 	descInBytes   = prometheus.NewDesc("pulsar_in_bytes_total", "Bytes published to the topic.", topicLabels, nil)
 	descOutBytes  = prometheus.NewDesc("pulsar_out_bytes_total", "Bytes dispatched from the topic.", topicLabels, nil)
 	descStorage   = prometheus.NewDesc("pulsar_storage_size", "Bytes stored for the topic.", topicLabels, nil)
+	descOffloaded = prometheus.NewDesc("pulsar_storage_offloaded_size", "Bytes of the topic's ledgers copied to tiered storage (read from there).", topicLabels, nil)
 	descBacklog   = prometheus.NewDesc("pulsar_msg_backlog", "Entries not yet acknowledged, summed over subscriptions.", topicLabels, nil)
 	descProducers = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
 	descConsumers = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
@@ -73,7 +76,7 @@ var (
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRateIn, descRateOut, descTputIn, descTputOut, descInTotal, descOutTotal,
-		descInBytes, descOutBytes, descStorage, descBacklog, descProducers, descConsumers, descSubs, descPanics,
+		descInBytes, descOutBytes, descStorage, descOffloaded, descBacklog, descProducers, descConsumers, descSubs, descPanics,
 		descReplRateIn, descReplRateOut, descReplTputIn, descReplTputOut, descReplBacklog, descReplDelay} {
 		ch <- d
 	}
@@ -126,6 +129,9 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 	producers, consumers, subs, backlog := t.counts()
 	gauge := func(d *prometheus.Desc, v float64) { m.emit(ch, d, prometheus.GaugeValue, v, labels) }
 	gauge(descStorage, float64(t.ml.Size()))
+	if o, ok := t.ml.(managedledger.Offloadable); ok {
+		gauge(descOffloaded, float64(o.OffloadedSize()))
+	}
 	gauge(descBacklog, float64(backlog))
 	gauge(descProducers, float64(producers))
 	gauge(descConsumers, float64(consumers))

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/engine"
@@ -111,6 +113,22 @@ func TestOffloadThroughAdmin(t *testing.T) {
 	copies, _ := filepath.Glob(filepath.Join(root, "t/ns/persistent/offloaded", "*.ledger"))
 	if n := len(internal.Ledgers) - 1; n < 1 || offloaded != n || len(copies) != n {
 		t.Fatalf("%d ledgers offloaded in internal stats, %d copies, want every closed one: %+v", offloaded, len(copies), internal.Ledgers)
+	}
+	var offloadedBytes int64
+	for _, l := range internal.Ledgers {
+		if l.Offloaded {
+			offloadedBytes += l.Size
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewMetrics(b))
+	want := fmt.Sprintf(`
+# HELP pulsar_storage_offloaded_size Bytes of the topic's ledgers copied to tiered storage (read from there).
+# TYPE pulsar_storage_offloaded_size gauge
+pulsar_storage_offloaded_size{cluster="test",namespace="t/ns",topic="%s"} %d
+`, topic, offloadedBytes)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pulsar_storage_offloaded_size"); err != nil {
+		t.Fatal(err)
 	}
 	// Unload and consume from a fresh load: the offloaded part is read
 	// from the copies.

@@ -69,6 +69,9 @@ type Offloadable interface {
 	OffloadByPolicy(ctx context.Context, p OffloadPolicy) error
 	// Offloaded reports each ledger's offload state, by ledger id.
 	Offloaded() map[int64]bool
+	// OffloadedSize is the bytes of the ledgers whose copies are complete
+	// (Pulsar's pulsar_storage_offloaded_size).
+	OffloadedSize() int64
 }
 
 var _ Offloadable = (*bkLedger)(nil)
@@ -187,6 +190,19 @@ func (ml *bkLedger) Offloaded() map[int64]bool {
 		out[l.meta.ID] = l.meta.Offload != nil && l.meta.Offload.Complete
 	}
 	return out
+}
+
+// OffloadedSize implements Offloadable.
+func (ml *bkLedger) OffloadedSize() int64 {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	var n int64
+	for _, l := range ml.mu.ledgers {
+		if o := l.meta.Offload; o != nil && o.Complete {
+			n += l.meta.Size
+		}
+	}
+	return n
 }
 
 // offloadLedger copies one closed ledger: its uid is stored first, then
