@@ -61,6 +61,9 @@ type compactionState struct {
 	lastErr string
 	view    *compactedView
 	loaded  bool // view was read from the cursor (nil: no compaction stored)
+	// Counters for /metrics (Pulsar's pulsar_compaction_*): runs that
+	// succeeded and failed, messages removed over all runs.
+	succeeded, failed, removed int64
 }
 
 func (b *Broker) sideLedgers() (managedledger.SideLedgers, bool) {
@@ -142,13 +145,16 @@ func (t *topic) startCompaction() error {
 	c.mu.Unlock()
 	go func() {
 		start := time.Now()
-		err := t.compact(context.Background())
+		removed, err := t.compact(context.Background())
 		c.mu.Lock()
 		c.running = false
 		if err != nil {
 			c.status, c.lastErr = "ERROR", err.Error()
+			c.failed++
 		} else {
 			c.status = "SUCCESS"
+			c.succeeded++
+			c.removed += removed
 		}
 		c.mu.Unlock()
 		if err != nil {
@@ -163,44 +169,44 @@ func (t *topic) startCompaction() error {
 // compact runs one compaction: phase one finds each key's last message,
 // phase two writes the survivors to a new compacted ledger, then the
 // compaction cursor moves to the new horizon naming it.
-func (t *topic) compact(ctx context.Context) error {
+func (t *topic) compact(ctx context.Context) (removed int64, err error) {
 	side, ok := t.b.sideLedgers()
 	if !ok {
-		return errors.New("this storage keeps no compacted ledgers")
+		return 0, errors.New("this storage keeps no compacted ledgers")
 	}
 	cur, err := t.ml.OpenCursor(ctx, compactionCursor, managedledger.CursorOptions{Initial: managedledger.Earliest})
 	if err != nil {
-		return fmt.Errorf("open the compaction cursor: %w", err)
+		return 0, fmt.Errorf("open the compaction cursor: %w", err)
 	}
 	prev, err := t.compactedView(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	from, end := cur.MarkDeletePosition(), t.ml.LastConfirmed()
 	if prev != nil && end.Compare(prev.horizon) <= 0 {
-		return nil // nothing added since
+		return 0, nil // nothing added since
 	}
 	latest, err := t.compactionPhaseOne(ctx, prev, from, end)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	w, err := side.CreateSideLedger(ctx, t.ml.Name())
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := t.compactionPhaseTwo(ctx, prev, from, end, latest, w); err != nil {
+	if removed, err = t.compactionPhaseTwo(ctx, prev, from, end, latest, w); err != nil {
 		_ = w.Close(ctx)
 		_ = side.DeleteSideLedger(ctx, w.ID())
-		return err
+		return 0, err
 	}
 	props := map[string]int64{compactedLedgerKey: w.ID()}
 	if err := cur.MarkDeleteWithProperties(ctx, end, props); err != nil {
 		_ = side.DeleteSideLedger(ctx, w.ID())
-		return fmt.Errorf("store the compaction horizon %v: %w", end, err)
+		return 0, fmt.Errorf("store the compaction horizon %v: %w", end, err)
 	}
 	next, err := openCompactedView(ctx, side, w.ID(), end)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t.compaction.mu.Lock()
 	t.compaction.view, t.compaction.loaded = next, true
@@ -211,7 +217,7 @@ func (t *topic) compact(ctx context.Context) error {
 				"ledger", prev.ledgerID, "err", err)
 		}
 	}
-	return nil
+	return removed, nil
 }
 
 // compactionPhaseOne maps each key to its last message in the input
@@ -233,13 +239,19 @@ func (t *topic) compactionPhaseOne(ctx context.Context, prev *compactedView, fro
 	return latest, err
 }
 
-// compactionPhaseTwo writes what survives to w.
+// compactionPhaseTwo writes what survives to w; removed counts the
+// messages it left out (placeholders of earlier runs not counted again).
 func (t *topic) compactionPhaseTwo(ctx context.Context, prev *compactedView, from, end managedledger.Position,
-	latest map[string]msgRef, w managedledger.SideWriter) error {
-	err := t.scanCompactionInput(ctx, prev, from, end, func(e managedledger.Entry, p parsedEntry) error {
+	latest map[string]msgRef, w managedledger.SideWriter) (removed int64, err error) {
+	err = t.scanCompactionInput(ctx, prev, from, end, func(e managedledger.Entry, p parsedEntry) error {
 		keep := func(i int) bool {
 			m := p.messages[i]
 			return !m.hasKey || latest[m.key] == msgRef{pos: e.Position, index: int32(i)}
+		}
+		for i, m := range p.messages {
+			if !m.placeholder && !keep(i) {
+				removed++
+			}
 		}
 		out, ok, err := compactedEntry(e, p, keep)
 		if err != nil || !ok {
@@ -248,9 +260,9 @@ func (t *topic) compactionPhaseTwo(ctx context.Context, prev *compactedView, fro
 		return w.Append(ctx, encodeCompacted(out))
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return w.Close(ctx)
+	return removed, w.Close(ctx)
 }
 
 // scanCompactionInput calls fn on the previous compacted ledger's entries,

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsaradmin "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -207,6 +209,27 @@ func TestCompactionKeepsEachKeysLastMessage(t *testing.T) {
 	if err != nil || internal.CompactedLedger.LedgerID != first || internal.CompactedLedger.Entries != 11 {
 		// 9 keys left (k3 tombstoned) and 2 unkeyed messages, one entry each
 		t.Fatalf("internal stats' compacted ledger %+v %v, want ledger %d with 11 entries", internal.CompactedLedger, err, first)
+	}
+	// 43 messages: 40 keyed (4 rounds of 10 keys), a tombstone of k3 and
+	// 2 unkeyed; 11 kept, so 32 left out (k3's 4 values and its tombstone
+	// among them).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewMetrics(b))
+	labels := `cluster="test",namespace="t/ns",topic="` + topic + `"`
+	want := `
+# HELP pulsar_compaction_compacted_entries_count Entries of the topic's compacted ledger.
+# TYPE pulsar_compaction_compacted_entries_count gauge
+pulsar_compaction_compacted_entries_count{` + labels + `} 11
+# HELP pulsar_compaction_removed_event_count Messages compactions of the topic left out (superseded or deleted keys).
+# TYPE pulsar_compaction_removed_event_count counter
+pulsar_compaction_removed_event_count{` + labels + `} 32
+# HELP pulsar_compaction_succeed_count Compactions of the topic that succeeded.
+# TYPE pulsar_compaction_succeed_count counter
+pulsar_compaction_succeed_count{` + labels + `} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "pulsar_compaction_compacted_entries_count",
+		"pulsar_compaction_removed_event_count", "pulsar_compaction_succeed_count"); err != nil {
+		t.Fatal(err)
 	}
 
 	// (A last message of an empty payload would never come: the Go

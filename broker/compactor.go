@@ -74,6 +74,9 @@ type compactMessage struct {
 	key       string
 	hasKey    bool
 	tombstone bool
+	// placeholder: a compacted_out message of an earlier compaction
+	// (already removed; a tombstone for phase one's order of keys).
+	placeholder bool
 }
 
 // parsedEntry is an entry split into its messages; batch is nil for an
@@ -123,7 +126,7 @@ func (b *Broker) parseForCompaction(ctx context.Context, data []byte) parsedEntr
 	p.batch = batch
 	for _, m := range batch {
 		p.messages = append(p.messages, compactMessage{key: m.meta.GetPartitionKey(), hasKey: m.meta.PartitionKey != nil,
-			tombstone: m.meta.GetNullValue() || len(m.payload) == 0 || m.meta.GetCompactedOut()})
+			tombstone: m.meta.GetNullValue() || len(m.payload) == 0 || m.meta.GetCompactedOut(), placeholder: m.meta.GetCompactedOut()})
 	}
 	return p
 }

@@ -56,10 +56,15 @@ var (
 	descOutBytes  = prometheus.NewDesc("pulsar_out_bytes_total", "Bytes dispatched from the topic.", topicLabels, nil)
 	descStorage   = prometheus.NewDesc("pulsar_storage_size", "Bytes stored for the topic.", topicLabels, nil)
 	descOffloaded = prometheus.NewDesc("pulsar_storage_offloaded_size", "Bytes of the topic's ledgers copied to tiered storage (read from there).", topicLabels, nil)
-	descBacklog   = prometheus.NewDesc("pulsar_msg_backlog", "Entries not yet acknowledged, summed over subscriptions.", topicLabels, nil)
-	descProducers = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
-	descConsumers = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
-	descSubs      = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
+	// Compaction (Pulsar's names), for topics compacted at least once.
+	descCompactSucceeded = prometheus.NewDesc("pulsar_compaction_succeed_count", "Compactions of the topic that succeeded.", topicLabels, nil)
+	descCompactFailed    = prometheus.NewDesc("pulsar_compaction_failed_count", "Compactions of the topic that failed.", topicLabels, nil)
+	descCompactRemoved   = prometheus.NewDesc("pulsar_compaction_removed_event_count", "Messages compactions of the topic left out (superseded or deleted keys).", topicLabels, nil)
+	descCompactEntries   = prometheus.NewDesc("pulsar_compaction_compacted_entries_count", "Entries of the topic's compacted ledger.", topicLabels, nil)
+	descBacklog          = prometheus.NewDesc("pulsar_msg_backlog", "Entries not yet acknowledged, summed over subscriptions.", topicLabels, nil)
+	descProducers        = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
+	descConsumers        = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
+	descSubs             = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
 	// Replication, per remote cluster (Pulsar's names; rates over the
 	// stats interval, as topic stats show them).
 	descReplRateIn  = prometheus.NewDesc("pulsar_replication_rate_in", "Messages/s stored here by the remote cluster's replicator.", replLabels, nil)
@@ -76,7 +81,8 @@ var (
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRateIn, descRateOut, descTputIn, descTputOut, descInTotal, descOutTotal,
-		descInBytes, descOutBytes, descStorage, descOffloaded, descBacklog, descProducers, descConsumers, descSubs, descPanics,
+		descInBytes, descOutBytes, descStorage, descOffloaded, descBacklog,
+		descCompactSucceeded, descCompactFailed, descCompactRemoved, descCompactEntries, descProducers, descConsumers, descSubs, descPanics,
 		descReplRateIn, descReplRateOut, descReplTputIn, descReplTputOut, descReplBacklog, descReplDelay} {
 		ch <- d
 	}
@@ -132,6 +138,7 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 	if o, ok := t.ml.(managedledger.Offloadable); ok {
 		gauge(descOffloaded, float64(o.OffloadedSize()))
 	}
+	m.collectCompaction(ch, t, labels)
 	gauge(descBacklog, float64(backlog))
 	gauge(descProducers, float64(producers))
 	gauge(descConsumers, float64(consumers))
@@ -173,4 +180,23 @@ func (t *topic) counts() (producers, consumers, subs int, backlog int64) {
 		backlog += s.cursor.Backlog()
 	}
 	return producers, consumers, subs, backlog
+}
+
+// collectCompaction emits a topic's compaction counters, once it was
+// compacted (a topic never compacted has none: 10,000 topics would
+// otherwise add 40,000 zero series).
+func (m *Metrics) collectCompaction(ch chan<- prometheus.Metric, t *topic, labels []string) {
+	c := &t.compaction
+	c.mu.Lock()
+	succeeded, failed, removed, view := c.succeeded, c.failed, c.removed, c.view
+	c.mu.Unlock()
+	if succeeded+failed == 0 {
+		return
+	}
+	m.emit(ch, descCompactSucceeded, prometheus.CounterValue, float64(succeeded), labels)
+	m.emit(ch, descCompactFailed, prometheus.CounterValue, float64(failed), labels)
+	m.emit(ch, descCompactRemoved, prometheus.CounterValue, float64(removed), labels)
+	if view != nil {
+		m.emit(ch, descCompactEntries, prometheus.GaugeValue, float64(view.last+1), labels)
+	}
 }
