@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +22,8 @@ import (
 )
 
 // startOffloadBroker is a policy broker over an in-process bookie with a
-// filesystem offloader under root.
+// filesystem offloader under root (tiered storage needs ledgers, so not
+// testLedgers' in-memory storage).
 func startOffloadBroker(t *testing.T, root string, cfg Config) (*Broker, string) {
 	t.Helper()
 	meta, tr := metadata.NewMemoryServer(), ledger.NewLocalTransport()
@@ -37,26 +36,7 @@ func startOffloadBroker(t *testing.T, root string, cfg Config) (*Broker, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := metadata.NewMemoryServer().NewSession()
-	res, err := resources.New(context.Background(), store, resources.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(res.Close)
-	ctx := context.Background()
-	if err := res.CreateCluster(ctx, "test", resources.ClusterData{ServiceURL: "http://localhost:1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := res.CreateTenant(ctx, "t", resources.TenantInfo{AllowedClusters: []string{"test"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := res.CreateNamespace(ctx, "t", "ns", resources.NewPolicies()); err != nil {
-		t.Fatal(err)
-	}
-	cfg.ClusterName, cfg.Metadata, cfg.Resources = "test", store, res
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := New(cfg, f)
-	return b, serveTestBroker(t, b)
+	return startPolicyBrokerOn(t, func(*resources.Policies) {}, f, cfg)
 }
 
 // TestOffloadThroughAdmin: pulsar-admin topics offload copies the closed

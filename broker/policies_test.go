@@ -12,6 +12,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -25,6 +26,12 @@ func startPolicyBroker(t *testing.T, mutate func(*resources.Policies)) (*Broker,
 // startPolicyBrokerWith is startPolicyBroker with ledgers of maxPerLedger
 // entries and the broker settings of cfg.
 func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPerLedger int64, cfg Config) (*Broker, string) {
+	t.Helper()
+	return startPolicyBrokerOn(t, mutate, testLedgers(t, maxPerLedger), cfg)
+}
+
+// startPolicyBrokerOn is startPolicyBrokerWith over the given storage.
+func startPolicyBrokerOn(t *testing.T, mutate func(*resources.Policies), ledgers managedledger.Factory, cfg Config) (*Broker, string) {
 	t.Helper()
 	store := metadata.NewMemoryServer().NewSession()
 	res, err := resources.New(context.Background(), store, resources.Options{})
@@ -47,7 +54,7 @@ func startPolicyBrokerWith(t *testing.T, mutate func(*resources.Policies), maxPe
 	cfg.ClusterName, cfg.Metadata, cfg.Resources = "test", store, res
 	cfg.BacklogQuotaCheckInterval = 50 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := New(cfg, testLedgers(t, maxPerLedger))
+	b := New(cfg, ledgers)
 	return b, serveTestBroker(t, b)
 }
 
