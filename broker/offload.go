@@ -170,15 +170,7 @@ func (b *Broker) OffloadStatus(ctx context.Context, name string) (admin.OffloadS
 	first := t.ml.LastConfirmed()
 	first.EntryID++
 	if o, ok := t.ml.(managedledger.Offloadable); ok {
-		if ll, ok := t.ml.(managedledger.LedgerLister); ok {
-			off := o.Offloaded()
-			for _, l := range ll.Ledgers() {
-				if !off[l.ID] {
-					first = managedledger.Position{LedgerID: l.ID, EntryID: 0}
-					break
-				}
-			}
-		}
+		first = o.FirstNotOffloaded()
 	}
 	st.FirstUnoffloaded = admin.OffloadedMessageID{LedgerID: first.LedgerID, EntryID: first.EntryID, PartitionIndex: -1}
 	if _, i, ok := partitionOf(t.name); ok {

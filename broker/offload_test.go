@@ -52,18 +52,13 @@ func TestOffloadThroughAdmin(t *testing.T) {
 	c := newClient(t, url)
 	topic := "persistent://t/ns/offloaded"
 	tn := topicName(t, topic)
-	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
+	cons := subscribeEarliest(t, c, topic)
 	ids := produce(t, c, topic, 35, false)
 	last := ids[len(ids)-1]
 	if st, err := a.Topics().OffloadStatus(tn); err != nil || st.Status != utils.NOTRUN {
 		t.Fatalf("before an offload: %+v %v", st, err)
 	}
-	err = a.Topics().Offload(tn, utils.MessageID{LedgerID: last.LedgerID(), EntryID: last.EntryID(), PartitionIndex: -1})
+	err := a.Topics().Offload(tn, utils.MessageID{LedgerID: last.LedgerID(), EntryID: last.EntryID(), PartitionIndex: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,18 +120,13 @@ func TestOffloadPolicyOfUnavailableDriver(t *testing.T) {
 	c := newClient(t, url)
 	topic := "persistent://t/ns/s3-offload"
 	tn := topicName(t, topic)
-	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
+	subscribeEarliest(t, c, topic) // holds the ledgers: nothing is trimmed
 	produce(t, c, topic, 25, false)
 	if err := a.Topics().SetOffloadPolicies(tn, utils.OffloadPolicies{ManagedLedgerOffloadDriver: "aws-s3",
 		S3ManagedLedgerOffloadBucket: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	err = a.Topics().SetOffloadPolicies(tn, utils.OffloadPolicies{ManagedLedgerOffloadDriver: "floppy"})
+	err := a.Topics().SetOffloadPolicies(tn, utils.OffloadPolicies{ManagedLedgerOffloadDriver: "floppy"})
 	if err == nil || !strings.Contains(err.Error(), "floppy") {
 		t.Fatalf("driver floppy: %v, want refused naming it", err)
 	}
@@ -159,4 +149,17 @@ func TestOffloadPolicyOfUnavailableDriver(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// subscribeEarliest subscribes "s" at the earliest message, closed when
+// the test ends.
+func subscribeEarliest(t *testing.T, c pulsar.Client, topic string) pulsar.Consumer {
+	t.Helper()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	return cons
 }

@@ -69,6 +69,9 @@ type Offloadable interface {
 	OffloadByPolicy(ctx context.Context, p OffloadPolicy) error
 	// Offloaded reports each ledger's offload state, by ledger id.
 	Offloaded() map[int64]bool
+	// FirstNotOffloaded is the first entry of the oldest ledger not
+	// offloaded (the next position to write when all are).
+	FirstNotOffloaded() Position
 	// OffloadedSize is the bytes of the ledgers whose copies are complete
 	// (Pulsar's pulsar_storage_offloaded_size).
 	OffloadedSize() int64
@@ -116,10 +119,10 @@ func (ml *bkLedger) OffloadPrefix(ctx context.Context, driver string, upTo Posit
 	defer ml.offloadMu.Unlock()
 	for _, id := range ml.offloadCandidates(func(l *ledgerInfo, _ int64) bool { return l.meta.ID < upTo.LedgerID }) {
 		if err := ml.offloadLedger(ctx, driver, id); err != nil {
-			return ml.firstNotOffloaded(), err
+			return ml.FirstNotOffloaded(), err
 		}
 	}
-	return ml.firstNotOffloaded(), nil
+	return ml.FirstNotOffloaded(), nil
 }
 
 // OffloadByPolicy implements Offloadable.
@@ -168,9 +171,8 @@ func (ml *bkLedger) offloadCandidates(want func(l *ledgerInfo, bytesFromNewest i
 	return ids
 }
 
-// firstNotOffloaded is the position of the first entry of the oldest
-// ledger not offloaded.
-func (ml *bkLedger) firstNotOffloaded() Position {
+// FirstNotOffloaded implements Offloadable.
+func (ml *bkLedger) FirstNotOffloaded() Position {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
 	for _, l := range ml.mu.ledgers {
