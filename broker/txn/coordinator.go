@@ -1,0 +1,273 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+// Errors, each answered with Pulsar's ServerError by the broker.
+var (
+	ErrNotFound      = errors.New("transaction not found")        // TransactionNotFound
+	ErrInvalidStatus = errors.New("invalid transaction status")   // InvalidTxnStatus
+	ErrClosed        = errors.New("transaction coordinator closed") // TransactionCoordinatorNotFound
+)
+
+// Log is where a coordinator keeps its records (a managed ledger on the
+// broker: MLLog; MemoryLog in tests).
+type Log interface {
+	// Append adds rec and calls cb once it is durable; callbacks run in
+	// append order.
+	Append(rec []byte, cb func(managedledger.Position, error))
+	// Replay calls fn for every record kept, in order.
+	Replay(ctx context.Context, fn func(managedledger.Position, []byte) error) error
+	// Trim drops the records before pos.
+	Trim(ctx context.Context, before managedledger.Position) error
+	// SavedSequence is the sequence SaveSequence last recorded (0: none).
+	SavedSequence() uint64
+	SaveSequence(ctx context.Context, seq uint64) error
+}
+
+// Ender ends a transaction on one partition or subscription (the broker:
+// END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION on their owners).
+// Ending twice must be harmless: after a failure the coordinator ends
+// again where it does not know whether the first attempt landed.
+type Ender interface {
+	EndPartition(ctx context.Context, topic string, id ID, commit bool) error
+	EndSubscription(ctx context.Context, sub Subscription, id ID, commit bool) error
+}
+
+// Config sets up a coordinator.
+type Config struct {
+	ID     uint64 // the assign partition's index: every id's most bits
+	Log    Log
+	Ender  Ender
+	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// RetryDelay is the first pause between attempts to end a
+	// transaction on a partition that failed (doubling to 5 s; 100 ms
+	// when zero).
+	RetryDelay time.Duration
+}
+
+// Coordinator is one transaction coordinator (see the package doc).
+type Coordinator struct {
+	cfg Config
+	ctx context.Context // ended by Close: stops the retries of ending
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	txns   map[uint64]*txnState
+	seq    uint64
+	failed error // set once: the log refused a record
+	last   managedledger.Position
+
+	recoverStart, recoverEnd time.Time
+	created, committed, aborted, timedOut atomic.Int64
+}
+
+type txnState struct {
+	meta     Meta
+	first    managedledger.Position
+	hasFirst bool
+	// done is closed when an End finishes (nil while open); endErr says
+	// how.
+	done   chan struct{}
+	endErr error
+}
+
+// Recover loads a coordinator from its log: open transactions stay open,
+// those that were ending are ended again in the background.
+func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 100 * time.Millisecond
+	}
+	c := &Coordinator{cfg: cfg, txns: map[uint64]*txnState{}, recoverStart: cfg.Now()}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	err := cfg.Log.Replay(ctx, func(pos managedledger.Position, rec []byte) error {
+		m, err := decode(cfg.ID, rec)
+		if err != nil {
+			return fmt.Errorf("transaction log of coordinator %d at %v: %w", cfg.ID, pos, err)
+		}
+		c.replayed(pos, m)
+		return nil
+	})
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.seq = max(c.seq, cfg.Log.SavedSequence())
+	c.recoverEnd = cfg.Now()
+	for _, st := range c.txns {
+		if st.meta.Status == Committing || st.meta.Status == Aborting {
+			st.done = make(chan struct{})
+			go c.finish(st)
+		}
+	}
+	return c, nil
+}
+
+func (c *Coordinator) replayed(pos managedledger.Position, m Meta) {
+	c.seq = max(c.seq, m.ID.Least)
+	c.last = pos
+	if m.Status.ended() {
+		delete(c.txns, m.ID.Least)
+		return
+	}
+	st, ok := c.txns[m.ID.Least]
+	if !ok {
+		st = &txnState{first: pos, hasFirst: true}
+		c.txns[m.ID.Least] = st
+	}
+	st.meta = m
+}
+
+// Close stops the coordinator: its ending retries stop, and every call
+// after fails with ErrClosed.
+func (c *Coordinator) Close() {
+	c.mu.Lock()
+	if c.failed == nil {
+		c.failed = ErrClosed
+	}
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// Failed is why the coordinator stopped (nil while it works).
+func (c *Coordinator) Failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// New opens a transaction timing out after timeout.
+func (c *Coordinator) New(timeout time.Duration) (ID, error) {
+	c.mu.Lock()
+	if c.failed != nil {
+		c.mu.Unlock()
+		return ID{}, c.closedErr()
+	}
+	c.seq++
+	now := c.cfg.Now()
+	st := &txnState{meta: Meta{ID: ID{c.cfg.ID, c.seq}, Status: Open, Start: now, Timeout: timeout, LastModified: now}}
+	c.txns[c.seq] = st
+	wait := c.appendLocked(st, true)
+	c.mu.Unlock()
+	if err := wait(); err != nil {
+		return ID{}, err
+	}
+	c.created.Add(1)
+	return st.meta.ID, nil
+}
+
+// AddPartitions adds the partitions an open transaction produces to.
+func (c *Coordinator) AddPartitions(id ID, partitions []string) error {
+	return c.update(id, func(m *Meta) bool {
+		n := len(m.Partitions)
+		for _, p := range partitions {
+			if !slices.Contains(m.Partitions, p) {
+				m.Partitions = append(m.Partitions, p)
+			}
+		}
+		return len(m.Partitions) != n
+	})
+}
+
+// AddSubscriptions adds the subscriptions an open transaction
+// acknowledges on.
+func (c *Coordinator) AddSubscriptions(id ID, subs []Subscription) error {
+	return c.update(id, func(m *Meta) bool {
+		n := len(m.Subs)
+		for _, s := range subs {
+			if !slices.Contains(m.Subs, s) {
+				m.Subs = append(m.Subs, s)
+			}
+		}
+		return len(m.Subs) != n
+	})
+}
+
+// update changes an open transaction and logs it (nothing is logged when
+// change reports no change).
+func (c *Coordinator) update(id ID, change func(*Meta) bool) error {
+	c.mu.Lock()
+	st, err := c.openLocked(id)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if !change(&st.meta) {
+		c.mu.Unlock()
+		return nil
+	}
+	st.meta.LastModified = c.cfg.Now()
+	wait := c.appendLocked(st, false)
+	c.mu.Unlock()
+	return wait()
+}
+
+func (c *Coordinator) openLocked(id ID) (*txnState, error) {
+	if c.failed != nil {
+		return nil, c.closedErr()
+	}
+	st, ok := c.txns[id.Least]
+	if !ok || id.Most != c.cfg.ID {
+		return nil, fmt.Errorf("transaction %v: %w", id, ErrNotFound)
+	}
+	if st.meta.Status != Open {
+		return nil, fmt.Errorf("transaction %v is %v, not OPEN: %w", id, st.meta.Status, ErrInvalidStatus)
+	}
+	return st, nil
+}
+
+func (c *Coordinator) closedErr() error {
+	return fmt.Errorf("transaction coordinator %d: %w (%v)", c.cfg.ID, ErrClosed, c.failed)
+}
+
+// appendLocked logs st's state; the returned wait reports how it went
+// (a failure fails the coordinator). Appended under mu so that the log's
+// order is the order of the changes.
+func (c *Coordinator) appendLocked(st *txnState, isFirst bool) func() error {
+	type result struct {
+		pos managedledger.Position
+		err error
+	}
+	// The callback may run before Append returns (mu still held): it
+	// only hands the result over; wait applies it.
+	done := make(chan result, 1)
+	c.cfg.Log.Append(encode(st.meta), func(pos managedledger.Position, err error) { done <- result{pos, err} })
+	return func() error {
+		r := <-done
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r.err != nil {
+			if c.failed == nil {
+				c.failed = r.err
+				c.cfg.Logger.Error("transaction log write failed; coordinator stops until it is loaded again",
+					"coordinator", c.cfg.ID, "err", r.err)
+			}
+			return fmt.Errorf("transaction coordinator %d: log: %w", c.cfg.ID, r.err)
+		}
+		if r.pos.Compare(c.last) > 0 {
+			c.last = r.pos
+		}
+		if isFirst {
+			st.first, st.hasFirst = r.pos, true
+		}
+		return nil
+	}
+}

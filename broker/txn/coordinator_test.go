@@ -1,0 +1,368 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recordingEnder records every end and fails the first attempts on each
+// target as asked.
+type recordingEnder struct {
+	mu       sync.Mutex
+	failures int // attempts to fail per target before succeeding
+	tries    map[string]int
+	ends     map[ID]map[string]bool // txn -> target -> commit
+	mixed    []string               // a txn ended both ways somewhere
+}
+
+func newRecordingEnder(failures int) *recordingEnder {
+	return &recordingEnder{failures: failures, tries: map[string]int{}, ends: map[ID]map[string]bool{}}
+}
+
+func (e *recordingEnder) end(target string, id ID, commit bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := id.String() + target
+	e.tries[key]++
+	if e.tries[key] <= e.failures {
+		return errors.New("injected: owner unreachable")
+	}
+	if e.ends[id] == nil {
+		e.ends[id] = map[string]bool{}
+	}
+	for t, c := range e.ends[id] {
+		if c != commit {
+			e.mixed = append(e.mixed, fmt.Sprintf("%v on %s and %s", id, t, target))
+		}
+	}
+	e.ends[id][target] = commit
+	return nil
+}
+
+func (e *recordingEnder) EndPartition(_ context.Context, topic string, id ID, commit bool) error {
+	return e.end("p:"+topic, id, commit)
+}
+
+func (e *recordingEnder) EndSubscription(_ context.Context, s Subscription, id ID, commit bool) error {
+	return e.end("s:"+s.Topic+"/"+s.Name, id, commit)
+}
+
+func (e *recordingEnder) endedOn(id ID) map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]bool{}
+	for t, c := range e.ends[id] {
+		out[t] = c
+	}
+	return out
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// modelTxn is what the test expects of a transaction.
+type modelTxn struct {
+	status Status
+	parts  []string
+	subs   []Subscription
+	// ending: an End's first record may have landed before a log failure
+	// (then recovery finishes it that way).
+	ending *bool
+}
+
+// TestCoordinatorModel drives coordinators with random operations,
+// injected log failures (then recovery from the log), ender failures and
+// timeouts, checking them against a model: a committed transaction was
+// committed on every partition and subscription it had, an aborted one
+// aborted everywhere, none both; ended transactions are unknown; the
+// recovered open set is the model's; ids are never issued twice.
+func TestCoordinatorModel(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runModel(t, seed) })
+	}
+}
+
+func runModel(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	log := &MemoryLog{}
+	ender := newRecordingEnder(int(seed % 3))
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	cfg := Config{ID: 3, Log: log, Ender: ender, Now: clock.Now, RetryDelay: time.Millisecond}
+	c := mustRecover(t, cfg)
+	model := map[ID]*modelTxn{}
+	issued := map[ID]bool{}
+	var ids []ID
+	for step := 0; step < 300; step++ {
+		switch op := rng.IntN(10); {
+		case op < 2:
+			id, err := c.New(time.Duration(1+rng.IntN(5)) * time.Second)
+			if err != nil {
+				t.Fatalf("step %d: new: %v", step, err)
+			}
+			if issued[id] || id.Most != 3 {
+				t.Fatalf("step %d: id %v issued twice or of another coordinator", step, id)
+			}
+			issued[id] = true
+			model[id] = &modelTxn{status: Open}
+			ids = append(ids, id)
+		case op < 4 && len(ids) > 0:
+			id := ids[rng.IntN(len(ids))]
+			p := fmt.Sprint("persistent://t/n/p-", rng.IntN(4))
+			checkAnswer(t, step, "add partition", c.AddPartitions(id, []string{p}), model[id])
+			if m := model[id]; m.status == Open && !slices.Contains(m.parts, p) {
+				m.parts = append(m.parts, p)
+			}
+		case op < 5 && len(ids) > 0:
+			id := ids[rng.IntN(len(ids))]
+			s := Subscription{Topic: fmt.Sprint("persistent://t/n/s-", rng.IntN(3)), Name: "sub"}
+			checkAnswer(t, step, "add subscription", c.AddSubscriptions(id, []Subscription{s}), model[id])
+			if m := model[id]; m.status == Open && !slices.Contains(m.subs, s) {
+				m.subs = append(m.subs, s)
+			}
+		case op < 7 && len(ids) > 0:
+			id := ids[rng.IntN(len(ids))]
+			commit := rng.IntN(2) == 0
+			endInModel(t, step, c, ender, model[id], id, commit)
+		case op < 8:
+			clock.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+			expireInModel(t, c, ender, model, clock.Now())
+		case op < 9:
+			if err := c.Trim(context.Background()); err != nil {
+				t.Fatalf("step %d: trim: %v", step, err)
+			}
+		default:
+			c = crashAndRecover(t, rng, c, cfg, log, ender, model, ids)
+		}
+	}
+	if len(ender.mixed) > 0 {
+		t.Fatalf("transactions ended both ways: %v", ender.mixed)
+	}
+}
+
+func mustRecover(t *testing.T, cfg Config) *Coordinator {
+	t.Helper()
+	c, err := Recover(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// checkAnswer checks an Add's answer against the transaction's state.
+func checkAnswer(t *testing.T, step int, what string, err error, m *modelTxn) {
+	t.Helper()
+	switch {
+	case m.status == Open && err != nil:
+		t.Fatalf("step %d: %s on an open transaction: %v", step, what, err)
+	case m.status.ended() && !errors.Is(err, ErrNotFound):
+		t.Fatalf("step %d: %s on an ended transaction answered %v, want not found", step, what, err)
+	}
+}
+
+func endInModel(t *testing.T, step int, c *Coordinator, ender *recordingEnder, m *modelTxn, id ID, commit bool) {
+	t.Helper()
+	err := c.End(context.Background(), id, commit)
+	if m.status.ended() {
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("step %d: end of ended %v answered %v, want not found", step, id, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("step %d: end %v (commit %v): %v", step, id, commit, err)
+	}
+	m.status = map[bool]Status{true: Committed, false: Aborted}[commit]
+	checkEndedEverywhere(t, ender, m, id, commit)
+	if _, err := c.Get(id); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("step %d: %v still known after it ended: %v", step, id, err)
+	}
+}
+
+func checkEndedEverywhere(t *testing.T, ender *recordingEnder, m *modelTxn, id ID, commit bool) {
+	t.Helper()
+	got := ender.endedOn(id)
+	for _, p := range m.parts {
+		if c, ok := got["p:"+p]; !ok || c != commit {
+			t.Fatalf("%v ended (commit %v) but partition %s got %v (ended %v)", id, commit, p, c, ok)
+		}
+	}
+	for _, s := range m.subs {
+		if c, ok := got["s:"+s.Topic+"/"+s.Name]; !ok || c != commit {
+			t.Fatalf("%v ended (commit %v) but subscription %v got %v (ended %v)", id, commit, s, c, ok)
+		}
+	}
+}
+
+// expireInModel aborts the model's late transactions and waits for the
+// coordinator to have done the same.
+func expireInModel(t *testing.T, c *Coordinator, ender *recordingEnder, model map[ID]*modelTxn, now time.Time) {
+	t.Helper()
+	c.Expire()
+	for id, m := range model {
+		if m.status != Open {
+			continue
+		}
+		meta, err := c.Get(id)
+		if err == nil && !now.After(meta.Deadline()) {
+			continue
+		}
+		waitGone(t, c, id)
+		m.status = Aborted
+		checkEndedEverywhere(t, ender, m, id, false)
+	}
+}
+
+func waitGone(t *testing.T, c *Coordinator, id ID) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, err := c.Get(id); errors.Is(err, ErrNotFound) {
+			return
+		}
+	}
+	t.Fatalf("%v was not ended", id)
+}
+
+// crashAndRecover fails the log under an operation (sometimes an End,
+// whose first record may or may not land), then recovers a coordinator
+// from the log and compares its open transactions with the model.
+func crashAndRecover(t *testing.T, rng *rand.Rand, c *Coordinator, cfg Config, log *MemoryLog,
+	ender *recordingEnder, model map[ID]*modelTxn, ids []ID) *Coordinator {
+	t.Helper()
+	var open []ID
+	for _, id := range ids {
+		if model[id].status == Open {
+			open = append(open, id)
+		}
+	}
+	if len(open) > 0 && rng.IntN(2) == 0 {
+		id := open[rng.IntN(len(open))]
+		commit := rng.IntN(2) == 0
+		log.SetFail(errors.New("injected: bookies gone"))
+		if err := c.End(context.Background(), id, commit); err == nil {
+			t.Fatalf("end of %v succeeded with the log failing", id)
+		}
+	}
+	log.SetFail(errors.New("injected: crash"))
+	if _, err := c.New(time.Second); err == nil {
+		t.Fatal("new succeeded on a failed coordinator")
+	}
+	c.Close()
+	log.SetFail(nil)
+	c = mustRecover(t, cfg)
+	checkRecovered(t, c, ender, model)
+	return c
+}
+
+func checkRecovered(t *testing.T, c *Coordinator, ender *recordingEnder, model map[ID]*modelTxn) {
+	t.Helper()
+	live := map[ID]Meta{}
+	for _, m := range c.List() {
+		live[m.ID] = m
+	}
+	for id, m := range model {
+		if m.status.ended() {
+			if _, ok := live[id]; ok {
+				t.Fatalf("ended %v is live again after recovery", id)
+			}
+			continue
+		}
+		meta, ok := live[id]
+		if !ok {
+			t.Fatalf("open %v lost in recovery", id)
+		}
+		if !slices.Equal(meta.Partitions, m.parts) || !slices.Equal(meta.Subs, m.subs) {
+			t.Fatalf("%v recovered with %v %v, want %v %v", id, meta.Partitions, meta.Subs, m.parts, m.subs)
+		}
+		if meta.Status == Open {
+			continue
+		}
+		// Its End's first record landed before the failure: recovery
+		// ends it that way.
+		commit := meta.Status == Committing
+		waitGone(t, c, id)
+		m.status = map[bool]Status{true: Committed, false: Aborted}[commit]
+		checkEndedEverywhere(t, ender, m, id, commit)
+	}
+}
+
+// A record survives encoding; garbage is a corruption, never a panic.
+func TestRecordRoundTrip(t *testing.T) {
+	m := Meta{ID: ID{2, 99}, Status: Committing, Start: time.UnixMilli(1234), Timeout: 5 * time.Second,
+		Partitions: []string{"a", "b"}, Subs: []Subscription{{"a", "s"}}, LastModified: time.UnixMilli(5678)}
+	got, err := decode(2, encode(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(m) {
+		t.Fatalf("decoded %+v, want %+v", got, m)
+	}
+	if _, err := decode(2, []byte{0x08}); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("truncated record: %v", err)
+	}
+	if _, err := decode(2, []byte{0x10, 0x09}); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("status 9: %v", err)
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(encode(Meta{ID: ID{1, 7}, Partitions: []string{"x"}, Subs: []Subscription{{"x", "y"}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decode(1, b)
+		if err == nil {
+			if _, err := decode(1, encode(m)); err != nil {
+				t.Fatalf("re-encoded record does not decode: %v", err)
+			}
+		}
+	})
+}
+
+// Trimming keeps what live transactions need and the sequence: a
+// coordinator recovered from a trimmed log issues new ids.
+func TestTrimKeepsSequence(t *testing.T) {
+	log := &MemoryLog{}
+	cfg := Config{ID: 0, Log: log, Ender: newRecordingEnder(0)}
+	c := mustRecover(t, cfg)
+	var last ID
+	for range 5 {
+		id, err := c.New(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.End(context.Background(), id, true); err != nil {
+			t.Fatal(err)
+		}
+		last = id
+	}
+	open, _ := c.New(time.Minute)
+	if err := c.Trim(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if log.Len() != 1 {
+		t.Fatalf("log keeps %d records after trim, want 1 (the open transaction's)", log.Len())
+	}
+	c.Close()
+	c = mustRecover(t, cfg)
+	if _, err := c.Get(open); err != nil {
+		t.Fatalf("open transaction lost: %v", err)
+	}
+	id, err := c.New(time.Minute)
+	if err != nil || id.Least <= open.Least || id.Least <= last.Least {
+		t.Fatalf("new id %v after recovery (err %v), want above %v", id, err, open)
+	}
+}
