@@ -110,6 +110,23 @@ type Config struct {
 	// (brokerServiceCompactionMonitorIntervalInSeconds, 60 s).
 	CompactionThreshold       int64
 	CompactionMonitorInterval time.Duration
+	// Transactions (txncoord.go, txnbuffer.go, pendingack.go):
+	// TransactionCoordinatorEnabled is transactionCoordinatorEnabled
+	// (off: transaction commands answer NotAllowed, transactional SENDs
+	// and ACKs are refused). TransactionCoordinators is how many
+	// coordinators to record when the assign topic has none yet
+	// (standalone's 1; initialize-cluster-metadata records its own).
+	// TransactionBufferSnapshotMaxTransactionCount and
+	// TransactionBufferSnapshotMinTime are
+	// transactionBufferSnapshotMaxTransactionCount (1000) and
+	// transactionBufferSnapshotMinTimeInMillis (5 s).
+	// MaxActiveTransactionsPerCoordinator is
+	// maxActiveTransactionsPerCoordinator (0: no limit).
+	TransactionCoordinatorEnabled                bool
+	TransactionCoordinators                      int
+	TransactionBufferSnapshotMaxTransactionCount int
+	TransactionBufferSnapshotMinTime             time.Duration
+	MaxActiveTransactionsPerCoordinator          int
 	// Offload is the broker's tiered storage policy
 	// (managedLedgerOffloadDriver, ...AutoTriggerSizeThresholdBytes,
 	// ...ThresholdInSeconds, ...DeletionLagMs), applied at every
@@ -297,6 +314,15 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.TransactionCoordinators <= 0 {
+		c.TransactionCoordinators = 1
+	}
+	if c.TransactionBufferSnapshotMaxTransactionCount <= 0 {
+		c.TransactionBufferSnapshotMaxTransactionCount = 1000
+	}
+	if c.TransactionBufferSnapshotMinTime <= 0 {
+		c.TransactionBufferSnapshotMinTime = 5 * time.Second
+	}
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = wire.DefaultMaxMessageSize
 	}
@@ -410,6 +436,8 @@ type Broker struct {
 	// lookups and topicLoads bound concurrent work as Pulsar's
 	// maxConcurrentLookupRequest and maxConcurrentTopicLoadRequest do.
 	lookups, topicLoads *semaphore.Weighted
+	// txnCoords are the transaction coordinators hosted here (txncoord.go).
+	txnCoords coordinators
 
 	mu     sync.Mutex
 	topics map[string]*topic
@@ -452,6 +480,9 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		})
 	}
 	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
+	if cfg.TransactionCoordinatorEnabled {
+		b.spawn(func() { b.every(time.Second, b.tickCoordinators) })
+	}
 	b.spawn(func() { b.every(dispatchRateRefresh, func() { b.refreshDispatchRates(b.ctx) }) })
 	b.spawn(func() {
 		b.every(cfg.SubscriptionExpiryCheckInterval, func() { b.expireSubscriptions(b.ctx, time.Now()) })
@@ -558,6 +589,10 @@ func (b *Broker) loadTopic(ctx context.Context, name TopicName) (*topic, error) 
 		_ = ml.Close(ctx)
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
+	if err := t.loadTxnBuffer(ctx); err != nil {
+		_ = ml.Close(ctx)
+		return nil, err
+	}
 	if err := t.openReplicatorCursors(ctx); err != nil {
 		_ = ml.Close(ctx)
 		return nil, err
@@ -630,6 +665,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.topics = map[string]*topic{}
 	b.mu.Unlock()
 	b.cancel()
+	b.closeCoordinators()
 	for _, t := range topics {
 		t.close(ctx)
 	}

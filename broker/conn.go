@@ -239,6 +239,10 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 		return c.handleWatchTopicListClose(cmd.GetWatchTopicListClose())
 	case pb.BaseCommand_AUTH_RESPONSE:
 		return c.handleAuthResponse(cmd.GetAuthResponse())
+	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST, pb.BaseCommand_NEW_TXN, pb.BaseCommand_ADD_PARTITION_TO_TXN,
+		pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN, pb.BaseCommand_END_TXN, pb.BaseCommand_END_TXN_ON_PARTITION,
+		pb.BaseCommand_END_TXN_ON_SUBSCRIPTION:
+		return c.dispatchTxn(cmd)
 	}
 	if clientOnly[cmd.GetType()] {
 		// Pulsar's decoder has no broker handler for these and closes the
@@ -248,6 +252,32 @@ func (c *serverConn) dispatch(cmd *pb.BaseCommand, f wire.Frame) error {
 	c.log.Warn("unsupported command; answering with an error", "command", cmd.GetType().String())
 	id, _ := wire.RequestID(cmd)
 	return c.sendError(id, pb.ServerError_NotAllowedError, fmt.Sprintf("command %s is not supported", cmd.GetType()))
+}
+
+// dispatchTxn routes a transaction command (conn_txn.go). Without
+// transactions each is answered, as Pulsar does, with ERROR NotAllowed
+// "Transactions are not enabled." for its request id.
+func (c *serverConn) dispatchTxn(cmd *pb.BaseCommand) error {
+	if !c.b.cfg.TransactionCoordinatorEnabled {
+		id, _ := wire.RequestID(cmd)
+		return c.sendError(id, pb.ServerError_NotAllowedError, errTxnDisabled.Error())
+	}
+	switch cmd.GetType() {
+	case pb.BaseCommand_TC_CLIENT_CONNECT_REQUEST:
+		return c.handleTcClientConnect(cmd.GetTcClientConnectRequest())
+	case pb.BaseCommand_NEW_TXN:
+		return c.handleNewTxn(cmd.GetNewTxn())
+	case pb.BaseCommand_ADD_PARTITION_TO_TXN:
+		return c.handleAddPartitionToTxn(cmd.GetAddPartitionToTxn())
+	case pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN:
+		return c.handleAddSubscriptionToTxn(cmd.GetAddSubscriptionToTxn())
+	case pb.BaseCommand_END_TXN:
+		return c.handleEndTxn(cmd.GetEndTxn())
+	case pb.BaseCommand_END_TXN_ON_PARTITION:
+		return c.handleEndTxnOnPartition(cmd.GetEndTxnOnPartition())
+	default:
+		return c.handleEndTxnOnSubscription(cmd.GetEndTxnOnSubscription())
+	}
 }
 
 // clientOnly are the commands only a broker sends.

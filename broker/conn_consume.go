@@ -258,13 +258,7 @@ func (c *serverConn) handleAck(cmd *pb.CommandAck) error {
 			Error: pb.ServerError_ConsumerNotFound.Enum(), Message: ptr("no such consumer")}})
 	}
 	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
-		// Applied now, it would stand even if the transaction aborted.
-		if cmd.RequestId == nil {
-			return nil
-		}
-		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: &pb.CommandAckResponse{
-			ConsumerId: ptr(cs.id), RequestId: cmd.RequestId, TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits,
-			Error: pb.ServerError_NotAllowedError.Enum(), Message: ptr(errTransactionsOff.Error())}})
+		return c.handleTxnAck(cs, cmd)
 	}
 	if cs.sub.traced() {
 		c.b.log.Info("trace: reader ack", "subscription", cs.sub.name, "consumer", cs.id, "type", cmd.GetAckType().String(),
@@ -429,6 +423,9 @@ func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) err
 	}
 	ml := cs.sub.topic.ml
 	last := ml.LastConfirmed()
+	if limit, capped := cs.sub.topic.txns.Load().readLimit(); capped && limit.Compare(last) < 0 {
+		last = limit // an open transaction's messages are not there yet for readers
+	}
 	lastID := lastMessageID(last)
 	// The last entry may be a batch: clients (Reader.HasNext) need the
 	// index of its last message.

@@ -52,6 +52,8 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/replclient"
+	"github.com/magnetar-io/magnetar/broker/txn"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -289,11 +291,6 @@ func (r *recentIDs) add(id uint64) {
 
 func (r *recentIDs) has(id uint64) bool { return r.set[id] > 0 }
 
-// errTransactionsOff refuses a SEND or an ACK in a transaction: this
-// broker has no transactions (issue 39), and applying either outside its
-// transaction would break the guarantee the client asked for.
-var errTransactionsOff = errors.New("transactions are not enabled on this broker: a message or acknowledgement in a transaction is refused, not applied outside it")
-
 func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	var received time.Time // read only when something times publishes
 	if c.b.cfg.Stages != nil || c.b.cfg.FlightRecorder != nil {
@@ -315,10 +312,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	if !f.HasPayload() {
 		return fmt.Errorf("SEND without a payload from producer %d", id)
 	}
-	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
-		// Stored as a plain message it would be delivered before, or
-		// without, its transaction's commit.
-		return c.sendSendError(id, seq, pb.ServerError_NotAllowedError, errTransactionsOff.Error())
+	inTxn := cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil
+	if inTxn && (!c.b.cfg.TransactionCoordinatorEnabled || p.topic.txns.Load() == nil) {
+		return c.sendInTxn(p, cmd, f) // refused, or its topic's buffer made first (conn_txn.go)
 	}
 	if err := f.Entry.VerifyChecksum(); err != nil {
 		c.log.Warn("SEND with a bad checksum; not stored", "topic", p.topic.name.String(), "producer", p.name, "err", err)
@@ -367,13 +363,30 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 				"a message with this sequence id is still being stored; resend it once that settles")
 		}
 	}
+	entry, sum := f.Entry.Bytes(), f.Entry.Sum()
+	var tb *txnBuffer
+	var tid txn.ID
+	if inTxn {
+		tid, tb = txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits), p.topic.txns.Load()
+		var err error
+		if entry, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
+			return c.sendSendError(id, seq, pb.ServerError_UnknownError, err.Error())
+		}
+		sum = crc32c.Known{}
+		if err := tb.beginSend(tid); err != nil {
+			return c.sendSendError(id, seq, pb.ServerError_InvalidTxnStatus, err.Error())
+		}
+	}
 	c.beginSend()
 	size := int64(f.Entry.Len())
 	c.throttlePublish(p.topic, msgs, size)
 	published := int64(c.sendMetadata.GetPublishTime()) // checkEntry decoded it
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)
-	p.topic.addEntry(f.Entry.Bytes(), f.Entry.Sum(), msgs, func(pos managedledger.Position, err error) {
+	p.topic.addEntry(entry, sum, msgs, func(pos managedledger.Position, err error) {
+		if tb != nil {
+			tb.sent(tid, pos, err) // before the receipt: the commit that follows it finds the entry
+		}
 		c.endSend()
 		if err != nil {
 			if d := dedup; d != nil {

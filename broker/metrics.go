@@ -86,6 +86,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		descReplRateIn, descReplRateOut, descReplTputIn, descReplTputOut, descReplBacklog, descReplDelay} {
 		ch <- d
 	}
+	for _, d := range txnDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. Prometheus runs collectors on
@@ -96,6 +99,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range m.b.loadedTopics() {
 		m.collectTopicSafely(ch, t, now)
 	}
+	m.collectCoordinators(ch)
 	for b := range numBoundaries {
 		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b.String())
 	}
@@ -135,6 +139,7 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 	producers, consumers, subs, backlog := t.counts()
 	gauge := func(d *prometheus.Desc, v float64) { m.emit(ch, d, prometheus.GaugeValue, v, labels) }
 	gauge(descStorage, float64(t.ml.Size()))
+	m.collectTxnBuffer(ch, t, labels)
 	if o, ok := t.ml.(managedledger.Offloadable); ok {
 		gauge(descOffloaded, float64(o.OffloadedSize()))
 	}

@@ -31,6 +31,9 @@ type partitionedMetadata struct {
 
 // partitions returns a topic's partition count (0: not partitioned).
 func (b *Broker) partitions(ctx context.Context, t TopicName) (int, error) {
+	if t == assignTopic && b.cfg.TransactionCoordinatorEnabled {
+		return b.coordinatorCount(ctx)
+	}
 	if b.cfg.Metadata == nil || strings.Contains(t.Local, partitionSuffix) {
 		return 0, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spaolacci/murmur3"
 
+	"github.com/magnetar-io/magnetar/broker/txn"
 	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -107,6 +108,12 @@ type subscription struct {
 	// snapshots are the replicated-subscription snapshots read and not yet
 	// passed by the mark-delete position, oldest first (replsubs.go).
 	snapshots []markers.SnapshotData
+
+	// pending holds acknowledgements made in open transactions
+	// (pendingack.go): nil until the first; pendingInit serializes its
+	// creation.
+	pending     atomic.Pointer[pendingAcks]
+	pendingInit sync.Mutex
 }
 
 type inflightEntry struct {
@@ -136,6 +143,13 @@ func newSubscription(t *topic, name string, subType pb.CommandSubscribe_SubType,
 	s.lastActive.Store(time.Now().UnixNano())
 	if r := t.subRate.Load(); r != nil {
 		s.limiter.setRate(*r, time.Now()) // the topic's last refresh's, until the next
+	}
+	if err := s.restorePendingAcks(); err != nil {
+		// Not restored, the held acknowledgements would be lost: the
+		// transaction would commit without them. Loud, and the
+		// subscription works without them (its entries are delivered
+		// again, which at-least-once consumers handle).
+		t.b.log.Error("pending transaction acknowledgements not restored", "topic", t.name.String(), "subscription", name, "err", err)
 	}
 	return s
 }
@@ -352,6 +366,9 @@ func (s *subscription) startReadLocked() func() {
 	if len(s.replay) == 0 && s.topic.terminated.Load() && s.cursor.ReadPosition().Compare(s.topic.ml.LastConfirmed()) > 0 {
 		return s.endOfTopicLocked() // nothing more will come: no read waits for it
 	}
+	if limit, capped := s.topic.txns.Load().readLimit(); capped && s.cursor.ReadPosition().Compare(limit) > 0 {
+		return nil // an open transaction's entries are next: its end wakes us (txnbuffer.go)
+	}
 	s.reading = true
 	return func() {
 		s.cursor.ReadEntriesOrWait(n, int64(s.topic.b.cfg.MaxMessageSize), func(e []managedledger.Entry, err error) {
@@ -512,6 +529,9 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		s.dispatch()
 		return
 	}
+	if fromCursor {
+		entries = s.belowReadLimitLocked(entries)
+	}
 	if fromCursor && len(entries) > 0 {
 		last := entries[len(entries)-1].Position
 		s.lastRead = &last
@@ -574,6 +594,13 @@ func (s *subscription) assignLocked(entries []managedledger.Entry, fromCursor bo
 			}
 			skipped = append(skipped, e.Position)
 			continue
+		}
+		if info.hasTxn && s.topic.txns.Load().isAborted(info.txn) {
+			skipped = append(skipped, e.Position) // aborted: acknowledged as read, never delivered
+			continue
+		}
+		if s.pendingHeldLocked(e.Position) {
+			continue // acknowledged in an open transaction: given out again only if it aborts (pendingack.go)
 		}
 		s.noteMessagesLocked(info.messages)
 		slot := int32(-1)
@@ -733,6 +760,9 @@ type entryInfo struct {
 	deliverAt time.Time // deliver_at_time, zero when none
 	// marker is the marker type (0: a message): markers go to no consumer.
 	marker markers.Type
+	// txn is the transaction of a transactional message or marker.
+	txn    txn.ID
+	hasTxn bool
 }
 
 // entryInfoOf reads an entry's metadata; a damaged entry counts as one
@@ -749,6 +779,9 @@ func entryInfoOf(data []byte) entryInfo {
 	}
 	info.messages = max(int(md.GetNumMessagesInBatch()), 1)
 	info.marker = markerType(&md)
+	if md.TxnidMostBits != nil || md.TxnidLeastBits != nil {
+		info.txn, info.hasTxn = txn.ID{Most: md.GetTxnidMostBits(), Least: md.GetTxnidLeastBits()}, true
+	}
 	info.key = md.GetOrderingKey()
 	if md.DeliverAtTime != nil {
 		info.deliverAt = time.UnixMilli(md.GetDeliverAtTime())

@@ -62,6 +62,10 @@ type topic struct {
 	// producers are refused. The managed ledger refuses adds by itself;
 	// this flag is not rebuilt when the topic loads again.
 	terminated atomic.Bool
+	// txns is the transaction buffer (txnbuffer.go): nil until the topic
+	// has had a transaction; txnInit serializes its creation.
+	txns    atomic.Pointer[txnBuffer]
+	txnInit sync.Mutex
 
 	mu        sync.Mutex
 	producers map[*producer]struct{}
@@ -655,6 +659,9 @@ func (t *topic) close(ctx context.Context) {
 	for _, s := range subs {
 		s.disconnectConsumers()
 		s.close()
+	}
+	if tb := t.txns.Load(); tb != nil {
+		tb.saveIfChanged(ctx) // a reload replays less
 	}
 	_ = t.ml.Close(ctx)
 }

@@ -184,6 +184,7 @@ func RegisterBroker(mux *http.ServeMux, b Broker, log *slog.Logger) {
 	a.registerBrokerStats(mux)
 	a.registerBookies(mux)
 	a.registerDynamicConfig(mux)
+	a.registerTransactions(mux)
 }
 
 // fail answers with err's status (StatusOf); server-side failures are

@@ -82,6 +82,12 @@ var (
 	ErrNotOwner = errors.New("the topic's namespace bundle is not served by this broker")
 	// ErrNotSet is a dynamic configuration key without an override.
 	ErrNotSet = errors.New("not set")
+	// ErrTransactionNotFound is a transaction its coordinator does not
+	// know (ended, or never opened).
+	ErrTransactionNotFound = errors.New("transaction not found")
+	// ErrUnavailable is a service this broker does not offer now (its
+	// transaction coordinator is off or elsewhere).
+	ErrUnavailable = errors.New("service unavailable")
 )
 
 // BadRequest is ErrBadRequest naming the field at fault.
@@ -115,15 +121,15 @@ func Errorf(kind error, format string, args ...any) error {
 //	ErrNotFound, ErrTopicNotFound,
 //	ErrSubscriptionNotFound,
 //	ErrMessageNotFound, ErrNotPartitioned,
-//	ErrNotSet                              404 Not Found
+//	ErrNotSet, ErrTransactionNotFound      404 Not Found
 //	ErrExists, ErrNotEmpty, ErrConflict,
 //	ErrTopicExists, CAS give-up,
 //	metadata ErrExists, ErrBadVersion      409 Conflict
 //	ErrPrecondition, ErrInUse,
 //	ErrMetadataRequired                    412 Precondition Failed
 //	ErrNotSupported                        501 Not Implemented
-//	ErrNotOwner, a store that is
-//	unreachable                            503 Service Unavailable
+//	ErrNotOwner, ErrUnavailable, a store
+//	that is unreachable                    503 Service Unavailable
 //	anything else (ErrCorrupt ...)         500 Internal Server Error
 func StatusOf(err error) int {
 	if re := (*RemoteError)(nil); errors.As(err, &re) {
@@ -141,7 +147,7 @@ func StatusOf(err error) int {
 	case errors.Is(err, resources.ErrNotAllowed):
 		return http.StatusForbidden
 	case errors.Is(err, resources.ErrNotFound), isAny(err, ErrTopicNotFound, ErrSubscriptionNotFound,
-		ErrMessageNotFound, ErrNotPartitioned, ErrNotSet):
+		ErrMessageNotFound, ErrNotPartitioned, ErrNotSet, ErrTransactionNotFound):
 		return http.StatusNotFound
 	case isAny(err, resources.ErrExists, resources.ErrNotEmpty, resources.ErrConflict, metadata.ErrCASRetriesExhausted,
 		ErrTopicExists, metadata.ErrExists, metadata.ErrBadVersion):
@@ -150,7 +156,7 @@ func StatusOf(err error) int {
 		return http.StatusPreconditionFailed
 	case errors.Is(err, ErrNotSupported):
 		return http.StatusNotImplemented
-	case isAny(err, ErrNotOwner, metadata.ErrSessionLost, metadata.ErrClosed, context.DeadlineExceeded):
+	case isAny(err, ErrNotOwner, ErrUnavailable, metadata.ErrSessionLost, metadata.ErrClosed, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -451,3 +451,38 @@ func MarkReplicated(e wire.Entry, cluster string) Replicated {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Request sends one command to the owner of cfg.Topic (looked up from
+// cfg.ServiceURL) on a connection of its own and returns the answer of
+// type want; the connection is closed after. The brokers' transaction
+// coordinators end transactions on the partitions other brokers own with
+// it (END_TXN_ON_PARTITION, END_TXN_ON_SUBSCRIPTION). cmd's request id is
+// set here.
+func Request(ctx context.Context, cfg Config, cmd *pb.BaseCommand, want pb.BaseCommand_Type, setID func(uint64)) (*pb.BaseCommand, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = wire.DefaultMaxMessageSize + wire.FramePadding
+	}
+	if cfg.Version == "" {
+		cfg.Version = "magnetar-broker"
+	}
+	u, err := url.Parse(cfg.ServiceURL)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("replclient: service URL %q: want pulsar://host:port", cfg.ServiceURL)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	c, err := dialConn(ctx, cfg, u.Host)
+	if err != nil {
+		return nil, err
+	}
+	if c, err = c.lookup(ctx, cfg); err != nil {
+		return nil, err
+	}
+	defer c.conn.Close()
+	c.reqID++
+	setID(c.reqID)
+	return c.request(ctx, cmd, want)
+}

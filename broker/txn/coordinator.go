@@ -15,8 +15,8 @@ import (
 
 // Errors, each answered with Pulsar's ServerError by the broker.
 var (
-	ErrNotFound      = errors.New("transaction not found")        // TransactionNotFound
-	ErrInvalidStatus = errors.New("invalid transaction status")   // InvalidTxnStatus
+	ErrNotFound      = errors.New("transaction not found")          // TransactionNotFound
+	ErrInvalidStatus = errors.New("invalid transaction status")     // InvalidTxnStatus
 	ErrClosed        = errors.New("transaction coordinator closed") // TransactionCoordinatorNotFound
 )
 
@@ -60,8 +60,8 @@ type Config struct {
 
 // Coordinator is one transaction coordinator (see the package doc).
 type Coordinator struct {
-	cfg Config
-	ctx context.Context // ended by Close: stops the retries of ending
+	cfg    Config
+	ctx    context.Context // ended by Close: stops the retries of ending
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
@@ -70,7 +70,7 @@ type Coordinator struct {
 	failed error // set once: the log refused a record
 	last   managedledger.Position
 
-	recoverStart, recoverEnd time.Time
+	recoverStart, recoverEnd              time.Time
 	created, committed, aborted, timedOut atomic.Int64
 }
 

@@ -366,3 +366,56 @@ func TestTrimKeepsSequence(t *testing.T) {
 		t.Fatalf("new id %v after recovery (err %v), want above %v", id, err, open)
 	}
 }
+
+// blockingEnder holds every end until released.
+type blockingEnder struct{ release chan struct{} }
+
+func (e blockingEnder) EndPartition(ctx context.Context, _ string, _ ID, _ bool) error {
+	select {
+	case <-e.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e blockingEnder) EndSubscription(ctx context.Context, _ Subscription, id ID, c bool) error {
+	return e.EndPartition(ctx, "", id, c)
+}
+
+// While a commit runs, an abort is InvalidStatus, a second commit waits
+// for the first, and adding to the transaction is InvalidStatus.
+func TestEndWhileEnding(t *testing.T) {
+	ender := blockingEnder{release: make(chan struct{})}
+	c := mustRecover(t, Config{ID: 1, Log: &MemoryLog{}, Ender: ender})
+	id, err := c.New(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddPartitions(id, []string{"p"}); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- c.End(context.Background(), id, true) }()
+	for {
+		if m, _ := c.Get(id); m.Status == Committing {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.End(context.Background(), id, false); !errors.Is(err, ErrInvalidStatus) {
+		t.Fatalf("abort while committing: %v, want invalid status", err)
+	}
+	if err := c.AddPartitions(id, []string{"q"}); !errors.Is(err, ErrInvalidStatus) {
+		t.Fatalf("add while committing: %v, want invalid status", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.End(ctx, id, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second commit before the first ended: %v, want it to wait", err)
+	}
+	close(ender.release)
+	if err := <-first; err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}

@@ -217,3 +217,10 @@ func (c *Coordinator) Stats() Stats {
 		Created: c.created.Load(), Committed: c.committed.Load(), Aborted: c.aborted.Load(),
 		TimedOut: c.timedOut.Load(), RecoverStart: c.recoverStart, RecoverEnd: c.recoverEnd, Failed: c.failed}
 }
+
+// Ongoing is how many transactions are live.
+func (c *Coordinator) Ongoing() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.txns)
+}

@@ -81,10 +81,10 @@ func (l *MLLog) SaveSequence(ctx context.Context, seq uint64) error {
 
 // MemoryLog is a Log in memory, with failures to inject (tests).
 type MemoryLog struct {
-	mu      sync.Mutex
-	recs    []memRecord
-	next    int64
-	seq     uint64
+	mu   sync.Mutex
+	recs []memRecord
+	next int64
+	seq  uint64
 	// FailAppends makes appends fail (while set) with this error.
 	FailAppends error
 }

@@ -69,6 +69,12 @@ type brokerSettings struct {
 	subExpiryMinutes        int   // subscriptionExpirationTimeMinutes
 	subExpiryCheck          int   // subscriptionExpiryCheckIntervalInMinutes
 	compactionThreshold     int64 // brokerServiceCompactionThresholdInBytes
+	// txnEnabled, txnSnapshotCount, txnSnapshotMs and maxActiveTxns are
+	// transactionCoordinatorEnabled, transactionBufferSnapshotMaxTransactionCount,
+	// transactionBufferSnapshotMinTimeInMillis and maxActiveTransactionsPerCoordinator.
+	txnEnabled                      bool
+	txnSnapshotCount, txnSnapshotMs int
+	maxActiveTxns                   int
 	// offloadDriver, offloadRoot (fileSystemURI), offloadSize, offloadAge
 	// and offloadLag are managedLedgerOffloadDriver, fileSystemURI,
 	// managedLedgerOffloadAutoTriggerSizeThresholdBytes,
@@ -156,6 +162,10 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"subscriptionExpirationTimeMinutes":                       setNonNegInt(&s.subExpiryMinutes),
 		"subscriptionExpiryCheckIntervalInMinutes":                setNonNegInt(&s.subExpiryCheck),
 		"brokerServiceCompactionThresholdInBytes":                 setNonNegInt64(&s.compactionThreshold),
+		"transactionCoordinatorEnabled":                           setBool(&s.txnEnabled),
+		"transactionBufferSnapshotMaxTransactionCount":            setInt(&s.txnSnapshotCount),
+		"transactionBufferSnapshotMinTimeInMillis":                setInt(&s.txnSnapshotMs),
+		"maxActiveTransactionsPerCoordinator":                     setInt(&s.maxActiveTxns),
 		"managedLedgerOffloadDriver":                              setString(&s.offloadDriver),
 		"fileSystemURI":                                           setString(&s.offloadRoot),
 		"managedLedgerOffloadAutoTriggerSizeThresholdBytes":       setInt64(&s.offloadSize),
@@ -321,14 +331,18 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		MaxUnackedMessagesPerConsumer: s.maxUnackedPerCons, MaxUnackedMessagesPerSubscription: s.maxUnackedPerSub,
 		BrokerEntryTimestamp: stampTime, BrokerEntryIndex: stampIndex, ExposeBrokerEntryMetadata: s.exposeEntryMetadata,
 		AcknowledgmentAtBatchIndexLevelEnabled: s.batchIndexAcks, DeduplicationEntriesInterval: s.dedupInterval,
-		DeduplicationSnapshotInterval:   time.Duration(s.dedupSnapshotSecs) * time.Second,
-		SubscriptionExpirationTime:      time.Duration(s.subExpiryMinutes) * time.Minute,
-		SubscriptionExpiryCheckInterval: time.Duration(s.subExpiryCheck) * time.Minute,
-		CompactionThreshold:             s.compactionThreshold,
-		Offload:                         s.offloadPolicy(),
-		CompactionMonitorInterval:       time.Duration(s.compactionMonitorSecs) * time.Second,
-		SchemaValidationEnforced:        s.schemaEnforced,
-		DelayedDeliveryDisabled:         !s.delayedEnabled, DelayedDeliveryTickTime: s.delayedTick,
+		DeduplicationSnapshotInterval:                time.Duration(s.dedupSnapshotSecs) * time.Second,
+		SubscriptionExpirationTime:                   time.Duration(s.subExpiryMinutes) * time.Minute,
+		SubscriptionExpiryCheckInterval:              time.Duration(s.subExpiryCheck) * time.Minute,
+		CompactionThreshold:                          s.compactionThreshold,
+		TransactionCoordinatorEnabled:                s.txnEnabled,
+		TransactionBufferSnapshotMaxTransactionCount: s.txnSnapshotCount,
+		TransactionBufferSnapshotMinTime:             time.Duration(s.txnSnapshotMs) * time.Millisecond,
+		MaxActiveTransactionsPerCoordinator:          s.maxActiveTxns,
+		Offload:                                      s.offloadPolicy(),
+		CompactionMonitorInterval:                    time.Duration(s.compactionMonitorSecs) * time.Second,
+		SchemaValidationEnforced:                     s.schemaEnforced,
+		DelayedDeliveryDisabled:                      !s.delayedEnabled, DelayedDeliveryTickTime: s.delayedTick,
 		DelayedDeliveryMaxDelay:   s.delayedMax,
 		AutoTopicCreationDisabled: s.noAutoCreate, AutoTopicCreationType: s.autoCreateType,
 		DefaultNumPartitions: s.defaultPartitions, MaxConcurrentLookupRequest: s.maxLookups,

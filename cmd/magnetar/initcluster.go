@@ -28,6 +28,7 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 	brokerURL := fs.String("broker-service-url", "", "the cluster's binary service URL, e.g. pulsar://broker1:6650 (required)")
 	webURLTLS := fs.String("web-service-url-tls", "", "the cluster's HTTPS service URL, e.g. https://broker1:8443")
 	brokerURLTLS := fs.String("broker-service-url-tls", "", "the cluster's TLS binary service URL, e.g. pulsar+ssl://broker1:6651")
+	coordinators := fs.Int("initial-num-transaction-coordinators", 16, "transaction coordinators (partitions of pulsar/system/transaction_coordinator_assign), recorded unless the instance has them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,7 +49,7 @@ func runInitCluster(args []string, stdout, stderr io.Writer) int {
 	}
 	defer store.Close()
 	if err := initClusterMetadata(ctx, store, *cluster, resources.ClusterData{ServiceURL: *webURL, BrokerServiceURL: *brokerURL,
-		ServiceURLTLS: *webURLTLS, BrokerServiceURLTLS: *brokerURLTLS}); err != nil {
+		ServiceURLTLS: *webURLTLS, BrokerServiceURLTLS: *brokerURLTLS}, *coordinators); err != nil {
 		fmt.Fprintf(stderr, "magnetar initialize-cluster-metadata: %v\n", err)
 		return 1
 	}
@@ -78,12 +79,14 @@ func checkStore(ctx context.Context, url string, log *slog.Logger) error {
 }
 
 // initClusterMetadata creates the cluster, tenant public and namespace
-// public/default (with its bundles) unless they exist, as Pulsar's
+// public/default (with its bundles), tenant pulsar, namespace pulsar/system
+// and the transaction coordinators' assign topic (coordinators
+// partitions) unless they exist, as Pulsar's
 // PulsarClusterMetadataSetup does: a cluster joining an instance whose
 // configuration store already has them is added to public's allowed
 // clusters and to public/default's replication clusters, and nothing
 // else is changed. Running it twice changes nothing.
-func initClusterMetadata(ctx context.Context, store metadata.Store, cluster string, data resources.ClusterData) error {
+func initClusterMetadata(ctx context.Context, store metadata.Store, cluster string, data resources.ClusterData, coordinators int) error {
 	res, err := resources.New(ctx, store, resources.Options{})
 	if err != nil {
 		return fmt.Errorf("initialise metadata: %w", err)
@@ -121,12 +124,58 @@ func initClusterMetadata(ctx context.Context, store metadata.Store, cluster stri
 			return err
 		}},
 	}
+	steps = append(steps, systemSteps(ctx, res, cluster, coordinators)...)
 	for _, s := range steps {
 		if err := s.do(); err != nil {
 			return fmt.Errorf("initialise metadata: %s: %w", s.what, err)
 		}
 	}
 	return nil
+}
+
+// systemSteps record tenant pulsar, namespace pulsar/system and the
+// assign topic of the transaction coordinators (Pulsar's
+// --initial-num-transaction-coordinators), or add the cluster to them.
+func systemSteps(ctx context.Context, res *resources.Resources, cluster string, coordinators int) []struct {
+	what string
+	do   func() error
+} {
+	return []struct {
+		what string
+		do   func() error
+	}{
+		{"tenant pulsar", func() error {
+			err := res.CreateTenant(ctx, "pulsar", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
+			if !errors.Is(err, resources.ErrExists) {
+				return err
+			}
+			_, err = res.UpdateTenant(ctx, "pulsar", func(t *resources.TenantInfo) error {
+				t.AllowedClusters = appendMissing(t.AllowedClusters, cluster)
+				return nil
+			})
+			return err
+		}},
+		{"namespace pulsar/system", func() error {
+			p := resources.NewPolicies()
+			p.ReplicationClusters = []string{cluster}
+			_, err := res.CreateNamespace(ctx, "pulsar", "system", p)
+			if !errors.Is(err, resources.ErrExists) {
+				return err
+			}
+			_, err = res.UpdateNamespace(ctx, "pulsar", "system", func(p *resources.Policies) error {
+				p.ReplicationClusters = appendMissing(p.ReplicationClusters, cluster)
+				return nil
+			})
+			return err
+		}},
+		{"transaction coordinators", func() error {
+			if coordinators <= 0 {
+				return nil
+			}
+			return ignoreExists(res.CreatePartitionedTopic(ctx, resources.TopicName{Domain: "persistent", Tenant: "pulsar",
+				Namespace: "system", Local: "transaction_coordinator_assign"}, resources.PartitionedTopicMetadata{Partitions: coordinators}))
+		}},
+	}
 }
 
 func ignoreExists(err error) error {

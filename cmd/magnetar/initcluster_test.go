@@ -27,7 +27,7 @@ func TestInitClusterMetadataJoinsAnInstance(t *testing.T) {
 	data := func(c string) resources.ClusterData {
 		return resources.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}
 	}
-	if err := initClusterMetadata(ctx, store, "c1", data("c1")); err != nil {
+	if err := initClusterMetadata(ctx, store, "c1", data("c1"), 16); err != nil {
 		t.Fatal(err)
 	}
 	// An operator's change to what exists must survive the next joins.
@@ -38,7 +38,7 @@ func TestInitClusterMetadataJoinsAnInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"c2", "c3", "c2"} {
-		if err := initClusterMetadata(ctx, store, c, data(c)); err != nil {
+		if err := initClusterMetadata(ctx, store, c, data(c), 4); err != nil {
 			t.Fatalf("initialise %s: %v", c, err)
 		}
 	}
@@ -50,6 +50,15 @@ func TestInitClusterMetadataJoinsAnInstance(t *testing.T) {
 	p, err := res.GetNamespace(ctx, "public", "default")
 	if err != nil || !sameSet(p.ReplicationClusters, want) {
 		t.Fatalf("public/default replication clusters %v %v, want %v", p.ReplicationClusters, err, want)
+	}
+	sys, err := res.GetNamespace(ctx, "pulsar", "system")
+	if err != nil || !sameSet(sys.ReplicationClusters, want) {
+		t.Fatalf("pulsar/system replication clusters %v %v, want %v", sys.ReplicationClusters, err, want)
+	}
+	assign, err := res.GetPartitionedTopic(ctx, resources.TopicName{Domain: "persistent", Tenant: "pulsar", Namespace: "system",
+		Local: "transaction_coordinator_assign"})
+	if err != nil || assign.Partitions != 16 {
+		t.Fatalf("transaction coordinators: %+v %v, want the first cluster's 16 kept", assign, err)
 	}
 	for _, c := range want {
 		cd, err := res.GetCluster(ctx, c)

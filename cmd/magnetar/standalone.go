@@ -244,8 +244,9 @@ func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, 
 // public/default on first start, as Pulsar standalone does.
 func initStandaloneMetadata(ctx context.Context, store metadata.Store, f standaloneFlags) error {
 	pulsarTLS, webTLS := f.security.tlsURLs(f.listenFlags)
+	// One transaction coordinator, as Pulsar's standalone.
 	return initClusterMetadata(ctx, store, f.cluster, resources.ClusterData{ServiceURL: "http://" + f.webAddr(),
-		BrokerServiceURL: "pulsar://" + f.brokerAddr(), ServiceURLTLS: webTLS, BrokerServiceURLTLS: pulsarTLS})
+		BrokerServiceURL: "pulsar://" + f.brokerAddr(), ServiceURLTLS: webTLS, BrokerServiceURLTLS: pulsarTLS}, 1)
 }
 
 // webMux is the HTTP port's handler: the broker's (admin API, lookup,

@@ -1,0 +1,309 @@
+package broker
+
+// Transaction commands.
+//
+// Behaviour:
+//   - TC_CLIENT_CONNECT loads the coordinator (txncoord.go) and answers
+//     once it is ready; NEW_TXN, ADD_PARTITION_TO_TXN,
+//     ADD_SUBSCRIPTION_TO_TXN and END_TXN go to the coordinator the
+//     request names (tc_id, else the transaction id's most bits), off the
+//     event loop, answered once its log holds the change (END_TXN: once
+//     the transaction ended on every partition and subscription).
+//   - END_TXN_ON_PARTITION and END_TXN_ON_SUBSCRIPTION come from
+//     coordinators (a broker's, with authorization on: a superuser
+//     role) to the owner of the topic.
+//   - Errors are Pulsar's codes: TransactionNotFound, InvalidTxnStatus,
+//     TransactionConflict, TransactionCoordinatorNotFound (not served
+//     here: the client looks the coordinator up again), NotAllowed with
+//     "Transactions are not enabled." when the broker has none.
+//   - A SEND in a transaction is stored with the transaction id in its
+//     metadata; the first one on a topic creates the topic's transaction
+//     buffer first (off the event loop, with the connection's reading
+//     paused so the producer's order holds). An ACK in a transaction is
+//     held by the subscription (pendingack.go), also off the loop.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/magnetar-io/magnetar/broker/auth"
+	"github.com/magnetar-io/magnetar/broker/txn"
+	"github.com/magnetar-io/magnetar/wire"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// txnErrorCode is the ServerError answering err.
+func txnErrorCode(err error) pb.ServerError {
+	switch {
+	case errors.Is(err, errTxnDisabled):
+		return pb.ServerError_NotAllowedError
+	case errors.Is(err, txn.ErrNotFound):
+		return pb.ServerError_TransactionNotFound
+	case errors.Is(err, txn.ErrInvalidStatus), errors.Is(err, errTxnEnded):
+		return pb.ServerError_InvalidTxnStatus
+	case errors.Is(err, errTxnConflict):
+		return pb.ServerError_TransactionConflict
+	case errors.Is(err, txn.ErrClosed), errors.Is(err, errNotOwner):
+		return pb.ServerError_TransactionCoordinatorNotFound
+	case errors.Is(err, errTooManyTxns):
+		return pb.ServerError_ServiceNotReady
+	}
+	return pb.ServerError_UnknownError
+}
+
+// errorFields are a response's error and message for err (both nil when
+// err is nil).
+func errorFields(err error) (*pb.ServerError, *string) {
+	if err == nil {
+		return nil, nil
+	}
+	return txnErrorCode(err).Enum(), ptr(err.Error())
+}
+
+// errTooManyTxns: maxActiveTransactionsPerCoordinator is reached.
+var errTooManyTxns = errors.New("the coordinator has reached maxActiveTransactionsPerCoordinator")
+
+// txnRequest runs fn off the event loop with the broker's context.
+func (c *serverConn) txnRequest(what string, fn func(ctx context.Context)) error {
+	c.goSafe(what, func() {
+		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
+		defer cancel()
+		fn(ctx)
+	})
+	return nil
+}
+
+func (c *serverConn) handleTcClientConnect(cmd *pb.CommandTcClientConnectRequest) error {
+	return c.txnRequest("TC_CLIENT_CONNECT", func(ctx context.Context) {
+		_, err := c.b.coordinator(ctx, cmd.GetTcId())
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE.Enum(),
+			TcClientConnectResponse: &pb.CommandTcClientConnectResponse{RequestId: cmd.RequestId, Error: code, Message: msg}})
+	})
+}
+
+func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
+	return c.txnRequest("NEW_TXN", func(ctx context.Context) {
+		resp := &pb.CommandNewTxnResponse{RequestId: cmd.RequestId}
+		co, err := c.b.coordinator(ctx, cmd.GetTcId())
+		if err == nil && c.b.cfg.MaxActiveTransactionsPerCoordinator > 0 && co.Ongoing() >= c.b.cfg.MaxActiveTransactionsPerCoordinator {
+			err = fmt.Errorf("%w (%d)", errTooManyTxns, c.b.cfg.MaxActiveTransactionsPerCoordinator)
+		}
+		if err == nil {
+			// txn_ttl_seconds carries milliseconds: every official client
+			// sends its timeout in milliseconds in it, and Pulsar reads
+			// it so.
+			var id txn.ID
+			if id, err = co.New(time.Duration(cmd.GetTxnTtlSeconds()) * time.Millisecond); err == nil {
+				resp.TxnidMostBits, resp.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
+			}
+		}
+		resp.Error, resp.Message = errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN_RESPONSE.Enum(), NewTxnResponse: resp})
+	})
+}
+
+// txnOf is the transaction a request names.
+func txnOf(most, least *uint64) txn.ID { return txn.ID{Most: derefU64(most), Least: derefU64(least)} }
+
+func derefU64(v *uint64) uint64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) error {
+	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	return c.txnRequest("ADD_PARTITION_TO_TXN", func(ctx context.Context) {
+		co, err := c.b.coordinator(ctx, id.Most)
+		for _, p := range cmd.GetPartitions() {
+			if err != nil {
+				break
+			}
+			if name, perr := ParseTopicName(p); perr != nil {
+				err = perr
+			} else if _, aerr := c.authorizeTopic(auth.OpProduce, name, ""); aerr != nil {
+				err = aerr
+			}
+		}
+		if err == nil {
+			err = co.AddPartitions(id, cmd.GetPartitions())
+		}
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE.Enum(),
+			AddPartitionToTxnResponse: &pb.CommandAddPartitionToTxnResponse{RequestId: cmd.RequestId,
+				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	})
+}
+
+func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionToTxn) error {
+	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	return c.txnRequest("ADD_SUBSCRIPTION_TO_TXN", func(ctx context.Context) {
+		co, err := c.b.coordinator(ctx, id.Most)
+		var subs []txn.Subscription
+		for _, s := range cmd.GetSubscription() {
+			if err != nil {
+				break
+			}
+			if name, perr := ParseTopicName(s.GetTopic()); perr != nil {
+				err = perr
+			} else if _, aerr := c.authorizeTopic(auth.OpConsume, name, s.GetSubscription()); aerr != nil {
+				err = aerr
+			}
+			subs = append(subs, txn.Subscription{Topic: s.GetTopic(), Name: s.GetSubscription()})
+		}
+		if err == nil {
+			err = co.AddSubscriptions(id, subs)
+		}
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE.Enum(),
+			AddSubscriptionToTxnResponse: &pb.CommandAddSubscriptionToTxnResponse{RequestId: cmd.RequestId,
+				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	})
+}
+
+func (c *serverConn) handleEndTxn(cmd *pb.CommandEndTxn) error {
+	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	return c.txnRequest("END_TXN", func(ctx context.Context) {
+		co, err := c.b.coordinator(ctx, id.Most)
+		if err == nil {
+			err = co.End(ctx, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
+		}
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_RESPONSE.Enum(),
+			EndTxnResponse: &pb.CommandEndTxnResponse{RequestId: cmd.RequestId,
+				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	})
+}
+
+// authorizeBroker allows the coordinator-to-owner commands to superusers
+// only (the brokers' role), when authorization is on.
+func (c *serverConn) authorizeBroker(what string) error {
+	z := c.b.cfg.Authorization
+	if z == nil {
+		return nil
+	}
+	return z.AllowSuperUserAs(c.connSubject(), what)
+}
+
+func (c *serverConn) handleEndTxnOnPartition(cmd *pb.CommandEndTxnOnPartition) error {
+	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	return c.txnRequest("END_TXN_ON_PARTITION", func(ctx context.Context) {
+		err := c.endOnTopic(ctx, "END_TXN_ON_PARTITION", cmd.GetTopic(), func(name TopicName) error {
+			return c.b.endTxnOnPartition(ctx, name, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
+		})
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE.Enum(),
+			EndTxnOnPartitionResponse: &pb.CommandEndTxnOnPartitionResponse{RequestId: cmd.RequestId,
+				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	})
+}
+
+func (c *serverConn) handleEndTxnOnSubscription(cmd *pb.CommandEndTxnOnSubscription) error {
+	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	sub := cmd.GetSubscription()
+	return c.txnRequest("END_TXN_ON_SUBSCRIPTION", func(ctx context.Context) {
+		err := c.endOnTopic(ctx, "END_TXN_ON_SUBSCRIPTION", sub.GetTopic(), func(name TopicName) error {
+			return c.b.endTxnOnSubscription(ctx, name, sub.GetSubscription(), id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
+		})
+		code, msg := errorFields(err)
+		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE.Enum(),
+			EndTxnOnSubscriptionResponse: &pb.CommandEndTxnOnSubscriptionResponse{RequestId: cmd.RequestId,
+				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	})
+}
+
+// endOnTopic checks an END_TXN_ON_* and runs end on its topic here.
+func (c *serverConn) endOnTopic(ctx context.Context, what, topic string, end func(TopicName) error) error {
+	if !c.b.cfg.TransactionCoordinatorEnabled {
+		return errTxnDisabled
+	}
+	if err := c.authorizeBroker(what); err != nil {
+		return err
+	}
+	name, err := ParseTopicName(topic)
+	if err != nil {
+		return err
+	}
+	if !c.b.servesTopic(name) {
+		return fmt.Errorf("topic %s: %w", name, errNotOwner)
+	}
+	return end(name)
+}
+
+// sendInTxn answers a transactional SEND that handleSend cannot store
+// yet: refused without transactions; else the topic's transaction buffer
+// is made first (off the event loop, the connection's reading paused so
+// the producer's order holds) and the SEND handled again.
+func (c *serverConn) sendInTxn(p *producer, cmd *pb.CommandSend, f wire.Frame) error {
+	if !c.b.cfg.TransactionCoordinatorEnabled {
+		// Stored as a plain message it would be delivered before, or
+		// without, its transaction's commit.
+		return c.sendSendError(cmd.GetProducerId(), cmd.GetSequenceId(), pb.ServerError_NotAllowedError, errTxnDisabled.Error())
+	}
+	// The frame aliases the connection's buffer and the command is
+	// reused: both are copied for the goroutine.
+	cmd = proto.Clone(cmd).(*pb.CommandSend)
+	e, err := wire.ParseEntry(bytes.Clone(f.Entry.Bytes()))
+	if err != nil {
+		return err
+	}
+	f.Entry = e
+	return c.offload("SEND", func() error {
+		if _, err := p.topic.buffer(c.ctx); err != nil {
+			c.log.Warn("transaction buffer not created; transactional SEND refused", "topic", p.topic.name.String(), "err", err)
+			return c.sendSendError(cmd.GetProducerId(), cmd.GetSequenceId(), pb.ServerError_PersistenceError, err.Error())
+		}
+		return c.handleSend(cmd, f)
+	})
+}
+
+// withTxnID is the entry with its transaction id in its metadata (md,
+// decoded by checkEntry): Pulsar's Java client sets it, the Go client
+// does not, and recovery of the transaction buffer reads it back.
+func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) ([]byte, error) {
+	if md.TxnidMostBits != nil && md.GetTxnidMostBits() == id.Most && md.GetTxnidLeastBits() == id.Least {
+		return e.Bytes(), nil
+	}
+	with := proto.Clone(md).(*pb.MessageMetadata)
+	with.TxnidMostBits, with.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
+	out, err := wire.AppendEntry(nil, with, e.Payload())
+	if err != nil {
+		return nil, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
+	}
+	return out, nil
+}
+
+// handleTxnAck holds an ACK in a transaction on the subscription, off
+// the event loop with reading paused (it saves the held acknowledgements
+// before answering, and later ACKs of the consumer must not overtake it).
+func (c *serverConn) handleTxnAck(cs *consumer, cmd *pb.CommandAck) error {
+	cmd = proto.Clone(cmd).(*pb.CommandAck)
+	answer := func(err error) error {
+		if cmd.RequestId == nil {
+			return nil
+		}
+		code, msg := errorFields(err)
+		return c.send(&pb.BaseCommand{Type: pb.BaseCommand_ACK_RESPONSE.Enum(), AckResponse: &pb.CommandAckResponse{
+			ConsumerId: ptr(cs.id), RequestId: cmd.RequestId, TxnidMostBits: cmd.TxnidMostBits,
+			TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+	}
+	if !c.b.cfg.TransactionCoordinatorEnabled {
+		// Applied now, it would stand even if the transaction aborted.
+		return answer(errTxnDisabled)
+	}
+	return c.offload("ACK", func() error {
+		err := cs.sub.txnAck(c.ctx, cs, txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits), cmd)
+		if err != nil {
+			c.log.Info("acknowledgement in a transaction refused", "topic", cs.sub.topic.name.String(),
+				"subscription", cs.sub.name, "err", err)
+		}
+		return answer(err)
+	})
+}

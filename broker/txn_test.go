@@ -1,0 +1,376 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/managedledger"
+)
+
+// startTxnBroker starts a broker with transactions over ledgers (a
+// memory-backed configuration store, so the assign topic is recorded as
+// on a standalone).
+func startTxnBroker(t *testing.T, ledgers managedledger.Factory) (*Broker, string) {
+	t.Helper()
+	return startPolicyBrokerOn(t, func(*resources.Policies) {}, ledgers, Config{TransactionCoordinatorEnabled: true,
+		TransactionBufferSnapshotMinTime: 50 * time.Millisecond})
+}
+
+func newTxnClient(t *testing.T, url string) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 10 * time.Second,
+		ConnectionTimeout: 5 * time.Second, Logger: log.DefaultNopLogger(), EnableTransaction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { time.Sleep(50 * time.Millisecond); c.Close() })
+	return c
+}
+
+func newTxn(t *testing.T, c pulsar.Client, timeout time.Duration) pulsar.Transaction {
+	t.Helper()
+	tx, err := c.NewTransaction(timeout)
+	if err != nil {
+		t.Fatalf("new transaction: %v", err)
+	}
+	return tx
+}
+
+func sendIn(t *testing.T, p pulsar.Producer, tx pulsar.Transaction, payloads ...string) {
+	t.Helper()
+	for _, s := range payloads {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(s), Transaction: tx}); err != nil {
+			t.Fatalf("send %q: %v", s, err)
+		}
+	}
+}
+
+// receiveWithin returns what the consumer gets within d (acknowledging
+// each plainly when ack).
+func receiveWithin(t *testing.T, cons pulsar.Consumer, d time.Duration, ack bool) []string {
+	t.Helper()
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return got
+		}
+		got = append(got, string(m.Payload()))
+		if ack {
+			_ = cons.Ack(m)
+		}
+	}
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// Messages of a transaction are delivered once it commits and never if
+// it aborts; plain messages before them are not held back; a
+// transaction's messages do not let the ones after them through early.
+func TestTxnMessagesVisibleOnlyAfterCommit(t *testing.T) {
+	b, url := startTxnBroker(t, testLedgers(t, 4))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-visible"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, aborted := newTxn(t, c, time.Minute), newTxn(t, c, time.Minute)
+	sendIn(t, p, nil, names("plain", 3)...)
+	sendIn(t, p, committed, names("c", 5)...)
+	sendIn(t, p, aborted, names("a", 5)...)
+	sendIn(t, p, nil, "after")
+	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != fmt.Sprint(names("plain", 3)) {
+		t.Fatalf("before the transactions end got %v, want only the plain messages before them", got)
+	}
+	if err := aborted.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveWithin(t, cons, 500*time.Millisecond, true); len(got) != 0 {
+		t.Fatalf("after the abort, with the other transaction open, got %v", got)
+	}
+	if err := committed.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := append(names("c", 5), "after")
+	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the commit got %v, want %v (no aborted message)", got, want)
+	}
+	if err := committed.Commit(context.Background()); err == nil {
+		t.Fatal("second commit succeeded")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewMetrics(b))
+	wantMetrics := `
+# HELP pulsar_txn_committed_count Transactions the coordinator committed since it loaded here.
+# TYPE pulsar_txn_committed_count counter
+pulsar_txn_committed_count{cluster="test",coordinator_id="0"} 1
+# HELP pulsar_txn_aborted_count Transactions the coordinator aborted since it loaded here (timeouts included).
+# TYPE pulsar_txn_aborted_count counter
+pulsar_txn_aborted_count{cluster="test",coordinator_id="0"} 1
+# HELP pulsar_txn_tb_active_total Transactions with messages in the topic that have not ended.
+# TYPE pulsar_txn_tb_active_total gauge
+pulsar_txn_tb_active_total{cluster="test",namespace="t/ns",topic="` + topic + `"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantMetrics), "pulsar_txn_committed_count",
+		"pulsar_txn_aborted_count", "pulsar_txn_tb_active_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Acknowledgements in a transaction hold their messages: an abort gives
+// them out again, a commit acknowledges them for good, also across a
+// topic reload between the acknowledgement and the commit.
+func TestTxnAcknowledgements(t *testing.T) {
+	b, url := startTxnBroker(t, testLedgers(t, 4))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-acks"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, c, topic, 4, false)
+	ackAll := func(tx pulsar.Transaction, n int) {
+		for range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			m, err := cons.Receive(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("receive: %v", err)
+			}
+			if err := cons.AckWithTxn(m, tx); err != nil {
+				t.Fatalf("ack in transaction: %v", err)
+			}
+		}
+	}
+	tx := newTxn(t, c, time.Minute)
+	ackAll(tx, 4)
+	if err := tx.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tx = newTxn(t, c, time.Minute)
+	ackAll(tx, 4) // given out again after the abort
+	cons.Close()
+	b.UnloadAll(context.Background())
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatalf("commit after the topic reloaded: %v", err)
+	}
+	cons, err = c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveWithin(t, cons, time.Second, false); len(got) != 0 {
+		t.Fatalf("after the commit the subscription still delivered %v", got)
+	}
+}
+
+// Two transactions cannot acknowledge one message.
+func TestTxnAckConflict(t *testing.T) {
+	_, url := startTxnBroker(t, testLedgers(t, 0))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-conflict"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, c, topic, 1, false)
+	m, err := cons.Receive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newTxn(t, c, time.Minute), newTxn(t, c, time.Minute)
+	if err := cons.AckWithTxn(m, first); err != nil {
+		t.Fatal(err)
+	}
+	err = cons.AckWithTxn(m, second)
+	if err == nil || !strings.Contains(err.Error(), "TransactionConflict") {
+		t.Fatalf("second transaction's ack answered %v, want a transaction conflict", err)
+	}
+}
+
+// A transaction its client forgot is aborted at its timeout: its
+// messages are never delivered and what comes after them is.
+func TestTxnTimeoutAborts(t *testing.T) {
+	_, url := startTxnBroker(t, testLedgers(t, 0))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-timeout"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := newTxn(t, c, time.Second)
+	sendIn(t, p, tx, "forgotten")
+	sendIn(t, p, nil, "plain")
+	if got := receiveWithin(t, cons, 4*time.Second, true); fmt.Sprint(got) != "[plain]" {
+		t.Fatalf("got %v, want only the plain message once the transaction timed out", got)
+	}
+}
+
+// Open transactions survive a reload of their topic: the buffer's
+// snapshot and the entries after it bring them back, still hidden, and
+// they commit afterwards.
+func TestTxnBufferRecovery(t *testing.T) {
+	b, url := startTxnBroker(t, testLedgers(t, 3))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-recover"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.Close() // its cursor keeps the ledgers
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, open := newTxn(t, c, time.Minute), newTxn(t, c, time.Minute)
+	sendIn(t, p, done, "d1")
+	if err := done.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // past the snapshot interval: the next end saves one
+	sendIn(t, p, open, "o1", "o2")
+	sendIn(t, p, nil, "plain")
+	p.Close()
+	b.UnloadAll(context.Background())
+	cons, err = c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveWithin(t, cons, time.Second, true); len(got) != 0 {
+		t.Fatalf("after the reload, before the commit, got %v", got)
+	}
+	if err := open.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != "[o1 o2 plain]" {
+		t.Fatalf("after the commit got %v, want [o1 o2 plain] (the aborted d1 never)", got)
+	}
+}
+
+// Without transactions the client is told so at once.
+func TestTxnDisabled(t *testing.T) {
+	_, url := startPolicyBroker(t, func(*resources.Policies) {})
+	_, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, EnableTransaction: true, Logger: log.DefaultNopLogger(),
+		OperationTimeout: 5 * time.Second})
+	if err == nil {
+		t.Fatal("a client with transactions connected to a broker without them")
+	}
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// The transactions admin API: a transaction's metadata with its
+// partitions and subscriptions, coordinator, buffer and pending-ack stats,
+// and an operator's abort.
+func TestTxnAdmin(t *testing.T) {
+	b, url := startTxnBroker(t, testLedgers(t, 0))
+	web := httptest.NewServer(b.HTTPHandler())
+	t.Cleanup(web.Close)
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-admin"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendIn(t, p, nil, "plain")
+	tx := newTxn(t, c, time.Minute)
+	sendIn(t, p, tx, "in")
+	m, err := cons.Receive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.AckWithTxn(m, tx); err != nil {
+		t.Fatal(err)
+	}
+	id := tx.GetTxnID()
+	base := web.URL + "/admin/v3/transactions/"
+	var meta struct {
+		TxnID              string                    `json:"txnId"`
+		Status             string                    `json:"status"`
+		ProducedPartitions map[string]map[string]any `json:"producedPartitions"`
+		AckedPartitions    map[string]map[string]any `json:"ackedPartitions"`
+	}
+	if code := getJSON(t, fmt.Sprintf("%stransactionMetadata/%d/%d", base, id.MostSigBits, id.LeastSigBits), &meta); code != 200 ||
+		meta.Status != "OPEN" || meta.ProducedPartitions[topic]["startPosition"] == nil || meta.AckedPartitions[topic]["s"] == nil {
+		t.Fatalf("transaction metadata: %d %+v", code, meta)
+	}
+	var coord map[string]struct {
+		Ongoing int `json:"ongoingTxnSize"`
+	}
+	if code := getJSON(t, base+"coordinatorStats", &coord); code != 200 || coord["0"].Ongoing != 1 {
+		t.Fatalf("coordinator stats: %d %+v", code, coord)
+	}
+	var buf struct {
+		Ongoing int64  `json:"ongoingTxnSize"`
+		MaxRead string `json:"maxReadPosition"`
+	}
+	if code := getJSON(t, base+"transactionBufferStats/persistent/t/ns/txn-admin", &buf); code != 200 || buf.Ongoing != 1 {
+		t.Fatalf("buffer stats: %d %+v", code, buf)
+	}
+	var pend struct {
+		Ongoing int64 `json:"ongoingTxnSize"`
+	}
+	if code := getJSON(t, base+"pendingAckStats/persistent/t/ns/txn-admin/s", &pend); code != 200 || pend.Ongoing != 1 {
+		t.Fatalf("pending-ack stats: %d %+v", code, pend)
+	}
+	resp, err := http.Post(fmt.Sprintf("%sabortTransaction/%d/%d", base, id.MostSigBits, id.LeastSigBits), "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("abort: %s", resp.Status)
+	}
+	if code := getJSON(t, fmt.Sprintf("%stransactionMetadata/%d/%d", base, id.MostSigBits, id.LeastSigBits), nil); code != 404 {
+		t.Fatalf("metadata of the aborted transaction: %d, want 404", code)
+	}
+	// The abort gave the acknowledged message out again.
+	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != "[plain]" {
+		t.Fatalf("after the abort got %v, want the message acknowledged in it again", got)
+	}
+}
