@@ -40,20 +40,31 @@ func (cb *clusterBroker) url() string { return "pulsar://" + cb.srv.Addr().Strin
 
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, Config{})
+}
+
+// startClusterWith is startCluster with the brokers' settings of cfg.
+func startClusterWith(t *testing.T, n int, cfg Config) *testCluster {
+	t.Helper()
 	c := &testCluster{meta: metadata.NewMemoryServer(), logs: newFailureLog(t)}
 	ledgers := testLedgers(t, 50)
 	for i := range n {
 		logger := c.logs.logger().With("broker", i)
-		c.brokers = append(c.brokers, startClusterBroker(t, c.meta, ledgers, logger))
+		c.brokers = append(c.brokers, startClusterBrokerWith(t, c.meta, ledgers, logger, cfg))
 	}
 	return c
 }
 
 func startClusterBroker(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory, logger *slog.Logger) *clusterBroker {
 	t.Helper()
+	return startClusterBrokerWith(t, meta, ledgers, logger, Config{})
+}
+
+func startClusterBrokerWith(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory, logger *slog.Logger, cfg Config) *clusterBroker {
+	t.Helper()
 	store := meta.NewSession()
-	b := New(Config{ClusterName: "test", Metadata: store, StatsUpdateFrequency: 100 * time.Millisecond,
-		Logger: logger}, ledgers)
+	cfg.ClusterName, cfg.Metadata, cfg.StatsUpdateFrequency, cfg.Logger = "test", store, 100*time.Millisecond, logger
+	b := New(cfg, ledgers)
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

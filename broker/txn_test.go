@@ -3,9 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -373,4 +373,82 @@ func TestTxnAdmin(t *testing.T) {
 	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != "[plain]" {
 		t.Fatalf("after the abort got %v, want the message acknowledged in it again", got)
 	}
+}
+
+// A transaction over topics owned by two brokers: the coordinator ends
+// it on the other broker's topics with END_TXN_ON_PARTITION and
+// END_TXN_ON_SUBSCRIPTION, and everything commits together.
+func TestTxnAcrossBrokers(t *testing.T) {
+	c := startClusterWith(t, 2, Config{TransactionCoordinatorEnabled: true})
+	client := newTxnClient(t, c.brokers[0].url())
+	var topics []string
+	for i := range 8 {
+		topics = append(topics, fmt.Sprintf("persistent://public/default/txn-spread-%d", i))
+	}
+	producers, consumers := attachAll(t, client, topics)
+	if n := c.servingBrokers(topics); n != 2 {
+		t.Fatalf("topics on %d brokers, want both (the test needs a remote end)", n)
+	}
+	for i, p := range producers {
+		sendIn(t, p, nil, fmt.Sprint("plain-", i))
+	}
+	tx := newTxn(t, client, time.Minute)
+	for i, cons := range consumers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("topic %d: %v", i, err)
+		}
+		if err := cons.AckWithTxn(m, tx); err != nil {
+			t.Fatalf("topic %d: ack in the transaction: %v", i, err)
+		}
+		sendIn(t, producers[i], tx, fmt.Sprint("txn-", i))
+	}
+	for i, cons := range consumers {
+		if got := receiveWithin(t, cons, 50*time.Millisecond, false); len(got) != 0 {
+			t.Fatalf("topic %d delivered %v before the commit", i, got)
+		}
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatalf("commit across brokers: %v", err)
+	}
+	for i, cons := range consumers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil || string(m.Payload()) != fmt.Sprint("txn-", i) {
+			t.Fatalf("topic %d after the commit: %v %v", i, m, err)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The acknowledgements in the transaction were applied on both
+	// brokers: nothing is left in any backlog.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, name := range topics {
+		for backlogOf(c, name) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s keeps a backlog of %d after the commit", name, backlogOf(c, name))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// backlogOf is the backlog of subscription "s" of the topic, wherever it
+// is loaded (-1 if nowhere).
+func backlogOf(c *testCluster, name string) int64 {
+	for _, cb := range c.brokers {
+		if t := cb.b.loadedTopicNamed(name); t != nil {
+			t.mu.Lock()
+			s := t.subs["s"]
+			t.mu.Unlock()
+			if s != nil {
+				return s.cursor.Backlog()
+			}
+		}
+	}
+	return -1
 }
