@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/magnetar-io/magnetar/broker"
 )
 
 func send(t *testing.T, p pulsar.Producer, n int, prefix string) {
@@ -212,4 +215,52 @@ func TestClientThroughProxy(t *testing.T) {
 		resp.Body.Close()
 	})
 	_ = strings.Contains
+}
+
+// Transactions through the proxy: the client reaches the coordinator (the
+// owner of the assign partition) through it, and a transaction over topics
+// on two brokers commits.
+func TestTransactionsThroughProxy(t *testing.T) {
+	e := newEnvWith(t, 2, broker.Config{TransactionCoordinatorEnabled: true})
+	px := e.startProxy(Config{})
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: px.url, OperationTimeout: 20 * time.Second,
+		EnableTransaction: true, Logger: plog.DefaultNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	tx, err := client.NewTransaction(time.Minute)
+	if err != nil {
+		t.Fatalf("new transaction through the proxy: %v", err)
+	}
+	var consumers []pulsar.Consumer
+	for i := range 4 {
+		topic := fmt.Sprintf("persistent://public/default/txn-proxy-%d", i)
+		cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		consumers = append(consumers, cons)
+		prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prod.Close()
+		if _, err := prod.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(topic), Transaction: tx}); err != nil {
+			t.Fatalf("send in the transaction: %v", err)
+		}
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatalf("commit through the proxy: %v", err)
+	}
+	for _, cons := range consumers {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after the commit: %v", err)
+		}
+		_ = cons.Ack(m)
+	}
 }

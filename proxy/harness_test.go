@@ -74,6 +74,8 @@ type env struct {
 	ledgers managedledger.Factory
 	log     *testLog
 	brokers []*testBroker
+	// brokerCfg holds the settings of the brokers it starts.
+	brokerCfg broker.Config
 }
 
 type testBroker struct {
@@ -86,7 +88,13 @@ type testBroker struct {
 }
 
 func newEnv(t *testing.T, brokers int) *env {
-	e := &env{t: t, meta: metadata.NewMemoryServer(), log: newTestLog(t),
+	return newEnvWith(t, brokers, broker.Config{})
+}
+
+// newEnvWith is newEnv with the brokers' settings of cfg (cluster,
+// stores, logger and stats interval are the env's).
+func newEnvWith(t *testing.T, brokers int, cfg broker.Config) *env {
+	e := &env{t: t, meta: metadata.NewMemoryServer(), log: newTestLog(t), brokerCfg: cfg,
 		ledgers: managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: 100})}
 	e.initMetadata()
 	for range brokers {
@@ -129,8 +137,10 @@ func (e *env) startBroker() *testBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := broker.New(broker.Config{ClusterName: "test", Metadata: store, Resources: res, Schemas: reg,
-		StatsUpdateFrequency: 100 * time.Millisecond, Logger: e.log.logger()}, e.ledgers)
+	cfg := e.brokerCfg
+	cfg.ClusterName, cfg.Metadata, cfg.Resources, cfg.Schemas = "test", store, res, reg
+	cfg.StatsUpdateFrequency, cfg.Logger = 100*time.Millisecond, e.log.logger()
+	b := broker.New(cfg, e.ledgers)
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

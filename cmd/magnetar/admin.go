@@ -112,6 +112,7 @@ func adminGroups() []adminGroup {
 		{"namespaces", "namespaces, their bundles and policies", namespaceCmds()},
 		{"topics", "topics, partitioned topics, stats, subscriptions and messages", topicCmds()},
 		{"brokers", "active brokers, the leader, health and owned namespaces", brokerCmds()},
+		{"transactions", "transaction coordinators, transactions, buffers and pending acknowledgements", transactionCmds()},
 		{"broker-stats", "the broker's load report", brokerStatsCmds()},
 		{"bookies", "the cluster's bookies: writable, read-only and why", bookieCmds()},
 		{"schemas", "get, upload, delete and test topic schemas", schemaCmds()},
