@@ -93,6 +93,24 @@ func (b *Broker) AbortTransaction(ctx context.Context, most, least uint64) error
 	return err
 }
 
+// ScaleCoordinators implements admin.Transactions.
+func (b *Broker) ScaleCoordinators(ctx context.Context, n int) error {
+	if !b.cfg.TransactionCoordinatorEnabled {
+		return admin.Errorf(admin.ErrUnavailable, "%v", errTxnDisabled)
+	}
+	cur, err := b.coordinatorCount(ctx)
+	if err != nil {
+		return err
+	}
+	if n < cur {
+		return admin.Errorf(admin.ErrBadRequest, "there are %d transaction coordinators: their number can only grow (asked %d)", cur, n)
+	}
+	if n == cur {
+		return nil
+	}
+	return b.UpdatePartitions(ctx, assignTopic.String(), n)
+}
+
 // txnMetadata is m as Pulsar's TransactionMetadata, with the buffer and
 // pending-ack figures of the topics served here.
 func (b *Broker) txnMetadata(ctx context.Context, m txn.Meta) admin.TxnMetadata {

@@ -369,6 +369,23 @@ func TestTxnAdmin(t *testing.T) {
 	if code := getJSON(t, fmt.Sprintf("%stransactionMetadata/%d/%d", base, id.MostSigBits, id.LeastSigBits), nil); code != 404 {
 		t.Fatalf("metadata of the aborted transaction: %d, want 404", code)
 	}
+	for _, tc := range []struct {
+		body string
+		want int
+	}{{"4", http.StatusNoContent}, {"2", http.StatusBadRequest}, {"x", http.StatusBadRequest}} {
+		body, want := tc.body, tc.want
+		resp, err := http.Post(base+"transactionCoordinator/replicas", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("scale coordinators to %s: %s, want %d", body, resp.Status, want)
+		}
+	}
+	if code := getJSON(t, base+"coordinatorStats?coordinatorId=3", nil); code != 200 {
+		t.Fatalf("coordinator 3 after scaling to 4: %d", code)
+	}
 	// The abort gave the acknowledged message out again.
 	if got := receiveWithin(t, cons, time.Second, true); fmt.Sprint(got) != "[plain]" {
 		t.Fatalf("after the abort got %v, want the message acknowledged in it again", got)

@@ -19,7 +19,7 @@ func TestUnsupportedAdminEndpoints(t *testing.T) {
 		{"GET", "/admin/v2/clusters/test/namespaceIsolationPolicies", "GET /admin/v2/clusters/test/namespaceIsolationPolicies"},
 		{"GET", "/admin/v2/resource-quotas/t/ns/0x00000000_0xffffffff", "not supported"},
 		{"POST", "/admin/v2/resourcegroups/rg1", "POST /admin/v2/resourcegroups/rg1"},
-		{"POST", "/admin/v3/transactions/transactionCoordinator/replicas", "POST /admin/v3/transactions/transactionCoordinator/replicas"},
+		{"GET", "/admin/v3/transactions/coordinators", "GET /admin/v3/transactions/coordinators"},
 	} {
 		req, _ := http.NewRequest(tc.method, url+tc.path, nil)
 		resp, err := http.DefaultClient.Do(req)

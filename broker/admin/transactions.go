@@ -7,6 +7,7 @@ package admin
 //	GET /admin/v3/transactions/transactionMetadata/{most}/{least}
 //	GET /admin/v3/transactions/slowTransactions/{timeout}        (ms; ?coordinatorId=)
 //	POST /admin/v3/transactions/abortTransaction/{most}/{least}
+//	POST /admin/v3/transactions/transactionCoordinator/replicas             (body: the number)
 //	GET /admin/v3/transactions/transactionBufferStats/{domain}/{tenant}/{namespace}/{topic}
 //	GET /admin/v3/transactions/pendingAckStats/{domain}/{tenant}/{namespace}/{topic}/{subName}
 //	GET /admin/v3/transactions/transactionInBufferStats/{domain}/{tenant}/{namespace}/{topic}/{most}/{least}
@@ -21,6 +22,8 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -31,6 +34,9 @@ type Transactions interface {
 	CoordinatorStats(ctx context.Context, id *uint64) (map[string]CoordinatorStats, error)
 	TransactionMetadata(ctx context.Context, most, least uint64) (TxnMetadata, error)
 	AbortTransaction(ctx context.Context, most, least uint64) error
+	// ScaleCoordinators raises the number of coordinators (never lowers
+	// it: the transactions of a removed one would be lost).
+	ScaleCoordinators(ctx context.Context, n int) error
 	SlowTransactions(ctx context.Context, olderThan time.Duration, id *uint64) (map[string]TxnMetadata, error)
 	TransactionBufferStats(ctx context.Context, topic string) (TxnBufferStats, error)
 	PendingAckStats(ctx context.Context, topic, sub string) (PendingAckStats, error)
@@ -149,6 +155,18 @@ func (a *brokerAPI) registerTransactions(mux *http.ServeMux) {
 			return
 		}
 		a.routedTo(w, r, t.CoordinatorTopic(most), func() { a.done(w, r, t.AbortTransaction(r.Context(), most, least)) })
+	})
+	mux.HandleFunc("POST "+base+"transactionCoordinator/replicas", func(w http.ResponseWriter, r *http.Request) {
+		t, ok := txns(w, r)
+		if !ok {
+			return
+		}
+		var n int
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64)).Decode(&n); err != nil || n < 1 {
+			a.fail(w, r, BadRequest("replicas", "the body must be a number of coordinators, at least 1"))
+			return
+		}
+		a.done(w, r, t.ScaleCoordinators(r.Context(), n))
 	})
 	a.registerTopicTransactions(mux, base, txns)
 }

@@ -67,6 +67,8 @@ type Coordinator struct {
 	mu     sync.Mutex
 	txns   map[uint64]*txnState
 	seq    uint64
+	// reserved: ids up to it may be issued without saving (New).
+	reserved uint64
 	failed error // set once: the log refused a record
 	last   managedledger.Position
 
@@ -110,7 +112,10 @@ func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
 		c.cancel()
 		return nil, err
 	}
+	// Ids up to the last reservation may have been issued, their
+	// records lost: the next one is above it.
 	c.seq = max(c.seq, cfg.Log.SavedSequence())
+	c.reserved = c.seq
 	c.recoverEnd = cfg.Now()
 	for _, st := range c.txns {
 		if st.meta.Status == Committing || st.meta.Status == Aborting {
@@ -154,22 +159,38 @@ func (c *Coordinator) Failed() error {
 	return c.failed
 }
 
-// New opens a transaction timing out after timeout.
+// sequenceBlock is how many ids a coordinator reserves at a time
+// (SaveSequence): New answers before its record is durable, so an id must
+// be known never to be issued again even if that record is lost.
+const sequenceBlock = 10000
+
+// New opens a transaction timing out after timeout. It answers once the
+// id is reserved, without waiting for its record: a record lost in a
+// crash makes the transaction unknown to the recovered coordinator, so the
+// client's next request for it fails (TransactionNotFound) before anything
+// of it is written anywhere, since adding a partition or subscription
+// waits for its record, which the log keeps only after this one.
 func (c *Coordinator) New(timeout time.Duration) (ID, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.failed != nil {
-		c.mu.Unlock()
 		return ID{}, c.closedErr()
+	}
+	if c.seq+1 > c.reserved {
+		// Rare (once per sequenceBlock ids), and New must not run ahead
+		// of it: held under mu.
+		next := max(c.seq, c.reserved) + sequenceBlock
+		if err := c.cfg.Log.SaveSequence(c.ctx, next); err != nil {
+			return ID{}, fmt.Errorf("transaction coordinator %d: reserve ids: %w", c.cfg.ID, err)
+		}
+		c.reserved = next
 	}
 	c.seq++
 	now := c.cfg.Now()
 	st := &txnState{meta: Meta{ID: ID{c.cfg.ID, c.seq}, Status: Open, Start: now, Timeout: timeout, LastModified: now}}
 	c.txns[c.seq] = st
 	wait := c.appendLocked(st, true)
-	c.mu.Unlock()
-	if err := wait(); err != nil {
-		return ID{}, err
-	}
+	go func() { _ = wait() }() // a failure fails the coordinator
 	c.created.Add(1)
 	return st.meta.ID, nil
 }

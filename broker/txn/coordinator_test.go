@@ -146,7 +146,7 @@ func runModel(t *testing.T, seed uint64) {
 				t.Fatalf("step %d: trim: %v", step, err)
 			}
 		default:
-			c = crashAndRecover(t, rng, c, cfg, log, ender, model, ids)
+			c = crashAndRecover(t, rng, c, cfg, log, ender, model, ids, issued)
 		}
 	}
 	if len(ender.mixed) > 0 {
@@ -242,7 +242,7 @@ func waitGone(t *testing.T, c *Coordinator, id ID) {
 // whose first record may or may not land), then recovers a coordinator
 // from the log and compares its open transactions with the model.
 func crashAndRecover(t *testing.T, rng *rand.Rand, c *Coordinator, cfg Config, log *MemoryLog,
-	ender *recordingEnder, model map[ID]*modelTxn, ids []ID) *Coordinator {
+	ender *recordingEnder, model map[ID]*modelTxn, ids []ID, issued map[ID]bool) *Coordinator {
 	t.Helper()
 	var open []ID
 	for _, id := range ids {
@@ -259,13 +259,24 @@ func crashAndRecover(t *testing.T, rng *rand.Rand, c *Coordinator, cfg Config, l
 		}
 	}
 	log.SetFail(errors.New("injected: crash"))
-	if _, err := c.New(time.Second); err == nil {
-		t.Fatal("new succeeded on a failed coordinator")
+	// New answers before its record is durable: the record is lost, the
+	// coordinator fails, and the id is never issued again.
+	lost, err := c.New(time.Second)
+	if err == nil {
+		issued[lost] = true
+		for deadline := time.Now().Add(5 * time.Second); c.Failed() == nil; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the coordinator did not fail after its log refused a record")
+			}
+		}
 	}
 	c.Close()
 	log.SetFail(nil)
 	c = mustRecover(t, cfg)
 	checkRecovered(t, c, ender, model)
+	if _, err := c.Get(lost); err == nil && lost.Least != 0 {
+		t.Fatalf("%v, whose record was lost, is known after recovery", lost)
+	}
 	return c
 }
 
@@ -350,11 +361,14 @@ func TestTrimKeepsSequence(t *testing.T) {
 		last = id
 	}
 	open, _ := c.New(time.Minute)
-	if err := c.Trim(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if log.Len() != 1 {
-		t.Fatalf("log keeps %d records after trim, want 1 (the open transaction's)", log.Len())
+	// New's record settles in the background; Trim waits for it.
+	for deadline := time.Now().Add(5 * time.Second); log.Len() != 1; time.Sleep(time.Millisecond) {
+		if err := c.Trim(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log keeps %d records after trim, want 1 (the open transaction's)", log.Len())
+		}
 	}
 	c.Close()
 	c = mustRecover(t, cfg)

@@ -82,18 +82,19 @@ func (c *Coordinator) finish(st *txnState) {
 	st.meta.Status = map[bool]Status{true: Committed, false: Aborted}[commit]
 	st.meta.LastModified = c.cfg.Now()
 	wait := c.appendLocked(st, false)
+	// The outcome is decided (the COMMITTING or ABORTING record is
+	// durable) and applied everywhere: the caller is answered now. If the
+	// final record is lost, recovery ends the transaction again, which
+	// changes nothing.
+	delete(c.txns, m.ID.Least)
 	c.mu.Unlock()
-	if st.endErr = wait(); st.endErr == nil {
-		c.mu.Lock()
-		delete(c.txns, m.ID.Least)
-		c.mu.Unlock()
-		if commit {
-			c.committed.Add(1)
-		} else {
-			c.aborted.Add(1)
-		}
+	if commit {
+		c.committed.Add(1)
+	} else {
+		c.aborted.Add(1)
 	}
 	close(st.done)
+	_ = wait() // a failure fails the coordinator
 }
 
 // retry runs end until it succeeds or the coordinator closes, pausing

@@ -54,6 +54,7 @@ func checkTxnID(most, least string) error {
 
 func transactionCmds() []adminCmd {
 	return []adminCmd{
+		scaleCmd,
 		{"coordinator-stats", nil, "show the transaction coordinators' stats (of the brokers' own, or one with --coordinator-id)", func(fs *flag.FlagSet) adminAction {
 			id := fs.String("coordinator-id", "", "one coordinator")
 			return func(env *adminEnv, _ []string) (adminReply, error) {
@@ -124,3 +125,14 @@ func transactionCmds() []adminCmd {
 		}},
 	}
 }
+
+// scaleCmd is pulsar-admin's transactions scale-transactionCoordinators.
+var scaleCmd = adminCmd{"scale-transactionCoordinators", nil, "raise the number of transaction coordinators (it never falls)", func(fs *flag.FlagSet) adminAction {
+	n := fs.Int("replicas", 0, "the number of coordinators (required)")
+	return func(env *adminEnv, _ []string) (adminReply, error) {
+		if *n < 1 {
+			return replyNone(), usageErrorf("--replicas is required")
+		}
+		return replyNone(), env.raw.Post(txnPath("transactionCoordinator", "replicas"), *n)
+	}
+}}

@@ -49,7 +49,12 @@ type Config struct {
 	BatchMaxBytes    uint // 0: client default
 	BatchDelay       time.Duration
 	MaxPending       int // producer MaxPendingMessages (0: client default)
-	Compression      pulsar.CompressionType
+	// TxnSize > 0 publishes in transactions of this many messages each
+	// (pulsar-perf's --txn-enable and --numMessage-perTransaction); a
+	// message's publish latency then runs to its transaction's commit,
+	// when consumers can first see it.
+	TxnSize     int
+	Compression pulsar.CompressionType
 
 	Warmup      time.Duration // unmeasured load before the window
 	Duration    time.Duration // the window, when NumMessages is 0

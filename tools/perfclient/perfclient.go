@@ -39,6 +39,7 @@ import (
 // runner is one run's state, shared by its client goroutines.
 type runner struct {
 	cfg      Config
+	client   pulsar.Client // for transactions
 	log      *slog.Logger
 	template []byte
 
@@ -72,12 +73,14 @@ func Run(ctx context.Context, cfg Config, live io.Writer) (Report, error) {
 	if cfg.AuthToken != "" {
 		opts.Authentication = pulsar.NewAuthenticationToken(cfg.AuthToken)
 	}
+	opts.EnableTransaction = cfg.TxnSize > 0
 	client, err := pulsar.NewClient(opts)
 	if err != nil {
 		return Report{}, fmt.Errorf("perfclient: client for %s: %w", cfg.ServiceURL, err)
 	}
 	defer client.Close()
 	r := newRunner(cfg)
+	r.client = client
 	var consumers []pulsar.Consumer
 	if cfg.consuming() {
 		if consumers, err = r.subscribe(client); err != nil {

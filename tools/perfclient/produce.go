@@ -142,8 +142,103 @@ func (r *runner) produce(producers []pulsar.Producer, stop <-chan struct{}) {
 }
 
 func (r *runner) produceLoop(p pulsar.Producer, client int, pace *pacer, stop <-chan struct{}) {
+	if r.cfg.TxnSize > 0 {
+		r.produceTxnLoop(p, client, pace, stop)
+		return
+	}
 	for pace.wait(stop) && !closed(stop) && r.send(p, client) {
 	}
+}
+
+// txnSend is a message sent in the open transaction, recorded at its
+// commit.
+type txnSend struct {
+	sent     time.Time
+	bytes    int
+	inWindow bool
+}
+
+// produceTxnLoop publishes in transactions of cfg.TxnSize messages. As
+// pulsar-perf, a transaction is committed in the background once its
+// messages are sent (the client's Commit waits for their receipts) while
+// the next one fills; at most maxCommits commits are outstanding per
+// producer. Every message counts as published, with its latency, when
+// its commit returns.
+func (r *runner) produceTxnLoop(p pulsar.Producer, client int, pace *pacer, stop <-chan struct{}) {
+	commits := make(chan struct{}, r.maxCommits())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for !closed(stop) {
+		tx, err := r.client.NewTransaction(time.Minute)
+		if err != nil {
+			r.warnOnce("new transaction", err)
+			if !pace.sleep(100*time.Millisecond, stop) {
+				return
+			}
+			continue
+		}
+		var sends []txnSend
+		more := true
+		for len(sends) < r.cfg.TxnSize && pace.wait(stop) && !closed(stop) {
+			s, ok := r.sendInTxn(p, tx)
+			if !ok {
+				more = false
+				break
+			}
+			sends = append(sends, s)
+		}
+		commits <- struct{}{}
+		r.inflight.Add(1)
+		wg.Go(func() {
+			defer func() { <-commits; r.inflight.Done() }()
+			r.commit(tx, sends, client)
+		})
+		if !more {
+			return
+		}
+	}
+}
+
+// maxCommits bounds a producer's outstanding commits: its pending
+// messages' worth of transactions, 1 to 64.
+func (r *runner) maxCommits() int {
+	return max(1, min(64, r.cfg.MaxPending/max(r.cfg.TxnSize, 1)))
+}
+
+// commit commits tx and counts its messages.
+func (r *runner) commit(tx pulsar.Transaction, sends []txnSend, client int) {
+	err := tx.Commit(context.Background())
+	done := time.Now()
+	for _, s := range sends {
+		r.n.acked(s.bytes, s.inWindow, err, done.Sub(r.start))
+		if err == nil {
+			r.pub.record(client, done.Sub(s.sent), s.inWindow)
+		}
+	}
+	if err != nil {
+		r.warnOnce("commit", err)
+	}
+}
+
+// sendInTxn sends one message in tx unless the window has closed (as
+// send); its outcome counts at the commit.
+func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction) (txnSend, bool) {
+	now := time.Now()
+	sentAt := now.UnixNano()
+	inWindow := sentAt >= r.windowStartNanos
+	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
+		return txnSend{}, false
+	}
+	payload := make([]byte, len(r.template))
+	copy(payload, r.template)
+	binary.BigEndian.PutUint64(payload, uint64(sentAt))
+	p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload, Transaction: tx},
+		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				r.warnOnce("publish in a transaction", err)
+			}
+		})
+	return txnSend{sent: now, bytes: len(payload), inWindow: inWindow}, true
 }
 
 // send sends one message unless the window has closed. A message belongs
