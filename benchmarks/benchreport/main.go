@@ -78,7 +78,7 @@
 //     against in-memory storage at the same rate.
 //
 // --only selects sections (machine, standalone, catchup (the cold catch-up alone), pinned, journaldev, cluster, nats, tls,
-// proxy, metadata, geo, syncgeo), e.g. --only tls,proxy,metadata,geo.
+// proxy, metadata, geo, syncgeo, txn), e.g. --only tls,proxy,metadata,geo.
 //
 // Each standalone, cluster and in-memory run (each size's maximum, each
 // fixed rate, each topic count) starts its own servers on an emptied data
@@ -212,7 +212,7 @@ func parseOptions(args []string) (options, error) {
 }
 
 // sectionNames are the parts of a report, in the order they run.
-var sectionNames = []string{"machine", "standalone", "catchup", "pinned", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo"}
+var sectionNames = []string{"machine", "standalone", "catchup", "pinned", "journaldev", "cluster", "nats", "tls", "proxy", "metadata", "geo", "syncgeo", "txn"}
 
 // parseSections reads --only: known section names, comma-separated; empty
 // selects every section.

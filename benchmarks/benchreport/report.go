@@ -42,6 +42,7 @@ func writeReport(w io.Writer, res *Results, charts []chartFile) {
 	writePinned(w, res)
 	writeMemory(w, res)
 	writeTLS(w, res)
+	writeTxn(w, res)
 	writeProxy(w, res)
 	writeMetadata(w, res)
 	writeGeo(w, res)
@@ -234,7 +235,11 @@ func sectionTargetRows(res *Results) []targetRow {
 	} else if selected("proxy") {
 		rows = append(rows, targetRow{name: addName})
 	}
-	return append(rows, geoTargetRows(res)...)
+	rows = append(rows, geoTargetRows(res)...)
+	if row := txnTargetRow(res, selected("txn")); row != nil {
+		rows = append(rows, *row)
+	}
+	return rows
 }
 
 // targetGeoVsPublish: replication throughput over single-cluster publish.

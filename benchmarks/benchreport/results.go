@@ -43,6 +43,7 @@ type Results struct {
 	Metadata MetadataResult `json:"metadata"`
 	Geo      GeoResult      `json:"geo"`
 	SyncGeo  SyncGeoResult  `json:"syncGeo"`
+	Txn      TxnResult      `json:"txn"`
 
 	Sections []string `json:"sections"` // what ran (--only)
 	Notes    []string `json:"notes,omitempty"`

@@ -84,6 +84,7 @@ func (r *runner) sections() []section {
 		{"metadata", r.runMetadata, []string{"metadata"}, &res.Metadata.Skipped},
 		{"geo", r.runGeo, []string{"geo"}, &res.Geo.Skipped},
 		{"syncgeo", r.runSyncGeo, []string{"syncgeo"}, &res.SyncGeo.Skipped},
+		{"txn", r.runTxn, []string{"txn"}, &res.Txn.Skipped},
 	}
 }
 

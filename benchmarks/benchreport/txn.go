@@ -1,0 +1,165 @@
+package main
+
+// The transactions section (issue 39): "transactional publish throughput
+// and p99 (transactions of 1, 10 and 100 messages) beside plain publish in
+// the same run; goal at least 0.7 x plain throughput with 100-message
+// transactions". One durable standalone with transactionCoordinatorEnabled
+// and txnCoordinators coordinators (the cluster default of
+// initialize-cluster-metadata; the Go client serves each coordinator's
+// requests one at a time, so one coordinator would measure the client);
+// txnProducers producers, 1 KiB, batching on, unthrottled, each
+// transaction committed in the background while the next fills (as
+// pulsar-perf). Plain and 100-message runs alternate; a transactional
+// message's latency runs to its commit.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const (
+	txnCoordinators = 16
+	txnProducers    = 4
+	txnRounds       = 2
+	// targetTxnVsPlain: 100-message transactions over plain publish.
+	targetTxnVsPlain = 0.7
+)
+
+// TxnResult is the transactions section's runs.
+type TxnResult struct {
+	Ran     bool   `json:"ran"`
+	Setup   string `json:"setup"`
+	Plain   []Run  `json:"plain"`
+	Txn100  []Run  `json:"txn100"`
+	Txn10   []Run  `json:"txn10"`
+	Txn1    []Run  `json:"txn1"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// runTxn measures plain and transactional publishing on one standalone.
+func (r *runner) runTxn(ctx context.Context) error {
+	d := &r.res.Txn
+	dir := filepath.Join(r.o.work, "txn")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "standalone-txn.conf")
+	if err := withKeys(r.o.config, conf, "transactionCoordinatorEnabled=true"); err != nil {
+		return err
+	}
+	t, err := r.startStandaloneConf(conf, filepath.Join(dir, "data"))
+	if err != nil {
+		return err
+	}
+	defer t.servers[0].stop()
+	if err := scaleCoordinators(ctx, t.admin, txnCoordinators); err != nil {
+		return err
+	}
+	d.Ran = true
+	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d producers, 1 KiB, "+
+		"batching on, unthrottled; each transaction committed in the background while the next fills; a transactional "+
+		"message's latency runs to its commit; plain and 100-message runs alternated", txnCoordinators, txnProducers)
+	run := func(label, topic string, size int) (Run, error) {
+		args := append(maxArgs(topic), "--producers", itoa(txnProducers))
+		if size > 0 {
+			args = append(args, "--num-message-per-transaction", itoa(size))
+		}
+		return r.perf(ctx, t, label, "produce", args...)
+	}
+	for i := range txnRounds {
+		p, err := run(fmt.Sprintf("plain #%d", i+1), fmt.Sprintf("txn-plain-%d", i), 0)
+		if err != nil {
+			return err
+		}
+		d.Plain = append(d.Plain, p)
+		x, err := run(fmt.Sprintf("100 per transaction #%d", i+1), fmt.Sprintf("txn-100-%d", i), 100)
+		if err != nil {
+			return err
+		}
+		d.Txn100 = append(d.Txn100, x)
+	}
+	for _, c := range []struct {
+		size int
+		runs *[]Run
+	}{{10, &d.Txn10}, {1, &d.Txn1}} {
+		x, err := run(fmt.Sprintf("%d per transaction", c.size), fmt.Sprintf("txn-%d", c.size), c.size)
+		if err != nil {
+			return err
+		}
+		*c.runs = append(*c.runs, x)
+	}
+	return nil
+}
+
+// scaleCoordinators sets the standalone's number of coordinators.
+func scaleCoordinators(ctx context.Context, admin string, n int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, admin+"/admin/v3/transactions/transactionCoordinator/replicas",
+		strings.NewReader(itoa(n)))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("scale transaction coordinators: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("scale transaction coordinators: %s %s", resp.Status, b)
+	}
+	return nil
+}
+
+// writeTxn is the transactions section of the report.
+func writeTxn(w io.Writer, res *Results) {
+	d := res.Txn
+	if !d.Ran {
+		skippedSection(w, "Transactions", d.Skipped)
+		return
+	}
+	fmt.Fprintf(w, "## Transactions: publish in transactions of 1, 10 and 100 messages vs plain\n\n%s.\n\n", d.Setup)
+	fmt.Fprintf(w, "| messages per transaction | run | msg/s | transactions/s | publish p50 | p99 | p99.9 | server cores |\n|---|---|---|---|---|---|---|---|\n")
+	row := func(name string, per int, runs []Run) {
+		for i, run := range runs {
+			rep, l := run.Report, lat(run.Report.PublishLatency)
+			tps := "—"
+			if per > 0 {
+				tps = fmt.Sprintf("%.0f", rep.PublishPS/float64(per))
+			}
+			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.2f |\n", name, i+1, rep.PublishPS, tps,
+				us(l.P50), us(l.P99), us(l.P999), run.ServerCores)
+		}
+	}
+	row("plain", 0, d.Plain)
+	row("100", 100, d.Txn100)
+	row("10", 10, d.Txn10)
+	row("1", 1, d.Txn1)
+	if plain, txn := medianPS(d.Plain), medianPS(d.Txn100); plain > 0 {
+		fmt.Fprintf(w, "\nMedians: plain %.0f msg/s, 100-message transactions %.0f msg/s: **%.2f ×** plain.\n\n", plain, txn, txn/plain)
+	}
+}
+
+// txnTargetRow is the transactions target (nil when the section was not
+// selected).
+func txnTargetRow(res *Results, selected bool) *targetRow {
+	name := fmt.Sprintf("publish in 100-message transactions ≥ %.1f × plain (medians, same standalone)", targetTxnVsPlain)
+	plain, txn := medianPS(res.Txn.Plain), medianPS(res.Txn.Txn100)
+	if plain <= 0 || txn <= 0 {
+		if selected {
+			return &targetRow{name: name}
+		}
+		return nil
+	}
+	ratio := txn / plain
+	return &targetRow{name: name, measured: fmt.Sprintf("%.0f vs %.0f msg/s", txn, plain), ratio: fmt.Sprintf("%.2f", ratio),
+		met: ratio >= targetTxnVsPlain, ran: true,
+		why: fmt.Sprintf("the server used %.2f cores on average with transactions and %.2f plain; each transaction waits for "+
+			"two coordinator log writes (its partition, its COMMITTING record) and its commit markers, each a journal fsync",
+			meanCores(res.Txn.Txn100), meanCores(res.Txn.Plain))}
+}
