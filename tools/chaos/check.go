@@ -44,13 +44,18 @@ type Verdict struct {
 	ReaderMismatch int
 	MaxUnavailable time.Duration
 	Recreated      int // consumers and readers the workload re-created in the drain (a Go client race)
-	Drained        bool
+	// The transaction pipeline (txn.go): transactions committed and
+	// failed (aborted), and messages of aborted transactions delivered.
+	TxnCommitted, TxnFailed int
+	AbortedDelivered        int
+	Drained                 bool
 	Problems       []string
 }
 
 // OK reports whether the run kept every guarantee.
 func (v *Verdict) OK() bool {
-	return v.Lost == 0 && v.Duplicated == 0 && v.Reordered == 0 && v.Phantom == 0 && v.ReaderMismatch == 0
+	return v.Lost == 0 && v.Duplicated == 0 && v.Reordered == 0 && v.Phantom == 0 && v.ReaderMismatch == 0 &&
+		v.AbortedDelivered == 0
 }
 
 func (v *Verdict) problem(format string, args ...any) {
@@ -76,6 +81,18 @@ func Check(res *Results) Verdict {
 		if gap := longestGap(t, res.StoppedAt); gap > v.MaxUnavailable {
 			v.MaxUnavailable = gap
 		}
+	}
+	if res.Txn != nil {
+		var source *TopicRecord
+		for _, t := range res.Topics {
+			if t.Spec.Name == res.Txn.Spec.Source {
+				source = t
+			}
+		}
+		if source == nil {
+			v.problem("transactions: source %s not among the topics", res.Txn.Spec.Source)
+		}
+		checkTxn(&v, res.Txn, source)
 	}
 	return v
 }

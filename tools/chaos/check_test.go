@@ -158,3 +158,37 @@ func TestSeedList(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// The transaction check fails on each broken guarantee: a committed
+// message missing or twice in a sink, a sink message A never had, and a
+// live delivery that is not the committed message (an aborted one).
+func TestCheckTxn(t *testing.T) {
+	source := &TopicRecord{Spec: TopicSpec{Name: "a"}, Sent: 3, Acked: []Ack{{Seq: 0}, {Seq: 1}, {Seq: 2}}}
+	good := func() *TxnRecord {
+		final := []Receipt{{Seq: 0, ID: "1:0"}, {Seq: 1, ID: "1:1"}, {Seq: 2, ID: "1:2"}}
+		return &TxnRecord{Spec: TxnSpec{Source: "a", SinkB: "b", SinkC: "c"},
+			Final: map[string][]Receipt{"b": final, "c": final},
+			Live:  map[string][]Receipt{"b": {{Seq: 1, ID: "1:1"}}}}
+	}
+	var v Verdict
+	checkTxn(&v, good(), source)
+	if !v.OK() {
+		t.Fatalf("a clean pipeline failed: %+v", v)
+	}
+	for name, breakIt := range map[string]func(r *TxnRecord){
+		"lost":       func(r *TxnRecord) { r.Final["c"] = r.Final["c"][:2] },
+		"duplicated": func(r *TxnRecord) { r.Final["b"] = append(r.Final["b"], Receipt{Seq: 2, ID: "1:7"}) },
+		"phantom":    func(r *TxnRecord) { r.Final["b"] = append(r.Final["b"], Receipt{Seq: 9, ID: "1:8"}) },
+		"aborted delivered": func(r *TxnRecord) {
+			r.Live["b"] = append(r.Live["b"], Receipt{Seq: 0, ID: "1:5"})
+		},
+	} {
+		r := good()
+		breakIt(r)
+		var v Verdict
+		checkTxn(&v, r, source)
+		if v.OK() {
+			t.Errorf("%s: the check passed", name)
+		}
+	}
+}

@@ -286,7 +286,7 @@ func (c *Cluster) startBrokers() error {
 		"managedLedgerDefaultWriteQuorum=3", "managedLedgerDefaultAckQuorum=2",
 		"loadBalancerReportUpdateMinIntervalMillis=1000", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.1", "loadBalancerSheddingGracePeriodMinutes=0.5",
-		"loadBalancerAutoBundleSplitEnabled=false", ""}, "\n")), 0o644); err != nil {
+		"loadBalancerAutoBundleSplitEnabled=false", "transactionCoordinatorEnabled=true", ""}, "\n")), 0o644); err != nil {
 		return err
 	}
 	for i := 1; i <= c.opts.Brokers; i++ {

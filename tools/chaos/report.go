@@ -20,7 +20,10 @@ type Row struct {
 	ReaderMismatch int
 	MaxUnavailable time.Duration
 	Recreated      int
-	Seeds          []int64
+	// The transaction pipeline's (txn-pipeline): transactions committed
+	// and failed, aborted messages delivered.
+	TxnCommitted, TxnFailed, AbortedDelivered int
+	Seeds                                     []int64
 	FailedSeeds    []int64
 }
 
@@ -83,6 +86,9 @@ func (rep *Report) Rows() []*Row {
 		row.ReaderMismatch += v.ReaderMismatch
 		row.MaxUnavailable = max(row.MaxUnavailable, v.MaxUnavailable)
 		row.Recreated += v.Recreated
+		row.TxnCommitted += v.TxnCommitted
+		row.TxnFailed += v.TxnFailed
+		row.AbortedDelivered += v.AbortedDelivered
 	}
 	var out []*Row
 	for _, s := range Scenarios {
@@ -157,6 +163,7 @@ porcupine, in the metadata store tests.
 			row.Acked, row.Lost, row.Duplicated, row.Reordered, row.Phantom, row.ReaderMismatch, row.DupNoDedup,
 			row.Recreated, row.MaxUnavailable.Seconds(), seedList(row.Seeds))
 	}
+	writeTxnRows(&b, rep.Rows())
 	b.WriteString("\n## Scenarios\n\n")
 	for _, row := range rep.Rows() {
 		fmt.Fprintf(&b, "- **%s**: %s\n", row.Scenario.Name, row.Scenario.Doc)
@@ -178,4 +185,25 @@ porcupine, in the metadata store tests.
 	fmt.Fprintf(&b, "\nReproduce one: `make chaos CHAOS_SCENARIOS=<scenario> CHAOS_FIRST_SEED=<seed> CHAOS_SEEDS=1`. "+
 		"Logs of failing runs (the run's workload log and results, every server's log) are kept under %s.\n", rep.LogsDir)
 	return b.String()
+}
+
+// writeTxnRows adds the transaction pipeline's figures (txn.go) for the
+// scenarios that ran it.
+func writeTxnRows(b *strings.Builder, rows []*Row) {
+	header := false
+	for _, row := range rows {
+		if !row.Scenario.Txn {
+			continue
+		}
+		if !header {
+			b.WriteString("\nTransactions (txn.go): a Shared subscription of the first deduplicated topic A is copied to B and C, " +
+				"a batch of up to 10 messages per transaction (sends to B and C and the acknowledgements on A). After the drain " +
+				"a reader reads B and C whole: each message A's producer had acknowledged must be there exactly once (missing: " +
+				"lost; twice: duplicated), and every message the live consumers of B and C received must be that very message " +
+				"(an aborted transaction's message delivered would not be).\n\n" +
+				"| scenario | transactions committed | failed (aborted) | aborted messages delivered |\n|---|---|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d |\n", row.Scenario.Name, row.TxnCommitted, row.TxnFailed, row.AbortedDelivered)
+	}
 }

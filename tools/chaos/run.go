@@ -22,6 +22,7 @@ type Run struct {
 	Rng      *rand.Rand
 	Dir      string // the run's workload config, log and results
 	Topics   []TopicSpec
+	Txn      *TxnSpec // the transaction pipeline (Scenario.Txn)
 	Workload *Proc
 	Verdict  Verdict
 	Err      error // the run could not be carried out (a stall, a process that would not start)
@@ -70,6 +71,12 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 	}
 	if s.Geo {
 		r.Topics = append(r.Topics, geoTopicSpecs(s.Name, seed)...)
+	}
+	if s.Txn {
+		// A is the first topic, in the deduplicating namespace: its
+		// producer's retries must not store a message twice.
+		src := r.Topics[0].Name
+		r.Txn = &TxnSpec{Source: src, SinkB: src + "-sink-b", SinkC: src + "-sink-c", Group: r.Topics[0].Group}
 	}
 	return r
 }
@@ -124,7 +131,8 @@ func (r *Run) startWorkload() error {
 		return err
 	}
 	cfg := WorkloadConfig{URLs: r.C.ServiceURLs(), Topics: r.Topics, Status: filepath.Join(r.Dir, "status.json"),
-		Results: filepath.Join(r.Dir, "results.json"), SendInterval: 20 * time.Millisecond, DrainTimeout: 90 * time.Second}
+		Results: filepath.Join(r.Dir, "results.json"), SendInterval: 20 * time.Millisecond, DrainTimeout: 90 * time.Second,
+		Txn: r.Txn}
 	raw, _ := json.MarshalIndent(cfg, "", "  ")
 	path := filepath.Join(r.Dir, "workload.json")
 	if err := os.WriteFile(path, raw, 0o644); err != nil {

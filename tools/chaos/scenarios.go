@@ -27,6 +27,8 @@ type Scenario struct {
 	// Geo runs also produce to topics replicated to the second cluster
 	// (geo.go), which a subscription there must receive in full.
 	Geo bool
+	// Txn runs also the transaction pipeline (txn.go).
+	Txn bool
 }
 
 // Scenarios are every scenario, in report order.
@@ -49,6 +51,7 @@ var Scenarios = []*Scenario{
 	{Name: "kill-proxy", Doc: "kill -9 the proxy (a third of the topics' clients go through it), restart it 2-6 s later", Inject: killProxy},
 	{Name: "cut-remote", Doc: "geo: cut the remote cluster c2 from every broker of c1 5-12 s while c1 replicates to it", Inject: cutRemote, noMix: true, Geo: true},
 	{Name: "kill-remote", Doc: "geo: kill -9 the remote cluster c2's broker while c1 replicates to it, restart it 2-6 s later", Inject: killRemote, noMix: true, Geo: true},
+	{Name: "txn-pipeline", Doc: "transactions: a consume-transform-produce loop (A to B and C, one transaction per batch) while 2-3 of: kill -9 a broker, kill -9 a bookie, unload pulsar/system (the coordinators move), staggered", Inject: txnFaults, noMix: true, Txn: true},
 	{Name: "rolling-restart", Doc: "restart every broker, then every bookie, one at a time (SIGTERM)", Inject: rollingRestart, noMix: true},
 	{Name: "random", Doc: "2-3 of the scenarios above (not rolling-restart) at once, staggered, chosen by the seed", noMix: true},
 }
@@ -342,6 +345,43 @@ func randomMix(r *Run) error {
 			// one killed); healing restores everything either way.
 			r.Logf("%s in the mix: %v", pool[i].Name, err)
 		}
+	}
+	return nil
+}
+
+// txnFaults is txn-pipeline's mix: 2-3 of killing a broker, killing a
+// bookie and moving the coordinators (unloading pulsar/system), staggered.
+func txnFaults(r *Run) error {
+	faults := []struct {
+		name string
+		do   func(*Run) error
+	}{{"kill-broker", killBroker}, {"kill-bookie", killBookie}, {"move-coordinators", moveCoordinators}}
+	r.Rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	faults = faults[:2+r.Rng.Intn(2)]
+	var wg sync.WaitGroup
+	for i, f := range faults {
+		delay := time.Duration(r.Rng.Int63n(int64(3 * time.Second)))
+		sub := &Run{C: r.C, Scenario: r.Scenario, Seed: r.Seed*100 + int64(i), Dir: r.Dir, Topics: r.Topics, logf: r.logf}
+		sub.Rng = rand.New(rand.NewSource(sub.Seed))
+		r.Logf("%s after %s", f.name, delay.Round(time.Millisecond))
+		wg.Go(func() {
+			time.Sleep(delay)
+			if err := f.do(sub); err != nil {
+				r.Logf("%s: %v", f.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// moveCoordinators unloads pulsar/system: every transaction coordinator
+// is closed where it is and loads from its log where the client looks it
+// up next.
+func moveCoordinators(r *Run) error {
+	r.Logf("PUT /admin/v2/namespaces/pulsar/system/unload")
+	if err := r.C.httpPut("/admin/v2/namespaces/pulsar/system/unload"); err != nil {
+		r.Logf("unload pulsar/system: %v", err)
 	}
 	return nil
 }

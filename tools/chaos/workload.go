@@ -54,6 +54,8 @@ type WorkloadConfig struct {
 	Results      string        // the Results file written after the drain
 	SendInterval time.Duration // pause between a producer's sends
 	DrainTimeout time.Duration
+	// Txn, when set, runs the transaction pipeline (txn.go).
+	Txn *TxnSpec `json:",omitempty"`
 }
 
 // TopicSpec is one topic of a run.
@@ -100,6 +102,7 @@ type Results struct {
 	Drained   bool // every acknowledged message reached every subscription and reader
 	StartedAt int64
 	StoppedAt int64
+	Txn       *TxnRecord `json:",omitempty"`
 }
 
 // Payload encodes a message: producer|seq|sendNanos|crc32.
@@ -184,6 +187,8 @@ type workload struct {
 	producing sync.WaitGroup
 	receiving sync.WaitGroup
 	draining  atomic.Bool
+	logger    plog.Logger
+	txn       *txnPipeline // nil without Txn
 	mu        struct {
 		sync.Mutex
 		topics []*TopicRecord
@@ -202,10 +207,10 @@ func newWorkload(cfg WorkloadConfig) *workload {
 }
 
 func (w *workload) setup() error {
-	logger := plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	w.logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	for group, url := range w.cfg.URLs {
 		c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 60 * time.Second,
-			ConnectionTimeout: 3 * time.Second, Logger: logger})
+			ConnectionTimeout: 3 * time.Second, Logger: w.logger})
 		if err != nil {
 			return err
 		}
@@ -220,6 +225,9 @@ func (w *workload) setup() error {
 		if err := w.startTopic(rec); err != nil {
 			return fmt.Errorf("%s: %w", spec.Name, err)
 		}
+	}
+	if w.cfg.Txn != nil {
+		return w.startTxn(*w.cfg.Txn)
 	}
 	return nil
 }
@@ -534,11 +542,29 @@ func (w *workload) stopAndDrain() *Results {
 	if drained {
 		time.Sleep(500 * time.Millisecond) // late duplicates still count
 	}
+	var txnRec *TxnRecord
+	if w.txn != nil {
+		w.txn.drain(func() []Ack { return w.ackedOf(w.txn.rec.Spec.Source) }, time.Now().Add(w.cfg.DrainTimeout))
+		txnRec = w.txn.rec
+	}
 	close(w.stopRecv)
 	w.receiving.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return &Results{Topics: w.mu.topics, Drained: drained, StartedAt: w.started.UnixMilli(), StoppedAt: stopped.UnixMilli()}
+	return &Results{Topics: w.mu.topics, Drained: drained, StartedAt: w.started.UnixMilli(), StoppedAt: stopped.UnixMilli(),
+		Txn: txnRec}
+}
+
+// ackedOf is a copy of a topic's acknowledged sends.
+func (w *workload) ackedOf(topic string) []Ack {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.mu.topics {
+		if t.Spec.Name == topic {
+			return append([]Ack(nil), t.Acked...)
+		}
+	}
+	return nil
 }
 
 func (w *workload) closeClients() {
