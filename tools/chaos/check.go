@@ -49,7 +49,7 @@ type Verdict struct {
 	TxnCommitted, TxnFailed int
 	AbortedDelivered        int
 	Drained                 bool
-	Problems       []string
+	Problems                []string
 }
 
 // OK reports whether the run kept every guarantee.

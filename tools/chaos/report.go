@@ -24,7 +24,7 @@ type Row struct {
 	// and failed, aborted messages delivered.
 	TxnCommitted, TxnFailed, AbortedDelivered int
 	Seeds                                     []int64
-	FailedSeeds    []int64
+	FailedSeeds                               []int64
 }
 
 // Report is a whole chaos invocation.
