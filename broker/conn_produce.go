@@ -373,6 +373,13 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			return c.sendSendError(id, seq, pb.ServerError_UnknownError, err.Error())
 		}
 		sum = crc32c.Known{}
+		if !tb.isOngoing(tid) && c.b.txnEndedHere(tid) {
+			// The first message of the transaction on this topic, and
+			// its coordinator (hosted here) no longer knows it: stored,
+			// it would never see its end.
+			return c.sendSendError(id, seq, pb.ServerError_InvalidTxnStatus,
+				fmt.Sprintf("transaction %v is not open (its coordinator does not know it)", tid))
+		}
 		if err := tb.beginSend(tid); err != nil {
 			return c.sendSendError(id, seq, pb.ServerError_InvalidTxnStatus, err.Error())
 		}

@@ -85,6 +85,10 @@ func TestProtocolTransactionCommands(t *testing.T) {
 		got.GetSendError().GetError() != pb.ServerError_InvalidTxnStatus {
 		t.Fatalf("SEND in a transaction its topic saw end: %v, want SEND_ERROR InvalidTxnStatus", got)
 	}
+	if got := r.sendTxnRaw(1, 2, most, least+100, "never opened"); got.GetType() != pb.BaseCommand_SEND_ERROR ||
+		got.GetSendError().GetError() != pb.ServerError_InvalidTxnStatus {
+		t.Fatalf("SEND in a transaction its coordinator does not know: %v, want SEND_ERROR InvalidTxnStatus", got)
+	}
 	got = r.request(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_PARTITION.Enum(), EndTxnOnPartition: &pb.CommandEndTxnOnPartition{
 		RequestId: ptr(uint64(9)), TxnidMostBits: ptr(most), TxnidLeastBits: ptr(least), Topic: ptr(topic), TxnAction: pb.TxnAction_COMMIT.Enum()}})
 	if e := got.GetEndTxnOnPartitionResponse(); e.GetRequestId() != 9 || e.Error != nil {

@@ -358,6 +358,21 @@ func TestTxnAdmin(t *testing.T) {
 	if code := getJSON(t, base+"pendingAckStats/persistent/t/ns/txn-admin/s", &pend); code != 200 || pend.Ongoing != 1 {
 		t.Fatalf("pending-ack stats: %d %+v", code, pend)
 	}
+	var slow map[string]any
+	if code := getJSON(t, base+"slowTransactions/0", &slow); code != 200 || slow[fmt.Sprintf("(%d,%d)", id.MostSigBits, id.LeastSigBits)] == nil {
+		t.Fatalf("slow transactions: %d %v", code, slow)
+	}
+	var inBuf struct {
+		Start string `json:"startPosition"`
+	}
+	if code := getJSON(t, fmt.Sprintf("%stransactionInBufferStats/persistent/t/ns/txn-admin/%d/%d", base, id.MostSigBits, id.LeastSigBits),
+		&inBuf); code != 200 || inBuf.Start == "" {
+		t.Fatalf("transaction in buffer: %d %+v", code, inBuf)
+	}
+	if code := getJSON(t, fmt.Sprintf("%stransactionInPendingAckStats/persistent/t/ns/txn-admin/s/%d/%d", base, id.MostSigBits,
+		id.LeastSigBits), nil); code != 200 {
+		t.Fatalf("transaction in pending ack: %d", code)
+	}
 	resp, err := http.Post(fmt.Sprintf("%sabortTransaction/%d/%d", base, id.MostSigBits, id.LeastSigBits), "application/json", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -227,6 +227,15 @@ func (tb *txnBuffer) beginSend(id txn.ID) error {
 	return nil
 }
 
+// isOngoing reports whether id has messages in the topic and has not
+// ended.
+func (tb *txnBuffer) isOngoing(id txn.ID) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	_, ok := tb.ongoing[id]
+	return ok
+}
+
 // sent notes a transactional add's outcome (in its callback).
 func (tb *txnBuffer) sent(id txn.ID, pos managedledger.Position, err error) {
 	tb.mu.Lock()

@@ -355,3 +355,17 @@ func (b *Broker) coordinatorCount(ctx context.Context) (int, error) {
 	}
 	return md.Partitions, nil
 }
+
+// txnEndedHere reports whether id's coordinator is hosted here and does
+// not know it (it ended, or never was). A coordinator hosted elsewhere is
+// not asked: false.
+func (b *Broker) txnEndedHere(id txn.ID) bool {
+	b.txnCoords.mu.Lock()
+	h := b.txnCoords.loaded[id.Most]
+	b.txnCoords.mu.Unlock()
+	if h == nil || h.c.Failed() != nil {
+		return false
+	}
+	_, err := h.c.Get(id)
+	return errors.Is(err, txn.ErrNotFound)
+}
