@@ -11,8 +11,9 @@ package broker
 //     positions (or any cumulative ack), when the position is already
 //     acknowledged, or when a cumulative ack is not past the mark-delete
 //     position, as Pulsar refuses them.
-//   - Held positions stay in flight to their consumer; if that consumer
-//     leaves they are not given to another while held.
+//   - Held whole entries leave their consumer's unacknowledged count
+//     (as Pulsar's); dispatch gives no held position to anyone while it
+//     is held.
 //   - END_TXN_ON_SUBSCRIPTION commit applies them as ordinary acks; abort
 //     drops them and redelivers the individually held positions.
 //   - The held acknowledgements are saved, before the ACK is answered, in
@@ -129,7 +130,30 @@ func (s *subscription) txnAck(ctx context.Context, c *consumer, id txn.ID, cmd *
 	if err := s.holdAcks(pa, id, cumulative, cmd.GetMessageId()); err != nil {
 		return err
 	}
-	return s.savePending(ctx, pa)
+	if err := s.savePending(ctx, pa); err != nil {
+		return err
+	}
+	if !cumulative {
+		s.releaseHeld(cmd.GetMessageId())
+	}
+	return nil
+}
+
+// releaseHeld takes whole entries acknowledged in a transaction out of
+// their consumer's unacknowledged count, as Pulsar does: the transaction
+// holds them now (an abort gives them out again, redeliverAborted).
+func (s *subscription) releaseHeld(ids []*pb.MessageIdData) {
+	wake := false
+	s.mu.Lock()
+	for _, m := range ids {
+		if len(m.GetAckSet()) == 0 {
+			wake = s.ackedLocked(position(m)) || wake
+		}
+	}
+	s.mu.Unlock()
+	if wake {
+		s.dispatch()
+	}
 }
 
 // holdAcks checks and records the acknowledgements.

@@ -65,6 +65,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/replclient"
+	"github.com/magnetar-io/magnetar/broker/txn"
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -447,13 +448,23 @@ func (r *replicator) read(prod *replclient.Producer, maxEntries int) ([]managedl
 		entries []managedledger.Entry
 		err     error
 	}
+	if limit, capped := r.t.txns.Load().readLimit(); capped && r.cursor.ReadPosition().Compare(limit) > 0 {
+		// An open transaction's messages are next: replicated once it
+		// ends (committed) or skipped (aborted), as Pulsar's replicator.
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-prod.Done():
+		case <-r.ctx.Done():
+		}
+		return nil, r.ctx.Err()
+	}
 	ch := make(chan result, 1)
 	r.cursor.ReadEntriesOrWait(min(r.t.b.cfg.DispatcherMaxReadBatchSize, maxEntries), 5<<20, func(es []managedledger.Entry, err error) {
 		ch <- result{es, err}
 	})
 	select {
 	case res := <-ch:
-		return res.entries, res.err
+		return r.belowReadLimit(res.entries), res.err
 	case <-prod.Done():
 	case <-r.ctx.Done():
 	}
@@ -479,6 +490,13 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 		// sees every marker, only this one acts on it (replsubs.go).
 		r.t.receivedMarker(r.remote, e.Position, markerType(&md), ent.Payload())
 	}
+	if err == nil && (md.TxnidMostBits != nil || md.TxnidLeastBits != nil) {
+		id := txn.ID{Most: md.GetTxnidMostBits(), Least: md.GetTxnidLeastBits()}
+		if md.MarkerType != nil || r.t.txns.Load().isAborted(id) {
+			_ = r.cursor.Delete(r.ctx, e.Position) // transaction markers and aborted messages stay here
+			return true
+		}
+	}
 	if err != nil || md.ReplicatedFrom != nil || !replicatesTo(md.ReplicateTo, r.remote) {
 		if err != nil {
 			r.t.b.log.Warn("entry not replicated: it does not parse", "topic", r.t.name.String(), "position", e.Position, "err", err)
@@ -497,6 +515,15 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 		r.oldestMs.Store(int64(md.GetPublishTime()))
 	}
 	out := replclient.MarkReplicated(ent, r.t.b.cfg.ClusterName)
+	if md.TxnidMostBits != nil || md.TxnidLeastBits != nil {
+		// Committed: a plain message in the remote cluster, whose
+		// transaction buffer would otherwise wait for its end marker.
+		md.TxnidMostBits, md.TxnidLeastBits = nil, nil
+		md.ReplicatedFrom = ptr(r.t.b.cfg.ClusterName)
+		if head, err := wire.AppendEntry(nil, &md, ent.Payload()); err == nil {
+			out = replclient.Replicated{Head: head}
+		}
+	}
 	msgs := int64(max(md.GetNumMessagesInBatch(), 1))
 	// Taken as sent, as Pulsar's replicator takes them: one message per
 	// entry, batched or not, and the entry's bytes.
@@ -521,6 +548,22 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 		}
 	})
 	return prod.Err() == nil
+}
+
+// belowReadLimit drops the entries past the transaction buffer's read
+// limit and moves the cursor back to the first of them.
+func (r *replicator) belowReadLimit(entries []managedledger.Entry) []managedledger.Entry {
+	limit, capped := r.t.txns.Load().readLimit()
+	if !capped {
+		return entries
+	}
+	for i, e := range entries {
+		if e.Position.Compare(limit) > 0 {
+			r.cursor.Seek(e.Position)
+			return entries[:i]
+		}
+	}
+	return entries
 }
 
 // replicatesTo applies a message's replicate_to (empty: everywhere).

@@ -484,3 +484,36 @@ func backlogOf(c *testCluster, name string) int64 {
 	}
 	return -1
 }
+
+// Geo-replication of a transactional topic: the remote cluster gets the
+// committed messages, once each and only after the commit, never the
+// aborted ones nor the markers.
+func TestTxnGeoReplication(t *testing.T) {
+	cs := newGeoInstanceWith(t, func(c *Config) { c.TransactionCoordinatorEnabled = true }, "a", "b")
+	geoNamespace(t, cs["a"].res, "txn", "a", "b")
+	const topic = "persistent://geo/txn/t"
+	remote := subscribeGeo(t, cs["b"].url(), topic)
+	c := newTxnClient(t, cs["a"].url())
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, aborted := newTxn(t, c, time.Minute), newTxn(t, c, time.Minute)
+	sendIn(t, p, committed, "c#0", "c#1", "c#2")
+	sendIn(t, p, aborted, "x#0", "x#1")
+	sendIn(t, p, nil, "plain#0")
+	time.Sleep(300 * time.Millisecond)
+	if got := remote.values(); len(got) != 0 {
+		t.Fatalf("replicated before the transactions ended: %v", got)
+	}
+	if err := aborted.Abort(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := committed.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := remote.waitFor(t, "remote", 4)
+	if fmt.Sprint(got) != "[c#0 c#1 c#2 plain#0]" {
+		t.Fatalf("remote got %v, want the committed messages and the plain one", got)
+	}
+}
