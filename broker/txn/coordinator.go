@@ -64,13 +64,13 @@ type Coordinator struct {
 	ctx    context.Context // ended by Close: stops the retries of ending
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	txns   map[uint64]*txnState
-	seq    uint64
+	mu   sync.Mutex
+	txns map[uint64]*txnState
+	seq  uint64
 	// reserved: ids up to it may be issued without saving (New).
 	reserved uint64
-	failed error // set once: the log refused a record
-	last   managedledger.Position
+	failed   error // set once: the log refused a record
+	last     managedledger.Position
 
 	recoverStart, recoverEnd              time.Time
 	created, committed, aborted, timedOut atomic.Int64
