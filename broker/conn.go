@@ -359,6 +359,7 @@ func ptr[T any](v T) *T { return &v }
 func (c *serverConn) closedByNetwork(err error) {
 	c.cancel()
 	c.b.track(c, false)
+	c.b.forgetTCConn(c)
 	c.mu.Lock()
 	c.closed = true
 	producers, consumers, watchers := c.producers, c.consumers, c.watchers

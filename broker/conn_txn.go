@@ -68,27 +68,37 @@ func errorFields(err error) (*pb.ServerError, *string) {
 // errTooManyTxns: maxActiveTransactionsPerCoordinator is reached.
 var errTooManyTxns = errors.New("the coordinator has reached maxActiveTransactionsPerCoordinator")
 
-// txnRequest runs fn off the event loop with the broker's context.
-func (c *serverConn) txnRequest(what string, fn func(ctx context.Context)) error {
+// txnRequest runs fn off the event loop with the broker's context. When
+// fn's request named a coordinator this broker does not serve, the
+// connection is closed after the answer: the Go client's coordinator
+// handler looks the coordinator up again only when its connection
+// closes, and would otherwise ask here for ever.
+func (c *serverConn) txnRequest(what string, fn func(ctx context.Context) error) error {
 	c.goSafe(what, func() {
 		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
 		defer cancel()
-		fn(ctx)
+		if err := fn(ctx); errors.Is(err, errCoordinatorElsewhere) {
+			c.t.Close(fmt.Errorf("%s: %w", what, err))
+		}
 	})
 	return nil
 }
 
 func (c *serverConn) handleTcClientConnect(cmd *pb.CommandTcClientConnectRequest) error {
-	return c.txnRequest("TC_CLIENT_CONNECT", func(ctx context.Context) {
+	return c.txnRequest("TC_CLIENT_CONNECT", func(ctx context.Context) error {
 		_, err := c.b.coordinator(ctx, cmd.GetTcId())
+		if err == nil {
+			c.b.registerTCConn(cmd.GetTcId(), c)
+		}
 		code, msg := errorFields(err)
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_TC_CLIENT_CONNECT_RESPONSE.Enum(),
 			TcClientConnectResponse: &pb.CommandTcClientConnectResponse{RequestId: cmd.RequestId, Error: code, Message: msg}})
+		return err
 	})
 }
 
 func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
-	return c.txnRequest("NEW_TXN", func(ctx context.Context) {
+	return c.txnRequest("NEW_TXN", func(ctx context.Context) error {
 		resp := &pb.CommandNewTxnResponse{RequestId: cmd.RequestId}
 		co, err := c.b.coordinator(ctx, cmd.GetTcId())
 		if err == nil && c.b.cfg.MaxActiveTransactionsPerCoordinator > 0 && co.Ongoing() >= c.b.cfg.MaxActiveTransactionsPerCoordinator {
@@ -105,6 +115,7 @@ func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
 		}
 		resp.Error, resp.Message = errorFields(err)
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN_RESPONSE.Enum(), NewTxnResponse: resp})
+		return err
 	})
 }
 
@@ -120,7 +131,7 @@ func derefU64(v *uint64) uint64 {
 
 func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) error {
 	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
-	return c.txnRequest("ADD_PARTITION_TO_TXN", func(ctx context.Context) {
+	return c.txnRequest("ADD_PARTITION_TO_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		for _, p := range cmd.GetPartitions() {
 			if err != nil {
@@ -139,12 +150,13 @@ func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) e
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_ADD_PARTITION_TO_TXN_RESPONSE.Enum(),
 			AddPartitionToTxnResponse: &pb.CommandAddPartitionToTxnResponse{RequestId: cmd.RequestId,
 				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+		return err
 	})
 }
 
 func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionToTxn) error {
 	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
-	return c.txnRequest("ADD_SUBSCRIPTION_TO_TXN", func(ctx context.Context) {
+	return c.txnRequest("ADD_SUBSCRIPTION_TO_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		var subs []txn.Subscription
 		for _, s := range cmd.GetSubscription() {
@@ -165,12 +177,13 @@ func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionTo
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN_RESPONSE.Enum(),
 			AddSubscriptionToTxnResponse: &pb.CommandAddSubscriptionToTxnResponse{RequestId: cmd.RequestId,
 				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+		return err
 	})
 }
 
 func (c *serverConn) handleEndTxn(cmd *pb.CommandEndTxn) error {
 	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
-	return c.txnRequest("END_TXN", func(ctx context.Context) {
+	return c.txnRequest("END_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		if err == nil {
 			err = co.End(ctx, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
@@ -179,6 +192,7 @@ func (c *serverConn) handleEndTxn(cmd *pb.CommandEndTxn) error {
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_RESPONSE.Enum(),
 			EndTxnResponse: &pb.CommandEndTxnResponse{RequestId: cmd.RequestId,
 				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+		return err
 	})
 }
 
@@ -194,7 +208,7 @@ func (c *serverConn) authorizeBroker(what string) error {
 
 func (c *serverConn) handleEndTxnOnPartition(cmd *pb.CommandEndTxnOnPartition) error {
 	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
-	return c.txnRequest("END_TXN_ON_PARTITION", func(ctx context.Context) {
+	return c.txnRequest("END_TXN_ON_PARTITION", func(ctx context.Context) error {
 		err := c.endOnTopic(ctx, "END_TXN_ON_PARTITION", cmd.GetTopic(), func(name TopicName) error {
 			return c.b.endTxnOnPartition(ctx, name, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
 		})
@@ -202,13 +216,14 @@ func (c *serverConn) handleEndTxnOnPartition(cmd *pb.CommandEndTxnOnPartition) e
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_PARTITION_RESPONSE.Enum(),
 			EndTxnOnPartitionResponse: &pb.CommandEndTxnOnPartitionResponse{RequestId: cmd.RequestId,
 				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+		return err
 	})
 }
 
 func (c *serverConn) handleEndTxnOnSubscription(cmd *pb.CommandEndTxnOnSubscription) error {
 	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
 	sub := cmd.GetSubscription()
-	return c.txnRequest("END_TXN_ON_SUBSCRIPTION", func(ctx context.Context) {
+	return c.txnRequest("END_TXN_ON_SUBSCRIPTION", func(ctx context.Context) error {
 		err := c.endOnTopic(ctx, "END_TXN_ON_SUBSCRIPTION", sub.GetTopic(), func(name TopicName) error {
 			return c.b.endTxnOnSubscription(ctx, name, sub.GetSubscription(), id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
 		})
@@ -216,6 +231,7 @@ func (c *serverConn) handleEndTxnOnSubscription(cmd *pb.CommandEndTxnOnSubscript
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_ON_SUBSCRIPTION_RESPONSE.Enum(),
 			EndTxnOnSubscriptionResponse: &pb.CommandEndTxnOnSubscriptionResponse{RequestId: cmd.RequestId,
 				TxnidMostBits: cmd.TxnidMostBits, TxnidLeastBits: cmd.TxnidLeastBits, Error: code, Message: msg}})
+		return err
 	})
 }
 

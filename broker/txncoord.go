@@ -69,7 +69,16 @@ type coordinators struct {
 type hostedCoordinator struct {
 	c  *txn.Coordinator
 	ml managedledger.ManagedLedger
+	// conns are the connections that sent TC_CLIENT_CONNECT for it:
+	// closed when it leaves this broker, since the Go client looks a
+	// coordinator up again only when its connection closes (an error
+	// answer leaves it asking here for ever).
+	conns map[*serverConn]struct{}
 }
+
+// errCoordinatorElsewhere: the coordinator is not (or no longer) served
+// by this broker; the connection that asked is closed after the answer.
+var errCoordinatorElsewhere = errors.New("transaction coordinator is not served by this broker")
 
 // coordinator returns coordinator tc, loading it if this broker owns it.
 func (b *Broker) coordinator(ctx context.Context, tc uint64) (*txn.Coordinator, error) {
@@ -78,7 +87,7 @@ func (b *Broker) coordinator(ctx context.Context, tc uint64) (*txn.Coordinator, 
 	}
 	if !b.servesTopic(partitionName(assignTopic, int(tc))) {
 		b.dropCoordinator(tc, "its assign partition is not owned here")
-		return nil, fmt.Errorf("transaction coordinator %d is not served by this broker: %w", tc, txn.ErrClosed)
+		return nil, fmt.Errorf("transaction coordinator %d: %w: %w", tc, errCoordinatorElsewhere, txn.ErrClosed)
 	}
 	if c := b.hostedCoordinator(tc); c != nil {
 		return c, nil
@@ -149,6 +158,9 @@ func (b *Broker) dropCoordinator(tc uint64, why string) {
 		return
 	}
 	h.c.Close()
+	for c := range h.conns {
+		c.t.Close(fmt.Errorf("transaction coordinator %d left this broker (%s): look it up again", tc, why))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = h.ml.Close(ctx)
@@ -368,4 +380,25 @@ func (b *Broker) txnEndedHere(id txn.ID) bool {
 	}
 	_, err := h.c.Get(id)
 	return errors.Is(err, txn.ErrNotFound)
+}
+
+// registerTCConn notes that c connected to coordinator tc.
+func (b *Broker) registerTCConn(tc uint64, c *serverConn) {
+	b.txnCoords.mu.Lock()
+	defer b.txnCoords.mu.Unlock()
+	if h := b.txnCoords.loaded[tc]; h != nil {
+		if h.conns == nil {
+			h.conns = map[*serverConn]struct{}{}
+		}
+		h.conns[c] = struct{}{}
+	}
+}
+
+// forgetTCConn drops a closed connection from every coordinator.
+func (b *Broker) forgetTCConn(c *serverConn) {
+	b.txnCoords.mu.Lock()
+	defer b.txnCoords.mu.Unlock()
+	for _, h := range b.txnCoords.loaded {
+		delete(h.conns, c)
+	}
 }
