@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -117,6 +118,11 @@ func (p *txnPipeline) transform(src pulsar.Consumer, prods []pulsar.Producer) {
 			p.rec.Committed++
 		} else {
 			p.rec.Failed++
+			if n := p.rec.Failed; n <= 20 || n%100 == 0 {
+				// In the workload's log: why transactions fail under a
+				// fault (a run where they keep failing is a liveness bug).
+				fmt.Fprintf(os.Stderr, "chaos workload: transaction %d failed: %v\n", n, err)
+			}
 		}
 		p.mu.Unlock()
 		if err != nil {
