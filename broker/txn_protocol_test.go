@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/managedledger"
 
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
@@ -104,5 +107,84 @@ func TestProtocolTransactionCommands(t *testing.T) {
 		TcId: ptr(uint64(3))}})
 	if e := got.GetNewTxnResponse(); e.GetError() != pb.ServerError_TransactionCoordinatorNotFound {
 		t.Fatalf("NEW_TXN on coordinator 3 of 1: %v", got)
+	}
+}
+
+// newTxnRaw opens a transaction on coordinator 0 over r and adds
+// subscription sub of topic to it.
+func (r *rawClient) newTxnRaw(req uint64, topic, sub string) (most, least uint64) {
+	r.t.Helper()
+	got := r.request(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN.Enum(), NewTxn: &pb.CommandNewTxn{RequestId: ptr(req),
+		TcId: ptr(uint64(0)), TxnTtlSeconds: ptr(uint64(time.Minute.Milliseconds()))}})
+	nt := got.GetNewTxnResponse()
+	if nt.Error != nil {
+		r.t.Fatalf("NEW_TXN: %v", got)
+	}
+	most, least = nt.GetTxnidMostBits(), nt.GetTxnidLeastBits()
+	got = r.request(&pb.BaseCommand{Type: pb.BaseCommand_ADD_SUBSCRIPTION_TO_TXN.Enum(), AddSubscriptionToTxn: &pb.CommandAddSubscriptionToTxn{
+		RequestId: ptr(req + 1), TxnidMostBits: ptr(most), TxnidLeastBits: ptr(least),
+		Subscription: []*pb.Subscription{{Topic: ptr(topic), Subscription: ptr(sub)}}}})
+	if got.GetAddSubscriptionToTxnResponse().Error != nil {
+		r.t.Fatalf("ADD_SUBSCRIPTION_TO_TXN: %v", got)
+	}
+	return most, least
+}
+
+// ackTxnRaw sends an ACK of consumer 1 in a transaction and returns its
+// ACK_RESPONSE.
+func (r *rawClient) ackTxnRaw(req, most, least uint64, kind pb.CommandAck_AckType, ids ...*pb.MessageIdData) *pb.CommandAckResponse {
+	r.t.Helper()
+	return r.request(&pb.BaseCommand{Type: pb.BaseCommand_ACK.Enum(), Ack: &pb.CommandAck{ConsumerId: ptr(uint64(1)),
+		AckType: kind.Enum(), MessageId: ids, RequestId: ptr(req), TxnidMostBits: ptr(most), TxnidLeastBits: ptr(least)}}).GetAckResponse()
+}
+
+// Cumulative and batch-index acknowledgements in transactions, raw (the
+// Go client sends neither): one transaction at a time may hold a
+// cumulative acknowledgement; it moves the mark-delete position on
+// commit; a batch index held by one transaction conflicts with another's.
+func TestProtocolTransactionalCumulativeAndBatchAcks(t *testing.T) {
+	b, url := startTxnBroker(t, testLedgers(t, 0))
+	const topic = "persistent://t/ns/txn-cumulative"
+	r := dialRaw(t, url)
+	r.connect()
+	r.subscribeRaw(topic, "s", pb.CommandSubscribe_Exclusive)
+	produce(t, newClient(t, url), topic, 4, false)
+	tp, err := b.getTopic(context.Background(), mustTopic(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := tp.ml.LastConfirmed()
+	first.EntryID -= 3
+	at := func(i int64) *pb.MessageIdData {
+		return messageID(managedledger.Position{LedgerID: first.LedgerID, EntryID: first.EntryID + i})
+	}
+	m1, l1 := r.newTxnRaw(10, topic, "s")
+	m2, l2 := r.newTxnRaw(20, topic, "s")
+	if a := r.ackTxnRaw(30, m1, l1, pb.CommandAck_Cumulative, at(1)); a.Error != nil {
+		t.Fatalf("cumulative ack in the first transaction: %v", a)
+	}
+	if a := r.ackTxnRaw(31, m2, l2, pb.CommandAck_Cumulative, at(2)); a.GetError() != pb.ServerError_TransactionConflict {
+		t.Fatalf("cumulative ack in a second transaction: %v, want TransactionConflict", a)
+	}
+	half := &pb.MessageIdData{LedgerId: at(3).LedgerId, EntryId: at(3).EntryId, AckSet: []int64{^int64(1)}}
+	if a := r.ackTxnRaw(32, m2, l2, pb.CommandAck_Individual, half); a.Error != nil {
+		t.Fatalf("batch-index ack in the second transaction: %v", a)
+	}
+	if a := r.ackTxnRaw(33, m1, l1, pb.CommandAck_Individual, at(3)); a.GetError() != pb.ServerError_TransactionConflict {
+		t.Fatalf("the first transaction acknowledging what the second holds: %v, want TransactionConflict", a)
+	}
+	tp.mu.Lock()
+	s := tp.subs["s"]
+	tp.mu.Unlock()
+	if md := s.cursor.MarkDeletePosition(); md.Compare(first) >= 0 {
+		t.Fatalf("mark-delete at %v before the commit", md)
+	}
+	got := r.request(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN.Enum(), EndTxn: &pb.CommandEndTxn{RequestId: ptr(uint64(40)),
+		TxnidMostBits: ptr(m1), TxnidLeastBits: ptr(l1), TxnAction: pb.TxnAction_COMMIT.Enum()}})
+	if got.GetEndTxnResponse().Error != nil {
+		t.Fatalf("commit: %v", got)
+	}
+	if md := s.cursor.MarkDeletePosition(); md.Compare(managedledger.Position{LedgerID: first.LedgerID, EntryID: first.EntryID + 1}) != 0 {
+		t.Fatalf("mark-delete at %v after the commit, want the cumulative position", md)
 	}
 }
