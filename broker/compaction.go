@@ -30,6 +30,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/broker/txn"
 	"github.com/magnetar-io/magnetar/managedledger"
 )
 
@@ -183,6 +184,12 @@ func (t *topic) compact(ctx context.Context) (removed int64, err error) {
 		return 0, err
 	}
 	from, end := cur.MarkDeletePosition(), t.ml.LastConfirmed()
+	if _, capped := t.txns.Load().readLimit(); capped {
+		// A transaction is open: its messages and what follows them
+		// are not readable yet, so not compacted either; the next run
+		// compacts once it ended.
+		return 0, nil
+	}
 	if prev != nil && end.Compare(prev.horizon) <= 0 {
 		return 0, nil // nothing added since
 	}
@@ -303,7 +310,14 @@ func (t *topic) scanCompactionInput(ctx context.Context, prev *compactedView, fr
 			if e.Position.Compare(end) > 0 {
 				return nil
 			}
-			if err := fn(e, t.b.parseForCompaction(ctx, e.Data)); err != nil {
+			p := t.b.parseForCompaction(ctx, e.Data)
+			if p.md != nil && (p.md.TxnidMostBits != nil || p.md.TxnidLeastBits != nil) &&
+				t.txns.Load().isAborted(txn.ID{Most: p.md.GetTxnidMostBits(), Least: p.md.GetTxnidLeastBits()}) {
+				// An aborted transaction's message: dropped as markers
+				// are, and none of its messages counts for its key.
+				p = parsedEntry{prefix: p.prefix, md: p.md, marker: true}
+			}
+			if err := fn(e, p); err != nil {
 				return err
 			}
 		}

@@ -423,8 +423,11 @@ func (c *serverConn) handleGetLastMessageID(cmd *pb.CommandGetLastMessageId) err
 	}
 	ml := cs.sub.topic.ml
 	last := ml.LastConfirmed()
-	if limit, capped := cs.sub.topic.txns.Load().readLimit(); capped && limit.Compare(last) < 0 {
-		last = limit // an open transaction's messages are not there yet for readers
+	if cs.sub.topic.txns.Load() != nil {
+		// Not past an open transaction's first message, nor a marker or
+		// an aborted message: Reader.HasNext must not promise one that
+		// will not come.
+		last = cs.sub.topic.lastDispatchable(c.ctx)
 	}
 	lastID := lastMessageID(last)
 	// The last entry may be a batch: clients (Reader.HasNext) need the

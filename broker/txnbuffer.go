@@ -480,3 +480,53 @@ func (s *subscription) belowReadLimitLocked(entries []managedledger.Entry) []man
 	}
 	return entries
 }
+
+// maxStepsBack bounds how far lastDispatchable looks back over markers and
+// aborted messages.
+const maxStepsBack = 1000
+
+// lastDispatchable is the last entry a reader can be given (Pulsar's
+// getLastDispatchablePosition): at most the read limit, stepping back over
+// transaction markers and aborted transactions' messages.
+func (t *topic) lastDispatchable(ctx context.Context) managedledger.Position {
+	tb := t.txns.Load()
+	last := t.ml.LastConfirmed()
+	if limit, capped := tb.readLimit(); capped && limit.Compare(last) < 0 {
+		last = limit
+	}
+	for range maxStepsBack {
+		if last.EntryID < 0 {
+			prev, ok := t.previousLedgerEnd(last.LedgerID)
+			if !ok {
+				return last
+			}
+			last = prev
+		}
+		e, err := t.ml.ReadEntry(ctx, last)
+		if err != nil {
+			return last
+		}
+		info := entryInfoOf(e.Data)
+		if info.marker == 0 && !(info.hasTxn && tb.isAborted(info.txn)) {
+			return last
+		}
+		last.EntryID--
+	}
+	return last
+}
+
+// previousLedgerEnd is the last entry of the ledger before ledger id that
+// has entries.
+func (t *topic) previousLedgerEnd(id int64) (managedledger.Position, bool) {
+	lister, ok := t.ml.(managedledger.LedgerLister)
+	if !ok {
+		return managedledger.Position{}, false
+	}
+	ledgers := lister.Ledgers()
+	for i := len(ledgers) - 1; i >= 0; i-- {
+		if l := ledgers[i]; l.ID < id && l.Entries > 0 {
+			return managedledger.Position{LedgerID: l.ID, EntryID: l.Entries - 1}, true
+		}
+	}
+	return managedledger.Position{}, false
+}
