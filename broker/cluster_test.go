@@ -55,11 +55,6 @@ func startClusterWith(t *testing.T, n int, cfg Config) *testCluster {
 	return c
 }
 
-func startClusterBroker(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory, logger *slog.Logger) *clusterBroker {
-	t.Helper()
-	return startClusterBrokerWith(t, meta, ledgers, logger, Config{})
-}
-
 func startClusterBrokerWith(t *testing.T, meta *metadata.MemoryServer, ledgers managedledger.Factory, logger *slog.Logger, cfg Config) *clusterBroker {
 	t.Helper()
 	store := meta.NewSession()

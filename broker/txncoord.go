@@ -49,6 +49,8 @@ var assignTopic = TopicName{Domain: "persistent", Tenant: "pulsar", Namespace: "
 
 // errTxnDisabled refuses transaction commands on a broker without
 // transactions (NotAllowed, with Pulsar's words).
+//
+//lint:ignore ST1005 Pulsar's words, which clients and tests match
 var errTxnDisabled = errors.New("Transactions are not enabled.")
 
 // txnLogName is coordinator tc's log.

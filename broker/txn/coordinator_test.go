@@ -80,9 +80,6 @@ type modelTxn struct {
 	status Status
 	parts  []string
 	subs   []Subscription
-	// ending: an End's first record may have landed before a log failure
-	// (then recovery finishes it that way).
-	ending *bool
 }
 
 // TestCoordinatorModel drives coordinators with random operations,
