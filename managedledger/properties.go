@@ -14,6 +14,7 @@ package managedledger
 
 import (
 	"context"
+	"fmt"
 	"maps"
 )
 
@@ -56,3 +57,41 @@ func (c *memoryCursor) Properties() map[string]int64 {
 	defer c.ml.mu.Unlock()
 	return maps.Clone(c.props)
 }
+
+// Flusher is a cursor that can make its state durable on demand: Flush
+// returns once every change made before the call is persisted. The
+// broker's transactions flush a subscription's cursor after applying a
+// committed transaction's acknowledgements and before forgetting them
+// (their only other record), since cursors persist in the background.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+var (
+	_ Flusher = (*bkCursor)(nil)
+	_ Flusher = (*memoryCursor)(nil)
+)
+
+// Flush implements Flusher: persistCursor writes the state if it changed
+// and is serialized with the background persists, so when it returns a
+// persist that took the state before this call has finished too.
+func (c *bkCursor) Flush(ctx context.Context) error {
+	if !c.Durable() {
+		return nil
+	}
+	if err := c.ml.persistCursor(ctx, c); err != nil {
+		return err
+	}
+	c.ml.mu.Lock()
+	defer c.ml.mu.Unlock()
+	switch {
+	case c.ml.mu.fenced != nil: // persistCursor wrote nothing: another owner has the cursor
+		return fmt.Errorf("%s: cursor %s not persisted: %w", c.ml.name, c.name, c.ml.mu.fenced)
+	case c.closed:
+		return fmt.Errorf("%s: cursor %s not persisted: %w", c.ml.name, c.name, ErrClosed)
+	}
+	return nil
+}
+
+// Flush implements Flusher: memory keeps nothing past the process.
+func (c *memoryCursor) Flush(context.Context) error { return nil }
