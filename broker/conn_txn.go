@@ -188,6 +188,9 @@ func (c *serverConn) handleEndTxn(cmd *pb.CommandEndTxn) error {
 		if err == nil {
 			err = co.End(ctx, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
 		}
+		if c.b.cfg.TraceReaders {
+			c.b.log.Info("trace: END_TXN", "txn", id.String(), "action", cmd.GetTxnAction().String(), "err", err)
+		}
 		code, msg := errorFields(err)
 		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_END_TXN_RESPONSE.Enum(),
 			EndTxnResponse: &pb.CommandEndTxnResponse{RequestId: cmd.RequestId,

@@ -133,6 +133,10 @@ func (s *subscription) txnAck(ctx context.Context, c *consumer, id txn.ID, cmd *
 	if err := s.holdAcks(pa, id, cumulative, cmd.GetMessageId()); err != nil {
 		return err
 	}
+	if s.topic.b.cfg.TraceReaders {
+		s.topic.b.log.Info("trace: txn ack held", "topic", s.topic.name.String(), "subscription", s.name, "txn", id.String(),
+			"ids", fmt.Sprint(positionsOf(cmd.GetMessageId())))
+	}
 	if err := s.savePending(ctx, pa); err != nil {
 		return err
 	}
@@ -259,6 +263,10 @@ func (s *subscription) endTxn(ctx context.Context, id txn.ID, commit bool) error
 	pa.mu.Lock()
 	a := pa.txns[id]
 	pa.mu.Unlock()
+	if s.topic.b.cfg.TraceReaders {
+		s.topic.b.log.Info("trace: txn acks ended", "topic", s.topic.name.String(), "subscription", s.name, "txn", id.String(),
+			"commit", commit, "held", a != nil)
+	}
 	if a == nil {
 		return nil
 	}

@@ -238,6 +238,9 @@ func (tb *txnBuffer) isOngoing(id txn.ID) bool {
 
 // sent notes a transactional add's outcome (in its callback).
 func (tb *txnBuffer) sent(id txn.ID, pos managedledger.Position, err error) {
+	if tb.t.b.cfg.TraceReaders {
+		tb.t.b.log.Info("trace: txn message stored", "topic", tb.t.name.String(), "txn", id.String(), "position", pos.String(), "err", err)
+	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	o := tb.ongoing[id]
@@ -339,6 +342,10 @@ func (tb *txnBuffer) end(ctx context.Context, id txn.ID, commit bool) error {
 	}
 	done := make(chan error, 1)
 	tb.t.addEntry(marker, crc32c.Known{}, 0, func(pos managedledger.Position, err error) {
+		if tb.t.b.cfg.TraceReaders {
+			tb.t.b.log.Info("trace: txn marker stored", "topic", tb.t.name.String(), "txn", id.String(), "commit", commit,
+				"position", pos.String(), "err", err)
+		}
 		if err == nil {
 			tb.mu.Lock()
 			tb.applied = pos

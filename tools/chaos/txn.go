@@ -138,9 +138,17 @@ func (p *txnPipeline) transform(src pulsar.Consumer, prods []pulsar.Producer) {
 }
 
 // receiveBatch takes up to n messages, waiting at most 300 ms for the
-// first and 20 ms for each next one.
+// first and 20 ms for each next one. A message that comes twice is taken
+// once: an aborted transaction's acknowledgements come back from the
+// broker and the pipeline also nacks what it failed on, so the consumer
+// may get a message twice in a row, and acknowledging it twice in one
+// transaction is allowed (the broker holds the position for that
+// transaction already), which would commit its copies twice. (Across
+// transactions the broker refuses the second acknowledgement with
+// TransactionConflict.)
 func receiveBatch(src pulsar.Consumer, n int) []pulsar.Message {
 	var out []pulsar.Message
+	seen := map[string]bool{}
 	wait := 300 * time.Millisecond
 	for len(out) < n {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -149,8 +157,11 @@ func receiveBatch(src pulsar.Consumer, n int) []pulsar.Message {
 		if err != nil {
 			break
 		}
-		out = append(out, m)
 		wait = 20 * time.Millisecond
+		if id := idString(m.ID()); !seen[id] {
+			seen[id] = true
+			out = append(out, m)
+		}
 	}
 	return out
 }
