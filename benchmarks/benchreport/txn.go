@@ -140,8 +140,10 @@ func writeTxn(w io.Writer, res *Results) {
 	row("100", 100, d.Txn100)
 	row("10", 10, d.Txn10)
 	row("1", 1, d.Txn1)
-	if plain, txn := medianPS(d.Plain), medianPS(d.Txn100); plain > 0 {
+	if plain, txn := medianPS(d.Plain), medianPS(d.Txn100); plain > 0 && txn > 0 {
 		fmt.Fprintf(w, "\nMedians: plain %.0f msg/s, 100-message transactions %.0f msg/s: **%.2f ×** plain.\n\n", plain, txn, txn/plain)
+	} else {
+		fmt.Fprintf(w, "\nNot all runs finished: %s\n\n", d.Skipped)
 	}
 }
 
