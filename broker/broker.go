@@ -43,7 +43,9 @@ type Config struct {
 	// SUBSCRIBE, FLOW, delivery and acknowledgement at INFO. A test aid
 	// (MAGNETAR_TEST_TRACE_READERS=1 sets it in cmd/magnetar): the fault
 	// suite enables it so that a reader's disagreement can be told apart
-	// as the broker's or the client's from what was actually sent.
+	// as the broker's or the client's from what was actually sent. It also
+	// traces transactions: each transactional message and marker stored,
+	// each acknowledgement held and ended, each END_TXN.
 	TraceReaders bool
 	// ClusterName is clusterName.
 	ClusterName string
