@@ -164,10 +164,10 @@ func TestSectionTargets(t *testing.T) {
 		key, ratio string
 		met        bool
 	}{
-		{"TLS", "0.79", false},                    // median 75000 / 95000
-		{"through one proxy", "0.94", true},       // 94000 / 100000
-		{"added by the proxy", "0.50", true},      // 3.5 ms - 3 ms over 1 ms
-		{"replication throughput", "0.30", false}, // 30000 received in B / the standalone's 100000 (sampleResults)
+		{"TLS", "0.79", false},                     // median 75000 / 95000
+		{"through one proxy", "0.94", true},        // 94000 / 100000
+		{"added by the proxy", "0.50", true},       // 3.5 ms - 3 ms over 1 ms
+		{"replication throughput", "0.30", false},  // 30000 received in B / the standalone's 100000 (sampleResults)
 		{"100-message transactions", "0.70", true}, // median 70000 / 100000
 	}
 	if len(rows) != len(want) {

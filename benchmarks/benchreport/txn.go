@@ -7,7 +7,8 @@ package main
 // and txnCoordinators coordinators (the cluster default of
 // initialize-cluster-metadata; the Go client serves each coordinator's
 // requests one at a time, so one coordinator would measure the client);
-// txnProducers producers, 1 KiB, batching on, unthrottled, each
+// txnClients processes of txnProducers producers, 1 KiB, batching on,
+// unthrottled, each
 // transaction committed in the background while the next fills (as
 // pulsar-perf). Plain and 100-message runs alternate; a transactional
 // message's latency runs to its commit.
@@ -25,6 +26,7 @@ import (
 const (
 	txnCoordinators = 16
 	txnProducers    = 4
+	txnClients      = 2 // client processes per run, each with txnProducers producers
 	txnRounds       = 2
 	// targetTxnVsPlain: 100-message transactions over plain publish.
 	targetTxnVsPlain = 0.7
@@ -61,15 +63,22 @@ func (r *runner) runTxn(ctx context.Context) error {
 		return err
 	}
 	d.Ran = true
-	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d producers, 1 KiB, "+
-		"batching on, unthrottled; each transaction committed in the background while the next fills; a transactional "+
-		"message's latency runs to its commit; plain and 100-message runs alternated", txnCoordinators, txnProducers)
+	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d client processes of %d "+
+		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
+		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
+		"and 100-message runs alternated", txnCoordinators, txnClients, txnProducers)
 	run := func(label, topic string, size int) (Run, error) {
-		args := append(maxArgs(topic), "--producers", itoa(txnProducers))
-		if size > 0 {
-			args = append(args, "--num-message-per-transaction", itoa(size))
-		}
-		return r.perf(ctx, t, label, "produce", args...)
+		// The same load for plain and transactional runs, spread over
+		// txnClients processes: one producer waits for each of its
+		// transactions' round trips, so one client process would measure
+		// the client (issue 37's rule: show the client is not the limit).
+		return r.perfSpread(ctx, t, label, "produce", txnClients, func(i int) []string {
+			args := append(maxArgs(topic), "--producers", itoa(txnProducers))
+			if size > 0 {
+				args = append(args, "--num-message-per-transaction", itoa(size))
+			}
+			return args
+		})
 	}
 	for i := range txnRounds {
 		p, err := run(fmt.Sprintf("plain #%d", i+1), fmt.Sprintf("txn-plain-%d", i), 0)
