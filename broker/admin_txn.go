@@ -7,13 +7,11 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/txn"
-	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 var _ admin.Transactions = (*Broker)(nil)
@@ -33,18 +31,27 @@ func (b *Broker) adminCoordinator(ctx context.Context, id uint64) (*txn.Coordina
 	return c, nil
 }
 
-// CoordinatorStats implements admin.Transactions.
-func (b *Broker) CoordinatorStats(ctx context.Context, id *uint64) (map[string]admin.CoordinatorStats, error) {
+// coordinatorsFor is coordinator id (nil: every one hosted here) for an
+// admin call.
+func (b *Broker) coordinatorsFor(ctx context.Context, id *uint64) (map[uint64]*txn.Coordinator, error) {
 	if !b.cfg.TransactionCoordinatorEnabled {
 		return nil, admin.Errorf(admin.ErrUnavailable, "%v", errTxnDisabled)
 	}
-	hosted := b.hostedCoordinators()
-	if id != nil {
-		c, err := b.adminCoordinator(ctx, *id)
-		if err != nil {
-			return nil, err
-		}
-		hosted = map[uint64]*txn.Coordinator{*id: c}
+	if id == nil {
+		return b.hostedCoordinators(), nil
+	}
+	c, err := b.adminCoordinator(ctx, *id)
+	if err != nil {
+		return nil, err
+	}
+	return map[uint64]*txn.Coordinator{*id: c}, nil
+}
+
+// CoordinatorStats implements admin.Transactions.
+func (b *Broker) CoordinatorStats(ctx context.Context, id *uint64) (map[string]admin.CoordinatorStats, error) {
+	hosted, err := b.coordinatorsFor(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]admin.CoordinatorStats{}
 	for tc, c := range hosted {
@@ -98,7 +105,7 @@ func (b *Broker) ScaleCoordinators(ctx context.Context, n int) error {
 	if !b.cfg.TransactionCoordinatorEnabled {
 		return admin.Errorf(admin.ErrUnavailable, "%v", errTxnDisabled)
 	}
-	cur, err := b.coordinatorCount(ctx)
+	cur, err := b.partitions(ctx, assignTopic)
 	if err != nil {
 		return err
 	}
@@ -134,16 +141,9 @@ func (b *Broker) txnMetadata(ctx context.Context, m txn.Meta) admin.TxnMetadata 
 // SlowTransactions implements admin.Transactions: the live transactions
 // open longer than olderThan.
 func (b *Broker) SlowTransactions(ctx context.Context, olderThan time.Duration, id *uint64) (map[string]admin.TxnMetadata, error) {
-	if !b.cfg.TransactionCoordinatorEnabled {
-		return nil, admin.Errorf(admin.ErrUnavailable, "%v", errTxnDisabled)
-	}
-	hosted := b.hostedCoordinators()
-	if id != nil {
-		c, err := b.adminCoordinator(ctx, *id)
-		if err != nil {
-			return nil, err
-		}
-		hosted = map[uint64]*txn.Coordinator{*id: c}
+	hosted, err := b.coordinatorsFor(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]admin.TxnMetadata{}
 	now := time.Now()
@@ -248,11 +248,7 @@ func (b *Broker) TransactionInPendingAckStats(ctx context.Context, name, sub str
 	cum, _, _ := s.pendingOf(txn.ID{Most: most, Least: least})
 	out := admin.TxnInPendingAckStats{}
 	if cum != nil {
-		out.CumulativeAckPosition = positionString(*cum)
+		out.CumulativeAckPosition = cum.String()
 	}
 	return out, nil
-}
-
-func positionString(p managedledger.Position) string {
-	return fmt.Sprintf("%d:%d", p.LedgerID, p.EntryID)
 }

@@ -367,7 +367,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	var tb *txnBuffer
 	var tid txn.ID
 	if inTxn {
-		tid, tb = txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits), p.topic.txns.Load()
+		tid, tb = txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, p.topic.txns.Load()
 		var err error
 		if entry, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
 			return c.sendSendError(id, seq, pb.ServerError_UnknownError, err.Error())

@@ -119,18 +119,8 @@ func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
 	})
 }
 
-// txnOf is the transaction a request names.
-func txnOf(most, least *uint64) txn.ID { return txn.ID{Most: derefU64(most), Least: derefU64(least)} }
-
-func derefU64(v *uint64) uint64 {
-	if v == nil {
-		return 0
-	}
-	return *v
-}
-
 func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) error {
-	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
 	return c.txnRequest("ADD_PARTITION_TO_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		for _, p := range cmd.GetPartitions() {
@@ -155,7 +145,7 @@ func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) e
 }
 
 func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionToTxn) error {
-	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
 	return c.txnRequest("ADD_SUBSCRIPTION_TO_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		var subs []txn.Subscription
@@ -182,7 +172,7 @@ func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionTo
 }
 
 func (c *serverConn) handleEndTxn(cmd *pb.CommandEndTxn) error {
-	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
 	return c.txnRequest("END_TXN", func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		if err == nil {
@@ -210,7 +200,7 @@ func (c *serverConn) authorizeBroker(what string) error {
 }
 
 func (c *serverConn) handleEndTxnOnPartition(cmd *pb.CommandEndTxnOnPartition) error {
-	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
 	return c.txnRequest("END_TXN_ON_PARTITION", func(ctx context.Context) error {
 		err := c.endOnTopic(ctx, "END_TXN_ON_PARTITION", cmd.GetTopic(), func(name TopicName) error {
 			return c.b.endTxnOnPartition(ctx, name, id, cmd.GetTxnAction() == pb.TxnAction_COMMIT)
@@ -224,7 +214,7 @@ func (c *serverConn) handleEndTxnOnPartition(cmd *pb.CommandEndTxnOnPartition) e
 }
 
 func (c *serverConn) handleEndTxnOnSubscription(cmd *pb.CommandEndTxnOnSubscription) error {
-	id := txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits)
+	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
 	sub := cmd.GetSubscription()
 	return c.txnRequest("END_TXN_ON_SUBSCRIPTION", func(ctx context.Context) error {
 		err := c.endOnTopic(ctx, "END_TXN_ON_SUBSCRIPTION", sub.GetTopic(), func(name TopicName) error {
@@ -318,7 +308,7 @@ func (c *serverConn) handleTxnAck(cs *consumer, cmd *pb.CommandAck) error {
 		return answer(errTxnDisabled)
 	}
 	return c.offload("ACK", func() error {
-		err := cs.sub.txnAck(c.ctx, cs, txnOf(cmd.TxnidMostBits, cmd.TxnidLeastBits), cmd)
+		err := cs.sub.txnAck(c.ctx, cs, txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, cmd)
 		if err != nil {
 			c.log.Info("acknowledgement in a transaction refused", "topic", cs.sub.topic.name.String(),
 				"subscription", cs.sub.name, "err", err)

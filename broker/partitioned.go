@@ -31,9 +31,15 @@ type partitionedMetadata struct {
 
 // partitions returns a topic's partition count (0: not partitioned).
 func (b *Broker) partitions(ctx context.Context, t TopicName) (int, error) {
-	if t == assignTopic && b.cfg.TransactionCoordinatorEnabled {
-		return b.coordinatorCount(ctx)
+	n, err := b.recordedPartitions(ctx, t)
+	if err == nil && n == 0 && t == assignTopic && b.cfg.TransactionCoordinatorEnabled {
+		return b.ensureAssignTopic(ctx) // transactions on, nothing recorded yet (txncoord.go)
 	}
+	return n, err
+}
+
+// recordedPartitions is the partition count the metadata store records.
+func (b *Broker) recordedPartitions(ctx context.Context, t TopicName) (int, error) {
 	if b.cfg.Metadata == nil || strings.Contains(t.Local, partitionSuffix) {
 		return 0, nil
 	}

@@ -240,11 +240,7 @@ func (s *subscription) savePending(ctx context.Context, pa *pendingAcks) error {
 		return s.topic.ml.UpdateProperties(ctx, nil, []string{key})
 	}
 	slices.SortFunc(all, func(a, b *txnAcks) int { return int(a.Least - b.Least) })
-	raw, err := json.Marshal(all)
-	if err != nil {
-		return err
-	}
-	if err := s.topic.ml.UpdateProperties(ctx, map[string]string{key: string(raw)}, nil); err != nil {
+	if err := saveJSONProperty(ctx, s.topic.ml, key, all); err != nil {
 		return fmt.Errorf("save pending acknowledgements of %s / %s: %w", s.topic.name, s.name, err)
 	}
 	return nil

@@ -14,13 +14,19 @@ import (
 // sendRaw sends one SEND of a single message and returns the answer.
 func (r *rawClient) sendRaw(producerID, seq uint64, payload string) *pb.BaseCommand {
 	r.t.Helper()
-	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: ptr(seq),
+	return r.sendRawSend(&pb.CommandSend{ProducerId: ptr(producerID), SequenceId: ptr(seq), NumMessages: ptr(int32(1))}, payload)
+}
+
+// sendRawSend sends send with one message, payload, and returns the
+// answer.
+func (r *rawClient) sendRawSend(send *pb.CommandSend, payload string) *pb.BaseCommand {
+	r.t.Helper()
+	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: send.SequenceId,
 		PublishTime: ptr(uint64(1))}, []byte(payload))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
-		ProducerId: ptr(producerID), SequenceId: ptr(seq), NumMessages: ptr(int32(1))}}, nil, len(entry))
+	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: send}, nil, len(entry))
 	if err != nil {
 		r.t.Fatal(err)
 	}

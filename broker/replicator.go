@@ -464,7 +464,7 @@ func (r *replicator) read(prod *replclient.Producer, maxEntries int) ([]managedl
 	})
 	select {
 	case res := <-ch:
-		return r.belowReadLimit(res.entries), res.err
+		return r.t.txns.Load().belowReadLimit(r.cursor, res.entries), res.err
 	case <-prod.Done():
 	case <-r.ctx.Done():
 	}
@@ -548,22 +548,6 @@ func (r *replicator) forwardEntry(prod *replclient.Producer, e managedledger.Ent
 		}
 	})
 	return prod.Err() == nil
-}
-
-// belowReadLimit drops the entries past the transaction buffer's read
-// limit and moves the cursor back to the first of them.
-func (r *replicator) belowReadLimit(entries []managedledger.Entry) []managedledger.Entry {
-	limit, capped := r.t.txns.Load().readLimit()
-	if !capped {
-		return entries
-	}
-	for i, e := range entries {
-		if e.Position.Compare(limit) > 0 {
-			r.cursor.Seek(e.Position)
-			return entries[:i]
-		}
-	}
-	return entries
 }
 
 // replicatesTo applies a message's replicate_to (empty: everywhere).

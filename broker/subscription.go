@@ -530,7 +530,7 @@ func (s *subscription) onEntries(gen uint64, fromCursor bool, entries []managedl
 		return
 	}
 	if fromCursor {
-		entries = s.belowReadLimitLocked(entries)
+		entries = s.topic.txns.Load().belowReadLimit(s.cursor, entries)
 	}
 	if fromCursor && len(entries) > 0 {
 		last := entries[len(entries)-1].Position

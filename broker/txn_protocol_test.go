@@ -7,30 +7,14 @@ import (
 
 	"github.com/magnetar-io/magnetar/managedledger"
 
-	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
 // sendTxnRaw sends one SEND of a message in transaction (most, least).
 func (r *rawClient) sendTxnRaw(producerID, seq, most, least uint64, payload string) *pb.BaseCommand {
 	r.t.Helper()
-	entry, err := wire.AppendEntry(nil, &pb.MessageMetadata{ProducerName: ptr("p"), SequenceId: ptr(seq),
-		PublishTime: ptr(uint64(1))}, []byte(payload))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	hdr, err := wire.AppendPayloadFrameHeader(nil, &pb.BaseCommand{Type: pb.BaseCommand_SEND.Enum(), Send: &pb.CommandSend{
-		ProducerId: ptr(producerID), SequenceId: ptr(seq), NumMessages: ptr(int32(1)),
-		TxnidMostBits: ptr(most), TxnidLeastBits: ptr(least)}}, nil, len(entry))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.write(append(hdr, entry...))
-	cmd, err := r.read()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return cmd
+	return r.sendRawSend(&pb.CommandSend{ProducerId: ptr(producerID), SequenceId: ptr(seq), NumMessages: ptr(int32(1)),
+		TxnidMostBits: ptr(most), TxnidLeastBits: ptr(least)}, payload)
 }
 
 // Each transaction command, raw, with its error paths: a coordinator

@@ -433,11 +433,7 @@ func (tb *txnBuffer) save(ctx context.Context) error {
 	unsaved := tb.unsaved
 	tb.mu.Unlock()
 	slices.SortFunc(snap.Aborted, func(a, b snapshotTxn) int { return int(a.Least - b.Least) })
-	raw, err := json.Marshal(snap)
-	if err != nil {
-		return err
-	}
-	if err := tb.t.ml.UpdateProperties(ctx, map[string]string{txnBufferProperty: string(raw)}, nil); err != nil {
+	if err := saveJSONProperty(ctx, tb.t.ml, txnBufferProperty, snap); err != nil {
 		return fmt.Errorf("transaction buffer of %s: save snapshot: %w", tb.t.name, err)
 	}
 	tb.mu.Lock()
@@ -445,6 +441,17 @@ func (tb *txnBuffer) save(ctx context.Context) error {
 	tb.savedAt = time.Now()
 	tb.mu.Unlock()
 	return nil
+}
+
+// saveJSONProperty stores v, as JSON, in the managed ledger's property key
+// (a metadata write: durable when it returns). The transaction buffer's
+// snapshot and the pending acknowledgements live there.
+func saveJSONProperty(ctx context.Context, ml managedledger.ManagedLedger, key string, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return ml.UpdateProperties(ctx, map[string]string{key: string(raw)}, nil)
 }
 
 // wakeSubscriptions dispatches every subscription: the read limit moved.
@@ -471,17 +478,17 @@ func (tb *txnBuffer) stats() bufferStats {
 		Committed: tb.committed, AbortedN: tb.abortedN, SnapshotAt: tb.savedAt}
 }
 
-// belowReadLimitLocked drops the entries past the transaction buffer's
-// read limit from a cursor read and moves the cursor back to the first of
-// them: they are read again once the transaction ends.
-func (s *subscription) belowReadLimitLocked(entries []managedledger.Entry) []managedledger.Entry {
-	limit, capped := s.topic.txns.Load().readLimit()
+// belowReadLimit drops the entries of a cursor read past the read limit
+// and moves cur back to the first of them: they are read again once the
+// transaction ends. Subscriptions and replicators read through it.
+func (tb *txnBuffer) belowReadLimit(cur managedledger.Cursor, entries []managedledger.Entry) []managedledger.Entry {
+	limit, capped := tb.readLimit()
 	if !capped {
 		return entries
 	}
 	for i, e := range entries {
 		if e.Position.Compare(limit) > 0 {
-			s.cursor.Seek(e.Position)
+			cur.Seek(e.Position)
 			return entries[:i]
 		}
 	}

@@ -28,7 +28,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,7 +38,6 @@ import (
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/broker/txn"
 	"github.com/magnetar-io/magnetar/managedledger"
-	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
@@ -222,8 +220,8 @@ func (b *Broker) closeCoordinators() {
 // nothing recorded them yet.
 func (b *Broker) ensureAssignTopic(ctx context.Context) (int, error) {
 	res := b.cfg.Resources
-	if res == nil {
-		return b.cfg.TransactionCoordinators, nil
+	if res == nil || b.cfg.Metadata == nil {
+		return b.cfg.TransactionCoordinators, nil // nothing to record them in (tests)
 	}
 	if err := res.CreateTenant(ctx, assignTopic.Tenant, resources.TenantInfo{AdminRoles: []string{},
 		AllowedClusters: []string{b.cfg.ClusterName}}); err != nil && !errors.Is(err, resources.ErrExists) {
@@ -240,7 +238,7 @@ func (b *Broker) ensureAssignTopic(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("transactions: record %s: %w", assignTopic, err)
 	}
 	b.log.Info("transaction coordinators recorded", "topic", assignTopic.String(), "partitions", b.cfg.TransactionCoordinators)
-	return b.partitions(ctx, assignTopic)
+	return b.recordedPartitions(ctx, assignTopic)
 }
 
 // txnEnder ends transactions on topics for the coordinators (txn.Ender).
@@ -348,26 +346,6 @@ func (b *Broker) endTxnOnSubscription(ctx context.Context, name TopicName, sub s
 		t.mu.Unlock()
 	}
 	return s.endTxn(ctx, id, commit)
-}
-
-// coordinatorCount is the assign topic's partitions, recorded first if
-// nothing recorded them (ensureAssignTopic).
-func (b *Broker) coordinatorCount(ctx context.Context) (int, error) {
-	if b.cfg.Metadata == nil {
-		return b.cfg.TransactionCoordinators, nil
-	}
-	raw, _, err := b.cfg.Metadata.Get(ctx, partitionedPath(assignTopic))
-	if errors.Is(err, metadata.ErrNotFound) {
-		return b.ensureAssignTopic(ctx)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("partitioned metadata of %s: %w", assignTopic, err)
-	}
-	var md partitionedMetadata
-	if err := json.Unmarshal(raw, &md); err != nil {
-		return 0, fmt.Errorf("partitioned metadata of %s: %w", assignTopic, err)
-	}
-	return md.Partitions, nil
 }
 
 // txnEndedHere reports whether id's coordinator is hosted here and does

@@ -262,16 +262,7 @@ func (a *brokerAPI) parsed(domain string, h topicHandler) http.HandlerFunc {
 // ownership again.
 func (a *brokerAPI) routed(domain string, h topicHandler) http.HandlerFunc {
 	return a.parsed(domain, func(w http.ResponseWriter, r *http.Request, name string) {
-		res, err := a.b.LookupTopic(r.Context(), name, r.URL.Query().Get("authoritative") == "true")
-		if err != nil {
-			WriteError(w, http.StatusServiceUnavailable, err.Error())
-			return
-		}
-		if !res.Self {
-			redirectTo(w, r, webURLFor(r, res.HTTPURL, res.HTTPURLTLS), true)
-			return
-		}
-		h(w, r, name)
+		a.routedTo(w, r, name, func() { h(w, r, name) })
 	})
 }
 

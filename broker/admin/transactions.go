@@ -188,24 +188,24 @@ func (a *brokerAPI) registerTopicTransactions(mux *http.ServeMux, base string, t
 		st, err := t.PendingAckStats(r.Context(), name, r.PathValue("subName"))
 		a.answer(w, r, st, err)
 	})
-	topicRoute("transactionInBufferStats/"+tp+"/{most}/{least}", func(t Transactions, w http.ResponseWriter, r *http.Request, name string) {
-		most, least, err := txnIDOfPath(r)
-		if err != nil {
-			a.fail(w, r, err)
-			return
+	// withTxnID answers a route whose path ends with a transaction id.
+	withTxnID := func(serve func(t Transactions, r *http.Request, name string, most, least uint64) (any, error)) func(Transactions, http.ResponseWriter, *http.Request, string) {
+		return func(t Transactions, w http.ResponseWriter, r *http.Request, name string) {
+			most, least, err := txnIDOfPath(r)
+			if err != nil {
+				a.fail(w, r, err)
+				return
+			}
+			st, err := serve(t, r, name, most, least)
+			a.answer(w, r, st, err)
 		}
-		st, err := t.TransactionInBufferStats(r.Context(), name, most, least)
-		a.answer(w, r, st, err)
-	})
-	topicRoute("transactionInPendingAckStats/"+tp+"/{subName}/{most}/{least}", func(t Transactions, w http.ResponseWriter, r *http.Request, name string) {
-		most, least, err := txnIDOfPath(r)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		st, err := t.TransactionInPendingAckStats(r.Context(), name, r.PathValue("subName"), most, least)
-		a.answer(w, r, st, err)
-	})
+	}
+	topicRoute("transactionInBufferStats/"+tp+"/{most}/{least}", withTxnID(func(t Transactions, r *http.Request, name string, most, least uint64) (any, error) {
+		return t.TransactionInBufferStats(r.Context(), name, most, least)
+	}))
+	topicRoute("transactionInPendingAckStats/"+tp+"/{subName}/{most}/{least}", withTxnID(func(t Transactions, r *http.Request, name string, most, least uint64) (any, error) {
+		return t.TransactionInPendingAckStats(r.Context(), name, r.PathValue("subName"), most, least)
+	}))
 }
 
 // byCoordinator serves a call for one coordinator (?coordinatorId=, on
@@ -228,7 +228,8 @@ func (a *brokerAPI) byCoordinator(w http.ResponseWriter, r *http.Request, t Tran
 	})
 }
 
-// routedTo runs serve here if this broker owns topic, else redirects.
+// routedTo runs serve here if this broker owns topic, else redirects it
+// there (307); routed uses it for the topic of the path.
 func (a *brokerAPI) routedTo(w http.ResponseWriter, r *http.Request, topic string, serve func()) {
 	res, err := a.b.LookupTopic(r.Context(), topic, r.URL.Query().Get("authoritative") == "true")
 	if err != nil {

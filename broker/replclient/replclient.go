@@ -103,27 +103,10 @@ const producerID = 1
 
 // Dial looks the topic up, connects to its owner and opens the producer.
 func Dial(ctx context.Context, cfg Config) (*Producer, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.MaxFrameSize <= 0 {
-		cfg.MaxFrameSize = wire.DefaultMaxMessageSize + wire.FramePadding
-	}
-	if cfg.Version == "" {
-		cfg.Version = "magnetar-replicator"
-	}
-	u, err := url.Parse(cfg.ServiceURL)
-	want := map[bool]string{false: "pulsar", true: "pulsar+ssl"}[cfg.TLS != nil]
-	if err != nil || u.Scheme != want || u.Host == "" {
-		return nil, fmt.Errorf("replclient: service URL %q: want %s://host:port", cfg.ServiceURL, want)
-	}
+	cfg = cfg.withDefaults("magnetar-replicator")
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := dialConn(ctx, cfg, u.Host)
-	if err != nil {
-		return nil, err
-	}
-	c, err = c.lookup(ctx, cfg)
+	c, err := connectToOwner(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +117,36 @@ func Dial(ctx context.Context, cfg Config) (*Producer, error) {
 	}
 	go p.readLoop(c.br)
 	return p, nil
+}
+
+// withDefaults fills the zero settings; version is the client_version
+// unless cfg names one.
+func (cfg Config) withDefaults(version string) Config {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = wire.DefaultMaxMessageSize + wire.FramePadding
+	}
+	if cfg.Version == "" {
+		cfg.Version = version
+	}
+	return cfg
+}
+
+// connectToOwner checks the service URL, connects to it and follows the
+// lookup of cfg.Topic to its owner.
+func connectToOwner(ctx context.Context, cfg Config) (*conn, error) {
+	u, err := url.Parse(cfg.ServiceURL)
+	want := map[bool]string{false: "pulsar", true: "pulsar+ssl"}[cfg.TLS != nil]
+	if err != nil || u.Scheme != want || u.Host == "" {
+		return nil, fmt.Errorf("replclient: service URL %q: want %s://host:port", cfg.ServiceURL, want)
+	}
+	c, err := dialConn(ctx, cfg, u.Host)
+	if err != nil {
+		return nil, err
+	}
+	return c.lookup(ctx, cfg)
 }
 
 // Addr is the broker the producer publishes to (host:port).
@@ -459,26 +472,11 @@ func ptr[T any](v T) *T { return &v }
 // it (END_TXN_ON_PARTITION, END_TXN_ON_SUBSCRIPTION). cmd's request id is
 // set here.
 func Request(ctx context.Context, cfg Config, cmd *pb.BaseCommand, want pb.BaseCommand_Type, setID func(uint64)) (*pb.BaseCommand, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.MaxFrameSize <= 0 {
-		cfg.MaxFrameSize = wire.DefaultMaxMessageSize + wire.FramePadding
-	}
-	if cfg.Version == "" {
-		cfg.Version = "magnetar-broker"
-	}
-	u, err := url.Parse(cfg.ServiceURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("replclient: service URL %q: want pulsar://host:port", cfg.ServiceURL)
-	}
+	cfg = cfg.withDefaults("magnetar-broker")
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	c, err := dialConn(ctx, cfg, u.Host)
+	c, err := connectToOwner(ctx, cfg)
 	if err != nil {
-		return nil, err
-	}
-	if c, err = c.lookup(ctx, cfg); err != nil {
 		return nil, err
 	}
 	defer c.conn.Close()

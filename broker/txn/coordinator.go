@@ -197,29 +197,31 @@ func (c *Coordinator) New(timeout time.Duration) (ID, error) {
 
 // AddPartitions adds the partitions an open transaction produces to.
 func (c *Coordinator) AddPartitions(id ID, partitions []string) error {
-	return c.update(id, func(m *Meta) bool {
-		n := len(m.Partitions)
-		for _, p := range partitions {
-			if !slices.Contains(m.Partitions, p) {
-				m.Partitions = append(m.Partitions, p)
-			}
-		}
-		return len(m.Partitions) != n
+	return c.update(id, func(m *Meta) (changed bool) {
+		m.Partitions, changed = addMissing(m.Partitions, partitions)
+		return changed
 	})
 }
 
 // AddSubscriptions adds the subscriptions an open transaction
 // acknowledges on.
 func (c *Coordinator) AddSubscriptions(id ID, subs []Subscription) error {
-	return c.update(id, func(m *Meta) bool {
-		n := len(m.Subs)
-		for _, s := range subs {
-			if !slices.Contains(m.Subs, s) {
-				m.Subs = append(m.Subs, s)
-			}
-		}
-		return len(m.Subs) != n
+	return c.update(id, func(m *Meta) (changed bool) {
+		m.Subs, changed = addMissing(m.Subs, subs)
+		return changed
 	})
+}
+
+// addMissing appends the elements of add that list lacks, and reports
+// whether it appended any.
+func addMissing[T comparable](list, add []T) ([]T, bool) {
+	n := len(list)
+	for _, v := range add {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list, len(list) != n
 }
 
 // update changes an open transaction and logs it (nothing is logged when

@@ -92,82 +92,14 @@ func initClusterMetadata(ctx context.Context, store metadata.Store, cluster stri
 		return fmt.Errorf("initialise metadata: %w", err)
 	}
 	defer res.Close()
-	steps := []struct {
-		what string
-		do   func() error
-	}{
+	steps := []initStep{
 		{"cluster " + cluster, func() error {
 			return ignoreExists(res.CreateCluster(ctx, cluster, data))
 		}},
-		{"tenant public", func() error {
-			err := res.CreateTenant(ctx, "public", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
-			if !errors.Is(err, resources.ErrExists) {
-				return err
-			}
-			_, err = res.UpdateTenant(ctx, "public", func(t *resources.TenantInfo) error {
-				t.AllowedClusters = appendMissing(t.AllowedClusters, cluster)
-				return nil
-			})
-			return err
-		}},
-		{"namespace public/default", func() error {
-			p := resources.NewPolicies()
-			p.ReplicationClusters = []string{cluster}
-			_, err := res.CreateNamespace(ctx, "public", "default", p)
-			if !errors.Is(err, resources.ErrExists) {
-				return err
-			}
-			_, err = res.UpdateNamespace(ctx, "public", "default", func(p *resources.Policies) error {
-				p.ReplicationClusters = appendMissing(p.ReplicationClusters, cluster)
-				return nil
-			})
-			return err
-		}},
-	}
-	steps = append(steps, systemSteps(ctx, res, cluster, coordinators)...)
-	for _, s := range steps {
-		if err := s.do(); err != nil {
-			return fmt.Errorf("initialise metadata: %s: %w", s.what, err)
-		}
-	}
-	return nil
-}
-
-// systemSteps record tenant pulsar, namespace pulsar/system and the
-// assign topic of the transaction coordinators (Pulsar's
-// --initial-num-transaction-coordinators), or add the cluster to them.
-func systemSteps(ctx context.Context, res *resources.Resources, cluster string, coordinators int) []struct {
-	what string
-	do   func() error
-} {
-	return []struct {
-		what string
-		do   func() error
-	}{
-		{"tenant pulsar", func() error {
-			err := res.CreateTenant(ctx, "pulsar", resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
-			if !errors.Is(err, resources.ErrExists) {
-				return err
-			}
-			_, err = res.UpdateTenant(ctx, "pulsar", func(t *resources.TenantInfo) error {
-				t.AllowedClusters = appendMissing(t.AllowedClusters, cluster)
-				return nil
-			})
-			return err
-		}},
-		{"namespace pulsar/system", func() error {
-			p := resources.NewPolicies()
-			p.ReplicationClusters = []string{cluster}
-			_, err := res.CreateNamespace(ctx, "pulsar", "system", p)
-			if !errors.Is(err, resources.ErrExists) {
-				return err
-			}
-			_, err = res.UpdateNamespace(ctx, "pulsar", "system", func(p *resources.Policies) error {
-				p.ReplicationClusters = appendMissing(p.ReplicationClusters, cluster)
-				return nil
-			})
-			return err
-		}},
+		{"tenant public", func() error { return joinTenant(ctx, res, "public", cluster) }},
+		{"namespace public/default", func() error { return joinNamespace(ctx, res, "public", "default", cluster) }},
+		{"tenant pulsar", func() error { return joinTenant(ctx, res, "pulsar", cluster) }},
+		{"namespace pulsar/system", func() error { return joinNamespace(ctx, res, "pulsar", "system", cluster) }},
 		{"transaction coordinators", func() error {
 			if coordinators <= 0 {
 				return nil
@@ -176,6 +108,47 @@ func systemSteps(ctx context.Context, res *resources.Resources, cluster string, 
 				Namespace: "system", Local: "transaction_coordinator_assign"}, resources.PartitionedTopicMetadata{Partitions: coordinators}))
 		}},
 	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("initialise metadata: %s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+type initStep struct {
+	what string
+	do   func() error
+}
+
+// joinTenant creates the tenant allowing cluster, or adds cluster to its
+// allowed clusters (nothing else of it changes).
+func joinTenant(ctx context.Context, res *resources.Resources, tenant, cluster string) error {
+	err := res.CreateTenant(ctx, tenant, resources.TenantInfo{AdminRoles: []string{}, AllowedClusters: []string{cluster}})
+	if !errors.Is(err, resources.ErrExists) {
+		return err
+	}
+	_, err = res.UpdateTenant(ctx, tenant, func(t *resources.TenantInfo) error {
+		t.AllowedClusters = appendMissing(t.AllowedClusters, cluster)
+		return nil
+	})
+	return err
+}
+
+// joinNamespace creates the namespace replicated to cluster, or adds
+// cluster to its replication clusters (nothing else of it changes).
+func joinNamespace(ctx context.Context, res *resources.Resources, tenant, ns, cluster string) error {
+	p := resources.NewPolicies()
+	p.ReplicationClusters = []string{cluster}
+	_, err := res.CreateNamespace(ctx, tenant, ns, p)
+	if !errors.Is(err, resources.ErrExists) {
+		return err
+	}
+	_, err = res.UpdateNamespace(ctx, tenant, ns, func(p *resources.Policies) error {
+		p.ReplicationClusters = appendMissing(p.ReplicationClusters, cluster)
+		return nil
+	})
+	return err
 }
 
 func ignoreExists(err error) error {
