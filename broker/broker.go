@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/broker/console"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -255,6 +256,13 @@ type Config struct {
 	ReplicatedSubscriptionsSnapshotFrequency time.Duration
 	ReplicatedSubscriptionsSnapshotTimeout   time.Duration
 	ReplicatedSubscriptionsSnapshotMaxCached int
+	// InProcessBookieDisks reports standalone's in-process bookie's disks
+	// (it is registered without an HTTP address to ask).
+	InProcessBookieDisks func() console.Disks
+	// ConsoleDisabled (consoleEnabled=false) turns /console off;
+	// ConsoleReadOnly (consoleReadOnly) lets the console show but change
+	// nothing (console.Config.ReadOnly).
+	ConsoleDisabled, ConsoleReadOnly bool
 	// Version is reported to clients in CONNECTED.
 	Version string
 	// Metadata is the configuration store holding partitioned-topic
@@ -482,6 +490,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		})
 	}
 	b.spawn(func() { b.every(cfg.StatsUpdateFrequency, b.updateRates) })
+	b.spawn(func() { b.every(console.HistoryInterval, b.sampleHistory) })
 	if cfg.TransactionCoordinatorEnabled {
 		b.spawn(func() { b.every(time.Second, b.tickCoordinators) })
 	}

@@ -26,7 +26,16 @@ func (b *Broker) HTTPHandler() http.Handler {
 	}
 	mux.HandleFunc("GET /status.html", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
 	admin.RegisterUnsupported(mux)
-	return b.recoverHTTP(v1Rewrite(b.limitBody(b.authHTTP(mux))))
+	var root http.Handler
+	if !b.cfg.ConsoleDisabled {
+		// The console's admin passthrough dispatches into the whole
+		// chain, so its calls are authorized as direct ones.
+		c := b.consoleHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { root.ServeHTTP(w, r) }))
+		mux.Handle("/console/", c)
+		mux.Handle("GET /console", c)
+	}
+	root = b.recoverHTTP(v1Rewrite(b.limitBody(b.authHTTP(mux))))
+	return root
 }
 
 // limitBody bounds request bodies at maxMessageSize plus the frame

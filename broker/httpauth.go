@@ -15,7 +15,8 @@ package broker
 //     topic operations, reading a tenant: the tenant's admin; listing,
 //     creating, changing and deleting tenants, clusters (but reading
 //     them), brokers, bookies, broker stats and anything not listed:
-//     superuser. /status.html is open.
+//     superuser. /status.html is open. The console (/console) as the
+//     admin endpoints behind its views (consoleRequirement).
 
 import (
 	"context"
@@ -125,6 +126,9 @@ func httpAccess(method, path string) httpRequirement {
 	}
 	read := method == http.MethodGet || method == http.MethodHead
 	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if parts[0] == "console" {
+		return consoleRequirement(parts[1:])
+	}
 	if len(parts) >= 7 && parts[0] == "lookup" && parts[1] == "v2" && parts[2] == "topic" {
 		return topicRequirement(accessLookup, parts[3:])
 	}
@@ -267,6 +271,34 @@ func (b *Broker) authorizeHTTP(r *http.Request, subject auth.Subject) error {
 		return z.AllowTopicAs(ctx, subject, auth.OpConsume, authTopic(req.topic), sub)
 	}
 	return z.AllowSuperUserAs(subject, what)
+}
+
+// consoleRequirement is what a request under /console needs: as the
+// admin endpoints behind each view. The assets and the session (which
+// authenticates itself, to tell the login page what failed) are open;
+// /console/api/admin/... is open here because it is dispatched into this
+// handler again as the admin call it carries. The /local/ endpoints
+// (one broker's part, called by the broker serving the page) need what
+// the whole does.
+func consoleRequirement(rest []string) httpRequirement {
+	if len(rest) < 2 || rest[0] != "api" {
+		return httpRequirement{access: accessOpen}
+	}
+	rest = rest[1:]
+	if rest[0] == "local" {
+		rest = rest[1:]
+	}
+	switch {
+	case len(rest) == 0:
+		return httpRequirement{access: accessSuperUser}
+	case rest[0] == "session" || rest[0] == "admin":
+		return httpRequirement{access: accessOpen}
+	case rest[0] == "namespaces" && len(rest) == 4 && rest[3] == "topics":
+		return httpRequirement{access: accessNamespaceTopics, tenant: rest[1], namespace: rest[2]}
+	case rest[0] == "history" && len(rest) == 5:
+		return topicRequirement(topicAccess(true, []string{"stats"}), rest[1:5])
+	}
+	return httpRequirement{access: accessSuperUser} // overview, bookies, summary
 }
 
 // transactionsRequirement is what a read of /admin/v3/transactions needs:

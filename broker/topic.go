@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/magnetar-io/magnetar/broker/console"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ type topic struct {
 
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
+	// history is what the console's charts show (console.go).
+	history console.Ring
 	// dispatchLimit is the topic dispatch rate, shared by its
 	// subscriptions (subdispatchrate.go).
 	dispatchLimit dispatchLimiter

@@ -40,7 +40,24 @@ func (p *Proxy) HTTPHandler() http.Handler {
 	})
 	mux.HandleFunc("/lookup/", p.forwardHTTP)
 	mux.HandleFunc("/admin/", p.forwardHTTP)
+	mux.HandleFunc("/console/", p.forwardConsole)
+	mux.HandleFunc("GET /console", p.forwardConsole)
 	return mux
+}
+
+// forwardConsole forwards the brokers' web console: its API as the admin
+// API (authenticated here, then by the broker), its assets without
+// credentials, as a broker serves them (the login page is one of them).
+func (p *Proxy) forwardConsole(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/console/api/") {
+		p.forwardHTTP(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeHTTPError(w, http.StatusMethodNotAllowed, "the console's assets are read with GET")
+		return
+	}
+	p.forward(w, r, nil, "")
 }
 
 func (p *Proxy) httpClient() *http.Client {
@@ -77,6 +94,12 @@ func (p *Proxy) forwardHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"reason":"request body too large or unreadable"}`, http.StatusRequestEntityTooLarge)
 		return
 	}
+	p.forward(w, r, body, principal)
+}
+
+// forward sends r with body to a broker for principal and copies the
+// answer.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, principal string) {
 	resp, err := p.roundTrip(r, body, principal)
 	if err != nil {
 		p.m.httpErrors.Inc()

@@ -60,6 +60,10 @@ type Peers struct {
 	Client *http.Client
 }
 
+// HTTPClient is the client calls to other brokers use (their TLS
+// settings), for callers that make their own requests.
+func (p *Peers) HTTPClient() *http.Client { return p.client() }
+
 func (p *Peers) client() *http.Client {
 	if p.Client != nil {
 		return p.Client

@@ -23,6 +23,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
@@ -166,4 +167,15 @@ func Clip(s string) string {
 		return s
 	}
 	return s[:limit] + "..."
+}
+
+// Methods lists the enabled authentication methods ("basic", "tls",
+// "token"), sorted: what a login page offers.
+func (a *Authenticator) Methods() []string {
+	out := make([]string, 0, len(a.providers))
+	for m := range a.providers {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/broker/console"
 	"github.com/magnetar-io/magnetar/internal/stage"
 
 	"context"
@@ -494,6 +495,17 @@ func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, i
 	})
 	mux.HandleFunc("/heartbeat", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
 	return serveHTTP(addr, mux, "bookie http server", log)
+}
+
+// bookieDisks is an in-process bookie's disks as the console shows them
+// (a bookie of its own serves them on /api/v1/bookie/info).
+func bookieDisks(core *bookie.Core) console.Disks {
+	free, total := core.DiskSpace()
+	d := console.Disks{FreeBytes: int64(free), TotalBytes: int64(total), Dirs: []console.Dir{}}
+	for _, u := range core.DirUsages() {
+		d.Dirs = append(d.Dirs, console.Dir{Dir: u.Dir, Journal: u.Journal, UsedPercent: 100 * u.Used})
+	}
+	return d
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

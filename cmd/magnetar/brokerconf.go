@@ -74,6 +74,8 @@ type brokerSettings struct {
 	// transactionBufferSnapshotMinTimeInMillis and maxActiveTransactionsPerCoordinator.
 	txnEnabled                      bool
 	txnSnapshotCount, txnSnapshotMs int
+	// consoleEnabled and consoleReadOnly are the web console's keys.
+	consoleEnabled, consoleReadOnly bool
 	maxActiveTxns                   int
 	// offloadDriver, offloadRoot (fileSystemURI), offloadSize, offloadAge
 	// and offloadLag are managedLedgerOffloadDriver, fileSystemURI,
@@ -113,7 +115,7 @@ type brokerSettings struct {
 // mean something else (for the limits below, no limit).
 func defaultBrokerSettings() brokerSettings {
 	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120,
-		delayedEnabled: true, delayedTick: time.Second, offloadSize: -1, offloadAge: -1, offloadLag: 4 * 3600 * 1000}
+		delayedEnabled: true, delayedTick: time.Second, consoleEnabled: true, offloadSize: -1, offloadAge: -1, offloadLag: 4 * 3600 * 1000}
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -163,6 +165,8 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"subscriptionExpiryCheckIntervalInMinutes":                setNonNegInt(&s.subExpiryCheck),
 		"brokerServiceCompactionThresholdInBytes":                 setNonNegInt64(&s.compactionThreshold),
 		"transactionCoordinatorEnabled":                           setBool(&s.txnEnabled),
+		"consoleEnabled":                                          setBool(&s.consoleEnabled),
+		"consoleReadOnly":                                         setBool(&s.consoleReadOnly),
 		"transactionBufferSnapshotMaxTransactionCount":            setInt(&s.txnSnapshotCount),
 		"transactionBufferSnapshotMinTimeInMillis":                setInt(&s.txnSnapshotMs),
 		"maxActiveTransactionsPerCoordinator":                     setInt(&s.maxActiveTxns),
@@ -336,6 +340,8 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		SubscriptionExpiryCheckInterval:              time.Duration(s.subExpiryCheck) * time.Minute,
 		CompactionThreshold:                          s.compactionThreshold,
 		TransactionCoordinatorEnabled:                s.txnEnabled,
+		ConsoleDisabled:                              !s.consoleEnabled,
+		ConsoleReadOnly:                              s.consoleReadOnly,
 		TransactionBufferSnapshotMaxTransactionCount: s.txnSnapshotCount,
 		TransactionBufferSnapshotMinTime:             time.Duration(s.txnSnapshotMs) * time.Millisecond,
 		MaxActiveTransactionsPerCoordinator:          s.maxActiveTxns,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/magnetar-io/magnetar/broker/console"
 	"github.com/magnetar-io/magnetar/internal/stage"
 
 	"context"
@@ -165,7 +166,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	}
 	defer res.Close()
 	stages := stage.NewRecorder()
-	ledgers, collectors, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), stages,
+	ledgers, collectors, disks, closeStorage, err := f.openStorage(ctx, store, filepath.Join(dir, "bookie"), stages,
 		broker.LedgerPolicyFunc(res, f.cluster), log)
 	if err != nil {
 		return err
@@ -179,6 +180,7 @@ func serveStandalone(ctx context.Context, f standaloneFlags, log *slog.Logger, s
 	bcfg.MetadataStoreURL = metaURL
 	bcfg.ConfigurationStoreURL = bcfg.MetadataStoreURL
 	bcfg.ClusterMetadata = store
+	bcfg.InProcessBookieDisks = disks
 	bcfg.OwnershipRequired = true // its ports open before its ownership service starts
 	bcfg.Stages = stages
 	fr, err := f.startFlightRecorder(log)
@@ -226,18 +228,19 @@ func (f standaloneFlags) metadataStoreURL(dataDir string) string {
 // and its clients without the storage path (nothing survives a restart).
 func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, dir string, stages *stage.Recorder,
 	policy ledgerPolicyFunc, log *slog.Logger) (
-	managedledger.Factory, []prometheus.Collector, func(), error) {
+	managedledger.Factory, []prometheus.Collector, func() console.Disks, func(), error) {
 	if f.storageKind == "memory" {
 		log.Warn("standalone on in-memory storage (--storage memory): messages are not durable and do not survive a restart")
 		return managedledger.NewMemoryFactory(managedledger.MemoryOptions{MaxEntriesPerLedger: int64(f.maxEntriesPerLedger),
 				MaxSizePerLedger: int64(f.maxLedgerMB) << 20}),
-			nil, func() {}, nil
+			nil, nil, func() {}, nil
 	}
 	st, err := startStandaloneStorage(ctx, store, dir, f, stages, policy, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return st.managedLedgers, []prometheus.Collector{st.collector()}, func() { st.close(log) }, nil
+	return st.managedLedgers, []prometheus.Collector{st.collector()}, func() console.Disks { return bookieDisks(st.core) },
+		func() { st.close(log) }, nil
 }
 
 // initStandaloneMetadata creates the cluster, tenant public and namespace
