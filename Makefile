@@ -9,7 +9,7 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 FUZZTIME  ?= 20s
 PERF_DIR  ?= $(CURDIR)/.perf
 
-.PHONY: all build test test-short test-long deploy-guide-test testrace chaos chaos-smoke bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
+.PHONY: console console-check console-screenshots chromium prometheus all build test test-short test-long deploy-guide-test testrace chaos chaos-smoke bench fuzz fuzz-server lint standalone perf-disk perf-journal perf-bookie perf-ledger perf-managedledger bench-report bench-report-quick zookeeper etcd nats pulsar-perf compat dist generate clean
 
 all: build
 
@@ -33,11 +33,11 @@ TEST_P ?= 4
 TEST_BESIDE ?= 1
 TEST_FIRST := ./cmd/magnetar/ ./broker/ ./metadata/
 BOOKIE_PASS := MAGNETAR_BROKER_STORAGE=bookie $(GO) test -race -count=1 -timeout 10m ./broker/ > .test/broker-bookie.log 2>&1
-test: zookeeper etcd nats pulsar-perf
+test: zookeeper etcd nats pulsar-perf chromium prometheus console-check build
 	$(GO) vet ./...
 	@mkdir -p .test; set -e; \
 	  if [ -n "$(TEST_BESIDE)" ]; then $(BOOKIE_PASS) & bk=$$!; fi; \
-	  st=0; $(GO) test -race -count=1 -timeout 20m -p $(TEST_P) -tags invariants $(TEST_FIRST) ./... > .test/all.log 2>&1 || st=$$?; \
+	  st=0; MAGNETAR_REQUIRE_BROWSER=1 MAGNETAR_REQUIRE_PROMETHEUS=1 MAGNETAR_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 20m -p $(TEST_P) -tags invariants $(TEST_FIRST) ./... > .test/all.log 2>&1 || st=$$?; \
 	  grep -v '^?' .test/all.log; \
 	  if [ -n "$(TEST_BESIDE)" ]; then wait $$bk && bst=0 || bst=$$?; else $(BOOKIE_PASS) && bst=0 || bst=$$?; fi; \
 	  if [ $$bst = 0 ]; then tail -1 .test/broker-bookie.log | sed 's/^/bookie storage: /'; else cat .test/broker-bookie.log; st=1; fi; \
@@ -138,6 +138,34 @@ lint:
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GOBIN)/staticcheck ./...
 	$(GO) test -count=1 -run '^TestLayersNeverPointUp$$' ./docs/
+
+## chromium: install Debian's chromium (the console's browser tests) if
+## it is missing
+chromium:
+	bash scripts/chromium.sh install
+
+## console: build the web console (broker/console/web, Preact + Vite,
+## docs/console.md) into broker/console/dist, which the binary embeds;
+## dist is committed, so a Go build needs no Node.js
+CONSOLE_WEB := broker/console/web
+console:
+	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund && npm run build
+
+## console-check: the committed dist is what the committed source and
+## lockfile build (byte for byte), and the console's own unit tests pass
+console-check:
+	cd $(CONSOLE_WEB) && npm ci --no-audit --no-fund >/dev/null && npm test && npm run check
+
+## console-screenshots: run the console's browser tests and keep their
+## screenshots in docs/console/ (docs/console.md shows them)
+console-screenshots: chromium zookeeper
+	MAGNETAR_REQUIRE_BROWSER=1 MAGNETAR_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole' ./cmd/magnetar/
+
+## prometheus: install Debian's prometheus package (prometheus, promtool)
+## if it is missing: tools/promcheck runs conf/prometheus/alerts.yml and
+## the conf/grafana dashboards' queries in it against real processes
+prometheus:
+	bash scripts/prometheus.sh install
 
 ## zookeeper: install Debian's zookeeper package if it is missing
 zookeeper:

@@ -43,21 +43,8 @@ func ValidBacklogPolicy(p string) bool {
 // overQuota reports whether a durable subscription's backlog passes the
 // limit.
 func (t *topic) overQuota() bool {
-	limit, _ := t.backlogQuota(context.Background())
-	if limit <= 0 {
-		return false
-	}
-	for _, s := range t.durableSubs() {
-		if s.cursor.BacklogSize() > limit {
-			return true
-		}
-	}
-	for _, c := range t.replicatorCursors() {
-		if c.BacklogSize() > limit {
-			return true
-		}
-	}
-	return false
+	backlog, limit := t.backlogBytes()
+	return limit > 0 && backlog > limit
 }
 
 // evictBacklog skips the oldest unacknowledged entries of every

@@ -53,7 +53,7 @@ func (b *Broker) ConsoleSession(r *http.Request) (console.Session, error) {
 	}
 	subject, err := b.httpSubject(r)
 	if err != nil {
-		return console.Session{}, err
+		return s, err
 	}
 	s.Role = subject.Role
 	if z := b.cfg.Authorization; z != nil {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,9 +63,14 @@ var (
 	descCompactRemoved   = prometheus.NewDesc("pulsar_compaction_removed_event_count", "Messages compactions of the topic left out (superseded or deleted keys).", topicLabels, nil)
 	descCompactEntries   = prometheus.NewDesc("pulsar_compaction_compacted_entries_count", "Entries of the topic's compacted ledger.", topicLabels, nil)
 	descBacklog          = prometheus.NewDesc("pulsar_msg_backlog", "Entries not yet acknowledged, summed over subscriptions.", topicLabels, nil)
-	descProducers        = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
-	descConsumers        = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
-	descSubs             = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
+	descBacklogSize      = prometheus.NewDesc("pulsar_storage_backlog_size",
+		"Bytes of the largest backlog of a durable subscription or replicator: what the backlog quota is checked against.", topicLabels, nil)
+	descBacklogQuota = prometheus.NewDesc("pulsar_storage_backlog_quota_limit",
+		"The topic's backlog quota in bytes (exported when one is set).", topicLabels, nil)
+	descOwnedBundles = prometheus.NewDesc("magnetar_broker_owned_bundles", "Namespace bundles this broker owns.", []string{"cluster"}, nil)
+	descProducers    = prometheus.NewDesc("pulsar_producers_count", "Connected producers.", topicLabels, nil)
+	descConsumers    = prometheus.NewDesc("pulsar_consumers_count", "Connected consumers.", topicLabels, nil)
+	descSubs         = prometheus.NewDesc("pulsar_subscriptions_count", "Subscriptions.", topicLabels, nil)
 	// Replication, per remote cluster (Pulsar's names; rates over the
 	// stats interval, as topic stats show them).
 	descReplRateIn  = prometheus.NewDesc("pulsar_replication_rate_in", "Messages/s stored here by the remote cluster's replicator.", replLabels, nil)
@@ -81,7 +87,7 @@ var (
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRateIn, descRateOut, descTputIn, descTputOut, descInTotal, descOutTotal,
-		descInBytes, descOutBytes, descStorage, descOffloaded, descBacklog,
+		descInBytes, descOutBytes, descStorage, descOffloaded, descBacklog, descBacklogSize, descBacklogQuota, descOwnedBundles,
 		descCompactSucceeded, descCompactFailed, descCompactRemoved, descCompactEntries, descProducers, descConsumers, descSubs, descPanics,
 		descReplRateIn, descReplRateOut, descReplTputIn, descReplTputOut, descReplBacklog, descReplDelay} {
 		ch <- d
@@ -100,6 +106,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		m.collectTopicSafely(ch, t, now)
 	}
 	m.collectCoordinators(ch)
+	if own := m.b.Ownership(); own != nil {
+		ch <- prometheus.MustNewConstMetric(descOwnedBundles, prometheus.GaugeValue, float64(len(own.Owned())), m.b.cfg.ClusterName)
+	}
 	for b := range numBoundaries {
 		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b.String())
 	}
@@ -145,6 +154,11 @@ func (m *Metrics) collectTopic(ch chan<- prometheus.Metric, t *topic, now time.T
 	}
 	m.collectCompaction(ch, t, labels)
 	gauge(descBacklog, float64(backlog))
+	backlogBytes, quota := t.backlogBytes()
+	gauge(descBacklogSize, float64(backlogBytes))
+	if quota > 0 {
+		gauge(descBacklogQuota, float64(quota))
+	}
 	gauge(descProducers, float64(producers))
 	gauge(descConsumers, float64(consumers))
 	gauge(descSubs, float64(subs))
@@ -185,6 +199,20 @@ func (t *topic) counts() (producers, consumers, subs int, backlog int64) {
 		backlog += s.cursor.Backlog()
 	}
 	return producers, consumers, subs, backlog
+}
+
+// backlogBytes is the largest backlog of a durable subscription or a
+// replicator, in bytes, and the backlog quota (0: none), as the quota
+// check sees them (backlogquota.go).
+func (t *topic) backlogBytes() (backlog, quota int64) {
+	for _, s := range t.durableSubs() {
+		backlog = max(backlog, s.cursor.BacklogSize())
+	}
+	for _, c := range t.replicatorCursors() {
+		backlog = max(backlog, c.BacklogSize())
+	}
+	quota, _ = t.backlogQuota(context.Background())
+	return backlog, quota
 }
 
 // collectCompaction emits a topic's compaction counters, once it was

@@ -40,7 +40,8 @@ var dist embed.FS
 // Source is what the console's JSON endpoints read; the broker implements
 // it. Errors carry their HTTP status as admin.StatusOf understands them.
 type Source interface {
-	// ConsoleSession describes the caller (401 error: log in first).
+	// ConsoleSession describes the caller (401 error: log in first; the
+	// session's AuthMethods are filled in then too).
 	ConsoleSession(r *http.Request) (Session, error)
 	// ConsoleOverview gathers the cluster's brokers, bookies, totals and alerts.
 	ConsoleOverview(ctx context.Context) (Overview, error)
@@ -138,10 +139,18 @@ func topicOf(r *http.Request) string {
 	return r.PathValue("domain") + "://" + r.PathValue("tenant") + "/" + r.PathValue("namespace") + "/" + r.PathValue("topic")
 }
 
+// session answers who the caller is; refused, it still names the
+// enabled methods, so that the login page offers only those.
 func (h *handler) session(w http.ResponseWriter, r *http.Request) {
 	s, err := h.cfg.Source.ConsoleSession(r)
 	if err != nil {
-		h.fail(w, r, err)
+		status := http.StatusUnauthorized
+		if h.cfg.StatusOf != nil {
+			status = h.cfg.StatusOf(err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"reason": err.Error(), "authMethods": s.AuthMethods})
 		return
 	}
 	s.ReadOnly = h.cfg.ReadOnly

@@ -11,13 +11,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // fakeSource answers every console call with fixed values.
 type fakeSource struct{ sessionErr error }
 
 func (f fakeSource) ConsoleSession(*http.Request) (Session, error) {
-	return Session{Role: "r", AuthMethods: []string{}}, f.sessionErr
+	if f.sessionErr != nil {
+		return Session{AuthEnabled: true, AuthMethods: []string{"token"}}, f.sessionErr
+	}
+	return Session{Role: "r", AuthMethods: []string{}}, nil
 }
 func (fakeSource) ConsoleOverview(context.Context) (Overview, error) {
 	return Overview{Cluster: "c"}, nil
@@ -134,8 +138,8 @@ func TestEndpointsAnswerJSONAndErrorsWithTheirStatus(t *testing.T) {
 	unauth := Handler(Config{Source: fakeSource{sessionErr: errors.New("bad token")}, Admin: http.NotFoundHandler(),
 		StatusOf: func(error) int { return http.StatusUnauthorized }})
 	rec = serve(unauth, http.MethodGet, "/console/api/session", nil)
-	if rec.Code != http.StatusUnauthorized || reasonOf(t, rec) != "bad token" {
-		t.Errorf("session with bad credentials: %d %s, want 401 with the reason", rec.Code, rec.Body.String())
+	if rec.Code != http.StatusUnauthorized || reasonOf(t, rec) != "bad token" || !strings.Contains(rec.Body.String(), `"authMethods":["token"]`) {
+		t.Errorf("session with bad credentials: %d %s, want 401 with the reason and the methods to offer", rec.Code, rec.Body.String())
 	}
 	ro := Handler(Config{Source: fakeSource{}, Admin: http.NotFoundHandler(), ReadOnly: true})
 	var s Session
@@ -306,5 +310,16 @@ func TestPartitionRowsSum(t *testing.T) {
 	want := Replication{Connected: false, ReplicationBacklog: 4, ReplicationDelayInSeconds: 9}
 	if row.Backlog != 7 || row.StorageSize != 11 || row.Subscriptions != 2 || row.Producers != 1 || !row.Loaded || row.Replication["c2"] != want {
 		t.Errorf("partitioned row %+v", row)
+	}
+}
+
+// What the history costs per topic, as the package doc and
+// docs/console.md say.
+func TestRingSize(t *testing.T) {
+	if s := unsafe.Sizeof(Sample{}); s != 56 {
+		t.Errorf("a sample is %d bytes; the docs say 56", s)
+	}
+	if r := unsafe.Sizeof(Ring{}); r > 3600 {
+		t.Errorf("a ring is %d bytes; the docs say about 3.5 KiB", r)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/magnetar-io/magnetar/broker/console"
 	"github.com/magnetar-io/magnetar/internal/stage"
+	"sync/atomic"
 
 	"context"
 	"encoding/json"
@@ -297,6 +298,7 @@ type runningBookie struct {
 
 	ledgers  *ledger.Client // garbage collection's oracle, auditor and worker
 	auditor  *ledger.Auditor
+	audited  auditorCollector // its gauges, on /metrics
 	worker   *ledger.ReplicationWorker
 	stopBack context.CancelFunc // background loops (GC)
 }
@@ -353,6 +355,8 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	metrics := bookie.NewMetrics(reg, func() *bookie.Core { return rb.core })
 	stages := stage.NewRecorder()
 	reg.MustRegister(stages.Collector())
+	rb.audited.store = rb.store
+	reg.MustRegister(&rb.audited)
 	jopts := f.journal.options(log)
 	jopts.Stages = stages
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
@@ -423,6 +427,7 @@ func (rb *runningBookie) startBackground(ctx context.Context, f bookieFlags, log
 	rb.auditor = ledger.NewAuditor(cl, ledger.AuditorConfig{Name: f.bookieID,
 		LostBookieRecoveryDelay: f.lostBookieDelay, PeriodicCheckInterval: f.auditorCheck})
 	rb.worker = ledger.NewReplicationWorker(cl, ledger.ReplicationConfig{Name: f.bookieID, OpenLedgerGracePeriod: f.openLedgerGrace})
+	rb.audited.auditor.Store(rb.auditor)
 	rb.auditor.Start()
 	rb.worker.Start()
 	return nil
@@ -495,6 +500,52 @@ func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, i
 	})
 	mux.HandleFunc("/heartbeat", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") })
 	return serveHTTP(addr, mux, "bookie http server", log)
+}
+
+// auditorCollector exports the auditor's view (BookKeeper's auditor
+// stats): whether this bookie leads the audit and, on the leader only (so
+// the cluster's figure is counted once), the ledgers marked
+// under-replicated, read from the metadata store at each scrape.
+type auditorCollector struct {
+	store   metadata.Store
+	auditor atomic.Pointer[ledger.Auditor] // nil until autorecovery starts
+}
+
+var (
+	descAuditorLeader = prometheus.NewDesc("magnetar_auditor_leader",
+		"1 on the bookie that leads the audit of lost replicas, else 0.", nil, nil)
+	descUnderreplicated = prometheus.NewDesc("magnetar_auditor_underreplicated_ledgers",
+		"Ledgers marked under-replicated (replicas on lost bookies, waiting for re-replication); exported by the auditor's leader.", nil, nil)
+)
+
+// auditorScrapeTimeout bounds the metadata read of one scrape.
+const auditorScrapeTimeout = 3 * time.Second
+
+func (c *auditorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descAuditorLeader
+	ch <- descUnderreplicated
+}
+
+func (c *auditorCollector) Collect(ch chan<- prometheus.Metric) {
+	a := c.auditor.Load()
+	if a == nil {
+		return
+	}
+	leader := 0.0
+	if a.IsLeader() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descAuditorLeader, prometheus.GaugeValue, leader)
+	if leader == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), auditorScrapeTimeout)
+	defer cancel()
+	ids, err := ledger.ListUnderreplicated(ctx, c.store)
+	if err != nil {
+		return // no figure rather than a wrong one; the store's own errors are logged by its client
+	}
+	ch <- prometheus.MustNewConstMetric(descUnderreplicated, prometheus.GaugeValue, float64(len(ids)))
 }
 
 // bookieDisks is an in-process bookie's disks as the console shows them

@@ -68,7 +68,7 @@ func (s storageSettings) options(cp entrylog.Checkpointer, log *slog.Logger) ent
 
 // openLedgerStorage opens the bookie's ledger storage; with reg set, its
 // statistics are exported under BookKeeper's DbLedgerStorage names.
-func openLedgerStorage(fs engine.FS, dirs []string, s storageSettings, cp entrylog.Checkpointer, log *slog.Logger, reg *prometheus.Registry) (entrylog.Storage, error) {
+func openLedgerStorage(fs engine.FS, dirs []string, s storageSettings, cp entrylog.Checkpointer, log *slog.Logger, reg prometheus.Registerer) (entrylog.Storage, error) {
 	db, err := entrylog.Open(fs, dirs, s.options(cp, log))
 	if err != nil {
 		return nil, err

@@ -223,7 +223,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	sec.apply(&bcfg, f.listenFlags, f.security)
 	b := broker.New(bcfg, mls)
-	p, err := servePorts(b, f.listenFlags, f.security, sec, log, stages.Collector())
+	p, err := servePorts(b, f.listenFlags, f.security, sec, log, stages.Collector(), mlCacheCollector{mls})
 	if err != nil {
 		return err
 	}

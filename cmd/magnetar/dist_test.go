@@ -27,7 +27,9 @@ func TestDistTarball(t *testing.T) {
 	for _, f := range []string{"bin/magnetar", "VERSION", "README.md", "TUNING.md", "docs/ARCHITECTURE.md",
 		"conf/broker.conf", "conf/bookkeeper.conf", "conf/proxy.conf", "conf/standalone.conf", "conf/client.conf",
 		"conf/systemd/magnetar-bookie.service", "conf/systemd/magnetar-broker.service",
-		"conf/systemd/magnetar-proxy.service", "conf/systemd/magnetar-standalone.service"} {
+		"conf/systemd/magnetar-proxy.service", "conf/systemd/magnetar-standalone.service",
+		"conf/grafana/magnetar-overview.json", "conf/prometheus/alerts.yml", "conf/prometheus/prometheus.yml",
+		"docs/console.md", "docs/console/overview.png"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			t.Errorf("tarball lacks %s: %v", f, err)
 		}

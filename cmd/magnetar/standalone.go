@@ -239,7 +239,7 @@ func (f standaloneFlags) openStorage(ctx context.Context, store metadata.Store, 
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return st.managedLedgers, []prometheus.Collector{st.collector()}, func() console.Disks { return bookieDisks(st.core) },
+	return st.managedLedgers, st.collectors(), func() console.Disks { return bookieDisks(st.core) },
 		func() { st.close(log) }, nil
 }
 

@@ -33,6 +33,7 @@ type standaloneStorage struct {
 	ledgers        *ledger.Client
 	managedLedgers *managedledger.BKFactory
 	stopGC         context.CancelFunc
+	metrics        collectedMetrics // the in-process bookie's, served on standalone's /metrics
 }
 
 // ledgerPolicyFunc is managedledger.Config.LedgerPolicy.
@@ -56,13 +57,16 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 		s.close(log)
 		return nil, err
 	}
+	// The in-process bookie's metrics are served on standalone's /metrics,
+	// whose registry is built later (webMux).
+	metrics := bookie.NewMetrics(&s.metrics, func() *bookie.Core { return s.core })
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
-		return openLedgerStorage(bfs.storage, ledgerDirs, f.storage, cp, log, nil)
+		return openLedgerStorage(bfs.storage, ledgerDirs, f.storage, cp, log, &s.metrics)
 	}
 	jopts := f.journal.options(log)
 	jopts.Stages = stages
 	s.core, err = bookie.OpenCore(bfs.journal, journalDirs, jopts, open,
-		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log, Stages: stages}))
+		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log, Stages: stages, Metrics: metrics}))
 	if err != nil {
 		s.close(log)
 		return nil, err
@@ -154,9 +158,26 @@ func (s *standaloneStorage) close(log *slog.Logger) {
 }
 
 // collector exports the managed-ledger entry cache under Pulsar's names.
-func (s *standaloneStorage) collector() prometheus.Collector {
-	return mlCacheCollector{s.managedLedgers}
+// collectors are the managed-ledger cache's and the in-process bookie's
+// metrics.
+func (s *standaloneStorage) collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{mlCacheCollector{s.managedLedgers}}, s.metrics.collectors...)
 }
+
+// collectedMetrics is a prometheus.Registerer that keeps what is
+// registered with it, for a registry built later.
+type collectedMetrics struct{ collectors []prometheus.Collector }
+
+func (c *collectedMetrics) Register(x prometheus.Collector) error {
+	c.collectors = append(c.collectors, x)
+	return nil
+}
+
+func (c *collectedMetrics) MustRegister(xs ...prometheus.Collector) {
+	c.collectors = append(c.collectors, xs...)
+}
+
+func (c *collectedMetrics) Unregister(prometheus.Collector) bool { return false }
 
 type mlCacheCollector struct{ f *managedledger.BKFactory }
 
