@@ -578,3 +578,38 @@ func TestConsoleReplication(t *testing.T) {
 	b.waitFor(t, sel("replication-row", "data-cluster", "east"))
 	b.noErrors(t, "on the replication pages")
 }
+
+// Basic authentication: the login page offers a user name and password
+// (and no token field, as the broker names only "basic"); a wrong
+// password is refused on the page, the right one signs in.
+func TestConsoleBasicLogin(t *testing.T) {
+	requireBrowser(t)
+	users := filepath.Join(t.TempDir(), ".htpasswd")
+	writeFile(t, users, "admin:$apr1$FG4AO6aX$KGYPuMoLUou3i6vUkPUUf.\n") // password 123456
+	s := startConsoleStandalone(t, `authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderBasic
+basicAuthConf=`+users+`
+authorizationEnabled=true
+superUserRoles=admin`)
+	b := newBrowser(t)
+	b.open(t, s.webURL+"/console/")
+	b.waitFor(t, sel("login-username"))
+	if n := b.count(t, sel("login-token")); n != 0 {
+		t.Errorf("the login page offers a token field although only basic authentication is on")
+	}
+	b.fill(t, sel("login-username"), "admin")
+	b.fill(t, sel("login-password"), "wrong")
+	b.click(t, sel("login-submit"))
+	b.waitJS(t, `document.querySelector('[data-testid="error"]')?.innerText`, "the wrong password refused")
+	b.waitFor(t, sel("login-password"))
+	b.fill(t, sel("login-password"), "123456")
+	b.click(t, sel("login-submit"))
+	b.waitJS(t, `document.querySelector('[data-testid="whoami"]')?.innerText.includes("admin")`, "admin signed in")
+	b.open(t, s.webURL+"/console/#/overview")
+	b.waitJS(t, `document.querySelector('[data-testid="stat-brokers"]')?.getAttribute("data-value") === "1"`, "the overview")
+	for _, e := range b.errors() { // the refused sign-in is a failed request; nothing else may be logged
+		if !strings.Contains(e, "Failed to load resource") {
+			t.Errorf("browser console error: %s", e)
+		}
+	}
+}
