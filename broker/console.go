@@ -23,6 +23,7 @@ import (
 	"github.com/magnetar-io/magnetar/bookie/registry"
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/console"
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 // consolePeerTimeout bounds one call to another broker or a bookie for a
@@ -288,7 +289,27 @@ func (b *Broker) ConsoleOverview(ctx context.Context) (console.Overview, error) 
 	o := console.Overview{Cluster: b.cfg.ClusterName, Brokers: summaries, Bookies: bookies}
 	o.Totals = totalsOf(summaries, bookies)
 	o.Alerts = alertsOf(summaries, bookies)
+	if n := b.underreplicatedLedgers(ctx); n > 0 {
+		o.Alerts = append(o.Alerts, console.Alert{Severity: "warning", Name: "UnderreplicatedLedgers",
+			Summary: fmt.Sprintf("%d ledgers have replicas on lost bookies and wait for re-replication", n)})
+	}
 	return o, nil
+}
+
+// underreplicatedLedgers counts the ledgers the auditor marked (0 without
+// a bookie registry or when the store does not answer: the overview
+// shows what it can).
+func (b *Broker) underreplicatedLedgers(ctx context.Context) int {
+	if b.cfg.ClusterMetadata == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, consolePeerTimeout)
+	defer cancel()
+	ids, err := ledger.ListUnderreplicated(ctx, b.cfg.ClusterMetadata)
+	if err != nil {
+		return 0
+	}
+	return len(ids)
 }
 
 func totalsOf(brokers []console.BrokerSummary, bookies []console.Bookie) console.Totals {

@@ -2,13 +2,17 @@ package broker
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/magnetar-io/magnetar/broker/console"
+	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
+	"github.com/magnetar-io/magnetar/metadata"
 )
 
 // A namespace's topics for the console: a partitioned topic is one row
@@ -98,5 +102,28 @@ func TestConsoleAlerts(t *testing.T) {
 	}
 	if a := alertsOf([]console.BrokerSummary{{URL: "http://only", Reachable: true}}, nil); len(a) != 0 {
 		t.Errorf("a lone broker without bundles (just started) alerts: %+v", a)
+	}
+}
+
+// The overview warns of ledgers the auditor marked under-replicated, as
+// the MagnetarUnderreplicatedLedgers alert does.
+func TestConsoleOverviewUnderreplicated(t *testing.T) {
+	store := metadata.NewMemoryServer().NewSession()
+	b := New(Config{ClusterName: "c", Metadata: store, ClusterMetadata: store,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	ctx := context.Background()
+	o, err := b.ConsoleOverview(ctx)
+	if err != nil || len(o.Alerts) != 0 {
+		t.Fatalf("overview of a healthy cluster: %+v %v", o.Alerts, err)
+	}
+	for _, id := range []int64{7, 9} {
+		if err := ledger.MarkUnderreplicated(ctx, store, id, []string{"bk1:3181"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err = b.ConsoleOverview(ctx)
+	if err != nil || len(o.Alerts) != 1 || o.Alerts[0].Name != "UnderreplicatedLedgers" || !strings.Contains(o.Alerts[0].Summary, "2 ledgers") {
+		t.Errorf("overview with 2 marked ledgers: %+v %v", o.Alerts, err)
 	}
 }
