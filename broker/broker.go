@@ -573,7 +573,7 @@ func (b *Broker) loadedOrUnloading(name TopicName) (*topic, chan struct{}, error
 
 // loadTopic opens the topic's storage and adds it to the loaded topics.
 func (b *Broker) loadTopic(ctx context.Context, name TopicName) (*topic, error) {
-	if !b.servesTopic(name) {
+	if !b.servesTopic(name) && !b.takeOver(ctx, name) {
 		return nil, fmt.Errorf("topic %s: %w", name, errNotOwner)
 	}
 	if !name.Persistent() {

@@ -70,6 +70,28 @@ func namespaceOf(t TopicName) string { return t.Tenant + "/" + t.Namespace }
 // whose ports are open but whose ownership service has not started yet.
 var errOwnershipPending = fmt.Errorf("this broker is starting and owns no bundle yet: %w", errNotOwner)
 
+// takeOverWait bounds how long a topic load waits to take over a bundle
+// another broker is handing to this one.
+const takeOverWait = 6 * time.Second
+
+// takeOver takes the bundle of a topic a client reached this broker for
+// without a lookup, once the bundle is free: the previous owner sent the
+// client here as it released the bundle (ownership.Service.TakeOver).
+// False when another broker owns it (or there is no ownership).
+func (b *Broker) takeOver(ctx context.Context, name TopicName) bool {
+	svc := b.own.Load()
+	if svc == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, takeOverWait)
+	defer cancel()
+	ok, err := svc.TakeOver(ctx, namespaceOf(name), name.String())
+	if err != nil {
+		b.log.Debug("bundle not taken over", "topic", name.String(), "err", err)
+	}
+	return ok && err == nil
+}
+
 // servesTopic reports whether this broker may load the topic now.
 func (b *Broker) servesTopic(name TopicName) bool {
 	svc := b.own.Load()
@@ -81,10 +103,19 @@ func (b *Broker) servesTopic(name TopicName) bool {
 
 // closeBundle closes the loaded topics of a bundle this broker no longer
 // serves.
-func (b *Broker) closeBundle(ctx context.Context, bundle ownership.Bundle) {
-	n := b.unloadWhere(ctx, func(t *topic) bool {
+// Clients are sent to to, when known, where the bundle is handed over.
+func (b *Broker) closeBundle(ctx context.Context, bundle ownership.Bundle, to *ownership.LookupResult) {
+	inBundle := func(t *topic) bool {
 		return namespaceOf(t.name) == bundle.Namespace && bundle.Contains(ownership.HashTopic(t.name.String()))
-	})
+	}
+	if to != nil {
+		for _, t := range b.loadedTopics() {
+			if inBundle(t) {
+				t.movedTo.Store(to)
+			}
+		}
+	}
+	n := b.unloadWhere(ctx, inBundle)
 	if n > 0 {
 		b.log.Info("bundle's topics closed", "bundle", bundle.String(), "topics", n)
 	}

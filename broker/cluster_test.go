@@ -352,3 +352,53 @@ func TestNoTopicServedBeforeOwnershipStarts(t *testing.T) {
 		t.Fatalf("producer once ownership runs: %v", cmd)
 	}
 }
+
+// An unloaded bundle's clients are told where to reconnect
+// (CLOSE_PRODUCER's assignedBrokerServiceUrl) and that broker serves them
+// without a lookup: it takes the bundle over once the old owner let go.
+func TestUnloadSendsClientsToTheNextOwner(t *testing.T) {
+	c := startCluster(t, 2)
+	const topic = "persistent://public/default/handed-over"
+	var owner, next *clusterBroker
+	for _, cb := range c.brokers {
+		res, err := cb.own.Lookup(context.Background(), "public/default", topic, false)
+		if err == nil && res.Self {
+			owner = cb
+		}
+	}
+	if owner == nil { // the lookup redirected: take it on the first broker
+		owner = c.brokers[0]
+		if res, err := owner.own.Lookup(context.Background(), "public/default", topic, true); err != nil || !res.Self {
+			t.Fatalf("broker 0 takes the bundle: %+v %v", res, err)
+		}
+	}
+	for _, cb := range c.brokers {
+		if cb != owner {
+			next = cb
+		}
+	}
+	r := dialRaw(t, owner.url())
+	r.connect()
+	if ans := r.openProducer(topic, 1, 1, pb.ProducerAccessMode_Shared); ans.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("PRODUCER on the owner: %v", ans)
+	}
+	bundle, err := owner.own.BundleOf(context.Background(), "public/default", topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.own.Unload(context.Background(), bundle); err != nil {
+		t.Fatal(err)
+	}
+	closed, err := r.readAnswer()
+	if err != nil || closed.GetType() != pb.BaseCommand_CLOSE_PRODUCER {
+		t.Fatalf("after the unload the client got %v (%v), want CLOSE_PRODUCER", closed, err)
+	}
+	if got := closed.GetCloseProducer().GetAssignedBrokerServiceUrl(); got != next.url() {
+		t.Fatalf("CLOSE_PRODUCER sends the client to %q, want the other broker %s", got, next.url())
+	}
+	again := dialRaw(t, next.url())
+	again.connect()
+	if ans := again.openProducer(topic, 1, 1, pb.ProducerAccessMode_Shared); ans.GetType() != pb.BaseCommand_PRODUCER_SUCCESS {
+		t.Fatalf("PRODUCER on the broker named, without a lookup: %v", ans)
+	}
+}

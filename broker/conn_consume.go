@@ -204,7 +204,7 @@ const closeBeforeFlowGrace = time.Second
 // missed the first) or after closeBeforeFlowGrace, and dropped when its
 // client subscribes with that id again (it got the first).
 func (c *serverConn) closeConsumerWhenFlowed(cs *consumer) {
-	c.closeConsumerOnClient(cs.id)
+	c.closeConsumerOnClient(cs.id, cs.sub.topic.movedTo.Load())
 	if cs.flowed.Load() {
 		return
 	}
@@ -232,7 +232,7 @@ func (c *serverConn) closeFlowedConsumer(id uint64) {
 	c.mu.Unlock()
 	if held {
 		tm.Stop()
-		c.closeConsumerOnClient(id)
+		c.closeConsumerOnClient(id, nil) // it looks the topic up again
 	}
 }
 

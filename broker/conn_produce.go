@@ -199,7 +199,7 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 // or whose topic closes.
 func (p *producer) fence() {
 	p.conn.dropProducer(p)
-	p.conn.closeProducerOnClient(p.id)
+	p.conn.closeProducerOnClient(p.id, p.topic.movedTo.Load())
 }
 
 // registerProducer adds p to the connection unless it closed or the id

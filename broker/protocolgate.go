@@ -19,6 +19,7 @@ package broker
 
 import (
 	"fmt"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -39,21 +40,41 @@ func (c *serverConn) speaks(v int32) bool { return c.protocol.Load() >= v }
 
 // closeProducerOnClient tells the client the broker closed producer id
 // (CLOSE_PRODUCER); a client older than v5 has its connection closed.
-func (c *serverConn) closeProducerOnClient(id uint64) {
+// to, when not nil, is the broker the topic moved to: the client
+// reconnects there directly (PIP-307's assignedBrokerServiceUrl; clients
+// that do not know the field look the topic up again).
+func (c *serverConn) closeProducerOnClient(id uint64, to *ownership.LookupResult) {
 	if !c.speaks(protoCloseFromBroker) {
 		c.t.Close(fmt.Errorf("producer %d closed by the broker; protocol v%d has no CLOSE_PRODUCER", id, c.protocol.Load()))
 		return
 	}
-	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(),
-		CloseProducer: &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}})
+	cmd := &pb.CommandCloseProducer{ProducerId: &id, RequestId: ptr(uint64(0))}
+	cmd.AssignedBrokerServiceUrl, cmd.AssignedBrokerServiceUrlTls = assignedURLs(to)
+	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_PRODUCER.Enum(), CloseProducer: cmd})
+}
+
+// assignedURLs are the CLOSE commands' assignedBrokerServiceUrl(Tls) for
+// to (nil when unknown or empty).
+func assignedURLs(to *ownership.LookupResult) (plain, tls *string) {
+	if to == nil {
+		return nil, nil
+	}
+	if to.BrokerURL != "" {
+		plain = ptr(to.BrokerURL)
+	}
+	if to.BrokerURLTLS != "" {
+		tls = ptr(to.BrokerURLTLS)
+	}
+	return plain, tls
 }
 
 // closeConsumerOnClient is closeProducerOnClient for consumers.
-func (c *serverConn) closeConsumerOnClient(id uint64) {
+func (c *serverConn) closeConsumerOnClient(id uint64, to *ownership.LookupResult) {
 	if !c.speaks(protoCloseFromBroker) {
 		c.t.Close(fmt.Errorf("consumer %d closed by the broker; protocol v%d has no CLOSE_CONSUMER", id, c.protocol.Load()))
 		return
 	}
-	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(),
-		CloseConsumer: &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}})
+	cmd := &pb.CommandCloseConsumer{ConsumerId: &id, RequestId: ptr(uint64(0))}
+	cmd.AssignedBrokerServiceUrl, cmd.AssignedBrokerServiceUrlTls = assignedURLs(to)
+	_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_CLOSE_CONSUMER.Enum(), CloseConsumer: cmd})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/magnetar-io/magnetar/broker/console"
+	"github.com/magnetar-io/magnetar/broker/ownership"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ type topic struct {
 
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
+	// movedTo is the broker the topic's bundle is handed to while it
+	// closes (nil otherwise): its clients are told to reconnect there.
+	movedTo atomic.Pointer[ownership.LookupResult]
 	// history is what the console's charts show (console.go).
 	history console.Ring
 	// dispatchLimit is the topic dispatch rate, shared by its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/magnetar-io/magnetar/metadata"
 )
@@ -35,9 +36,12 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 	if err != nil {
 		return LookupResult{}, err
 	}
+	if od, found, err := s.Owner(ctx, b); err == nil && found && od.Disabled {
+		s.waitReleased(ctx, b) // its owner is releasing it: send the client to the next one
+	}
 	if od, found, err := s.Owner(ctx, b); err != nil {
 		return LookupResult{}, err
-	} else if found && !s.maybeStale(b, od) {
+	} else if found && !od.Disabled && !s.maybeStale(b, od) {
 		return s.connectTo(od), nil
 	}
 	unlock := s.lockBundle(b.String())
@@ -213,9 +217,124 @@ func (s *Service) release(ctx context.Context, b Bundle) {
 	// Forget first: new loads of its topics are refused while the
 	// existing ones close.
 	s.forget(b)
-	s.cfg.CloseBundle(ctx, b)
-	s.deleteOwnerNode(ctx, b)
+	s.handOver(ctx, b)
 	s.log.Info("bundle unloaded", "bundle", b.String())
+}
+
+// handOver gives up a bundle this broker no longer records as owned: its
+// ownership node is marked disabled first, so that lookups elsewhere wait
+// for the release instead of sending clients here (where their topics are
+// closing); its topics close with the least loaded other broker named as
+// where to reconnect; then the node is deleted, and the first broker a
+// client reaches takes the bundle (TakeOver).
+func (s *Service) handOver(ctx context.Context, b Bundle) {
+	s.mu.Lock()
+	s.mu.handedOver[b.String()] = s.cfg.Now()
+	s.mu.Unlock()
+	if err := s.markDisabled(ctx, b); err != nil {
+		s.log.Warn("bundle not marked disabled before its release; lookups may send clients here meanwhile", "bundle", b.String(), "err", err)
+	}
+	s.cfg.CloseBundle(ctx, b, s.successor(ctx))
+	s.deleteOwnerNode(ctx, b)
+}
+
+// markDisabled rewrites b's ownership node, if it still names this
+// broker, with Disabled set: at its version, so the node stays the
+// ephemeral one this broker created (never re-created persistent).
+func (s *Service) markDisabled(ctx context.Context, b Bundle) error {
+	raw, st, err := s.store.Get(ctx, b.path())
+	if err != nil {
+		return err
+	}
+	var od OwnerData
+	if err := json.Unmarshal(raw, &od); err != nil || od.NativeURL != s.self.NativeURL {
+		return fmt.Errorf("ownership node of %s does not name this broker", b)
+	}
+	od.Disabled = true
+	value, _ := json.Marshal(od)
+	_, err = s.store.Put(ctx, b.path(), value, st.Version)
+	return err
+}
+
+// successor is the least loaded other registered broker (nil: none).
+func (s *Service) successor(ctx context.Context) *LookupResult {
+	brokers, err := s.Brokers(ctx)
+	if err != nil {
+		return nil
+	}
+	delete(brokers, s.cfg.BrokerID)
+	if len(brokers) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	id := pickLeastLoaded(brokers, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
+	s.mu.Unlock()
+	d := brokers[id]
+	return &LookupResult{BrokerURL: d.PulsarServiceURL, HTTPURL: d.WebServiceURL,
+		BrokerURLTLS: d.PulsarServiceURLTLS, HTTPURLTLS: d.WebServiceURLTLS}
+}
+
+// handOverMemory is how long this broker refuses to take back, without a
+// lookup, a bundle it handed over: a client that reconnects here from a
+// stale lookup must not pull the bundle back (an unload or load shedding
+// moved it away on purpose); it is refused and looks the topic up.
+const handOverMemory = 30 * time.Second
+
+// handedOverRecently reports whether b was handed over from here within
+// handOverMemory.
+func (s *Service) handedOverRecently(b Bundle) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	for name, at := range s.mu.handedOver {
+		if now.Sub(at) > handOverMemory {
+			delete(s.mu.handedOver, name)
+		}
+	}
+	_, recent := s.mu.handedOver[b.String()]
+	return recent
+}
+
+// releaseWait bounds how long a lookup or a take-over waits for a
+// disabled bundle (its owner is releasing it) to become free.
+const releaseWait = 5 * time.Second
+
+// waitReleased waits until b's owner node is gone or no longer disabled
+// (polling the watched cache), at most releaseWait.
+func (s *Service) waitReleased(ctx context.Context, b Bundle) {
+	deadline := time.Now().Add(releaseWait)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		od, found, err := s.Owner(ctx, b)
+		if err != nil || !found || !od.Disabled {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TakeOver acquires the bundle of a topic that a client reached this
+// broker for without a lookup (sent here by the previous owner as it
+// released it): once the bundle is free (waiting for a release under way),
+// this broker takes it as an authoritative lookup would. It reports
+// whether this broker serves the topic now; false if another broker owns
+// the bundle.
+func (s *Service) TakeOver(ctx context.Context, ns, topic string) (bool, error) {
+	if s.closed() {
+		return false, ErrNotServing
+	}
+	b, err := s.BundleOf(ctx, ns, topic)
+	if err != nil {
+		return false, err
+	}
+	if s.handedOverRecently(b) {
+		return false, nil
+	}
+	s.waitReleased(ctx, b)
+	res, err := s.Lookup(ctx, ns, topic, true)
+	if err != nil {
+		return false, err
+	}
+	return res.Self && s.holds(b), nil
 }
 
 func (s *Service) deleteOwnerNode(ctx context.Context, b Bundle) {
@@ -286,6 +405,6 @@ func (s *Service) checkStillOwned(ctx context.Context, path string) {
 	}
 	if s.forget(b) {
 		s.log.Warn("bundle ownership lost: its node was removed or taken; its topics are closed", "bundle", b.String())
-		s.cfg.CloseBundle(ctx, b)
+		s.cfg.CloseBundle(ctx, b, nil)
 	}
 }

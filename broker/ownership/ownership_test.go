@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,11 +81,15 @@ type cluster struct {
 
 	mu     sync.Mutex
 	closed map[string][]string // broker -> bundles closed by CloseBundle
-	lost   map[string]bool
-	bounds map[string][]uint32
-	loads  map[string]Load
-	wrap   func(metadata.Store) metadata.Store // set before add: the brokers' stores
-	http   *http.Client                        // set before add: the brokers' admin calls to each other
+	// handedTo: broker -> the broker each closed bundle's clients were
+	// sent to ("" for none); onClose runs inside CloseBundle when set.
+	handedTo map[string][]string
+	onClose  func(id string, b Bundle)
+	lost     map[string]bool
+	bounds   map[string][]uint32
+	loads    map[string]Load
+	wrap     func(metadata.Store) metadata.Store // set before add: the brokers' stores
+	http     *http.Client                        // set before add: the brokers' admin calls to each other
 }
 
 func (c *cluster) setLoad(s *Service, l Load) {
@@ -95,7 +100,7 @@ func (c *cluster) setLoad(s *Service, l Load) {
 
 func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
 	t.Helper()
-	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, lost: map[string]bool{},
+	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, handedTo: map[string][]string{}, lost: map[string]bool{},
 		bounds: map[string][]uint32{}, loads: map[string]Load{}}
 	for i := range n {
 		c.add(t, i, lb)
@@ -125,10 +130,19 @@ func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 			}
 			return EvenBoundaries(DefaultBundles), nil
 		},
-		CloseBundle: func(_ context.Context, b Bundle) {
+		CloseBundle: func(_ context.Context, b Bundle, to *LookupResult) {
 			c.mu.Lock()
 			c.closed[id] = append(c.closed[id], b.String())
+			url := ""
+			if to != nil {
+				url = to.BrokerURL
+			}
+			c.handedTo[id] = append(c.handedTo[id], url)
+			hook := c.onClose
 			c.mu.Unlock()
+			if hook != nil {
+				hook(id, b)
+			}
 		},
 		SplitBundle: func(_ context.Context, b Bundle) error {
 			c.mu.Lock()
@@ -674,4 +688,78 @@ func (r releasedFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return r.peerUnloads.RoundTrip(req)
+}
+
+// An unloaded bundle is handed over: its clients are sent to the least
+// loaded other broker, and that broker, reached while the release is
+// still under way (the topics closing), waits for it and takes the
+// bundle, where before it was told the old owner still had it.
+func TestUnloadHandsTheBundleOver(t *testing.T) {
+	c := newCluster(t, 2, LoadBalancerConfig{})
+	ctx := context.Background()
+	s0, s1 := c.svcs[0], c.svcs[1]
+	const ns, topic = "public/default", "persistent://public/default/moving"
+	if res, err := s0.Lookup(ctx, ns, topic, true); err != nil || !res.Self {
+		t.Fatalf("broker-0 takes the bundle: %+v %v", res, err)
+	}
+	b, err := s0.BundleOf(ctx, ns, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := make(chan error, 1)
+	c.mu.Lock()
+	c.onClose = func(id string, _ Bundle) {
+		if id != s0.ID() {
+			return
+		}
+		go func() { // a client sent to broker-1 while broker-0 closes the topics
+			ok, err := s1.TakeOver(ctx, ns, topic)
+			if err == nil && !ok {
+				err = errors.New("broker-1 did not take the bundle")
+			}
+			took <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // topics closing: the node still names broker-0
+	}
+	c.mu.Unlock()
+	if err := s0.Unload(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	handed := c.handedTo[s0.ID()]
+	c.mu.Unlock()
+	if len(handed) != 1 || handed[0] != "pulsar://broker-1:6650" {
+		t.Errorf("clients of the unloaded bundle were sent to %v, want broker-1", handed)
+	}
+	select {
+	case err := <-took:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker-1's take-over did not finish")
+	}
+	if !s1.holds(b) || s0.holds(b) {
+		t.Errorf("after the hand-over broker-1 holds %v, broker-0 %v", s1.holds(b), s0.holds(b))
+	}
+}
+
+// A client that comes back to the broker that handed its bundle over (a
+// stale lookup) does not pull the bundle back: the take-over is refused
+// there and the client looks the topic up.
+func TestHandedOverBundleIsNotTakenBack(t *testing.T) {
+	c := newCluster(t, 2, LoadBalancerConfig{})
+	ctx := context.Background()
+	s0 := c.svcs[0]
+	const ns, topic = "public/default", "persistent://public/default/away"
+	if res, err := s0.Lookup(ctx, ns, topic, true); err != nil || !res.Self {
+		t.Fatalf("broker-0 takes the bundle: %+v %v", res, err)
+	}
+	b, _ := s0.BundleOf(ctx, ns, topic)
+	if err := s0.Unload(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s0.TakeOver(ctx, ns, topic); ok || err != nil || s0.holds(b) {
+		t.Errorf("the broker that handed the bundle over took it back: %v %v", ok, err)
+	}
 }

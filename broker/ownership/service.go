@@ -35,8 +35,11 @@ type Config struct {
 	Load func() Load
 	// CloseBundle stops serving a bundle's topics (producers and consumers
 	// are closed and reconnect); called before ownership is released and
-	// when ownership was lost.
-	CloseBundle func(ctx context.Context, b Bundle)
+	// when ownership was lost. to, when not nil, is the broker the bundle
+	// is handed to: clients are told to reconnect there directly
+	// (CLOSE_PRODUCER/CLOSE_CONSUMER's assignedBrokerServiceUrl), which
+	// spares them a lookup and its retries while the bundle moves.
+	CloseBundle func(ctx context.Context, b Bundle, to *LookupResult)
 	// SplitBundle records a bundle's split in the namespace policies (the
 	// owner calls it; the bundle is then unloaded so its halves are
 	// assigned afresh).
@@ -70,7 +73,7 @@ func (c Config) withDefaults() Config {
 		c.Load = func() Load { return Load{} }
 	}
 	if c.CloseBundle == nil {
-		c.CloseBundle = func(context.Context, Bundle) {}
+		c.CloseBundle = func(context.Context, Bundle, *LookupResult) {}
 	}
 	if c.OnSessionLost == nil {
 		c.OnSessionLost = func() {}
@@ -113,12 +116,13 @@ type Service struct {
 
 	mu struct {
 		sync.Mutex
-		owned    map[string]Bundle // by Bundle.String()
-		leader   bool
-		closed   bool
-		regVer   int64                           // version of our registration node
-		pending  map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
-		unloaded map[string]time.Time            // leader: bundle -> shed at (grace period)
+		owned      map[string]Bundle // by Bundle.String()
+		leader     bool
+		closed     bool
+		regVer     int64                           // version of our registration node
+		pending    map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
+		unloaded   map[string]time.Time            // leader: bundle -> shed at (grace period)
+		handedOver map[string]time.Time            // bundle -> handed over from here at (handOverMemory)
 		// changing serialises, per bundle, what takes, releases or cleans
 		// up its ownership node in this broker (bundleLock).
 		changing map[string]*bundleLock
@@ -180,6 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.mu.owned = map[string]Bundle{}
 	s.mu.pending = map[string]map[string]time.Time{}
 	s.mu.unloaded = map[string]time.Time{}
+	s.mu.handedOver = map[string]time.Time{}
 	s.mu.changing = map[string]*bundleLock{}
 	ownWatch, err := cfg.Store.Watch(ctx, ownerRoot)
 	if err == nil {
@@ -261,7 +266,7 @@ func (s *Service) sessionLost() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, b := range owned {
-		s.cfg.CloseBundle(ctx, b)
+		s.cfg.CloseBundle(ctx, b, nil)
 	}
 	s.cfg.OnSessionLost()
 }
@@ -363,8 +368,7 @@ func (s *Service) Close(ctx context.Context) {
 	s.mu.Unlock()
 	s.shutdownLoops()
 	for _, b := range owned {
-		s.cfg.CloseBundle(ctx, b)
-		s.deleteOwnerNode(ctx, b)
+		s.handOver(ctx, b)
 	}
 	if leader {
 		_ = s.store.Delete(ctx, leaderPath, metadata.AnyVersion)

@@ -83,14 +83,16 @@ func TestChaos(t *testing.T) {
 			r.Execute()
 			rep.Add(r)
 			v := r.Verdict
-			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s, took %s, err %v",
+			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s "+
+				"(Qw>Qa %.1f s, Qw=Qa %.1f s, without a delivery %.1f s), took %s, err %v",
 				s.Name, seed, v.Acked, v.Lost, v.Duplicated, v.Reordered, v.Phantom, v.ReaderMismatch,
-				v.MaxUnavailable.Seconds(), r.Took.Round(time.Second), r.Err)
+				v.MaxUnavailable.Seconds(), v.UnavailableSpare.Seconds(), v.UnavailableNoSpare.Seconds(), v.MaxUndelivered.Seconds(),
+				r.Took.Round(time.Second), r.Err)
 			switch {
 			case r.Failed():
 				keepLogs(c, r)
 				t.Errorf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n"))
-			case v.MaxUnavailable > SlowRun:
+			case v.MaxUnavailable > SlowRun || os.Getenv("CHAOS_KEEP_LOGS") != "":
 				keepLogs(c, r)
 				logf("%s seed %d: unavailable %.1f s; logs kept in %s", s.Name, seed, v.MaxUnavailable.Seconds(), r.Dir)
 			default:

@@ -24,6 +24,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +44,12 @@ type Verdict struct {
 	Phantom        int // received but never sent, or corrupt
 	ReaderMismatch int
 	MaxUnavailable time.Duration
+	// The same split by the topics' quorums: where the write set has a
+	// bookie to spare (Qw > Qa) and where it has none (Qw == Qa).
+	UnavailableSpare, UnavailableNoSpare time.Duration
+	// MaxUndelivered is the longest a subscription or reader went without
+	// a delivery while it lacked an acknowledged message.
+	MaxUndelivered time.Duration
 	Recreated      int // consumers and readers the workload re-created in the drain (a Go client race)
 	// The transaction pipeline (txn.go): transactions committed and
 	// failed (aborted), and messages of aborted transactions delivered.
@@ -78,8 +85,17 @@ func Check(res *Results) Verdict {
 		checkOrder(&v, t)
 		checkPhantoms(&v, t)
 		checkReaders(&v, t)
-		if gap := longestGap(t, res.StoppedAt); gap > v.MaxUnavailable {
-			v.MaxUnavailable = gap
+		gap := longestGap(t, res.StoppedAt)
+		v.MaxUnavailable = max(v.MaxUnavailable, gap)
+		switch {
+		case t.Spec.Qw > t.Spec.Qa:
+			v.UnavailableSpare = max(v.UnavailableSpare, gap)
+		case t.Spec.Qw > 0:
+			v.UnavailableNoSpare = max(v.UnavailableNoSpare, gap)
+		}
+		_, ls := lists(t)
+		for _, l := range ls {
+			v.MaxUndelivered = max(v.MaxUndelivered, longestUndelivered(t.Acked, l))
 		}
 	}
 	if res.Txn != nil {
@@ -283,6 +299,32 @@ func checkReaders(v *Verdict, t *TopicRecord) {
 
 // longestGap is the longest time between acknowledgements of a topic's
 // producer, including from its last one to the workload's stop.
+// longestUndelivered is the longest time between two consecutive
+// receipts of one subscription or reader that began with a backlog: more
+// messages acknowledged by then than it had received. Receipts without a
+// time (a workload older than the field) count nothing.
+func longestUndelivered(acked []Ack, receipts []Receipt) time.Duration {
+	ackTimes := make([]int64, len(acked))
+	for i, a := range acked {
+		ackTimes[i] = a.At
+	}
+	slices.Sort(ackTimes)
+	var longest int64
+	seen := map[int64]bool{}
+	for i := 1; i < len(receipts); i++ {
+		seen[receipts[i-1].Seq] = true // redeliveries count once
+		prev, next := receipts[i-1].At, receipts[i].At
+		if prev == 0 || next <= prev {
+			continue
+		}
+		ackedByThen, _ := slices.BinarySearch(ackTimes, prev+1)
+		if ackedByThen > len(seen) { // something acknowledged by then was still to come
+			longest = max(longest, next-prev)
+		}
+	}
+	return time.Duration(longest) * time.Millisecond
+}
+
 func longestGap(t *TopicRecord, stoppedAt int64) time.Duration {
 	var gap int64
 	for i := 1; i < len(t.Acked); i++ {

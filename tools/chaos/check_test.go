@@ -192,3 +192,44 @@ func TestCheckTxn(t *testing.T) {
 		}
 	}
 }
+
+// Availability split by quorum, and the longest a subscription waited
+// for an acknowledged message.
+func TestAvailabilityByQuorumAndDelivery(t *testing.T) {
+	acks := func(times ...int64) []Ack {
+		var out []Ack
+		for i, at := range times {
+			out = append(out, Ack{Seq: int64(i), At: at})
+		}
+		return out
+	}
+	spare := &TopicRecord{Spec: TopicSpec{Name: "s", Qw: 3, Qa: 2}, Acked: acks(1000, 1100, 1200), Subs: map[string][]Receipt{}}
+	noSpare := &TopicRecord{Spec: TopicSpec{Name: "n", Qw: 2, Qa: 2}, Acked: acks(1000, 5000), Subs: map[string][]Receipt{}}
+	// Exclusive: receipts at 1010, 1110, then nothing until 4210 though
+	// seq 2 was acknowledged at 1200: 3.1 s without a delivery. A
+	// redelivery of seq 1 at 1500 does not count as progress.
+	spare.Subs["exclusive"] = []Receipt{{Seq: 0, At: 1010}, {Seq: 1, At: 1110}, {Seq: 1, At: 1500}, {Seq: 2, At: 4600}}
+	// Idle without a backlog does not count: nothing acknowledged between
+	// 1010 and 5000.
+	noSpare.Subs["exclusive"] = []Receipt{{Seq: 0, At: 1010}, {Seq: 1, At: 5010}}
+	v := Check(&Results{Topics: []*TopicRecord{spare, noSpare}, StoppedAt: 5100})
+	if v.UnavailableSpare != 3900*time.Millisecond || v.UnavailableNoSpare != 4000*time.Millisecond {
+		t.Errorf("unavailable: spare %s (want 3.9s: 1200 to the stop), no spare %s (want 4s)", v.UnavailableSpare, v.UnavailableNoSpare)
+	}
+	if v.MaxUndelivered != 3100*time.Millisecond {
+		t.Errorf("longest without a delivery %s, want 3.1s (1500 to 4600 with seq 2 acknowledged at 1200)", v.MaxUndelivered)
+	}
+}
+
+func TestQuantileByNearestRank(t *testing.T) {
+	ds := []time.Duration{5 * time.Second, time.Second, 3 * time.Second, 2 * time.Second}
+	if q := quantile(ds, 0.5); q != 2*time.Second {
+		t.Errorf("p50 of 1,2,3,5 s = %s, want 2s (nearest rank)", q)
+	}
+	if q := quantile(ds, 1); q != 5*time.Second {
+		t.Errorf("max = %s", q)
+	}
+	if q := quantile(nil, 0.5); q != 0 {
+		t.Errorf("p50 of nothing = %s", q)
+	}
+}

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,7 +21,10 @@ type Row struct {
 	Phantom        int
 	ReaderMismatch int
 	MaxUnavailable time.Duration
-	Recreated      int
+	// Each run's unavailability by quorum class and its longest wait for a
+	// delivery, for the availability table's p50 and max.
+	Spare, NoSpare, Undelivered []time.Duration
+	Recreated                   int
 	// The transaction pipeline's (txn-pipeline): transactions committed
 	// and failed, aborted messages delivered.
 	TxnCommitted, TxnFailed, AbortedDelivered int
@@ -85,6 +90,9 @@ func (rep *Report) Rows() []*Row {
 		row.Phantom += v.Phantom
 		row.ReaderMismatch += v.ReaderMismatch
 		row.MaxUnavailable = max(row.MaxUnavailable, v.MaxUnavailable)
+		row.Spare = append(row.Spare, v.UnavailableSpare)
+		row.NoSpare = append(row.NoSpare, v.UnavailableNoSpare)
+		row.Undelivered = append(row.Undelivered, v.MaxUndelivered)
 		row.Recreated += v.Recreated
 		row.TxnCommitted += v.TxnCommitted
 		row.TxnFailed += v.TxnFailed
@@ -164,6 +172,7 @@ porcupine, in the metadata store tests.
 			row.Recreated, row.MaxUnavailable.Seconds(), seedList(row.Seeds))
 	}
 	writeTxnRows(&b, rep.Rows())
+	writeAvailability(&b, rep.Rows())
 	b.WriteString("\n## Scenarios\n\n")
 	for _, row := range rep.Rows() {
 		fmt.Fprintf(&b, "- **%s**: %s\n", row.Scenario.Name, row.Scenario.Doc)
@@ -186,6 +195,36 @@ porcupine, in the metadata store tests.
 		"Logs of failing runs (the run's workload log and results, every server's log) are kept under %s.\n", rep.LogsDir)
 	return b.String()
 }
+
+// writeAvailability adds, per scenario, the p50 and max over its runs of
+// each run's longest unavailability, split by the topics' quorums, and of
+// the longest a subscription or reader waited for an acknowledged message.
+func writeAvailability(b *strings.Builder, rows []*Row) {
+	b.WriteString("\n## Availability\n\nPer scenario, over its runs: the longest time a producer went without an " +
+		"acknowledgement on topics whose write set has a bookie to spare (public/chaos-d, Qw=3 > Qa=2) and on topics " +
+		"where it has none (public/chaos-n, Qw=Qa=2), and the longest time a subscription or reader went without a " +
+		"delivery while an acknowledged message was still to come to it; p50 is the median run's figure.\n\n" +
+		"| scenario | unavailable, Qw > Qa: p50 | max | unavailable, Qw = Qa: p50 | max | without a delivery: p50 | max |\n" +
+		"|---|---|---|---|---|---|---|\n")
+	for _, row := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.Scenario.Name,
+			secs(quantile(row.Spare, 0.5)), secs(quantile(row.Spare, 1)), secs(quantile(row.NoSpare, 0.5)),
+			secs(quantile(row.NoSpare, 1)), secs(quantile(row.Undelivered, 0.5)), secs(quantile(row.Undelivered, 1)))
+	}
+}
+
+// quantile is the q-quantile of ds by the nearest rank (0 for none).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
 // writeTxnRows adds the transaction pipeline's figures (txn.go) for the
 // scenarios that ran it.

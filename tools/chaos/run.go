@@ -66,7 +66,7 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 				group = "proxy"
 			}
 			r.Topics = append(r.Topics, TopicSpec{Name: fmt.Sprintf("persistent://%s/%s-%d-t%d", ns.Name, s.Name, seed, i),
-				Group: group, Dedup: ns.Dedup})
+				Group: group, Dedup: ns.Dedup, Qw: ns.Qw, Qa: ns.Qa})
 		}
 	}
 	if s.Geo {

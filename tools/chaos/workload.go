@@ -66,6 +66,10 @@ type TopicSpec struct {
 	// Remote is the client group of the cluster the topic replicates to
 	// ("": none), where GeoSubscription receives the replicated messages.
 	Remote string `json:",omitempty"`
+	// Qw and Qa are its namespace's write and ack quorums (0: not one of
+	// Namespaces): the availability a bookie fault should leave depends on
+	// whether Qw > Qa.
+	Qw, Qa int `json:",omitempty"`
 }
 
 // Ack is a send the broker acknowledged.
@@ -82,6 +86,7 @@ type Receipt struct {
 	ID       string
 	Consumer int
 	Bad      string `json:",omitempty"` // why the payload is not one the workload sent
+	At       int64  `json:",omitempty"` // unix milliseconds when it was received
 }
 
 // TopicRecord is everything seen on one topic.
@@ -352,7 +357,7 @@ func (w *workload) produce(rec *TopicRecord, prod pulsar.Producer) {
 }
 
 func (w *workload) receipt(rec *TopicRecord, m pulsar.Message, consumer int) Receipt {
-	r := Receipt{Key: m.Key(), ID: idString(m.ID()), Consumer: consumer}
+	r := Receipt{Key: m.Key(), ID: idString(m.ID()), Consumer: consumer, At: time.Now().UnixMilli()}
 	producer, seq, err := ParsePayload(m.Payload())
 	switch {
 	case err != nil:
