@@ -157,6 +157,7 @@ const (
 	deliver      fate = iota
 	dropRequest       // never reaches the bookie; the sender sees a broken connection
 	loseResponse      // applied, but the answer is lost with the connection
+	hang              // never answered: a stopped (SIGSTOP) or stalled bookie
 )
 
 // faults is the test transport: it calls bookie cores directly, with
@@ -208,6 +209,9 @@ func (f *faults) Send(id string, req *bkproto.Request, cb client.Callback) {
 	}
 	f.mu.Unlock()
 	r := *req // the bookie keeps slices until it answers; the sender's request is its own
+	if what == hang {
+		return
+	}
 	go func() {
 		time.Sleep(delay)
 		if down || what == dropRequest {

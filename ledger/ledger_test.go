@@ -513,3 +513,35 @@ func TestDeleteAndGarbageCollect(t *testing.T) {
 		t.Fatalf("a live ledger after GC: %v", err)
 	}
 }
+
+// Recovery with one bookie of the ensemble stopped (no answer, no broken
+// connection) decides as soon as the others suffice, as BookKeeper's:
+// fencing once every write set has Qw-Qa+1 fenced bookies, each entry as
+// soon as it is found or Qw-Qa+1 replicas lack it. It used to wait for
+// the stopped bookie's read timeout, on every fence and every entry past
+// the end: a topic moving to another broker while a bookie was stopped
+// waited with it (the fault suite's pause-bookie, 2-6 s).
+func TestRecoveryDoesNotWaitForAStoppedBookie(t *testing.T) {
+	c := newCluster(t, 3, 6)
+	ctx := ctxFor(t, 20*time.Second)
+	w, err := c.client(t, Config{}).Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAcks()
+	appendN(t, w, 30, a)
+	stopped := w.Metadata().Ensembles[0].Bookies[1]
+	c.faults.addRule(func(id string, _ *bkproto.Request) fate {
+		if id == stopped {
+			return hang
+		}
+		return deliver
+	})
+	r, err := c.client(t, Config{ReadTimeout: time.Minute}).OpenRecover(ctx, w.ID(), password)
+	if err != nil {
+		t.Fatalf("recovery with %s stopped (read timeout 1 min, deadline 20 s): %v", stopped, err)
+	}
+	if last := r.Metadata().LastEntryID; last != 29 {
+		t.Fatalf("recovered last entry %d, want 29", last)
+	}
+}

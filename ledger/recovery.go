@@ -134,6 +134,14 @@ func (r *ReadHandle) fenceLastEnsemble(ctx context.Context) (int64, error) {
 		}
 		fenced[res.bookie] = true
 		lac = max(lac, r.lacFrom(res.resp))
+		if covers(md, fenced) && len(fenced) < len(bookies) {
+			// Enough to end the old writer (it can no longer reach Qa in
+			// any write set): the others get decidedGrace to answer too,
+			// not the read timeout, so a stopped bookie costs recovery
+			// that grace only.
+			lac = r.collectFences(results, len(bookies)-len(fenced)-len(errs), fenced, lac)
+			return lac, nil
+		}
 	}
 	if !covers(md, fenced) {
 		return -1, fmt.Errorf("ledger %d: fenced %d of %d bookies, not every write set: %w: %v",
@@ -159,6 +167,31 @@ func covers(md *Metadata, set map[string]bool) bool {
 		}
 	}
 	return true
+}
+
+// decidedGrace is how long recovery still waits for the remaining
+// replicas once their answers can no longer be needed for safety: a
+// stopped bookie (SIGSTOP, a stall) then costs this, not the read timeout
+// (a topic moving to another broker while a bookie is stopped waits for
+// its recovery).
+const decidedGrace = 100 * time.Millisecond
+
+// collectFences takes up to n more fence answers for decidedGrace.
+func (r *ReadHandle) collectFences(results <-chan replicaResult, n int, fenced map[string]bool, lac int64) int64 {
+	grace := time.NewTimer(decidedGrace)
+	defer grace.Stop()
+	for range n {
+		select {
+		case res := <-results:
+			if res.err == nil {
+				fenced[res.bookie] = true
+				lac = max(lac, r.lacFrom(res.resp))
+			}
+		case <-grace.C:
+			return lac
+		}
+	}
+	return lac
 }
 
 // recoveryBatch is how many entries recovery reads at once
@@ -206,15 +239,16 @@ func (r *ReadHandle) recoveryRead(ctx context.Context, e int64) recoveryOutcome 
 	}
 	timeout := time.NewTimer(r.c.cfg.ReadTimeout)
 	defer timeout.Stop()
-	missing := 0
+	missing, graced := 0, false
 	var errs []error
+collect:
 	for range ws {
 		var res replicaResult
 		select {
 		case res = <-results:
 		case <-timeout.C:
 			errs = append(errs, errors.New("a bookie did not answer in time"))
-			continue
+			break collect
 		case <-ctx.Done():
 			return recoveryOutcome{err: ctx.Err()}
 		}
@@ -223,6 +257,14 @@ func (r *ReadHandle) recoveryRead(ctx context.Context, e int64) recoveryOutcome 
 			return recoveryOutcome{found: &res}
 		case errors.Is(res.err, client.ErrNoEntry), errors.Is(res.err, client.ErrNoLedger):
 			missing++
+			if missing >= need && !graced {
+				// Qw-Qa+1 replicas lack it, so it never reached Qa; the
+				// others now get decidedGrace, not the read timeout, to
+				// report it (a replica that has it still wins, as before,
+				// so concurrent recoveries agree on the tail).
+				graced = true
+				timeout.Reset(decidedGrace)
+			}
 		default:
 			errs = append(errs, fmt.Errorf("bookie %s: %w", res.bookie, res.err))
 		}
