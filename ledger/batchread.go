@@ -186,7 +186,7 @@ func (rd *rangeRead) readChunk(ctx context.Context, from, to int64) {
 // write set that has not failed a batch in this Read and serves batch
 // reads; "" if none.
 func (rd *rangeRead) batchBookie(ctx context.Context, entry int64) string {
-	for _, b := range writeSet(rd.md, entry) {
+	for _, b := range rd.r.c.health.readOrder(writeSet(rd.md, entry)) { // a stalled bookie last
 		rd.mu.Lock()
 		avoid := rd.mu.avoid[b]
 		rd.mu.Unlock()

@@ -114,7 +114,8 @@ type Client struct {
 	log       *slog.Logger
 	meta      metaStore
 	transport Transport
-	ownNet    *NetTransport // closed with the client when it made it
+	health    *healthTransport // wraps transport: which bookies stall (reads ask them last)
+	ownNet    *NetTransport    // closed with the client when it made it
 	reg       *registryView
 	caps      *batchCaps // which bookies serve batch reads
 	// maxFrame is the add frame size appends are refused above:
@@ -144,6 +145,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.ownNet.dialAt = cfg.DialAddresses
 		c.transport = c.ownNet
 	}
+	c.health = newHealthTransport(c.transport)
+	c.transport = c.health
 	c.caps = newBatchCaps(c.transport, cfg.ReadTimeout)
 	return c, nil
 }

@@ -545,3 +545,37 @@ func TestRecoveryDoesNotWaitForAStoppedBookie(t *testing.T) {
 		t.Fatalf("recovered last entry %d, want 29", last)
 	}
 }
+
+// A read asks a stalled bookie (requests outstanding, no answer for
+// slowAfter) last instead of first: it used to wait the speculative read
+// timeout on it (2 s by default) for every entry whose write set it
+// leads, as a topic's load did while a bookie was stopped.
+func TestReadsAskAStalledBookieLast(t *testing.T) {
+	c := newCluster(t, 3, 7)
+	ctx := ctxFor(t, 20*time.Second)
+	cl := c.client(t, Config{SpeculativeReadTimeout: time.Minute, ReadTimeout: time.Minute})
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 3, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAcks()
+	appendN(t, w, 10, a)
+	stopped := w.Metadata().Ensembles[0].Bookies[0] // first in the write set of entries 0, 3, 6, ...
+	c.faults.addRule(func(id string, _ *bkproto.Request) fate {
+		if id == stopped {
+			return hang
+		}
+		return deliver
+	})
+	appendN(t, w, 3, a) // acknowledged by the other two; the stopped bookie's requests stay outstanding
+	time.Sleep(slowAfter + 100*time.Millisecond)
+	r, err := cl.OpenNoRecovery(ctx, w.ID(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 9; e += 3 {
+		if _, err := r.Read(ctx, e, e); err != nil {
+			t.Fatalf("read entry %d led by the stopped bookie %s (speculative timeout 1 min, deadline 20 s): %v", e, stopped, err)
+		}
+	}
+}

@@ -140,7 +140,7 @@ func writeSet(md *Metadata, entry int64) []string {
 // next on an error or after the speculative timeout; the first verified
 // answer wins.
 func (r *ReadHandle) readEntry(ctx context.Context, entry int64) (Entry, error) {
-	ws := writeSet(r.Metadata(), entry)
+	ws := r.c.health.readOrder(writeSet(r.Metadata(), entry))
 	results := make(chan replicaResult, len(ws))
 	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.ReadTimeout*time.Duration(len(ws)))
 	defer cancel()
@@ -231,11 +231,16 @@ func (r *ReadHandle) ReadLAC(ctx context.Context) (int64, error) {
 		})
 	}
 	lac, answered := int64(-1), 0
+	heard := map[string]bool{}
 	var errs []error
+	var grace <-chan time.Time
+collect:
 	for range bookies {
 		var res replicaResult
 		select {
 		case res = <-results:
+		case <-grace:
+			break collect
 		case <-ctx.Done():
 			return r.LastAddConfirmed(), ctx.Err()
 		}
@@ -248,6 +253,16 @@ func (r *ReadHandle) ReadLAC(ctx context.Context) (int64, error) {
 			lac = max(lac, r.lacFrom(res.resp))
 		}
 		answered++
+		heard[res.bookie] = true
+		if grace == nil && covers(md, heard) {
+			// Qw-Qa+1 answers in every write set include one that saw
+			// each acknowledged entry's LAC, as BookKeeper's quorum
+			// coverage; the rest get decidedGrace, so a stopped bookie
+			// does not hold the reader.
+			t := time.NewTimer(decidedGrace)
+			defer t.Stop()
+			grace = t.C
+		}
 	}
 	if answered == 0 {
 		return r.LastAddConfirmed(), fmt.Errorf("ledger %d: read LAC: no bookie answered: %w", r.id, errors.Join(errs...))

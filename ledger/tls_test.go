@@ -131,7 +131,7 @@ func TestBookieTLSNoPlaintextFallback(t *testing.T) {
 	}
 	// A ledger a plaintext client put on that bookie: reading it over TLS
 	// fails with the reason, not over plaintext.
-	_, err = cl.transport.(*NetTransport).dial("plain-bookie")
+	_, err = cl.ownNet.dial("plain-bookie")
 	if err == nil || !strings.Contains(err.Error(), "bookie plain-bookie has no TLS endpoint") {
 		t.Fatalf("dial: %v", err)
 	}
@@ -142,7 +142,7 @@ func TestBookieTLSNoPlaintextFallback(t *testing.T) {
 		_, ok := plain.reg.Bookie("tls-only-bookie")
 		return ok, ""
 	})
-	_, err = plain.transport.(*NetTransport).dial("tls-only-bookie")
+	_, err = plain.ownNet.dial("tls-only-bookie")
 	if err == nil || !strings.Contains(err.Error(), "serves only TLS") {
 		t.Fatalf("plaintext dial of a TLS-only bookie: %v", err)
 	}

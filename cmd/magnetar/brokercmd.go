@@ -31,10 +31,15 @@ type brokerFlags struct {
 	listenFlags
 	sessionTimout time.Duration
 	ensemble      int
-	writeQuorum   int
-	ackQuorum     int
-	reportEvery   time.Duration
-	lb            ownership.LoadBalancerConfig
+	// bkTimeout is bookkeeperClientTimeoutInSeconds: how long an add or a
+	// read waits for a bookie before it is treated as failed (the add
+	// replaces it in the ensemble). With Qw = Qa a stopped bookie holds
+	// the entries of its write sets this long (TUNING.md).
+	bkTimeout   time.Duration
+	writeQuorum int
+	ackQuorum   int
+	reportEvery time.Duration
+	lb          ownership.LoadBalancerConfig
 	brokerSettings
 	security  securitySettings
 	bkTLS     bookkeeperTLSSettings // TLS to the bookies
@@ -85,6 +90,7 @@ func (f *brokerFlags) loadConfig(byFlag map[string]bool, log *slog.Logger) error
 		"configurationMetadataStoreUrl":                   setString(&f.configURL),
 		"metadataStoreSessionTimeoutMillis":               setDuration(&f.sessionTimout, time.Millisecond),
 		"managedLedgerDefaultEnsembleSize":                setInt(&f.ensemble),
+		"bookkeeperClientTimeoutInSeconds":                setDuration(&f.bkTimeout, time.Second),
 		"managedLedgerDefaultWriteQuorum":                 setInt(&f.writeQuorum),
 		"managedLedgerDefaultAckQuorum":                   setInt(&f.ackQuorum),
 		"loadBalancerReportUpdateMinIntervalMillis":       setDuration(&f.reportEvery, time.Millisecond),
@@ -183,7 +189,8 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	stages := stage.NewRecorder()
 	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS,
-		Placement: f.placement.policy(log), DialAddresses: f.placement.dialAt, Stages: stages, Logger: log})
+		Placement: f.placement.policy(log), DialAddresses: f.placement.dialAt, Stages: stages, Logger: log,
+		AddTimeout: f.bkTimeout, ReadTimeout: f.bkTimeout})
 	if err != nil {
 		return err
 	}
