@@ -79,14 +79,21 @@ func TestOffloadThroughAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offloaded := 0
+	// Every ledger before the last message's is offloaded; the ledgers
+	// from it on are not (one may have rolled over meanwhile: its
+	// rollover is asynchronous, and under load it landed after the offload
+	// in CI, 4 Dec).
+	offloaded, before := 0, 0
 	for _, l := range internal.Ledgers {
+		if l.LedgerID < last.LedgerID() {
+			before++
+		}
 		if l.Offloaded {
 			offloaded++
 		}
 	}
 	copies, _ := filepath.Glob(filepath.Join(root, "t/ns/persistent/offloaded", "*.ledger"))
-	if n := len(internal.Ledgers) - 1; n < 1 || offloaded != n || len(copies) != n {
+	if n := before; n < 1 || offloaded != n || len(copies) != n {
 		t.Fatalf("%d ledgers offloaded in internal stats, %d copies, want every closed one: %+v", offloaded, len(copies), internal.Ledgers)
 	}
 	var offloadedBytes int64
