@@ -86,13 +86,7 @@ func (t *topic) consoleCounters() console.Counters {
 }
 
 // latestRates are a topic's rates over the last history interval.
-func (t *topic) latestRates() console.Rates {
-	h := t.history.Snapshot()
-	if len(h.Samples) == 0 {
-		return console.Rates{}
-	}
-	return h.Samples[len(h.Samples)-1].Rates
-}
+func (t *topic) latestRates() console.Rates { return t.history.Last().Rates }
 
 // ConsoleLocalHistory is a loaded topic's samples (console.Source).
 func (b *Broker) ConsoleLocalHistory(name string) (console.History, bool) {

@@ -19,11 +19,12 @@ const slowAfter = 500 * time.Millisecond
 // stalled bookie last (BookKeeper's reorderReadSequence), instead of
 // waiting the speculative read timeout on it first.
 //
-// Lock rules: mu guards the map; a bookieHealth's fields are atomics.
+// No locks: by is a sync.Map (every add and read looks its bookie up, so
+// a mutex here would be one more shared lock on the hot path), and a
+// bookieHealth's fields are atomics.
 type healthTransport struct {
 	inner Transport
-	mu    sync.Mutex
-	by    map[string]*bookieHealth
+	by    sync.Map // bookie id -> *bookieHealth
 	now   func() time.Time
 }
 
@@ -33,19 +34,17 @@ type bookieHealth struct {
 }
 
 func newHealthTransport(inner Transport) *healthTransport {
-	return &healthTransport{inner: inner, by: map[string]*bookieHealth{}, now: time.Now}
+	return &healthTransport{inner: inner, now: time.Now}
 }
 
 func (h *healthTransport) of(id string) *bookieHealth {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	b := h.by[id]
-	if b == nil {
-		b = &bookieHealth{}
-		b.lastAnswer.Store(h.now().UnixNano())
-		h.by[id] = b
+	if b, ok := h.by.Load(id); ok {
+		return b.(*bookieHealth)
 	}
-	return b
+	fresh := &bookieHealth{}
+	fresh.lastAnswer.Store(h.now().UnixNano())
+	b, _ := h.by.LoadOrStore(id, fresh)
+	return b.(*bookieHealth)
 }
 
 // Send implements Transport.
@@ -65,10 +64,12 @@ func (h *healthTransport) Send(id string, req *bkproto.Request, cb client.Callba
 // stalled reports whether id has requests outstanding and has answered
 // none for slowAfter.
 func (h *healthTransport) stalled(id string) bool {
-	h.mu.Lock()
-	b := h.by[id]
-	h.mu.Unlock()
-	if b == nil || b.outstanding.Load() == 0 {
+	v, ok := h.by.Load(id)
+	if !ok {
+		return false
+	}
+	b := v.(*bookieHealth)
+	if b.outstanding.Load() == 0 {
 		return false
 	}
 	return h.now().Sub(time.Unix(0, b.lastAnswer.Load())) > slowAfter

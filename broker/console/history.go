@@ -79,6 +79,17 @@ func (r *Ring) lastLocked() *Sample {
 	return &r.samples[(r.next+HistorySamples-1)%HistorySamples]
 }
 
+// Last is the newest sample (zero before the first), without copying
+// the ring.
+func (r *Ring) Last() Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last := r.lastLocked(); last != nil {
+		return *last
+	}
+	return Sample{}
+}
+
 // Snapshot is the kept samples, oldest first.
 func (r *Ring) Snapshot() History {
 	r.mu.Lock()
