@@ -110,6 +110,13 @@ type File interface {
 	// the next Datasync, where it would stall other files' syncs on the
 	// same device (the journal's). A no-op where there is no page cache.
 	WriteBack(off, length int64) error
+	// DirectWrites sends every later write past the page cache (O_DIRECT):
+	// from then on each write's offset and length must be multiples of
+	// DirectAlign, or it fails with ErrUnaligned; buffers may sit anywhere
+	// (direct.go says why and how). Reads are unaffected. It fails with
+	// ErrDirectUnsupported where the file system has no direct I/O; the
+	// file then stays as it was.
+	DirectWrites() error
 	// DropCache asks the kernel to evict the file's clean cached pages
 	// (posix_fadvise DONTNEED), so later reads measure or exercise the disk.
 	DropCache() error

@@ -506,6 +506,7 @@ type memFile struct {
 	name     string
 	writable bool
 	closed   bool
+	direct   bool // DirectWrites: writes must be DirectAlign-aligned, as on a real disk
 }
 
 func (f *memFile) Name() string { return f.name }
@@ -533,6 +534,11 @@ func (f *memFile) WriteAt(bufs [][]byte, off int64) (int, error) {
 func (f *memFile) writeLocked(op string, bufs [][]byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, f.fs.err(op, f.name, unix.EINVAL)
+	}
+	if f.direct {
+		if err := checkDirect(off, totalLen(bufs)); err != nil {
+			return 0, f.fs.err(op, f.name, err)
+		}
 	}
 	n := f.node
 	data := joinBufs(bufs)
@@ -678,6 +684,19 @@ func (f *memFile) DropCache() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	return f.beginLocked("fadvise", false)
+}
+
+// DirectWrites implements File: the memory has no page cache to bypass, but
+// the alignment rule is enforced, so a caller that breaks it fails in tests
+// run on MemFS as it would on a disk.
+func (f *memFile) DirectWrites() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.beginLocked("open direct", true); err != nil {
+		return err
+	}
+	f.direct = true
+	return nil
 }
 
 func (f *memFile) Close() error {

@@ -35,7 +35,8 @@ type fileIO interface {
 // osFS implements FS over the operating system's file system; bytes move
 // through its fileIO backend.
 type osFS struct {
-	io fileIO
+	io      fileIO
+	bounces *bouncePool // aligned buffers for direct writes (direct.go)
 }
 
 func (o *osFS) Backend() string { return o.io.name() }
@@ -128,7 +129,10 @@ func (o *osFS) FreeSpace(path string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-func (o *osFS) Close() error { return o.err("close", "fs", o.io.close()) }
+func (o *osFS) Close() error {
+	o.bounces.close()
+	return o.err("close", "fs", o.io.close())
+}
 
 // unwrapPathError strips os.PathError so that our *Error is the only layer
 // naming the path.
@@ -149,6 +153,10 @@ type osFile struct {
 	fd    int
 	path  string
 	fixed int32 // uring fixed-file slot, or -1
+	// direct is the same file opened with O_DIRECT once DirectWrites was
+	// called: every write goes through it (direct.go). Set and cleared under
+	// ops.Lock, read under ops.RLock.
+	direct *osFile
 
 	size   atomic.Int64 // logical end: max written end, or truncated size
 	ops    sync.RWMutex
@@ -176,6 +184,13 @@ func (f *osFile) WriteAt(bufs [][]byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.end()
+	if f.direct != nil {
+		n, err := f.writeDirect(bufs, off, false)
+		if n > 0 {
+			f.noteEnd(off + int64(n))
+		}
+		return n, f.err("write", err)
+	}
 	n, err := f.writeFully(bufs, off)
 	return n, f.err("write", err)
 }
@@ -215,7 +230,12 @@ func (f *osFile) Append(bufs [][]byte) (int64, error) {
 	defer f.end()
 	n := int64(totalLen(bufs))
 	off := f.size.Add(n) - n
-	_, err := f.writeFully(bufs, off)
+	var err error
+	if f.direct != nil {
+		_, err = f.writeDirect(bufs, off, false)
+	} else {
+		_, err = f.writeFully(bufs, off)
+	}
 	return off, f.err("append", err)
 }
 
@@ -224,6 +244,13 @@ func (f *osFile) WriteAtSync(bufs [][]byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.end()
+	if f.direct != nil {
+		n, err := f.writeDirect(bufs, off, true)
+		if n > 0 {
+			f.noteEnd(off + int64(n))
+		}
+		return n, f.err("write+datasync", err)
+	}
 	n, synced, err := f.fs.io.writeSync(f, bufs, off)
 	f.noteEnd(off + int64(n))
 	if err != nil {
@@ -317,6 +344,7 @@ func (f *osFile) Close() error {
 		return f.err("close", ErrClosed)
 	}
 	f.closed = true
+	derr := f.closeDirect()
 	f.fs.io.detach(f)
-	return f.err("close", unix.Close(f.fd))
+	return f.err("close", errors.Join(derr, unix.Close(f.fd)))
 }

@@ -6,7 +6,7 @@ import (
 
 // NewStd returns the std backend: plain pwritev / pread / fdatasync /
 // fallocate system calls, each blocking the calling goroutine's thread.
-func NewStd() FS { return &osFS{io: stdIO{}} }
+func NewStd() FS { return &osFS{io: stdIO{}, bounces: newBouncePool()} }
 
 type stdIO struct{}
 

@@ -32,7 +32,7 @@ func NewUring(opts UringOptions) (FS, error) {
 	if err != nil {
 		return nil, wrapErr("uring", "setup", "io_uring", err)
 	}
-	return &osFS{io: u}, nil
+	return &osFS{io: u, bounces: newBouncePool()}, nil
 }
 
 // uringIO moves bytes through one io_uring.

@@ -118,6 +118,9 @@ func crashOnce(seed uint64) (string, error) {
 		hook:               r.hook,
 		sequential:         true,
 	}
+	// A third of the runs write through the page cache, the rest direct
+	// (block-padded flushes): both layouts must survive every crash point.
+	r.opts.BufferedWrites = r.rng.IntN(3) == 0
 	db, err := r.open(r.disks)
 	if err != nil {
 		return "", err

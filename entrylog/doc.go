@@ -17,7 +17,15 @@
 // a new one starts when the next record would pass the limit. Records are
 // never rewritten: after a restart a new log is started.
 //
-//	entry log: | header block (4096) | record | record | ... | (preallocated)
+//	entry log: | header block (4096) | record | record | ... | padding | record | ... | (preallocated)
+//
+// Written with direct I/O (the default; Options.BufferedWrites), every
+// flush or compaction write ends with zeros up to the next 4096-byte
+// boundary, and the next one starts there: a direct write covers whole
+// blocks, and no block holding a record that may be committed is ever
+// written again (a torn rewrite could damage it). Readers find records only
+// through the index, so padding is never parsed; a log written buffered has
+// none, and both kinds read the same.
 //
 //	header block:
 //	  0  magic        [8]byte  "MGENTLOG"

@@ -320,7 +320,10 @@ func (s *shard) appendRecords(recs [][]byte, pace *pacer) ([]location, error) {
 			bufs, pending = bufs[:0], 0
 		}
 	}
-	return locs, s.logs.write(bufs, pending)
+	if err := s.logs.write(bufs, pending); err != nil {
+		return nil, err
+	}
+	return locs, s.logs.endWrite()
 }
 
 // appendAdjacent appends b to bufs, extending the last buffer instead when

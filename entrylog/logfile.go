@@ -57,11 +57,20 @@ type logSet struct {
 	// chunk at a time and never queues more than a chunk or two in front
 	// of the journal's syncs (the same device in small setups).
 	wbFrom int64
+	// direct: logs are written with direct I/O (Options.BufferedWrites
+	// unset, and the file system has it). tail then holds the bytes of the
+	// last partial block, from alignDown(off) to off, not yet written: a
+	// direct write covers whole blocks only, and a block once written with
+	// a record that may be committed is never written again (a torn
+	// rewrite could damage it), so endWrite pads the tail to its block and
+	// the next write starts on a fresh one.
+	direct bool
+	tail   []byte
 }
 
 func newLogSet(fs engine.FS, dir string, opts *Options, log *slog.Logger) *logSet {
 	s := &logSet{fs: fs, dir: dir, limit: opts.LogSizeLimit, step: opts.PreallocSize, space: opts.Space,
-		log: log, hook: opts.hook}
+		log: log, hook: opts.hook, direct: !opts.BufferedWrites}
 	s.mu.files = make(map[uint64]*logFile)
 	return s
 }
@@ -207,7 +216,11 @@ func (s *logSet) startNew() error {
 	if err != nil {
 		return fmt.Errorf("entry log %s: create: %w", p, err)
 	}
-	if err := s.initFile(f, step); err != nil {
+	err = s.directWrites(f)
+	if err == nil {
+		err = s.initFile(f, step)
+	}
+	if err != nil {
 		f.Close()
 		if rerr := s.fs.Remove(p); rerr != nil && !engine.IsNotExist(rerr) {
 			s.log.Warn("entry log: could not remove a log it failed to make", "log", p, "err", rerr)
@@ -217,9 +230,25 @@ func (s *logSet) startNew() error {
 	s.nextID++
 	lf := &logFile{id: id, path: p, f: f}
 	s.add(lf)
-	s.cur, s.off, s.allocated, s.wbFrom = lf, LogHeaderSize, LogHeaderSize+step, LogHeaderSize
+	s.cur, s.off, s.allocated, s.wbFrom, s.tail = lf, LogHeaderSize, LogHeaderSize+step, LogHeaderSize, nil
 	s.hook("log:created")
 	return nil
+}
+
+// directWrites switches a new log's writes past the page cache when the
+// set writes direct. A file system without direct I/O turns the set to
+// buffered writes for good, said once. Caller holds writeMu.
+func (s *logSet) directWrites(f engine.File) error {
+	if !s.direct {
+		return nil
+	}
+	err := f.DirectWrites()
+	if errors.Is(err, engine.ErrDirectUnsupported) {
+		s.direct = false
+		s.log.Warn("entry log: the file system has no direct I/O; writing through the page cache", "dir", s.dir, "err", err)
+		return nil
+	}
+	return err
 }
 
 // initFile writes the header durably, preallocates the first step and
@@ -289,6 +318,7 @@ func (s *logSet) rewind(id uint64, off int64) {
 	if s.cur != nil && s.cur.id == id {
 		s.off = off
 		s.wbFrom = min(s.wbFrom, off)
+		s.tail = nil // off is where a write started: block-aligned when direct
 	}
 }
 
@@ -296,16 +326,29 @@ func (s *logSet) rewind(id uint64, off int64) {
 // pending bytes not yet written. An empty log takes any one record, so an
 // entry larger than the limit still has a home.
 func (s *logSet) room(pending, n int64) bool {
-	return s.off+pending+n <= s.limit || (s.off == LogHeaderSize && pending == 0)
+	end := s.off + pending + n
+	if s.direct {
+		end = alignBlock(end) // endWrite pads the last block
+	}
+	return end <= s.limit || (s.off == LogHeaderSize && pending == 0)
 }
 
-// write appends bufs to the current log at off. Caller holds writeMu.
+// alignBlock rounds n up to a direct write's block.
+func alignBlock(n int64) int64 { return (n + engine.DirectAlign - 1) &^ (engine.DirectAlign - 1) }
+
+// write appends bufs (n bytes) to the current log at off. When direct, the
+// whole blocks among the tail and bufs are written and the rest becomes the
+// tail; endWrite must follow before the bytes are synced. Caller holds
+// writeMu.
 func (s *logSet) write(bufs [][]byte, n int64) error {
 	if n == 0 {
 		return nil
 	}
 	if err := s.ensureAllocated(n); err != nil {
 		return err
+	}
+	if s.direct {
+		return s.writeBlocks(bufs, n)
 	}
 	if _, err := s.cur.f.WriteAt(bufs, s.off); err != nil {
 		return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, s.off, err)
@@ -318,11 +361,80 @@ func (s *logSet) write(bufs [][]byte, n int64) error {
 	return nil
 }
 
+// writeBlocks is write for a direct log.
+func (s *logSet) writeBlocks(bufs [][]byte, n int64) error {
+	start := s.off - int64(len(s.tail))
+	all := append([][]byte{s.tail}, bufs...)
+	total := int64(len(s.tail)) + n
+	whole := total &^ (engine.DirectAlign - 1)
+	if whole > 0 {
+		if _, err := s.cur.f.WriteAt(headBufs(all, whole), start); err != nil {
+			return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, start, err)
+		}
+	}
+	tail := make([]byte, 0, engine.DirectAlign)
+	for _, b := range skipBufs(all, whole) {
+		tail = append(tail, b...)
+	}
+	s.tail = tail
+	s.off += n
+	return nil
+}
+
+// endWrite writes the tail of a direct log padded with zeros to its block,
+// so everything written is on the device once synced and the next write
+// starts on a block of its own. Caller holds writeMu.
+func (s *logSet) endWrite() error {
+	if !s.direct || len(s.tail) == 0 {
+		return nil
+	}
+	start := s.off - int64(len(s.tail))
+	pad := engine.DirectAlign - int64(len(s.tail))
+	if err := s.ensureAllocated(pad); err != nil {
+		return err
+	}
+	block := append(s.tail, make([]byte, pad)...)
+	if _, err := s.cur.f.WriteAt([][]byte{block}, start); err != nil {
+		return fmt.Errorf("entry log %s: write at %d: %w", s.cur.path, start, err)
+	}
+	s.off, s.tail = start+engine.DirectAlign, nil
+	return nil
+}
+
+// headBufs returns the first n bytes of bufs (n at most their total).
+func headBufs(bufs [][]byte, n int64) [][]byte {
+	out := make([][]byte, 0, len(bufs))
+	for _, b := range bufs {
+		if n <= 0 {
+			break
+		}
+		k := min(int64(len(b)), n)
+		out = append(out, b[:k])
+		n -= k
+	}
+	return out
+}
+
+// skipBufs returns bufs without their first n bytes.
+func skipBufs(bufs [][]byte, n int64) [][]byte {
+	for len(bufs) > 0 && n >= int64(len(bufs[0])) {
+		n -= int64(len(bufs[0]))
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 && n > 0 {
+		bufs = append([][]byte{bufs[0][n:]}, bufs[1:]...)
+	}
+	return bufs
+}
+
 // rotate seals the current log (its data made durable, preallocated space
 // past its end released) and starts the next. Sealing syncs, so whoever
 // wrote into the old log needs only sync the current one afterwards.
 func (s *logSet) rotate() error {
 	old := s.cur
+	if err := s.endWrite(); err != nil {
+		return err
+	}
 	if err := old.f.Truncate(s.off); err != nil {
 		return fmt.Errorf("entry log %s: release preallocated space: %w", old.path, err)
 	}

@@ -63,6 +63,17 @@ type Options struct {
 	// ingest: once the active half is half full, or an add waits for
 	// room, the flush goes at full speed.
 	FlushRate int64
+	// BufferedWrites is dbStorage_directIOEntryLogger=false: write entry
+	// logs through the page cache. By default a log's writes bypass it
+	// (O_DIRECT): each write into a log is cut at a 4 KiB boundary, the
+	// last partial block carried to the next write, and every flush ends
+	// padded to a block (doc.go). Bytes the bookie never reads back soon
+	// (its write and read caches, and the broker's cache, serve recent
+	// reads) then cost no page-cache copy and build no writeback burst in
+	// front of the journal's datasyncs (TUNING.md). Reads still go through
+	// the page cache. A file system without direct I/O falls back to
+	// buffered writes, said once in the log.
+	BufferedWrites bool
 	// MaxThrottleTime is dbStorage_maxThrottleTimeMs: how long AddEntry
 	// waits for a full write cache before it fails with ErrWriteCacheFull
 	// (default 10 s).

@@ -48,6 +48,10 @@
 //
 // All integers are little-endian.
 //
+// Files are written with direct I/O unless Options.BufferedWrites: every
+// write (header block, groups) is whole blocks at a block boundary already.
+// Replay reads through the page cache.
+//
 // # Why it is safe to replay
 //
 // A group is valid only if its header and every record in it check out.

@@ -94,7 +94,11 @@ func (j *Journal) createSegment(id uint64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal: create %s: %w", name, err)
 	}
-	if err := j.initFile(f, hdr, step); err != nil {
+	err = j.directWrites(f)
+	if err == nil {
+		err = j.initFile(f, hdr, step)
+	}
+	if err != nil {
 		f.Close()
 		if rerr := j.fs.Remove(name); rerr != nil && !engine.IsNotExist(rerr) {
 			j.log.Warn("journal: could not remove a file it failed to make", "file", name, "err", rerr)
@@ -131,6 +135,25 @@ func (j *Journal) allocStep(need int64) (int64, error) {
 	return want, nil
 }
 
+// directWrites switches a journal file's writes past the page cache unless
+// the journal writes buffered. A file system without direct I/O turns the
+// journal to buffered writes for good, said once. Caller holds filesMu.
+func (j *Journal) directWrites(f engine.File) error {
+	if j.buffered {
+		return nil
+	}
+	err := f.DirectWrites()
+	if errors.Is(err, engine.ErrDirectUnsupported) {
+		j.buffered = true
+		j.log.Warn("journal: the file system has no direct I/O; writing through the page cache", "dir", j.dir, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal: direct writes to %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
 func alignDown(n int64) int64 { return max(n, 0) &^ (BlockSize - 1) }
 
 // initFile writes and syncs a header and preallocates prealloc bytes after
@@ -157,6 +180,10 @@ func (j *Journal) reuse(r, id uint64, hdr []byte) (*segment, error) {
 	old, name := j.path(recycledName(r)), j.path(fileName(id))
 	f, err := j.fs.OpenReadWrite(old)
 	if err != nil {
+		return nil, err
+	}
+	if err := j.directWrites(f); err != nil {
+		f.Close()
 		return nil, err
 	}
 	if _, err := f.WriteAt([][]byte{hdr}, 0); err != nil {

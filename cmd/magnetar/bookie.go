@@ -570,11 +570,11 @@ type journalSettings struct {
 	maxGroupWait                               time.Duration
 	bufferedWrites, bufferedEntries, queueSize int
 	maxSizeMB, preallocMB                      int64
-	syncData, reuseFiles                       bool
+	syncData, reuseFiles, directWrites         bool
 }
 
 func defaultJournalSettings() journalSettings {
-	return journalSettings{syncData: true, reuseFiles: true}
+	return journalSettings{syncData: true, reuseFiles: true, directWrites: true}
 }
 
 func (j *journalSettings) confKeys() map[string]confSetter {
@@ -587,6 +587,7 @@ func (j *journalSettings) confKeys() map[string]confSetter {
 		"journalQueueSize":                setInt(&j.queueSize),
 		"journalSyncData":                 setBool(&j.syncData),
 		"journalReuseFiles":               setBool(&j.reuseFiles),
+		"journalDirectWrites":             setBool(&j.directWrites),
 	}
 }
 
@@ -596,5 +597,6 @@ func (j journalSettings) options(log *slog.Logger) journal.Options {
 	}
 	return journal.Options{MaxGroupWait: j.maxGroupWait, BufferedWritesThreshold: j.bufferedWrites,
 		BufferedEntriesThreshold: j.bufferedEntries, MaxFileSize: j.maxSizeMB << 20, PreallocSize: j.preallocMB << 20,
-		QueueSize: j.queueSize, SkipSync: !j.syncData, NoFileReuse: !j.reuseFiles, Logger: log}
+		QueueSize: j.queueSize, SkipSync: !j.syncData, NoFileReuse: !j.reuseFiles, BufferedWrites: !j.directWrites,
+		Logger: log}
 }

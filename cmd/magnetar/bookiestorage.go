@@ -27,9 +27,10 @@ type storageSettings struct {
 	maxThrottle       time.Duration
 	storageFlushEvery time.Duration
 	flushRateMB       int // MiB/s; negative: unpaced
+	directIO          bool
 }
 
-func defaultStorageSettings() storageSettings { return storageSettings{} }
+func defaultStorageSettings() storageSettings { return storageSettings{directIO: true} }
 
 // cacheMB is the write and read-ahead caches together, in MiB.
 func (s storageSettings) cacheMB() int {
@@ -52,6 +53,7 @@ func (s *storageSettings) confKeys() map[string]confSetter {
 		"majorCompactionInterval":                setDuration(&s.majorInterval, time.Second),
 		"dbStorage_flushIntervalMs":              setDuration(&s.storageFlushEvery, time.Millisecond),
 		"dbStorage_flushRateMbPerSec":            setInt(&s.flushRateMB),
+		"dbStorage_directIOEntryLogger":          setBool(&s.directIO),
 	}
 }
 
@@ -62,7 +64,8 @@ func (s storageSettings) options(cp entrylog.Checkpointer, log *slog.Logger) ent
 		MaxThrottleTime: s.maxThrottle, GCWaitTime: s.gcWaitTime,
 		MinorCompactionThreshold: s.minorThreshold, MinorCompactionInterval: s.minorInterval,
 		MajorCompactionThreshold: s.majorThreshold, MajorCompactionInterval: s.majorInterval,
-		IndexCacheSize: s.indexCacheBytes, FlushRate: int64(s.flushRateMB) << 20, Checkpointer: cp, Logger: log,
+		IndexCacheSize: s.indexCacheBytes, FlushRate: int64(s.flushRateMB) << 20, BufferedWrites: !s.directIO,
+		Checkpointer: cp, Logger: log,
 	}
 }
 

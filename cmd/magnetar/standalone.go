@@ -53,7 +53,7 @@ type standaloneFlags struct {
 const defaultStandaloneConf = "conf/standalone.conf"
 
 func parseStandaloneFlags(args []string, stderr io.Writer, log *slog.Logger) (standaloneFlags, error) {
-	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), security: defaultSecuritySettings(),
+	f := standaloneFlags{brokerSettings: defaultBrokerSettings(), journal: defaultJournalSettings(), storage: defaultStorageSettings(), security: defaultSecuritySettings(),
 		bkTLS: defaultBookkeeperTLSSettings()}
 	fs := flag.NewFlagSet("magnetar standalone", flag.ContinueOnError)
 	fs.SetOutput(stderr)

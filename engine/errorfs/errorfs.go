@@ -296,8 +296,9 @@ func (e *FS) FreeSpace(path string) (uint64, error) {
 func (e *FS) Close() error { return e.inner.Close() }
 
 type file struct {
-	inner engine.File
-	fs    *FS
+	inner  engine.File
+	fs     *FS
+	direct atomic.Bool // DirectWrites succeeded: short writes tear at a block
 }
 
 func (f *file) Name() string { return f.inner.Name() }
@@ -305,6 +306,9 @@ func (f *file) Name() string { return f.inner.Name() }
 // shortWrite writes about half of bufs at off and returns the fault.
 func (f *file) shortWrite(bufs [][]byte, off int64, err error) (int, error) {
 	half := engineTotal(bufs) / 2
+	if f.direct.Load() {
+		half &^= engine.DirectAlign - 1 // a direct write is torn at a block, as a device tears it
+	}
 	n, werr := f.inner.WriteAt(truncateBufs(bufs, half), off)
 	if werr != nil {
 		return n, werr
@@ -381,6 +385,16 @@ func (f *file) Truncate(size int64) error {
 
 func (f *file) Size() int64      { return f.inner.Size() }
 func (f *file) DropCache() error { return f.inner.DropCache() }
+
+// DirectWrites implements engine.File (no fault of its own: it opens no new
+// name; the writes after it meet the injected faults).
+func (f *file) DirectWrites() error {
+	if err := f.inner.DirectWrites(); err != nil {
+		return err
+	}
+	f.direct.Store(true)
+	return nil
+}
 
 func (f *file) WriteBack(off, length int64) error { return f.inner.WriteBack(off, length) }
 
