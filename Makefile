@@ -105,7 +105,7 @@ chaos: build zookeeper
 ## the report goes to .chaos/REPORT-smoke.md. make test runs it
 chaos-smoke: build zookeeper
 	$(GO) test -count=1 -timeout 10m -run '^TestChaos$$' -v ./tools/chaos/ -chaos -chaos.bin=$(CURDIR)/$(BIN) \
-		-chaos.scenarios=smoke -chaos.seeds=1 -chaos.report=$(CURDIR)/.chaos/REPORT-smoke.md -chaos.command='make chaos-smoke'
+		-chaos.scenarios=smoke -chaos.seeds=1 -chaos.bounds -chaos.report=$(CURDIR)/.chaos/REPORT-smoke.md -chaos.command='make chaos-smoke'
 
 ## bench: Go benchmarks of every package
 bench:

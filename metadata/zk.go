@@ -67,6 +67,7 @@ type zkStore struct {
 	ready   chan struct{} // closed at the first session
 
 	expired      atomic.Bool // set on expiry: dial refuses, so no new session replays queued requests
+	lastHeard    atomic.Int64 // unix nanoseconds of the last bytes read from a server
 	dialFailures atomic.Int64
 	lastDialErr  atomic.Value // error
 	closing      chan struct{}
@@ -78,7 +79,8 @@ type zkStore struct {
 	watchers   map[string][]*Watcher // by prefix (relative to chroot)
 	hadSession bool
 	suspended  bool
-	ended      error // ErrClosed or ErrSessionLost once the store is over
+	lostTimer  *time.Timer // while suspended: fires when the server has expired the session
+	ended      error       // ErrClosed or ErrSessionLost once the store is over
 }
 
 // OpenZK connects to ZooKeeper and waits, bounded by ctx, for a session.
@@ -144,7 +146,7 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 		if n := s.dialFailures.Swap(0); n > 0 {
 			s.log.Info("metadata: ZooKeeper reachable again", "server", address, "failed_attempts", n)
 		}
-		return &handshakeConn{Conn: c, limit: s.opts.SessionTimeout / 2}, nil
+		return &handshakeConn{Conn: c, limit: s.opts.SessionTimeout / 2, heard: &s.lastHeard}, nil
 	}
 	s.lastDialErr.Store(err)
 	n := s.dialFailures.Add(1)
@@ -169,10 +171,14 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 // first bytes arrive, a read deadline is at most limit away (half the
 // session timeout: a later answer is useless, the session is gone); then
 // go-zookeeper's deadlines pass through.
+//
+// It also records when bytes last came from the server (heard): the
+// session's expiry is measured from there (onState).
 type handshakeConn struct {
 	net.Conn
 	limit    time.Duration
 	answered atomic.Bool
+	heard    *atomic.Int64
 }
 
 func (c *handshakeConn) SetReadDeadline(t time.Time) error {
@@ -188,6 +194,9 @@ func (c *handshakeConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		c.answered.Store(true)
+		if c.heard != nil {
+			c.heard.Store(time.Now().UnixNano())
+		}
 	}
 	return n, err
 }
@@ -268,17 +277,52 @@ func (s *zkStore) onState(state zk.State, server string) {
 			s.log.Warn("metadata: lost connection to ZooKeeper; session suspended, watches must be re-established", "server", server)
 			s.session.deliver(SessionSuspended)
 			s.endWatchersLocked(ErrWatchInterrupted)
+			s.lostTimer = time.AfterFunc(s.untilExpiry(), s.suspendedPastExpiry)
 		}
 	case zk.StateExpired:
-		s.expired.Store(true)
-		s.log.Error("metadata: ZooKeeper session expired; its ephemeral nodes are gone and this store is closed")
-		s.ended = ErrSessionLost
-		s.session.deliver(SessionLost)
-		s.endWatchersLocked(ErrSessionLost)
-		go s.shutdown() // a new session would silently drop what the old one owned
+		s.expireLocked("metadata: ZooKeeper session expired; its ephemeral nodes are gone and this store is closed")
 	case zk.StateAuthFailed:
 		s.log.Error("metadata: ZooKeeper authentication failed", "server", server)
 	}
+}
+
+// untilExpiry is how long from now the servers may still hold the session:
+// the session timeout counted from the last bytes a server sent. A server
+// may have heard from us later than that, so the real expiry is never
+// earlier: a store that declares the session lost at this time stops
+// before another process can take over what it owned, never after.
+func (s *zkStore) untilExpiry() time.Duration {
+	heard := time.Unix(0, s.lastHeard.Load())
+	return max(time.Until(heard.Add(s.opts.SessionTimeout)), 0)
+}
+
+// suspendedPastExpiry ends a session still suspended when its timeout has
+// passed since a server was last heard (Pulsar's session watcher does the
+// same): go-zookeeper reports the expiry only once it reaches a server
+// again, so a broker cut from ZooKeeper would keep serving the bundles that
+// other brokers may take by now, and its clients would not look them up
+// again until the cut heals.
+func (s *zkStore) suspendedPastExpiry() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil || !s.suspended {
+		return
+	}
+	s.expireLocked(fmt.Sprintf("metadata: no ZooKeeper server reached for the session timeout (%s since one was last heard): "+
+		"the session has expired; its ephemeral nodes are gone and this store is closed", s.opts.SessionTimeout))
+}
+
+// expireLocked ends the store on a lost session. Caller holds mu.
+func (s *zkStore) expireLocked(msg string) {
+	s.expired.Store(true)
+	s.log.Error(msg)
+	s.ended = ErrSessionLost
+	if s.lostTimer != nil {
+		s.lostTimer.Stop()
+	}
+	s.session.deliver(SessionLost)
+	s.endWatchersLocked(ErrSessionLost)
+	go s.shutdown() // a new session would silently drop what the old one owned
 }
 
 func (s *zkStore) onSessionLocked(server string) {
@@ -294,6 +338,9 @@ func (s *zkStore) onSessionLocked(server string) {
 		close(s.ready)
 	case s.suspended:
 		s.suspended = false
+		if s.lostTimer != nil {
+			s.lostTimer.Stop()
+		}
 		s.log.Info("metadata: reconnected to ZooKeeper; same session", "server", server)
 		s.session.deliver(SessionReconnected)
 	}

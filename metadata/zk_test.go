@@ -352,3 +352,43 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// A store cut from every ZooKeeper server declares its session lost by
+// itself once the session timeout has passed since a server last answered,
+// without reaching a server again: by then the servers have expired it and
+// another process may hold what it owned (a broker cut from ZooKeeper then
+// closes its bundles at once instead of serving them until the cut heals).
+// A cut shorter than the timeout keeps the session.
+func TestZKCutPastSessionTimeoutIsSessionLost(t *testing.T) {
+	zk := startZK(t, 1)
+	const timeout = 4 * time.Second
+	dialer := &zktest.Dialer{}
+	s := openZK(t, zk.Connection, metadata.ZKOptions{SessionTimeout: timeout, Dial: dialer.Dial})
+	states := s.SessionEvents()
+	expectState(t, states, metadata.SessionConnected)
+
+	dialer.Cut() // shorter than the timeout: the session survives
+	expectState(t, states, metadata.SessionSuspended)
+	time.Sleep(timeout / 4)
+	dialer.Heal()
+	expectState(t, states, metadata.SessionReconnected)
+
+	ctx := context.Background()
+	if _, _, err := s.Create(ctx, "/owner", nil, metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	dialer.Cut() // and never healed
+	expectState(t, states, metadata.SessionSuspended)
+	expectState(t, states, metadata.SessionLost)
+	took := time.Since(cut)
+	// A server last answered at most a ping interval (a third of the
+	// timeout) before the cut.
+	if took > timeout+time.Second || took < timeout/2 {
+		t.Fatalf("session lost %s after the cut, want about the %s timeout", took.Round(time.Millisecond), timeout)
+	}
+	t.Logf("session lost %s after the cut (timeout %s)", took.Round(time.Millisecond), timeout)
+	if _, _, err := s.Get(ctx, "/owner"); !errors.Is(err, metadata.ErrSessionLost) {
+		t.Fatalf("get after the session was lost: %v, want ErrSessionLost", err)
+	}
+}

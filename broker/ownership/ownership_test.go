@@ -89,6 +89,7 @@ type cluster struct {
 	bounds   map[string][]uint32
 	loads    map[string]Load
 	wrap     func(metadata.Store) metadata.Store // set before add: the brokers' stores
+	refusing map[string]bool                     // service addresses whose connections are refused (dead brokers)
 	http     *http.Client                        // set before add: the brokers' admin calls to each other
 }
 
@@ -101,6 +102,7 @@ func (c *cluster) setLoad(s *Service, l Load) {
 func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
 	t.Helper()
 	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, handedTo: map[string][]string{}, lost: map[string]bool{},
+		refusing: map[string]bool{},
 		bounds: map[string][]uint32{}, loads: map[string]Load{}}
 	for i := range n {
 		c.add(t, i, lb)
@@ -159,6 +161,11 @@ func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 		},
 		Load:           func() Load { c.mu.Lock(); defer c.mu.Unlock(); return c.loads[id] },
 		OnSessionLost:  func() { c.mu.Lock(); c.lost[id] = true; c.mu.Unlock() },
+		OwnerRefuses: func(_ context.Context, addr string) bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.refusing[addr]
+		},
 		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb, HTTPClient: c.http,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -761,5 +768,59 @@ func TestHandedOverBundleIsNotTakenBack(t *testing.T) {
 	}
 	if ok, err := s0.TakeOver(ctx, ns, topic); ok || err != nil || s0.holds(b) {
 		t.Errorf("the broker that handed the bundle over took it back: %v %v", ok, err)
+	}
+}
+
+// A lookup that finds the bundle owned by a broker whose service port
+// refuses connections (killed: its ownership node stays until its session
+// expires) answers once the node is gone, with a live owner, instead of
+// sending the client to the dead one (where it would back off for seconds).
+// An owner that accepts connections is answered at once, as before.
+func TestLookupOfADeadOwnersBundleWaitsForItsSession(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	c.leader(t)
+	ctx := context.Background()
+	owner, asker := c.svcs[1], c.svcs[0]
+	topic := "persistent://t/ns/orphan"
+	if _, err := owner.Lookup(ctx, "t/ns", topic, true); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := asker.Lookup(ctx, "t/ns", topic, false); err != nil || res.BrokerURL != owner.cfg.PulsarServiceURL {
+		t.Fatalf("lookup of a live owner's topic: %+v %v", res, err)
+	}
+
+	c.mu.Lock()
+	c.refusing["broker-1:6650"] = true // killed; its session not yet expired
+	c.mu.Unlock()
+	time.Sleep(aliveTTL) // the probe of the first lookup is stale
+	type answer struct {
+		res LookupResult
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := asker.Lookup(ctx, "t/ns", topic, false)
+		done <- answer{res, err, time.Now()}
+	}()
+	select {
+	case a := <-done:
+		t.Fatalf("lookup answered %+v (%v) while the dead owner's session was alive", a.res, a.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	expired := time.Now()
+	c.srv.ExpireSession(c.stores[1])
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.res.BrokerURL == owner.cfg.PulsarServiceURL {
+		t.Fatalf("lookup sent the client to the dead owner: %+v", a.res)
+	}
+	if wait := a.at.Sub(expired); wait > 2*time.Second {
+		t.Fatalf("lookup answered %s after the session expired", wait)
+	}
+	if s := c.resolve(t, asker, "t/ns", topic); s == owner {
+		t.Fatal("topic placed on the dead broker")
 	}
 }

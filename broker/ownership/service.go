@@ -55,6 +55,13 @@ type Config struct {
 	HTTPClient *http.Client
 	PeerTLS    bool
 
+	// OwnerRefuses reports whether the broker at a service address
+	// (host:port) refuses connections (gone.go); default: a TCP connect.
+	OwnerRefuses func(ctx context.Context, addr string) bool
+	// SessionTimeout is metadataStoreSessionTimeoutMillis: how long a dead
+	// broker's ownership nodes outlive it (default 30 s, Pulsar's).
+	SessionTimeout time.Duration
+
 	// ReportInterval is loadBalancerReportUpdateMinIntervalMillis (5 s).
 	ReportInterval time.Duration
 	LoadBalancer   LoadBalancerConfig
@@ -65,6 +72,12 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.ReportInterval <= 0 {
 		c.ReportInterval = 5 * time.Second
+	}
+	if c.OwnerRefuses == nil {
+		c.OwnerRefuses = refuses
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 30 * time.Second
 	}
 	if c.Boundaries == nil {
 		c.Boundaries = func(context.Context, string) ([]uint32, error) { return EvenBoundaries(DefaultBundles), nil }
@@ -123,6 +136,7 @@ type Service struct {
 		pending    map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
 		unloaded   map[string]time.Time            // leader: bundle -> shed at (grace period)
 		handedOver map[string]time.Time            // bundle -> handed over from here at (handOverMemory)
+		probes     map[string]probe                // owner's service address -> last liveness probe (gone.go)
 		// changing serialises, per bundle, what takes, releases or cleans
 		// up its ownership node in this broker (bundleLock).
 		changing map[string]*bundleLock
@@ -185,6 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.mu.pending = map[string]map[string]time.Time{}
 	s.mu.unloaded = map[string]time.Time{}
 	s.mu.handedOver = map[string]time.Time{}
+	s.mu.probes = map[string]probe{}
 	s.mu.changing = map[string]*bundleLock{}
 	ownWatch, err := cfg.Store.Watch(ctx, ownerRoot)
 	if err == nil {

@@ -236,7 +236,7 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	sessionLost := make(chan struct{})
 	ocfg := f.ownershipConfig(store, f.security, sec)
-	ocfg.ReportInterval, ocfg.LoadBalancer = f.reportEvery, f.lb
+	ocfg.ReportInterval, ocfg.LoadBalancer, ocfg.SessionTimeout = f.reportEvery, f.lb, f.sessionTimout
 	ocfg.OnSessionLost = func() { close(sessionLost) }
 	own, err := b.EnableOwnership(ctx, ocfg)
 	if err != nil {

@@ -24,6 +24,7 @@ var (
 	flagBin       = flag.String("chaos.bin", "", "magnetar binary (default: built into the work directory)")
 	flagWork      = flag.String("chaos.work", "", "work directory for data and logs (default: a new one under the temp dir)")
 	flagCommand   = flag.String("chaos.command", "make chaos", "the command named in the report")
+	flagBounds    = flag.Bool("chaos.bounds", false, "fail a run whose unavailability passes its scenario's bound (make chaos-smoke)")
 )
 
 // TestMain lets a run start this test binary as the workload process.
@@ -88,10 +89,17 @@ func TestChaos(t *testing.T) {
 				s.Name, seed, v.Acked, v.Lost, v.Duplicated, v.Reordered, v.Phantom, v.ReaderMismatch,
 				v.MaxUnavailable.Seconds(), v.UnavailableSpare.Seconds(), v.UnavailableNoSpare.Seconds(), v.MaxUndelivered.Seconds(),
 				r.Took.Round(time.Second), r.Err)
+			over := ""
+			if *flagBounds {
+				over = s.Bound.check(v)
+			}
 			switch {
 			case r.Failed():
 				keepLogs(c, r)
 				t.Errorf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n"))
+			case over != "":
+				keepLogs(c, r)
+				t.Errorf("%s seed %d: %s (logs %s)", s.Name, seed, over, r.Dir)
 			case v.MaxUnavailable > SlowRun || os.Getenv("CHAOS_KEEP_LOGS") != "":
 				keepLogs(c, r)
 				logf("%s seed %d: unavailable %.1f s; logs kept in %s", s.Name, seed, v.MaxUnavailable.Seconds(), r.Dir)

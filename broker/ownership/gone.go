@@ -1,0 +1,108 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// A broker killed outright (kill -9, a crash, its host's power) leaves its
+// ownership nodes behind until its metadata session expires. Until then a
+// lookup found the dead broker as the owner and sent the client there; the
+// client's connection was refused, it backed off and looked up again, and
+// by the time the bundle was free its backoff had grown to seconds: the
+// official Go client reconnected 6-8 s after a broker's death with 4 s
+// sessions (docs/chaos). So a lookup that finds an owner whose service port
+// refuses connections holds the answer until the node is gone, then takes
+// or assigns the bundle as for any free one, and the client connects to the
+// new owner as soon as there is one.
+//
+// Only a refused connection counts as gone: a broker that is alive but slow,
+// stopped (SIGSTOP) or out of reach answers a connect with silence or a
+// timeout, and keeps its bundles as before.
+
+// probe is the outcome of one liveness check of an owner's service port.
+type probe struct {
+	gone bool
+	at   time.Time
+}
+
+const (
+	// probeTimeout bounds one connect to an owner's service port.
+	probeTimeout = 250 * time.Millisecond
+	// goneTTL and aliveTTL are how long a probe's outcome is reused: a
+	// burst of lookups for one dead broker's topics costs one connect, not
+	// one each; a live owner is probed again soon, since a kill in between
+	// would otherwise send clients to it for the whole TTL.
+	goneTTL  = time.Second
+	aliveTTL = 200 * time.Millisecond
+	// maxProbes bounds the cache (a cluster has far fewer brokers).
+	maxProbes = 1024
+)
+
+// ownerGone reports whether od's broker refuses connections on the service
+// port clients are told to use.
+func (s *Service) ownerGone(ctx context.Context, od OwnerData) bool {
+	addr := serviceAddr(od)
+	if addr == "" || od.NativeURL == s.self.NativeURL {
+		return false
+	}
+	now := time.Now()
+	s.mu.Lock()
+	p, ok := s.mu.probes[addr]
+	s.mu.Unlock()
+	if ok && (p.gone && now.Sub(p.at) < goneTTL || !p.gone && now.Sub(p.at) < aliveTTL) {
+		return p.gone
+	}
+	gone := s.cfg.OwnerRefuses(ctx, addr)
+	s.mu.Lock()
+	if len(s.mu.probes) >= maxProbes {
+		clear(s.mu.probes)
+	}
+	s.mu.probes[addr] = probe{gone: gone, at: now}
+	s.mu.Unlock()
+	if gone {
+		s.log.Warn("bundle owner refuses connections: lookups of its bundles wait for its session to expire", "owner", addr)
+	}
+	return gone
+}
+
+// refuses connects to addr and reports whether the connection was refused.
+func refuses(ctx context.Context, addr string) bool {
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// serviceAddr is the host:port of the owner's binary protocol service (the
+// plaintext port, else the TLS one).
+func serviceAddr(od OwnerData) string {
+	for _, raw := range []string{od.NativeURL, od.NativeURLTLS} {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" {
+			return u.Host
+		}
+	}
+	return ""
+}
+
+// waitGone waits until b's ownership node no longer names dead's broker
+// (its session expired, or another broker took over), at most the session
+// timeout and two seconds more: the node goes within the session timeout of
+// the death, so a longer wait means the owner was not dead after all.
+func (s *Service) waitGone(ctx context.Context, b Bundle, dead OwnerData) {
+	deadline := time.Now().Add(s.cfg.SessionTimeout + 2*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !s.closed() {
+		od, found, err := s.Owner(ctx, b)
+		if err != nil || !found || od.NativeURL != dead.NativeURL || od.NativeURLTLS != dead.NativeURLTLS {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
