@@ -66,7 +66,7 @@ type zkStore struct {
 	session *sessionHub
 	ready   chan struct{} // closed at the first session
 
-	expired      atomic.Bool // set on expiry: dial refuses, so no new session replays queued requests
+	expired      atomic.Bool  // set on expiry: dial refuses, so no new session replays queued requests
 	lastHeard    atomic.Int64 // unix nanoseconds of the last bytes read from a server
 	dialFailures atomic.Int64
 	lastDialErr  atomic.Value // error

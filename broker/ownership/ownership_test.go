@@ -103,7 +103,7 @@ func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
 	t.Helper()
 	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, handedTo: map[string][]string{}, lost: map[string]bool{},
 		refusing: map[string]bool{},
-		bounds: map[string][]uint32{}, loads: map[string]Load{}}
+		bounds:   map[string][]uint32{}, loads: map[string]Load{}}
 	for i := range n {
 		c.add(t, i, lb)
 	}
@@ -159,8 +159,8 @@ func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 			}
 			return err
 		},
-		Load:           func() Load { c.mu.Lock(); defer c.mu.Unlock(); return c.loads[id] },
-		OnSessionLost:  func() { c.mu.Lock(); c.lost[id] = true; c.mu.Unlock() },
+		Load:          func() Load { c.mu.Lock(); defer c.mu.Unlock(); return c.loads[id] },
+		OnSessionLost: func() { c.mu.Lock(); c.lost[id] = true; c.mu.Unlock() },
 		OwnerRefuses: func(_ context.Context, addr string) bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
