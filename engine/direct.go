@@ -46,8 +46,11 @@ var ErrDirectUnsupported = errors.New("direct I/O not supported by this file sys
 // efficient device write, small enough that a few per file system are cheap.
 const bounceSize = 1 << 20
 
-// maxIdleBounces bounds the bounce buffers a file system keeps between writes.
-const maxIdleBounces = 4
+// maxIdleBounces bounds the bounce buffers a file system keeps between writes:
+// its writers that need one are few (a journal writes one group at a time,
+// an entry-log directory one flush or compaction), and each costs 1 MiB of
+// resident memory.
+const maxIdleBounces = 2
 
 // bouncePool hands out DirectAlign-aligned buffers from anonymous mmaps (so
 // the kernel may DMA from them and the Go heap never moves them). A bounded

@@ -68,6 +68,7 @@ type zkStore struct {
 
 	expired      atomic.Bool  // set on expiry: dial refuses, so no new session replays queued requests
 	lastHeard    atomic.Int64 // unix nanoseconds of the last bytes read from a server
+	lastDialed   atomic.Int64 // unix nanoseconds of the last connection a server accepted
 	dialFailures atomic.Int64
 	lastDialErr  atomic.Value // error
 	closing      chan struct{}
@@ -80,6 +81,7 @@ type zkStore struct {
 	hadSession bool
 	suspended  bool
 	lostTimer  *time.Timer // while suspended: fires when the server has expired the session
+	suspendAt  time.Time   // when the session was last suspended
 	ended      error       // ErrClosed or ErrSessionLost once the store is over
 }
 
@@ -143,6 +145,7 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 	}
 	c, err := s.opts.Dial(network, address, timeout)
 	if err == nil {
+		s.lastDialed.Store(time.Now().UnixNano())
 		if n := s.dialFailures.Swap(0); n > 0 {
 			s.log.Info("metadata: ZooKeeper reachable again", "server", address, "failed_attempts", n)
 		}
@@ -277,6 +280,7 @@ func (s *zkStore) onState(state zk.State, server string) {
 			s.log.Warn("metadata: lost connection to ZooKeeper; session suspended, watches must be re-established", "server", server)
 			s.session.deliver(SessionSuspended)
 			s.endWatchersLocked(ErrWatchInterrupted)
+			s.suspendAt = time.Now()
 			s.lostTimer = time.AfterFunc(s.untilExpiry(), s.suspendedPastExpiry)
 		}
 	case zk.StateExpired:
@@ -287,29 +291,46 @@ func (s *zkStore) onState(state zk.State, server string) {
 }
 
 // untilExpiry is how long from now the servers may still hold the session:
-// the session timeout counted from the last bytes a server sent. A server
-// may have heard from us later than that, so the real expiry is never
-// earlier: a store that declares the session lost at this time stops
-// before another process can take over what it owned, never after.
+// the session timeout counted from the last bytes a server sent, and half a
+// timeout more. ZooKeeper expires sessions in tickTime buckets, at the first
+// tick past the timeout, and tickTime is at most half the session timeout
+// (the shortest timeout it grants is two ticks): a client that reconnects
+// within that is still welcome, and keeps what it owns (a broker cut off
+// from a ZooKeeper node that lost its quorum reconnected elsewhere 4-5 s
+// after it last heard one, with 4 s sessions, and kept its session). After
+// it the session is gone whichever server last heard from us (Pulsar's
+// session watcher waits about as long: the timeout after a disconnection
+// that is itself noticed two thirds of a timeout late).
 func (s *zkStore) untilExpiry() time.Duration {
 	heard := time.Unix(0, s.lastHeard.Load())
-	return max(time.Until(heard.Add(s.opts.SessionTimeout)), 0)
+	return max(time.Until(heard.Add(s.opts.SessionTimeout*3/2)), 0)
 }
 
-// suspendedPastExpiry ends a session still suspended when its timeout has
-// passed since a server was last heard (Pulsar's session watcher does the
+// suspendedPastExpiry ends a session still suspended when it has expired on
+// the servers by any count (untilExpiry; Pulsar's session watcher does the
 // same): go-zookeeper reports the expiry only once it reaches a server
 // again, so a broker cut from ZooKeeper would keep serving the bundles that
 // other brokers may take by now, and its clients would not look them up
 // again until the cut heals.
+//
+// Only while no server accepts a connection, though: servers that accept
+// one but do not answer the session's handshake are electing a leader (the
+// old one was cut off or died), and a new leader renews every session it
+// inherits, so the session may well survive; the store then waits for the
+// servers' own answer (reconnected, or expired), checking again every half
+// timeout.
 func (s *zkStore) suspendedPastExpiry() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended != nil || !s.suspended {
 		return
 	}
-	s.expireLocked(fmt.Sprintf("metadata: no ZooKeeper server reached for the session timeout (%s since one was last heard): "+
-		"the session has expired; its ephemeral nodes are gone and this store is closed", s.opts.SessionTimeout))
+	if time.Unix(0, s.lastDialed.Load()).After(s.suspendAt) {
+		s.lostTimer = time.AfterFunc(s.opts.SessionTimeout/2, s.suspendedPastExpiry)
+		return
+	}
+	s.expireLocked(fmt.Sprintf("metadata: no ZooKeeper server reached for one and a half session timeouts (%s) since one was last heard: "+
+		"the session has expired; its ephemeral nodes are gone and this store is closed", s.opts.SessionTimeout*3/2))
 }
 
 // expireLocked ends the store on a lost session. Caller holds mu.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -354,7 +355,8 @@ func tail(s string, n int) string {
 }
 
 // A store cut from every ZooKeeper server declares its session lost by
-// itself once the session timeout has passed since a server last answered,
+// itself once one and a half session timeouts have passed since a server
+// last answered (the servers expire it at the first tick past the timeout),
 // without reaching a server again: by then the servers have expired it and
 // another process may hold what it owned (a broker cut from ZooKeeper then
 // closes its bundles at once instead of serving them until the cut heals).
@@ -382,13 +384,55 @@ func TestZKCutPastSessionTimeoutIsSessionLost(t *testing.T) {
 	expectState(t, states, metadata.SessionSuspended)
 	expectState(t, states, metadata.SessionLost)
 	took := time.Since(cut)
-	// A server last answered at most a ping interval (a third of the
-	// timeout) before the cut.
-	if took > timeout+time.Second || took < timeout/2 {
-		t.Fatalf("session lost %s after the cut, want about the %s timeout", took.Round(time.Millisecond), timeout)
+	// One and a half timeouts after a server last answered, which was at
+	// most a ping interval (a third of the timeout) before the cut.
+	if took > timeout*3/2+time.Second || took < timeout {
+		t.Fatalf("session lost %s after the cut, want about 1.5 x the %s timeout", took.Round(time.Millisecond), timeout)
 	}
 	t.Logf("session lost %s after the cut (timeout %s)", took.Round(time.Millisecond), timeout)
 	if _, _, err := s.Get(ctx, "/owner"); !errors.Is(err, metadata.ErrSessionLost) {
 		t.Fatalf("get after the session was lost: %v, want ErrSessionLost", err)
+	}
+}
+
+// While servers accept connections but do not answer the session's
+// handshake (an ensemble electing a leader: the new one renews the sessions
+// it inherits), the store does not declare its session lost by itself; it
+// waits for the servers' own answer.
+func TestZKSilentServersDoNotEndTheSession(t *testing.T) {
+	zk := startZK(t, 1)
+	const timeout = 4 * time.Second
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() { // accepts and never answers, as a server without a leader
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	var quiet atomic.Bool
+	real := &zktest.Dialer{}
+	dial := func(network, addr string, d time.Duration) (net.Conn, error) {
+		if quiet.Load() {
+			return net.DialTimeout(network, silent.Addr().String(), d)
+		}
+		return real.Dial(network, addr, d)
+	}
+	s := openZK(t, zk.Connection, metadata.ZKOptions{SessionTimeout: timeout, Dial: dial})
+	states := s.SessionEvents()
+	expectState(t, states, metadata.SessionConnected)
+	quiet.Store(true)
+	real.Cut()
+	expectState(t, states, metadata.SessionSuspended)
+	select {
+	case st := <-states.States():
+		t.Fatalf("session state %v while servers accepted connections but had not answered", st)
+	case <-time.After(timeout*3/2 + time.Second):
 	}
 }
