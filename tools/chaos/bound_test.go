@@ -1,0 +1,38 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A run passes its scenario's bound on either quorum class, and the
+// report's bound cell says whether every run kept it.
+func TestBounds(t *testing.T) {
+	b := &Bound{Spare: time.Second, NoSpare: 2 * time.Second}
+	cases := []struct {
+		spare, noSpare time.Duration
+		over           bool
+	}{
+		{900 * time.Millisecond, 2 * time.Second, false},
+		{1100 * time.Millisecond, 0, true},
+		{0, 2100 * time.Millisecond, true},
+	}
+	for _, c := range cases {
+		got := b.check(Verdict{UnavailableSpare: c.spare, UnavailableNoSpare: c.noSpare})
+		if (got != "") != c.over {
+			t.Errorf("spare %s, no spare %s: %q, want over %v", c.spare, c.noSpare, got, c.over)
+		}
+	}
+	if got := (*Bound)(nil).check(Verdict{UnavailableSpare: time.Hour}); got != "" {
+		t.Errorf("no bound: %q", got)
+	}
+	row := &Row{Scenario: &Scenario{Name: "x", Bound: b}, Spare: []time.Duration{time.Second}, NoSpare: []time.Duration{3 * time.Second}}
+	if cell := boundCell(row); !strings.Contains(cell, "passed") {
+		t.Errorf("bound cell %q for a run past the bound", cell)
+	}
+	row.NoSpare = []time.Duration{time.Second}
+	if cell := boundCell(row); !strings.Contains(cell, "kept") {
+		t.Errorf("bound cell %q for runs within the bound", cell)
+	}
+}
