@@ -216,6 +216,14 @@ func (s *Service) notHeld(ctx context.Context, b Bundle) error {
 // release stops serving b and deletes its ownership node; the bundle's
 // lock is held.
 func (s *Service) release(ctx context.Context, b Bundle) {
+	// Once begun, a release finishes whatever becomes of the caller: an
+	// unload asked by the leader over HTTP lost its context when the
+	// leader was killed mid-request, and the ownership node was left
+	// behind naming this live broker, which no longer held the bundle;
+	// lookups elsewhere sent clients here, and only a lookup arriving
+	// here cleaned it up (11 s without a producer in the fault suite).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	// Forget first: new loads of its topics are refused while the
 	// existing ones close.
 	s.forget(b)
@@ -339,11 +347,15 @@ func (s *Service) TakeOver(ctx context.Context, ns, topic string) (bool, error) 
 	return res.Self && s.holds(b), nil
 }
 
+// releaseTimeout bounds a release (closing the bundle's topics, deleting
+// its ownership node) once it has begun.
+const releaseTimeout = 30 * time.Second
+
 func (s *Service) deleteOwnerNode(ctx context.Context, b Bundle) {
 	err := s.store.Delete(ctx, b.path(), metadata.AnyVersion)
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-		// The node goes with the session anyway; the next owner waits
-		// for that.
+		// The node stays until this broker's session ends; meanwhile a
+		// lookup here finds it stale and replaces it (staleSelf).
 		s.log.Warn("could not delete a bundle's ownership node", "bundle", b.String(), "err", err)
 	}
 }

@@ -824,3 +824,28 @@ func TestLookupOfADeadOwnersBundleWaitsForItsSession(t *testing.T) {
 		t.Fatal("topic placed on the dead broker")
 	}
 }
+
+// An unload whose caller goes away half-way (the leader that asked for it
+// over HTTP was killed) still finishes: the ownership node is deleted, so
+// the bundle is free for the next lookup anywhere, not left naming a broker
+// that no longer holds it.
+func TestUnloadFinishesWhenItsCallerGoesAway(t *testing.T) {
+	c := newCluster(t, 2, LoadBalancerConfig{})
+	c.leader(t)
+	owner := c.svcs[1]
+	topic := "persistent://t/ns/abandoned"
+	if _, err := owner.Lookup(context.Background(), "t/ns", topic, true); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := owner.OwnedBundleOf("t/ns", topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.onClose = func(string, Bundle) { cancel() } // the caller is gone while the topics close
+	c.mu.Unlock()
+	if err := owner.Unload(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := owner.ownerInStore(context.Background(), b); err != nil || found {
+		t.Fatalf("ownership node after an unload whose caller went away: found %v, err %v", found, err)
+	}
+}
