@@ -46,8 +46,26 @@ const (
 // ownerGone reports whether od's broker refuses connections on the service
 // port clients are told to use.
 func (s *Service) ownerGone(ctx context.Context, od OwnerData) bool {
-	addr := serviceAddr(od)
-	if addr == "" || od.NativeURL == s.self.NativeURL {
+	if od.NativeURL == s.self.NativeURL {
+		return false
+	}
+	return s.serviceGone(ctx, serviceAddr(od.NativeURL, od.NativeURLTLS))
+}
+
+// brokerGone is ownerGone for a broker of the registry (the leader, or the
+// least loaded one, whose registration also outlives it until its session
+// expires).
+func (s *Service) brokerGone(ctx context.Context, bd BrokerData) bool {
+	if bd.WebServiceURL == s.cfg.WebServiceURL {
+		return false
+	}
+	return s.serviceGone(ctx, serviceAddr(bd.PulsarServiceURL, bd.PulsarServiceURLTLS))
+}
+
+// serviceGone reports whether the broker at addr refuses connections (a
+// probe, cached).
+func (s *Service) serviceGone(ctx context.Context, addr string) bool {
+	if addr == "" {
 		return false
 	}
 	now := time.Now()
@@ -65,7 +83,7 @@ func (s *Service) ownerGone(ctx context.Context, od OwnerData) bool {
 	s.mu.probes[addr] = probe{gone: gone, at: now}
 	s.mu.Unlock()
 	if gone {
-		s.log.Warn("bundle owner refuses connections: lookups of its bundles wait for its session to expire", "owner", addr)
+		s.log.Warn("broker refuses connections: lookups wait for its session to expire instead of sending clients there", "broker", addr)
 	}
 	return gone
 }
@@ -83,8 +101,8 @@ func refuses(ctx context.Context, addr string) bool {
 
 // serviceAddr is the host:port of the owner's binary protocol service (the
 // plaintext port, else the TLS one).
-func serviceAddr(od OwnerData) string {
-	for _, raw := range []string{od.NativeURL, od.NativeURLTLS} {
+func serviceAddr(urls ...string) string {
+	for _, raw := range urls {
 		if u, err := url.Parse(raw); err == nil && u.Host != "" {
 			return u.Host
 		}

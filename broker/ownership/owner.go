@@ -77,17 +77,20 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	}
 	if !s.IsLeader() {
 		leader, ok := s.leaderBroker(ctx)
-		if ok && leader.WebServiceURL != s.cfg.WebServiceURL {
+		if ok && leader.WebServiceURL != s.cfg.WebServiceURL && !s.brokerGone(ctx, leader) {
 			return LookupResult{BrokerURL: leader.PulsarServiceURL, HTTPURL: leader.WebServiceURL,
 				BrokerURLTLS: leader.PulsarServiceURLTLS, HTTPURLTLS: leader.WebServiceURLTLS, Redirect: true}, true, nil
 		}
+		// A dead leader's node outlives it until its session expires:
+		// redirecting there would fail the client's lookup and grow its
+		// backoff, so this broker places the bundle itself meanwhile.
 	}
 	id, data, err := s.leastLoaded(ctx, b)
 	if err != nil {
 		return LookupResult{}, false, err
 	}
-	if id == s.cfg.BrokerID {
-		return LookupResult{Self: true}, false, nil
+	if id == s.cfg.BrokerID || s.brokerGone(ctx, data) {
+		return LookupResult{Self: true}, false, nil // not a dead broker's report
 	}
 	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL,
 		BrokerURLTLS: data.PulsarServiceURLTLS, HTTPURLTLS: data.WebServiceURLTLS}, false, nil

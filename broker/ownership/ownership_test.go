@@ -849,3 +849,32 @@ func TestUnloadFinishesWhenItsCallerGoesAway(t *testing.T) {
 		t.Fatalf("ownership node after an unload whose caller went away: found %v, err %v", found, err)
 	}
 }
+
+// A lookup of a free bundle is not redirected to a leader, or assigned to a
+// broker, whose service port refuses connections (killed, its nodes not yet
+// expired): the client's lookup would fail there and its backoff grow.
+func TestLookupAvoidsADeadLeader(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	leader := c.leader(t)
+	var asker *Service
+	for _, s := range c.svcs {
+		if s != leader {
+			asker = s
+			break
+		}
+	}
+	addr := strings.TrimPrefix(leader.cfg.PulsarServiceURL, "pulsar://")
+	c.mu.Lock()
+	c.refusing[addr] = true // killed; its session not yet expired
+	c.mu.Unlock()
+	for i := range 8 {
+		topic := fmt.Sprintf("persistent://t/ns/fresh-%d", i)
+		res, err := asker.Lookup(context.Background(), "t/ns", topic, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.BrokerURL == leader.cfg.PulsarServiceURL {
+			t.Fatalf("lookup of %s sent the client to the dead leader: %+v", topic, res)
+		}
+	}
+}
