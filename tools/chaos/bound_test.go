@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,5 +35,20 @@ func TestBounds(t *testing.T) {
 	row.NoSpare = []time.Duration{time.Second}
 	if cell := boundCell(row); !strings.Contains(cell, "kept") {
 		t.Errorf("bound cell %q for runs within the bound", cell)
+	}
+}
+
+// A cluster whose start fails tears down what it built and returns the
+// error (it panicked closing a nil cluster when ZooKeeper was missing).
+func TestStartClusterFailureReturnsTheError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lab's network namespaces need root")
+	}
+	c, err := StartCluster(Options{Dir: t.TempDir(), ZKJar: "/nonexistent/zookeeper.jar"})
+	if err == nil || c != nil {
+		t.Fatalf("StartCluster without ZooKeeper: %v, %v", c, err)
+	}
+	if !strings.Contains(err.Error(), "ZooKeeper missing") {
+		t.Errorf("error %q does not name the missing ZooKeeper", err)
 	}
 }

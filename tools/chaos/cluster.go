@@ -36,6 +36,7 @@ type Options struct {
 	Dir     string // data and logs
 	Brokers int    // 2 or 3
 	Bookies int    // 4
+	ZKJar   string // ZooKeeper's server jar; Debian's by default
 	Logf    func(format string, args ...any)
 }
 
@@ -82,15 +83,20 @@ func StartCluster(opts Options) (c *Cluster, err error) {
 	if opts.Bookies == 0 {
 		opts.Bookies = 4
 	}
+	if opts.ZKJar == "" {
+		opts.ZKJar = zkJar
+	}
 	unmountLeftovers()
 	lab, err := netlab.New(labTag)
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{opts: opts, Lab: lab}
+	// built, not c: a failing step returns nil for c before this runs.
+	built := &Cluster{opts: opts, Lab: lab}
+	c = built
 	defer func() {
 		if err != nil {
-			c.Close()
+			built.Close()
 			c = nil
 		}
 	}()
@@ -145,7 +151,7 @@ func (c *Cluster) addProc(name, prog string, args []string, ready func(*Proc) bo
 }
 
 func (c *Cluster) startZK() error {
-	if _, err := os.Stat(zkJar); err != nil {
+	if _, err := os.Stat(c.opts.ZKJar); err != nil {
 		return fmt.Errorf("ZooKeeper missing (make zookeeper installs it): %w", err)
 	}
 	var hosts, servers []string
@@ -178,7 +184,7 @@ func (c *Cluster) startZK() error {
 		}
 		p.Args = []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 			fmt.Sprintf("-Djute.maxbuffer=%d", 4<<20), "-Dzookeeper.4lw.commands.whitelist=*",
-			"-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", zkJar + ":" + logJar,
+			"-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", c.opts.ZKJar + ":" + logJar,
 			"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(d, "zoo.cfg")}
 		if err := p.Start(); err != nil {
 			return err
