@@ -351,7 +351,7 @@ func (s *etcdStore) mapError(op, path string, err error) error {
 
 // stat builds a Stat from a node's key-value and its children count.
 func etcdStat(kv *etcdKV, children int64) Stat {
-	return Stat{Version: kv.Version - 1, Ephemeral: kv.Lease != 0, NumChildren: int(children)}
+	return Stat{Version: kv.Version - 1, CreateID: kv.CreateRevision, Ephemeral: kv.Lease != 0, NumChildren: int(children)}
 }
 
 type etcdKV struct {

@@ -207,6 +207,10 @@ func (l *LocalServer) load() error {
 	}
 	if len(nodes) > 0 { // else a fresh store: keep the new root
 		l.mem.nodes = nodes
+		for _, n := range nodes { // creation ids live as long as the process
+			l.mem.creates++
+			n.createID = l.mem.creates
+		}
 	}
 	l.persist = &pebblePersister{db: l.db, dir: l.dir}
 	l.mem.dirty = map[string]struct{}{}

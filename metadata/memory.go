@@ -30,6 +30,7 @@ type MemoryServer struct {
 	nodes    map[string]*memNode
 	sessions map[int64]*memoryStore
 	nextID   int64
+	creates  int64 // nodes created so far: the next node's createID
 	now      func() time.Time
 
 	// pending and dirty are what the operation in progress changed; both
@@ -64,6 +65,7 @@ type memNode struct {
 	cversion int64 // child changes; source of sequential suffixes
 	created  time.Time
 	modified time.Time
+	createID int64 // Stat.CreateID: the server's creation count
 	owner    int64 // session id for ephemeral nodes, else 0
 	children map[string]struct{}
 }
@@ -165,7 +167,7 @@ func (s *MemoryServer) shutdown() error {
 }
 
 func (s *MemoryServer) statLocked(n *memNode) Stat {
-	return Stat{Version: n.version, Created: n.created, Modified: n.modified,
+	return Stat{Version: n.version, Created: n.created, Modified: n.modified, CreateID: n.createID,
 		Ephemeral: n.owner != 0, NumChildren: len(n.children)}
 }
 
@@ -265,8 +267,9 @@ func (s *MemoryServer) ensureParentsLocked(path string) error {
 // could be handed out twice.
 func (s *MemoryServer) createLocked(path string, value []byte, owner int64) *memNode {
 	now := s.now()
+	s.creates++
 	n := &memNode{value: append([]byte(nil), value...), created: now, modified: now, owner: owner,
-		children: map[string]struct{}{}}
+		createID: s.creates, children: map[string]struct{}{}}
 	s.nodes[path] = n
 	parent := s.nodes[parentOf(path)]
 	parent.children[path[strings.LastIndexByte(path, '/')+1:]] = struct{}{}

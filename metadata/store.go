@@ -62,6 +62,12 @@ type Stat struct {
 	Version int64
 	// Created and Modified are the server's timestamps.
 	Created, Modified time.Time
+	// CreateID tells this node from another created at the same path
+	// before or after it (ZooKeeper's czxid, etcd's create revision, the
+	// memory store's creation count): a deleted and re-created node has
+	// another, though its value and version may be the same. 0 where the
+	// backend did not report it (the answer of a Create).
+	CreateID int64
 	// Ephemeral is set for nodes that vanish with their owner's session.
 	Ephemeral bool
 	// NumChildren is the number of direct children.

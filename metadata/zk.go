@@ -476,7 +476,7 @@ func zkStat(st *zk.Stat) Stat {
 		return Stat{}
 	}
 	return Stat{Version: int64(st.Version), Created: time.UnixMilli(st.Ctime), Modified: time.UnixMilli(st.Mtime),
-		Ephemeral: st.EphemeralOwner != 0, NumChildren: int(st.NumChildren)}
+		CreateID: st.Czxid, Ephemeral: st.EphemeralOwner != 0, NumChildren: int(st.NumChildren)}
 }
 
 // zkVersion converts an expected version; versions past ZooKeeper's int32

@@ -110,15 +110,22 @@ func serviceAddr(urls ...string) string {
 	return ""
 }
 
-// waitGone waits until b's ownership node no longer names dead's broker
-// (its session expired, or another broker took over), at most the session
-// timeout and two seconds more: the node goes within the session timeout of
-// the death, so a longer wait means the owner was not dead after all.
-func (s *Service) waitGone(ctx context.Context, b Bundle, dead OwnerData) {
+// waitGone waits until b's ownership node is no longer the one a dead
+// broker left (its session expired, another broker took over, or the dead
+// broker, restarted under the same address, took the bundle again: the
+// node is then new though it names the same broker, so nodes are told apart
+// by their creation id, not their content), at most the session timeout and
+// two seconds more: the node goes within the session timeout of the death,
+// so a longer wait means the owner was not dead after all.
+func (s *Service) waitGone(ctx context.Context, b Bundle) {
+	_, first, found, err := s.owners.Get(ctx, b.path())
+	if err != nil || !found {
+		return
+	}
 	deadline := time.Now().Add(s.cfg.SessionTimeout + 2*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil && !s.closed() {
-		od, found, err := s.Owner(ctx, b)
-		if err != nil || !found || od.NativeURL != dead.NativeURL || od.NativeURLTLS != dead.NativeURLTLS {
+		_, st, found, err := s.owners.Get(ctx, b.path())
+		if err != nil || !found || st.CreateID != first.CreateID {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

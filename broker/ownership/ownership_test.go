@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -822,6 +823,59 @@ func TestLookupOfADeadOwnersBundleWaitsForItsSession(t *testing.T) {
 	}
 	if s := c.resolve(t, asker, "t/ns", topic); s == owner {
 		t.Fatal("topic placed on the dead broker")
+	}
+}
+
+// A killed owner restarted before its session expired takes its bundle
+// again under the same address: a lookup elsewhere that was waiting for
+// the dead owner's node to go answers as soon as the new node is there,
+// instead of waiting out its deadline because the node still names the
+// same address (kill-broker seed 2: the producer's lookup answered 6 s
+// after it began, 2.3 s after the restarted broker held the bundle).
+func TestLookupWaitingForADeadOwnerEndsWhenItIsBack(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	c.leader(t)
+	ctx := context.Background()
+	owner, asker := c.svcs[1], c.svcs[0]
+	topic := "persistent://t/ns/reborn"
+	if _, err := owner.Lookup(ctx, "t/ns", topic, true); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := owner.OwnedBundleOf("t/ns", topic)
+	c.mu.Lock()
+	c.refusing["broker-1:6650"] = true
+	c.mu.Unlock()
+	time.Sleep(aliveTTL)
+	done := make(chan error, 1)
+	var res LookupResult
+	go func() {
+		var err error
+		res, err = asker.Lookup(ctx, "t/ns", topic, false)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the lookup waits for the dead owner's node
+
+	// The restart: the old session ends and the new run, same address,
+	// takes the bundle at once.
+	reborn := c.srv.NewSession()
+	value, _ := json.Marshal(owner.self)
+	c.srv.ExpireSession(c.stores[1])
+	if _, _, err := reborn.Create(ctx, b.path(), value, metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.refusing["broker-1:6650"] = false
+	c.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.BrokerURL != owner.cfg.PulsarServiceURL {
+			t.Errorf("lookup answered %+v, want the restarted owner", res)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("lookup still waiting 2 s after the restarted owner took its bundle again")
 	}
 }
 

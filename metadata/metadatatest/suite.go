@@ -31,6 +31,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		fn   func(*testing.T, Harness)
 	}{
 		{"CRUD", testCRUD},
+		{"CreateIDTellsNodesApart", testCreateID},
 		{"Errors", testErrors},
 		{"CASRaceOneWinner", testCASRace},
 		{"CreateRaceOneWinner", testCreateRace},
@@ -89,6 +90,36 @@ func testCRUD(t *testing.T, h Harness) {
 	must(t, s.Delete(c, "/admin/clusters/c1", 1))
 	if ok, _, err := s.Exists(c, "/admin/clusters/c1"); ok || err != nil {
 		t.Fatalf("exists after delete: %v %v", ok, err)
+	}
+}
+
+// A node re-created at the same path with the same value is told from
+// the first by its CreateID (the brokers' lookups rely on it to see that a
+// restarted broker took its bundle again); a change keeps a node's.
+func testCreateID(t *testing.T, h Harness) {
+	s, c := h.NewSession(t), ctx(t)
+	const path = "/ids/node"
+	_, err := s.Put(c, path, []byte("same"), metadata.AnyVersion)
+	must(t, err)
+	_, first, err := s.Get(c, path)
+	must(t, err)
+	if first.CreateID == 0 {
+		t.Fatalf("no CreateID: %+v", first)
+	}
+	_, err = s.Put(c, path, []byte("changed"), first.Version)
+	must(t, err)
+	_, changed, err := s.Get(c, path)
+	must(t, err)
+	if changed.CreateID != first.CreateID {
+		t.Fatalf("CreateID %d after a change, was %d", changed.CreateID, first.CreateID)
+	}
+	must(t, s.Delete(c, path, metadata.AnyVersion))
+	_, err = s.Put(c, path, []byte("same"), metadata.AnyVersion)
+	must(t, err)
+	_, again, err := s.Get(c, path)
+	must(t, err)
+	if again.CreateID == first.CreateID {
+		t.Fatalf("re-created node has the first's CreateID %d", first.CreateID)
 	}
 }
 
