@@ -23,6 +23,8 @@ var (
 	flagReport    = flag.String("chaos.report", "", "write the report here (docs/chaos/REPORT.md)")
 	flagBin       = flag.String("chaos.bin", "", "magnetar binary (default: built into the work directory)")
 	flagWork      = flag.String("chaos.work", "", "work directory for data and logs (default: a new one under the temp dir)")
+	flagTimelines = flag.String("chaos.timelines", "", "TestTimelines: a directory of kept runs (CHAOS_KEEP_LOGS=1) to build the report's 'Where the time went' from")
+	flagTestLog   = flag.String("chaos.testlog", "", "TestTimelines: the go test -v log of that invocation, for runs kept without faults.log")
 	flagCommand   = flag.String("chaos.command", "make chaos", "the command named in the report")
 	flagBounds    = flag.Bool("chaos.bounds", false, "fail a run whose unavailability passes its scenario's bound (make chaos-smoke)")
 )
@@ -83,6 +85,7 @@ func TestChaos(t *testing.T) {
 			r := NewRun(c, s, seed, runs, logf)
 			r.Execute()
 			rep.Add(r)
+			rep.NoteSlowest(r)
 			v := r.Verdict
 			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s "+
 				"(Qw>Qa %.1f s, Qw=Qa %.1f s, without a delivery %.1f s), took %s, err %v",
@@ -155,4 +158,22 @@ func gitCommit() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// TestTimelines prints the report's "Where the time went" section for a
+// directory of kept runs (-chaos.timelines; see docs/testing.md).
+func TestTimelines(t *testing.T) {
+	if *flagTimelines == "" {
+		t.Skip("needs -chaos.timelines")
+	}
+	md, err := Timelines(*flagTimelines, *flagTestLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *flagReport != "" {
+		if err := os.WriteFile(*flagReport, []byte(md), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("\n%s", md)
 }

@@ -44,6 +44,8 @@ type Verdict struct {
 	Phantom        int // received but never sent, or corrupt
 	ReaderMismatch int
 	MaxUnavailable time.Duration
+	// Gap is where MaxUnavailable was: the topic and its two acknowledgements.
+	Gap Gap
 	// The same split by the topics' quorums: where the write set has a
 	// bookie to spare (Qw > Qa) and where it has none (Qw == Qa).
 	UnavailableSpare, UnavailableNoSpare time.Duration
@@ -73,7 +75,7 @@ func (v *Verdict) problem(format string, args ...any) {
 
 // Check checks one run's results.
 func Check(res *Results) Verdict {
-	v := Verdict{Topics: len(res.Topics), Drained: res.Drained}
+	v := Verdict{Topics: len(res.Topics), Drained: res.Drained, Gap: longestGapOf(res)}
 	for _, t := range res.Topics {
 		for _, e := range t.Errors {
 			v.problem("%s: %s", t.Spec.Name, e)

@@ -43,6 +43,22 @@ type Report struct {
 	Runs     []*Run
 	Failures []string // "scenario seed: what, logs in dir"
 	Slow     []string // runs that kept every guarantee but were unavailable longer than SlowRun
+	// Slowest is each scenario's slowest run's timeline (NoteSlowest).
+	Slowest map[string]*Slowest
+}
+
+// NoteSlowest keeps r's timeline when r is its scenario's slowest run so
+// far; it reads r's logs, so it runs before they are removed.
+func (rep *Report) NoteSlowest(r *Run) {
+	v := r.Verdict
+	if cur := rep.Slowest[r.Scenario.Name]; cur != nil && cur.Unavailable >= v.MaxUnavailable || v.Gap.Topic == "" {
+		return
+	}
+	if rep.Slowest == nil {
+		rep.Slowest = map[string]*Slowest{}
+	}
+	rep.Slowest[r.Scenario.Name] = &Slowest{Seed: r.Seed, Unavailable: v.MaxUnavailable, Gap: v.Gap,
+		Moments: Timeline(r.Dir, r.steps, v.Gap)}
 }
 
 // SlowRun: a run with a longer unavailability keeps its logs and is listed.
@@ -173,6 +189,7 @@ porcupine, in the metadata store tests.
 	}
 	writeTxnRows(&b, rep.Rows())
 	writeAvailability(&b, rep.Rows())
+	writeTimelines(&b, rep.Slowest)
 	b.WriteString("\n## Scenarios\n\n")
 	for _, row := range rep.Rows() {
 		fmt.Fprintf(&b, "- **%s**: %s\n", row.Scenario.Name, row.Scenario.Doc)

@@ -28,10 +28,13 @@ type Run struct {
 	Err      error // the run could not be carried out (a stall, a process that would not start)
 	Took     time.Duration
 	logf     func(string, ...any)
+	// steps are the run's Logf lines, for its timeline (faults.log).
+	steps []Moment
 }
 
 // Logf logs a line of the run.
 func (r *Run) Logf(format string, args ...any) {
+	r.steps = append(r.steps, Moment{At: time.Now(), Where: "chaos", What: fmt.Sprintf(format, args...)})
 	r.logf("[%s seed %d] "+format, append([]any{r.Scenario.Name, r.Seed}, args...)...)
 }
 
@@ -84,7 +87,10 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 // Execute runs the workload, the fault, the healing, the drain and the check.
 func (r *Run) Execute() {
 	start := time.Now()
-	defer func() { r.Took = time.Since(start) }()
+	defer func() {
+		r.Took = time.Since(start)
+		_ = writeFaults(r.Dir, r.steps) // for the timeline; a run without a directory has none
+	}()
 	if _, err := r.C.EnsureUp(); err != nil {
 		r.Err = fmt.Errorf("before the run: %w", err)
 		return
