@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/internal/stage"
 
 	"context"
@@ -27,6 +28,9 @@ type Config struct {
 	// Stages, when set, records each append's time to its quorum
 	// (ledger_add; internal/stage).
 	Stages *stage.Recorder
+	// Failover, when set, records how long writers took to see a bookie
+	// fail and to replace it (internal/failover).
+	Failover *failover.Recorder
 	// Store holds ledger metadata and the bookie registrations (required).
 	Store metadata.Store
 	// Transport reaches bookies (default: a NetTransport over the

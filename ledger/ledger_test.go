@@ -12,6 +12,7 @@ import (
 	"github.com/magnetar-io/magnetar/bookie"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -230,7 +231,8 @@ func TestTailingReaderWaitsForLAC(t *testing.T) {
 
 func TestEnsembleChangeOnBookieFailure(t *testing.T) {
 	c := newCluster(t, 4, 3)
-	cl := c.client(t, Config{AddTimeout: 500 * time.Millisecond})
+	fo := failover.NewRecorder()
+	cl := c.client(t, Config{AddTimeout: 500 * time.Millisecond, Failover: fo})
 	ctx := ctxFor(t, 30*time.Second)
 	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
 	if err != nil {
@@ -251,6 +253,12 @@ func TestEnsembleChangeOnBookieFailure(t *testing.T) {
 	for _, b := range md.last().Bookies {
 		if b == victim {
 			t.Fatalf("failed bookie %s still in the last ensemble %v", victim, md.last().Bookies)
+		}
+	}
+	// The failover metrics saw the failure and the replacement once each.
+	for _, step := range []failover.Step{failover.BookieFailureDetect, failover.EnsembleChange} {
+		if n := fo.Count(step); n != 1 {
+			t.Errorf("magnetar_failover_seconds{step=%q} count %d, want 1", step, n)
 		}
 	}
 	if err := w.Close(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -50,6 +51,9 @@ type WriteHandle struct {
 		// failCause is the last bookie failure: a replacement that cannot
 		// be placed names it (a read-only bookie, out of disk space).
 		failCause error
+		// failedSince is when the bookies now in failed started failing
+		// (the ensemble change's start, for its failover timing).
+		failedSince time.Time
 		changing  bool // an ensemble change is running: completions wait
 		// replaced are the bookies earlier ensemble changes replaced after
 		// a failure (the last maxAvoided): later changes avoid them while
@@ -326,7 +330,7 @@ func (h *WriteHandle) onAddResponse(s send, err error) {
 		}
 		h.failLocked(fmt.Errorf("ledger %d entry %d on bookie %s: %w", h.id, s.pa.entryID, s.bookie, cause))
 	default:
-		h.bookieFailedLocked(s.pa.entryID, s.slot, s.bookie, err)
+		h.bookieFailedLocked(s.pa.entryID, s.slot, s.bookie, s.pa.sentAt[s.slot], err)
 	}
 	h.mu.Unlock()
 	h.signal()
@@ -410,8 +414,9 @@ func (h *WriteHandle) refusedByBookieLocked(s send, err error) {
 }
 
 // bookieFailedLocked schedules the replacement of the bookie at the
-// failed slot's ensemble position.
-func (h *WriteHandle) bookieFailedLocked(entryID int64, slot int, bookie string, cause error) {
+// failed slot's ensemble position; sentAt is when the failed write went
+// to it.
+func (h *WriteHandle) bookieFailedLocked(entryID int64, slot int, bookie string, sentAt time.Time, cause error) {
 	last := h.mu.md.last()
 	pos := (int(entryID%int64(h.e)) + slot) % h.e
 	if entryID < last.FirstEntry {
@@ -424,6 +429,10 @@ func (h *WriteHandle) bookieFailedLocked(entryID int64, slot int, bookie string,
 	}
 	if _, ok := h.mu.failed[pos]; !ok {
 		h.c.log.Warn("ledger bookie failed; replacing it", "ledger", h.id, "bookie", bookie, "entry", entryID, "err", cause)
+		h.c.cfg.Failover.Since(failover.BookieFailureDetect, sentAt)
+		if len(h.mu.failed) == 0 {
+			h.mu.failedSince = time.Now()
+		}
 	}
 	h.mu.failed[pos] = bookie
 	h.mu.failCause = fmt.Errorf("bookie %s: %w", bookie, cause)
@@ -480,6 +489,7 @@ func (h *WriteHandle) changeEnsemble() {
 		more := len(h.mu.failed) > 0
 		if !more {
 			h.mu.changing = false
+			h.c.cfg.Failover.Since(failover.EnsembleChange, h.mu.failedSince)
 			h.drainLocked()
 		}
 		h.mu.Unlock()
@@ -596,7 +606,7 @@ func (h *WriteHandle) onTick() {
 	for _, pa := range h.mu.pending {
 		for k := range h.w {
 			if !pa.acked[k] && pa.sentTo[k] != "" && now.Sub(pa.sentAt[k]) > h.c.cfg.AddTimeout {
-				h.bookieFailedLocked(pa.entryID, k, pa.sentTo[k], ErrAddTimeout)
+				h.bookieFailedLocked(pa.entryID, k, pa.sentTo[k], pa.sentAt[k], ErrAddTimeout)
 			}
 		}
 		if h.mu.err != nil {

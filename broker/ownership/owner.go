@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -32,6 +33,7 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 	if s.closed() {
 		return LookupResult{}, ErrNotServing
 	}
+	start := time.Now()
 	b, err := s.BundleOf(ctx, ns, topic)
 	if err != nil {
 		return LookupResult{}, err
@@ -40,6 +42,7 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 		s.waitReleased(ctx, b) // its owner is releasing it: send the client to the next one
 	} else if err == nil && found && s.ownerGone(ctx, od) {
 		s.waitGone(ctx, b) // its owner died: answer once its session has expired
+		s.cfg.Failover.Since(failover.DeadOwnerWait, start)
 	}
 	if od, found, err := s.Owner(ctx, b); err != nil {
 		return LookupResult{}, err
@@ -64,7 +67,11 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 		candidate.Redirect, candidate.Authoritative = true, true
 		return candidate, nil
 	}
-	return s.acquire(ctx, b)
+	res, err := s.acquire(ctx, b)
+	if err == nil && res.Self {
+		s.cfg.Failover.Since(failover.BundleAcquire, start)
+	}
+	return res, err
 }
 
 // candidate picks who should take an unowned bundle: this broker when

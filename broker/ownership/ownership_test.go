@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/metadata"
 	"pgregory.net/rapid"
 )
@@ -76,9 +77,10 @@ func TestParseBundle(t *testing.T) {
 
 // cluster is n ownership services sharing one in-memory metadata server.
 type cluster struct {
-	srv    *metadata.MemoryServer
-	svcs   []*Service
-	stores []metadata.Store
+	failover *failover.Recorder // every service's
+	srv      *metadata.MemoryServer
+	svcs     []*Service
+	stores   []metadata.Store
 
 	mu     sync.Mutex
 	closed map[string][]string // broker -> bundles closed by CloseBundle
@@ -103,8 +105,8 @@ func (c *cluster) setLoad(s *Service, l Load) {
 func newCluster(t *testing.T, n int, lb LoadBalancerConfig) *cluster {
 	t.Helper()
 	c := &cluster{srv: metadata.NewMemoryServer(), closed: map[string][]string{}, handedTo: map[string][]string{}, lost: map[string]bool{},
-		refusing: map[string]bool{},
-		bounds:   map[string][]uint32{}, loads: map[string]Load{}}
+		refusing: map[string]bool{}, failover: failover.NewRecorder(),
+		bounds: map[string][]uint32{}, loads: map[string]Load{}}
 	for i := range n {
 		c.add(t, i, lb)
 	}
@@ -167,7 +169,7 @@ func (c *cluster) add(t *testing.T, i int, lb LoadBalancerConfig) *Service {
 			defer c.mu.Unlock()
 			return c.refusing[addr]
 		},
-		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb, HTTPClient: c.http,
+		ReportInterval: 50 * time.Millisecond, LoadBalancer: lb, HTTPClient: c.http, Failover: c.failover,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -823,6 +825,12 @@ func TestLookupOfADeadOwnersBundleWaitsForItsSession(t *testing.T) {
 	}
 	if s := c.resolve(t, asker, "t/ns", topic); s == owner {
 		t.Fatal("topic placed on the dead broker")
+	}
+	if n := c.failover.Count(failover.DeadOwnerWait); n != 1 {
+		t.Errorf("dead_owner_wait recorded %d times, want 1 (the held lookup)", n)
+	}
+	if n := c.failover.Count(failover.BundleAcquire); n < 2 {
+		t.Errorf("bundle_acquire recorded %d times, want 2 or more (the first owner's and the new one's)", n)
 	}
 }
 

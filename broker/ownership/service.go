@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/metadata"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	// SessionTimeout is metadataStoreSessionTimeoutMillis: how long a dead
 	// broker's ownership nodes outlive it (default 30 s, Pulsar's).
 	SessionTimeout time.Duration
+	// Failover, when set, records how long lookups waited for a dead
+	// owner's node and took to acquire a free bundle (internal/failover).
+	Failover *failover.Recorder
 
 	// ReportInterval is loadBalancerReportUpdateMinIntervalMillis (5 s).
 	ReportInterval time.Duration

@@ -18,6 +18,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
@@ -188,8 +189,9 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 		return err
 	}
 	stages := stage.NewRecorder()
+	failovers := failover.NewRecorder()
 	ledgers, err := ledger.New(ctx, ledger.Config{Store: store, MaxFrameSize: f.bookieFrameSize(), BookieTLS: bookieTLS,
-		Placement: f.placement.policy(log), DialAddresses: f.placement.dialAt, Stages: stages, Logger: log,
+		Placement: f.placement.policy(log), DialAddresses: f.placement.dialAt, Stages: stages, Failover: failovers, Logger: log,
 		AddTimeout: f.bkTimeout, ReadTimeout: f.bkTimeout})
 	if err != nil {
 		return err
@@ -230,13 +232,14 @@ func serveBroker(ctx context.Context, f brokerFlags, log *slog.Logger, stdout io
 	}
 	sec.apply(&bcfg, f.listenFlags, f.security)
 	b := broker.New(bcfg, mls)
-	p, err := servePorts(b, f.listenFlags, f.security, sec, log, stages.Collector(), mlCacheCollector{mls})
+	p, err := servePorts(b, f.listenFlags, f.security, sec, log, stages.Collector(), failovers.Collector(), mlCacheCollector{mls})
 	if err != nil {
 		return err
 	}
 	sessionLost := make(chan struct{})
 	ocfg := f.ownershipConfig(store, f.security, sec)
 	ocfg.ReportInterval, ocfg.LoadBalancer, ocfg.SessionTimeout = f.reportEvery, f.lb, f.sessionTimout
+	ocfg.Failover = failovers
 	ocfg.OnSessionLost = func() { close(sessionLost) }
 	own, err := b.EnableOwnership(ctx, ocfg)
 	if err != nil {
