@@ -86,6 +86,11 @@ func StartCluster(opts Options) (c *Cluster, err error) {
 	if opts.ZKJar == "" {
 		opts.ZKJar = zkJar
 	}
+	// Checked before anything is torn down: a cluster that cannot start
+	// must not remove the lab of one running beside it.
+	if _, err := os.Stat(opts.ZKJar); err != nil {
+		return nil, fmt.Errorf("ZooKeeper missing (make zookeeper installs it): %w", err)
+	}
 	unmountLeftovers()
 	lab, err := netlab.New(labTag)
 	if err != nil {
@@ -151,9 +156,6 @@ func (c *Cluster) addProc(name, prog string, args []string, ready func(*Proc) bo
 }
 
 func (c *Cluster) startZK() error {
-	if _, err := os.Stat(c.opts.ZKJar); err != nil {
-		return fmt.Errorf("ZooKeeper missing (make zookeeper installs it): %w", err)
-	}
 	var hosts, servers []string
 	for i := 1; i <= 3; i++ {
 		p, err := c.addProc(fmt.Sprintf("zk%d", i), "java", nil, zkServing)
