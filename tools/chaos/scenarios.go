@@ -76,6 +76,11 @@ var Scenarios = []*Scenario{
 	{Name: "pause-bookie", Doc: "SIGSTOP a bookie 3-10 s, SIGCONT", Inject: pauseBookie, Bound: stallBound},
 	{Name: "partition-broker-zk", Doc: "cut a topic's owner from all of ZooKeeper 6-12 s", Inject: partitionBrokerZK, Bound: brokerBound},
 	{Name: "partition-broker-bookies", Doc: "cut a topic's owner from 2 of the 4 bookies 4-10 s", Inject: partitionBrokerBookies},
+	// One bookie cut: a write set of Qw > Qa keeps its ack quorum, so
+	// issue 40's stall bound applies (with two cut it may not). Kept out
+	// of random, whose seeds still pick what they picked before it.
+	{Name: "partition-broker-bookie", Doc: "cut a topic's owner from 1 of the 4 bookies 4-10 s", Inject: partitionBrokerBookie,
+		Bound: stallBound, noMix: true},
 	{Name: "partition-zk-minority", Doc: "cut one ZooKeeper node (the leader half the time) from every other host 5-10 s", Inject: partitionZKMinority},
 	{Name: "partition-client-broker", Doc: "cut the client from a topic's owner 4-10 s", Inject: partitionClientBroker},
 	{Name: "pause-then-kill", Doc: "SIGSTOP a bookie, kill -9 another, restart it, then SIGCONT the first (JetStream's sequence)", Inject: pauseThenKill},
@@ -231,10 +236,15 @@ func partitionBrokerZK(r *Run) error {
 	return cutFor(r, r.VictimBroker(), r.C.ZK, 6*time.Second, 12*time.Second)
 }
 
-func partitionBrokerBookies(r *Run) error {
+func partitionBrokerBookies(r *Run) error { return cutFromBookies(r, 2) }
+
+func partitionBrokerBookie(r *Run) error { return cutFromBookies(r, 1) }
+
+// cutFromBookies cuts a topic's owner from n random bookies for 4-10 s.
+func cutFromBookies(r *Run, n int) error {
 	bs := slices.Clone(r.C.Bookies)
 	r.Rng.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
-	return cutFor(r, r.VictimBroker(), bs[:2], 4*time.Second, 10*time.Second)
+	return cutFor(r, r.VictimBroker(), bs[:n], 4*time.Second, 10*time.Second)
 }
 
 func partitionZKMinority(r *Run) error {
@@ -362,8 +372,18 @@ func randomMix(r *Run) error {
 	pool = pool[:2+r.Rng.Intn(2)]
 	var wg sync.WaitGroup
 	errs := make([]error, len(pool))
+	subs := make([]*Run, len(pool))
+	defer func() { // the mixed faults' steps are the run's, for its timeline
+		for _, sub := range subs {
+			if sub != nil {
+				r.steps = append(r.steps, sub.steps...)
+			}
+		}
+		slices.SortStableFunc(r.steps, func(a, b Moment) int { return a.At.Compare(b.At) })
+	}()
 	for i, s := range pool {
 		sub := &Run{C: r.C, Scenario: s, Seed: r.Seed*100 + int64(i), Dir: r.Dir, Topics: r.Topics, logf: r.logf}
+		subs[i] = sub
 		sub.Rng = rand.New(rand.NewSource(sub.Seed))
 		delay := time.Duration(r.Rng.Int63n(int64(3 * time.Second)))
 		r.Logf("mixing %s (sub-seed %d) after %s", s.Name, sub.Seed, delay.Round(time.Millisecond))
