@@ -308,7 +308,9 @@ func (c *serverConn) handleTxnAck(cs *consumer, cmd *pb.CommandAck) error {
 		return answer(errTxnDisabled)
 	}
 	return c.offload("ACK", func() error {
-		err := cs.sub.txnAck(c.ctx, cs, txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, cmd)
+		// The broker's context, as a plain ack's: a save under way is
+		// not cut short because the connection closes.
+		err := cs.sub.txnAck(c.b.ctx, cs, txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, cmd)
 		if err != nil {
 			c.log.Info("acknowledgement in a transaction refused", "topic", cs.sub.topic.name.String(),
 				"subscription", cs.sub.name, "err", err)

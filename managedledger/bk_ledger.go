@@ -1,6 +1,7 @@
 package managedledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,10 @@ type bkLedger struct {
 	persistWG sync.WaitGroup // persist ticks in flight
 
 	metaMu sync.Mutex // held from reading the version to storing the new one
+	// lostWrite is a write of the node whose outcome is unknown (its
+	// answer was lost and reading the node back failed too); guarded by
+	// metaMu. See writeMetadata.
+	lostWrite *lostWrite
 
 	// offloadMu serializes offloads (bk_offload.go); held across them,
 	// before metaMu.
@@ -255,14 +260,44 @@ func (ml *bkLedger) metadataLocked(ledgers []*ledgerInfo) *mlMetadata {
 	return md
 }
 
+// lostWrite is a node write whose answer never came: it may have landed.
+type lostWrite struct {
+	value   []byte
+	version int64 // the version it was conditioned on
+}
+
+// lostWriteReadTimeout bounds reading the node back after a lost answer.
+const lostWriteReadTimeout = 10 * time.Second
+
 // writeMetadata stores md if the node is still at version; a conflict
-// means another broker owns the managed ledger now.
+// means another broker owns the managed ledger now. metaMu is held.
+//
+// A write whose answer is lost (the caller's context ended, the metadata
+// store's connection dropped) may have landed all the same. Taking the
+// next conflict for another owner would fence the rightful owner (the
+// fault suite's txn-pipeline seed 1 of 5 Dec), so the node is read back:
+// holding this write's value one version on, the write landed and counts
+// as done; otherwise it did not. When even the read fails, the question
+// waits for the next write or owner check (resolveLostWrite).
 func (ml *bkLedger) writeMetadata(ctx context.Context, md *mlMetadata, version int64) (int64, error) {
 	b, err := json.Marshal(md)
 	if err != nil {
 		return 0, err
 	}
+	if v, landed, err := ml.resolveLostWrite(version); err != nil {
+		return 0, err
+	} else if landed {
+		version = v // our own earlier write moved the node on
+	}
 	st, err := ml.cfg.Store.Put(ctx, mlPath(ml.name), b, version)
+	if err != nil && !errors.Is(err, metadata.ErrBadVersion) && !errors.Is(err, metadata.ErrNotFound) {
+		lw := &lostWrite{value: b, version: version}
+		ml.lostWrite = lw
+		if v, landed, rerr := ml.resolveLostWrite(version); rerr == nil && landed {
+			ml.f.log.Info("managed ledger metadata write landed though its answer was lost", "managed_ledger", ml.name, "err", err)
+			return v, nil
+		}
+	}
 	if errors.Is(err, metadata.ErrBadVersion) {
 		return 0, ml.lostOwnership(fmt.Errorf("managedledger %s: metadata changed under this owner: %w", ml.name, ledger.ErrFenced))
 	}
@@ -273,6 +308,26 @@ func (ml *bkLedger) writeMetadata(ctx context.Context, md *mlMetadata, version i
 		return 0, fmt.Errorf("managedledger %s: write metadata: %w", ml.name, err)
 	}
 	return st.Version, nil
+}
+
+// resolveLostWrite settles a lost write (metaMu held): whether it landed
+// on the node, which was at version before it, and the node's version if
+// so. An error means it is still unknown.
+func (ml *bkLedger) resolveLostWrite(version int64) (int64, bool, error) {
+	lw := ml.lostWrite
+	if lw == nil {
+		return 0, false, nil
+	}
+	// A context of its own: the lost write's may be the one that ended.
+	ctx, cancel := context.WithTimeout(context.Background(), lostWriteReadTimeout)
+	defer cancel()
+	raw, st, err := ml.cfg.Store.Get(ctx, mlPath(ml.name))
+	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
+		return 0, false, fmt.Errorf("managedledger %s: a metadata write's answer was lost and the node cannot be read back: %w", ml.name, err)
+	}
+	ml.lostWrite = nil
+	landed := err == nil && lw.version == version && st.Version == lw.version+1 && bytes.Equal(raw, lw.value)
+	return st.Version, landed, nil
 }
 
 // lostOwnership marks the ledger fenced: another owner opened it.

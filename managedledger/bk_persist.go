@@ -461,12 +461,22 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 func (ml *bkLedger) checkOwner(ctx context.Context) error {
 	ml.metaMu.Lock() // no write of our own in flight: the versions compare
 	defer ml.metaMu.Unlock()
+	ml.mu.Lock()
+	mine := ml.mu.version
+	ml.mu.Unlock()
+	if v, landed, err := ml.resolveLostWrite(mine); err != nil {
+		return err
+	} else if landed {
+		ml.mu.Lock()
+		ml.mu.version = v // our own write, whose answer was lost, moved the node on
+		ml.mu.Unlock()
+	}
 	_, st, err := ml.cfg.Store.Get(ctx, mlPath(ml.name))
 	if err != nil {
 		return fmt.Errorf("%s: read metadata: %w", ml.name, err)
 	}
 	ml.mu.Lock()
-	mine := ml.mu.version
+	mine = ml.mu.version
 	ml.mu.Unlock()
 	if st.Version != mine {
 		return ml.lostOwnership(fmt.Errorf("%s: metadata at version %d, this owner wrote %d: %w", ml.name, st.Version, mine, ledger.ErrFenced))
