@@ -99,6 +99,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// WithDefaults returns o with every unset option at its default.
+func (o Options) WithDefaults() Options { return o.withDefaults() }
+
 func (o Options) withDefaults() Options {
 	if o.BufferedWritesThreshold <= 0 {
 		o.BufferedWritesThreshold = 512 << 10

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/magnetar-io/magnetar/broker/console"
 	"github.com/magnetar-io/magnetar/internal/stage"
+	"golang.org/x/sys/unix"
 	"sync/atomic"
 
 	"context"
@@ -358,6 +359,7 @@ func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cook
 	rb.audited.store = rb.store
 	reg.MustRegister(&rb.audited)
 	jopts := f.journal.options(log)
+	warnJournalFootprint(jopts, c.JournalDirs, log)
 	jopts.Stages = stages
 	open := func(cp entrylog.Checkpointer) (entrylog.Storage, error) {
 		return openLedgerStorage(bfs.storage, c.LedgerDirs, f.storage, cp, log, reg)
@@ -588,6 +590,35 @@ func (j *journalSettings) confKeys() map[string]confSetter {
 		"journalSyncData":                 setBool(&j.syncData),
 		"journalReuseFiles":               setBool(&j.reuseFiles),
 		"journalDirectWrites":             setBool(&j.directWrites),
+	}
+}
+
+// journalFootprint is the most journal files can take on their disk: the
+// live files (two: the one being written and, until the entry logs are
+// flushed past it, the one before) and the recycled pool, each up to
+// journalMaxSizeMB.
+func journalFootprint(o journal.Options) int64 {
+	o = o.WithDefaults()
+	return int64(2+o.MaxRecycledFiles) * o.MaxFileSize
+}
+
+// warnJournalFootprint tells the operator when the journal files may take
+// over half of a journal directory's disk: the bookie turns read-only at
+// its disk-usage threshold, counting the journal (the fault suite's 512 MiB
+// bookie did, with the default 2 GiB files).
+func warnJournalFootprint(o journal.Options, dirs []string, log *slog.Logger) {
+	need := journalFootprint(o)
+	for _, d := range dirs {
+		var st unix.Statfs_t
+		for p := filepath.Clean(d); unix.Statfs(p, &st) != nil; p = filepath.Dir(p) { // not made yet: its disk
+			if p == filepath.Dir(p) {
+				break
+			}
+		}
+		if disk := int64(st.Blocks) * int64(st.Bsize); disk > 0 && need > disk/2 {
+			log.Warn("journal files may take over half of the journal disk: lower journalMaxSizeMB",
+				"dir", d, "disk_mib", disk>>20, "journal_files_mib", need>>20, "journalMaxSizeMB", o.WithDefaults().MaxFileSize>>20)
+		}
 	}
 }
 

@@ -64,6 +64,7 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 		return openLedgerStorage(bfs.storage, ledgerDirs, f.storage, cp, log, &s.metrics)
 	}
 	jopts := f.journal.options(log)
+	warnJournalFootprint(jopts, journalDirs, log)
 	jopts.Stages = stages
 	s.core, err = bookie.OpenCore(bfs.journal, journalDirs, jopts, open,
 		f.disk.options(bookie.Options{LedgerDirs: ledgerDirs, Logger: log, Stages: stages, Metrics: metrics}))
