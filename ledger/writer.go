@@ -54,7 +54,7 @@ type WriteHandle struct {
 		// failedSince is when the bookies now in failed started failing
 		// (the ensemble change's start, for its failover timing).
 		failedSince time.Time
-		changing  bool // an ensemble change is running: completions wait
+		changing    bool // an ensemble change is running: completions wait
 		// replaced are the bookies earlier ensemble changes replaced after
 		// a failure (the last maxAvoided): later changes avoid them while
 		// another bookie keeps the placement rules, so a dead bookie still
