@@ -290,7 +290,7 @@ func (ml *bkLedger) writeMetadata(ctx context.Context, md *mlMetadata, version i
 		version = v // our own earlier write moved the node on
 	}
 	st, err := ml.cfg.Store.Put(ctx, mlPath(ml.name), b, version)
-	if err != nil && !errors.Is(err, metadata.ErrBadVersion) && !errors.Is(err, metadata.ErrNotFound) {
+	if uncertain(err) {
 		lw := &lostWrite{value: b, version: version}
 		ml.lostWrite = lw
 		if v, landed, rerr := ml.resolveLostWrite(version); rerr == nil && landed {
@@ -318,16 +318,35 @@ func (ml *bkLedger) resolveLostWrite(version int64) (int64, bool, error) {
 	if lw == nil {
 		return 0, false, nil
 	}
-	// A context of its own: the lost write's may be the one that ended.
-	ctx, cancel := context.WithTimeout(context.Background(), lostWriteReadTimeout)
-	defer cancel()
-	raw, st, err := ml.cfg.Store.Get(ctx, mlPath(ml.name))
-	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
-		return 0, false, fmt.Errorf("managedledger %s: a metadata write's answer was lost and the node cannot be read back: %w", ml.name, err)
+	v, landed, err := ml.landed(mlPath(ml.name), lw.value, lw.version)
+	if err != nil {
+		return 0, false, err
 	}
 	ml.lostWrite = nil
-	landed := err == nil && lw.version == version && st.Version == lw.version+1 && bytes.Equal(raw, lw.value)
-	return st.Version, landed, nil
+	return v, landed && lw.version == version, nil
+}
+
+// landed reads a node back after a write of value conditioned on version
+// lost its answer, and reports whether the write landed (the node holds
+// value one version on) and the node's version. It reads on a context of
+// its own: the lost write's may be the one that ended.
+func (ml *bkLedger) landed(path string, value []byte, version int64) (int64, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), lostWriteReadTimeout)
+	defer cancel()
+	raw, st, err := ml.cfg.Store.Get(ctx, path)
+	if errors.Is(err, metadata.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("managedledger %s: a metadata write's answer was lost and %s cannot be read back: %w", ml.name, path, err)
+	}
+	return st.Version, st.Version == version+1 && bytes.Equal(raw, value), nil
+}
+
+// uncertain reports whether a metadata write's error leaves its outcome
+// unknown (no answer), rather than refused.
+func uncertain(err error) bool {
+	return err != nil && !errors.Is(err, metadata.ErrBadVersion) && !errors.Is(err, metadata.ErrNotFound)
 }
 
 // lostOwnership marks the ledger fenced: another owner opened it.

@@ -118,3 +118,49 @@ func TestBKLostMetadataAnswerIsNotATakeover(t *testing.T) {
 		t.Fatalf("property k after reopening: %q, want 4", got)
 	}
 }
+
+// The same for a cursor's node: a lost answer to pointing it at a new
+// cursor ledger is read back, and the ledger it names is kept.
+func TestBKLostCursorNodeAnswerKeepsItsLedger(t *testing.T) {
+	env := newBKEnv(t)
+	cl, store := ledgertest.Client(t, env.meta, env.tr)
+	lossy := &answerLosingStore{Store: store}
+	f, err := NewBKFactory(Config{Store: lossy, Ledgers: cl, Logger: quiet(), MarkDeleteRate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := "public/default/persistent/lost-cursor-answer"
+	ml, err := f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Position
+	for i := range 5 {
+		last = addWait(t, ml, fmt.Sprint("m", i))
+	}
+	readAll(t, c)
+	lossy.loseNextPut(cursorPath(name, "sub"))
+	if err := c.MarkDelete(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.Close(ctx); err != nil { // persists the cursor: its node is pointed at a cursor ledger
+		t.Fatalf("close after a cursor node write lost its answer: %v", err)
+	}
+	ml, err = f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MarkDeletePosition(); got != last {
+		t.Fatalf("mark-delete after reopening: %v, want %v", got, last)
+	}
+	addWait(t, ml, "after")
+}

@@ -425,7 +425,20 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 		return err
 	}
 	b, _ := json.Marshal(cursorNode{CursorLedger: w.ID(), MarkDelete: snap.MarkDelete, LastActive: time.Now().UnixMilli()})
-	st, err := ml.cfg.Store.Put(ctx, cursorPath(ml.name, c.name), b, c.nodeVersion)
+	path := cursorPath(ml.name, c.name)
+	st, err := ml.cfg.Store.Put(ctx, path, b, c.nodeVersion)
+	if uncertain(err) {
+		// The answer was lost, not the write (see writeMetadata): if it
+		// landed, the node names w, which must not be deleted.
+		v, landed, rerr := ml.landed(path, b, c.nodeVersion)
+		switch {
+		case rerr != nil:
+			_ = w.Close(ctx) // kept: the node may name it
+			return fmt.Errorf("%s: cursor %s: point at ledger %d: %w (and then: %w)", ml.name, c.name, w.ID(), err, rerr)
+		case landed:
+			st, err = metadata.Stat{Version: v}, nil
+		}
+	}
 	if err != nil {
 		_ = w.Close(ctx)
 		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
