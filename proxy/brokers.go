@@ -70,6 +70,10 @@ type registry struct {
 	list    atomic.Pointer[[]brokerInfo]
 	next    atomic.Uint64
 	refresh sync.Mutex // one refresh at a time
+	// left, when set, hears of the service addresses of brokers that left
+	// the registry (their node is gone: a stop, or a session that expired
+	// because the broker died, stopped or was cut off). Set before start.
+	left func(addrs map[string]bool)
 
 	hosts   []string // patterns
 	anyIP   bool
@@ -270,8 +274,33 @@ func (r *registry) reload(ctx context.Context) error {
 		}
 		list = append(list, b)
 	}
-	r.list.Store(&list)
+	prev := r.list.Swap(&list)
+	if r.left != nil && prev != nil {
+		if gone := leftBrokers(*prev, list); len(gone) > 0 {
+			r.left(gone)
+		}
+	}
 	return nil
+}
+
+// leftBrokers is the service addresses of the brokers in prev that are not
+// in next.
+func leftBrokers(prev, next []brokerInfo) map[string]bool {
+	still := map[string]bool{}
+	for _, b := range next {
+		still[b.service] = true
+	}
+	gone := map[string]bool{}
+	for _, b := range prev {
+		if !still[b.service] {
+			for _, a := range []string{b.service, b.serviceTLS} {
+				if a != "" {
+					gone[a] = true
+				}
+			}
+		}
+	}
+	return gone
 }
 
 func (r *registry) brokers() []brokerInfo {

@@ -73,6 +73,7 @@ func (c *clientConn) direct(connect *pb.CommandConnect, target string) {
 	_ = c.conn.SetReadDeadline(time.Time{})
 	c.p.m.activeDirect.Inc()
 	defer c.p.m.activeDirect.Dec()
+	defer c.p.directTo(c, target)()
 	// The broker's CONNECTED (or ERROR, or an auth challenge) reaches the
 	// client through the pipe unchanged.
 	c.pipe(broker)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +33,10 @@ type Proxy struct {
 		sync.Mutex
 		listeners []net.Listener
 		conns     map[net.Conn]struct{}
-		closed    bool
+		// direct maps each client in direct mode to its broker's address,
+		// so its connection closes when that broker leaves (closeDirectTo).
+		direct map[*clientConn]string
+		closed bool
 	}
 }
 
@@ -42,17 +48,25 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	var p *Proxy
+	// A broker that died, stopped or lost its session keeps its clients'
+	// TCP connections through the proxy open (a SIGSTOPped one for as long
+	// as it is stopped): the clients would wait for their keep-alive. Once
+	// its registration is gone its bundles are free, so its clients are
+	// sent to look their topics up again at once.
+	reg.left = func(addrs map[string]bool) { p.closeDirectTo(addrs) }
 	pctx, cancel := context.WithCancel(context.Background())
 	if err := reg.start(pctx); err != nil {
 		cancel()
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg, reg: reg, m: newMetrics(cfg.Registry), ctx: pctx, cancel: cancel,
+	p = &Proxy{cfg: cfg, reg: reg, m: newMetrics(cfg.Registry), ctx: pctx, cancel: cancel,
 		lookups: make(chan struct{}, cfg.MaxConcurrentLookupRequests)}
 	p.pool = newPool(p)
 	go p.pool.sweepIdle(pctx)
 	p.http = p.httpClient()
 	p.mu.conns = map[net.Conn]struct{}{}
+	p.mu.direct = map[*clientConn]string{}
 	return p, nil
 }
 
@@ -135,6 +149,42 @@ func (p *Proxy) track(c net.Conn) bool {
 	}
 	p.mu.conns[c] = struct{}{}
 	return true
+}
+
+// directTo records that c forwards to the broker at target (host:port);
+// the returned func forgets it.
+func (p *Proxy) directTo(c *clientConn, target string) (done func()) {
+	p.mu.Lock()
+	p.mu.direct[c] = target
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.mu.direct, c)
+		p.mu.Unlock()
+	}
+}
+
+// closeDirectTo closes the client connections forwarded to the brokers at
+// addrs, which left the registry.
+func (p *Proxy) closeDirectTo(addrs map[string]bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	var closing []*clientConn
+	for c, target := range p.mu.direct {
+		if addrs[target] {
+			closing = append(closing, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range closing {
+		c.conn.Close()
+	}
+	if len(closing) > 0 {
+		p.cfg.Logger.Warn("proxy: a broker left the registry; closed the client connections forwarded to it, so they look their topics up again",
+			"brokers", strings.Join(slices.Sorted(maps.Keys(addrs)), ","), "connections", len(closing))
+	}
 }
 
 func (p *Proxy) release(c net.Conn) {
