@@ -48,25 +48,26 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	var p *Proxy
+	pctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{cfg: cfg, reg: reg, ctx: pctx, cancel: cancel,
+		lookups: make(chan struct{}, cfg.MaxConcurrentLookupRequests)}
+	p.mu.conns = map[net.Conn]struct{}{}
+	p.mu.direct = map[*clientConn]string{}
 	// A broker that died, stopped or lost its session keeps its clients'
 	// TCP connections through the proxy open (a SIGSTOPped one for as long
 	// as it is stopped): the clients would wait for their keep-alive. Once
 	// its registration is gone its bundles are free, so its clients are
-	// sent to look their topics up again at once.
-	reg.left = func(addrs map[string]bool) { p.closeDirectTo(addrs) }
-	pctx, cancel := context.WithCancel(context.Background())
+	// sent to look their topics up again at once. Set before the registry
+	// starts: its watch calls it from then on.
+	reg.left = p.closeDirectTo
 	if err := reg.start(pctx); err != nil {
 		cancel()
 		return nil, err
 	}
-	p = &Proxy{cfg: cfg, reg: reg, m: newMetrics(cfg.Registry), ctx: pctx, cancel: cancel,
-		lookups: make(chan struct{}, cfg.MaxConcurrentLookupRequests)}
+	p.m = newMetrics(cfg.Registry)
 	p.pool = newPool(p)
 	go p.pool.sweepIdle(pctx)
 	p.http = p.httpClient()
-	p.mu.conns = map[net.Conn]struct{}{}
-	p.mu.direct = map[*clientConn]string{}
 	return p, nil
 }
 
@@ -167,9 +168,6 @@ func (p *Proxy) directTo(c *clientConn, target string) (done func()) {
 // closeDirectTo closes the client connections forwarded to the brokers at
 // addrs, which left the registry.
 func (p *Proxy) closeDirectTo(addrs map[string]bool) {
-	if p == nil {
-		return
-	}
 	p.mu.Lock()
 	var closing []*clientConn
 	for c, target := range p.mu.direct {
