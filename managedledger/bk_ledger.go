@@ -333,7 +333,15 @@ func (ml *bkLedger) resolveLostWrite(version int64) (int64, bool, error) {
 func (ml *bkLedger) landed(path string, value []byte, version int64) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), lostWriteReadTimeout)
 	defer cancel()
-	raw, st, err := ml.cfg.Store.Get(ctx, path)
+	// The write's answer never came, so the server now answering may
+	// not have it yet: catch up first (ZooKeeper's sync), or a write that
+	// landed would read as one that did not.
+	err := metadata.Sync(ctx, ml.cfg.Store, path)
+	var raw []byte
+	var st metadata.Stat
+	if err == nil {
+		raw, st, err = ml.cfg.Store.Get(ctx, path)
+	}
 	if errors.Is(err, metadata.ErrNotFound) {
 		return 0, false, nil
 	}

@@ -117,15 +117,20 @@ func serviceAddr(urls ...string) string {
 // by their creation id, not their content), at most the session timeout and
 // two seconds more: the node goes within the session timeout of the death,
 // so a longer wait means the owner was not dead after all.
-func (s *Service) waitGone(ctx context.Context, b Bundle) {
+//
+// It also ends when the dead broker accepts connections again (restarted:
+// the node may already be its new run's, taken before this wait read it)
+// or the node names another broker.
+func (s *Service) waitGone(ctx context.Context, b Bundle, dead OwnerData) {
 	_, first, found, err := s.owners.Get(ctx, b.path())
 	if err != nil || !found {
 		return
 	}
 	deadline := time.Now().Add(s.cfg.SessionTimeout + 2*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil && !s.closed() {
-		_, st, found, err := s.owners.Get(ctx, b.path())
-		if err != nil || !found || st.CreateID != first.CreateID {
+		od, st, found, err := s.owners.Get(ctx, b.path())
+		if err != nil || !found || st.CreateID != first.CreateID || od.NativeURL != dead.NativeURL ||
+			!s.ownerGone(ctx, dead) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

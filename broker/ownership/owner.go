@@ -41,7 +41,7 @@ func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bo
 	if od, found, err := s.Owner(ctx, b); err == nil && found && od.Disabled {
 		s.waitReleased(ctx, b) // its owner is releasing it: send the client to the next one
 	} else if err == nil && found && s.ownerGone(ctx, od) {
-		s.waitGone(ctx, b) // its owner died: answer once its session has expired
+		s.waitGone(ctx, b, od) // its owner died: answer once its session has expired
 		s.cfg.Failover.Since(failover.DeadOwnerWait, start)
 	}
 	if od, found, err := s.Owner(ctx, b); err != nil {

@@ -887,6 +887,50 @@ func TestLookupWaitingForADeadOwnerEndsWhenItIsBack(t *testing.T) {
 	}
 }
 
+// The same when the restarted owner took its bundle again before the
+// lookup read the node (a probe of a second ago still says the owner is
+// dead): the wait ends once the owner accepts connections again, not at
+// its deadline (found in review).
+func TestLookupOfARestartedOwnersNewNodeDoesNotWait(t *testing.T) {
+	c := newCluster(t, 3, LoadBalancerConfig{})
+	c.leader(t)
+	ctx := context.Background()
+	owner, asker := c.svcs[1], c.svcs[0]
+	topic := "persistent://t/ns/reborn-first"
+	if _, err := owner.Lookup(ctx, "t/ns", topic, true); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := owner.OwnedBundleOf("t/ns", topic)
+	c.mu.Lock()
+	c.refusing["broker-1:6650"] = true
+	c.mu.Unlock()
+	time.Sleep(aliveTTL)
+	if od, _, _ := asker.Owner(ctx, b); !asker.ownerGone(ctx, od) { // the probe asker will reuse
+		t.Fatal("probe of the killed owner did not say gone")
+	}
+	reborn := c.srv.NewSession()
+	value, _ := json.Marshal(owner.self)
+	c.srv.ExpireSession(c.stores[1])
+	if _, _, err := reborn.Create(ctx, b.path(), value, metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.refusing["broker-1:6650"] = false
+	c.mu.Unlock()
+	time.Sleep(50 * time.Millisecond) // the cache sees the new node
+	start := time.Now()
+	res, err := asker.Lookup(ctx, "t/ns", topic, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > goneTTL+time.Second {
+		t.Fatalf("lookup of a bundle its restarted owner holds again took %s", took)
+	}
+	if res.BrokerURL != owner.cfg.PulsarServiceURL {
+		t.Errorf("lookup answered %+v, want the restarted owner", res)
+	}
+}
+
 // An unload whose caller goes away half-way (the leader that asked for it
 // over HTTP was killed) still finishes: the ownership node is deleted, so
 // the bundle is free for the next lookup anywhere, not left naming a broker
