@@ -138,6 +138,7 @@ func (s *subscription) txnAck(ctx context.Context, c *consumer, id txn.ID, cmd *
 			"ids", fmt.Sprint(positionsOf(cmd.GetMessageId())))
 	}
 	if err := s.savePending(ctx, pa); err != nil {
+		s.topic.unloadIfStorageLost(err)
 		return err
 	}
 	if !cumulative {
@@ -280,6 +281,7 @@ func (s *subscription) endTxn(ctx context.Context, id txn.ID, commit bool) error
 	}
 	pa.mu.Unlock()
 	if err := s.savePending(ctx, pa); err != nil {
+		s.topic.unloadIfStorageLost(err)
 		return err
 	}
 	if !commit {

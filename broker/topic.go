@@ -13,6 +13,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/resources"
 	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -275,10 +276,7 @@ func (t *topic) beginAdd() bool {
 // while the old owner was still closing lost its managed ledger to that
 // owner's last metadata write, then failed every SEND for 58 s.
 func (t *topic) addFailed(err error) {
-	if errors.Is(err, managedledger.ErrClosed) && t.unloading.CompareAndSwap(false, true) {
-		t.b.log.Warn("managed ledger closed under the topic; unloading it so that it loads again", "topic", t.name.String(), "err", err)
-		t.b.spawn(func() { t.b.unloadWhere(t.b.ctx, func(x *topic) bool { return x == t }) })
-	}
+	t.unloadIfStorageLost(err)
 	t.pub.mu.Lock()
 	first := !t.pub.fenced
 	t.pub.fenced = true
@@ -289,6 +287,22 @@ func (t *topic) addFailed(err error) {
 	t.b.log.Warn("add failed; fencing the topic and closing its producers until its adds drain", "topic", t.name.String(), "err", err)
 	for _, p := range t.takeProducers() {
 		p.fence()
+	}
+}
+
+// unloadIfStorageLost unloads the topic, once, when err says its managed
+// ledger is closed or fenced under it (another owner opened it, or this
+// one could not tell whether its own metadata write landed): every later
+// write would fail the same way, so the topic loads afresh wherever its
+// bundle is owned and its clients look it up again. Used by adds and by
+// the saves of pending acknowledgements (the fault suite's txn-pipeline
+// seed 1 of 5 Dec: a fenced managed ledger failed every later transaction
+// on the topic while the topic stayed loaded).
+func (t *topic) unloadIfStorageLost(err error) {
+	lost := errors.Is(err, managedledger.ErrClosed) || errors.Is(err, ledger.ErrFenced)
+	if lost && t.unloading.CompareAndSwap(false, true) {
+		t.b.log.Warn("managed ledger closed or fenced under the topic; unloading it so that it loads again", "topic", t.name.String(), "err", err)
+		t.b.spawn(func() { t.b.unloadWhere(t.b.ctx, func(x *topic) bool { return x == t }) })
 	}
 }
 
