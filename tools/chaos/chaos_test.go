@@ -85,7 +85,6 @@ func TestChaos(t *testing.T) {
 			r := NewRun(c, s, seed, runs, logf)
 			r.Execute()
 			rep.Add(r)
-			rep.NoteSlowest(r)
 			v := r.Verdict
 			logf("%s seed %d: %d acked, %d lost, %d dup, %d reordered, %d phantom, %d reader mismatch, unavailable %.1f s "+
 				"(Qw>Qa %.1f s, Qw=Qa %.1f s, without a delivery %.1f s), took %s, err %v",
@@ -95,6 +94,10 @@ func TestChaos(t *testing.T) {
 			over := ""
 			if *flagBounds {
 				over = s.Bound.check(v)
+			}
+			if rep.Slower(r) { // its timeline reads the servers' logs
+				keepLogs(c, r)
+				rep.NoteSlowest(r)
 			}
 			switch {
 			case r.Failed():

@@ -47,13 +47,20 @@ type Report struct {
 	Slowest map[string]*Slowest
 }
 
+// Slower reports whether r is its scenario's slowest run so far.
+func (rep *Report) Slower(r *Run) bool {
+	v := r.Verdict
+	cur := rep.Slowest[r.Scenario.Name]
+	return v.Gap.Topic != "" && (cur == nil || v.MaxUnavailable > cur.Unavailable)
+}
+
 // NoteSlowest keeps r's timeline when r is its scenario's slowest run so
 // far; it reads r's logs, so it runs before they are removed.
 func (rep *Report) NoteSlowest(r *Run) {
-	v := r.Verdict
-	if cur := rep.Slowest[r.Scenario.Name]; cur != nil && cur.Unavailable >= v.MaxUnavailable || v.Gap.Topic == "" {
+	if !rep.Slower(r) {
 		return
 	}
+	v := r.Verdict
 	if rep.Slowest == nil {
 		rep.Slowest = map[string]*Slowest{}
 	}

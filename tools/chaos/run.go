@@ -6,7 +6,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,13 +30,31 @@ type Run struct {
 	Err      error // the run could not be carried out (a stall, a process that would not start)
 	Took     time.Duration
 	logf     func(string, ...any)
-	// steps are the run's Logf lines, for its timeline (faults.log).
-	steps []Moment
+	// steps are the run's Logf lines, for its timeline (faults.log);
+	// stepsMu guards them (faults of a mix log from goroutines of their own).
+	stepsMu sync.Mutex
+	steps   []Moment
+}
+
+// adopt adds the steps of sub-runs (a mix's faults) to r's, in time order.
+func (r *Run) adopt(subs ...*Run) {
+	r.stepsMu.Lock()
+	defer r.stepsMu.Unlock()
+	for _, sub := range subs {
+		if sub != nil {
+			sub.stepsMu.Lock()
+			r.steps = append(r.steps, sub.steps...)
+			sub.stepsMu.Unlock()
+		}
+	}
+	slices.SortStableFunc(r.steps, func(a, b Moment) int { return a.At.Compare(b.At) })
 }
 
 // Logf logs a line of the run.
 func (r *Run) Logf(format string, args ...any) {
+	r.stepsMu.Lock()
 	r.steps = append(r.steps, Moment{At: time.Now(), Where: "chaos", What: fmt.Sprintf(format, args...)})
+	r.stepsMu.Unlock()
 	r.logf("[%s seed %d] "+format, append([]any{r.Scenario.Name, r.Seed}, args...)...)
 }
 
@@ -89,7 +109,9 @@ func (r *Run) Execute() {
 	start := time.Now()
 	defer func() {
 		r.Took = time.Since(start)
+		r.stepsMu.Lock()
 		_ = writeFaults(r.Dir, r.steps) // for the timeline; a run without a directory has none
+		r.stepsMu.Unlock()
 	}()
 	if _, err := r.C.EnsureUp(); err != nil {
 		r.Err = fmt.Errorf("before the run: %w", err)

@@ -373,14 +373,7 @@ func randomMix(r *Run) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(pool))
 	subs := make([]*Run, len(pool))
-	defer func() { // the mixed faults' steps are the run's, for its timeline
-		for _, sub := range subs {
-			if sub != nil {
-				r.steps = append(r.steps, sub.steps...)
-			}
-		}
-		slices.SortStableFunc(r.steps, func(a, b Moment) int { return a.At.Compare(b.At) })
-	}()
+	defer func() { r.adopt(subs...) }() // the mixed faults' steps are the run's, for its timeline
 	for i, s := range pool {
 		sub := &Run{C: r.C, Scenario: s, Seed: r.Seed*100 + int64(i), Dir: r.Dir, Topics: r.Topics, logf: r.logf}
 		subs[i] = sub
@@ -415,9 +408,12 @@ func txnFaults(r *Run) error {
 	r.Rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 	faults = faults[:2+r.Rng.Intn(2)]
 	var wg sync.WaitGroup
+	subs := make([]*Run, len(faults))
+	defer func() { r.adopt(subs...) }()
 	for i, f := range faults {
 		delay := time.Duration(r.Rng.Int63n(int64(3 * time.Second)))
 		sub := &Run{C: r.C, Scenario: r.Scenario, Seed: r.Seed*100 + int64(i), Dir: r.Dir, Topics: r.Topics, logf: r.logf}
+		subs[i] = sub
 		sub.Rng = rand.New(rand.NewSource(sub.Seed))
 		r.Logf("%s after %s", f.name, delay.Round(time.Millisecond))
 		wg.Go(func() {
