@@ -277,7 +277,7 @@ func (r *registry) reload(ctx context.Context) error {
 	prev := r.list.Swap(&list)
 	if r.left != nil && prev != nil {
 		if gone := leftBrokers(*prev, list); len(gone) > 0 {
-			r.left(gone)
+			go r.left(gone) // not under refresh: closing a TLS client can wait on its peer
 		}
 	}
 	return nil
