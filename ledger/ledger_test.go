@@ -624,3 +624,59 @@ func TestDefaultSpeculativeReadKeepsTheStallBound(t *testing.T) {
 		t.Fatalf("reading an entry led by a stopped bookie took %s with the default speculative timeout", took)
 	}
 }
+
+// A bookie that stops answering is replaced at the add timeout, not up to
+// a quarter of it later (the timer's tick): the fault suite's
+// partition-broker-bookie took 12.2 s with a 10 s timeout, over issue 40's
+// bound of the timeout + 1 s.
+func TestStalledBookieReplacedAtTheAddTimeout(t *testing.T) {
+	c := newCluster(t, 4, 9)
+	const timeout = 2 * time.Second
+	cl := c.client(t, Config{AddTimeout: timeout})
+	ctx := ctxFor(t, 20*time.Second)
+	w, err := cl.Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 3, newAcks())
+	stopped := w.Metadata().Ensembles[0].Bookies[0]
+	c.faults.addRule(func(id string, _ *bkproto.Request) fate {
+		if id == stopped {
+			return hang
+		}
+		return deliver
+	})
+	start := time.Now()
+	if _, err := w.Append(ctx, []byte("waits for the stalled bookie's replacement")); err != nil { // entry 3: led by the stopped bookie
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > timeout+300*time.Millisecond {
+		t.Fatalf("an add on a stalled bookie took %s with a %s add timeout", took, timeout)
+	}
+}
+
+// The timer is due at the oldest unanswered send's add timeout when that
+// comes before a regular tick, and never sooner than 10 ms.
+func TestNextCheckIsTheOldestSendsTimeout(t *testing.T) {
+	const timeout = 10 * time.Second
+	h := &WriteHandle{c: &Client{cfg: Config{AddTimeout: timeout}}, w: 2}
+	t0 := time.Unix(1000, 0)
+	h.mu.pending = []*pendingAdd{
+		{acked: []bool{true, true}, sentTo: []string{"a", "b"}, sentAt: []time.Time{t0, t0}},
+		{acked: []bool{true, false}, sentTo: []string{"a", "b"}, sentAt: []time.Time{t0, t0.Add(time.Second)}},
+		{acked: []bool{false, false}, sentTo: []string{"a", "b"}, sentAt: []time.Time{t0.Add(2 * time.Second), t0.Add(2 * time.Second)}},
+	}
+	if got := h.nextCheckLocked(t0.Add(10 * time.Second)); got != time.Second+time.Millisecond {
+		t.Errorf("next check %s before the oldest unanswered send's timeout, want 1.001s", got)
+	}
+	if got := h.nextCheckLocked(t0); got != h.tick() {
+		t.Errorf("next check %s long before any timeout, want a tick (%s)", got, h.tick())
+	}
+	if got := h.nextCheckLocked(t0.Add(time.Minute)); got != 10*time.Millisecond {
+		t.Errorf("next check %s past the timeout, want 10ms", got)
+	}
+	h.mu.pending = nil
+	if got := h.nextCheckLocked(t0); got != h.tick() {
+		t.Errorf("next check %s with nothing pending, want a tick", got)
+	}
+}
