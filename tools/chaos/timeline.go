@@ -120,14 +120,17 @@ func Timeline(dir string, faults []Moment, gap Gap) []Moment {
 			out = append(out, f)
 		}
 	}
+	// Servers and the client from a second before the gap: what happened
+	// long before it (a fault's first minutes) did not hold the producer.
+	evFrom := maxTime(from, gap.From.Add(-time.Second))
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, path := range logs {
 		name := strings.TrimSuffix(filepath.Base(path), ".log")
 		switch {
 		case name == "workload":
-			out = append(out, scanLog(path, "client", from, to, clientFilter(gap.Topic))...)
+			out = append(out, scanLog(path, "client", evFrom, to, clientFilter(gap.Topic))...)
 		case strings.HasPrefix(name, "br"), strings.HasPrefix(name, "bk"), name == "proxy", strings.HasPrefix(name, "remote"):
-			out = append(out, scanLog(path, name, from, to, serverFilter)...)
+			out = append(out, scanLog(path, name, evFrom, to, serverFilter)...)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
@@ -137,6 +140,13 @@ func Timeline(dir string, faults []Moment, gap Gap) []Moment {
 			What: fmt.Sprintf("%d more lines (in %s)", len(out)-maxMoments+1, dir)})
 	}
 	return out
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -311,17 +321,20 @@ func writeTimeline(b *strings.Builder, name string, s *Slowest) {
 		b.WriteString("No events found (logs not kept).\n")
 		return
 	}
+	ms := append([]Moment{
+		{At: s.Gap.From, Where: "client", What: "last acknowledgement before the gap"},
+		{At: s.Gap.To, Where: "client", What: "first acknowledgement after the gap"},
+	}, s.Moments...)
+	sort.SliceStable(ms, func(i, j int) bool { return ms[i].At.Before(ms[j].At) })
 	origin := s.Moments[0].At
 	b.WriteString("```\n")
-	fmt.Fprintf(b, "%+7.2f s  %-7s %s\n", s.Gap.From.Sub(origin).Seconds(), "client", "last acknowledgement before the gap")
-	for _, m := range s.Moments {
+	for _, m := range ms {
 		what := m.What
 		if m.Count > 1 {
 			what += fmt.Sprintf(" (x%d)", m.Count)
 		}
 		fmt.Fprintf(b, "%+7.2f s  %-7s %s\n", m.At.Sub(origin).Seconds(), m.Where, what)
 	}
-	fmt.Fprintf(b, "%+7.2f s  %-7s %s\n", s.Gap.To.Sub(origin).Seconds(), "client", "first acknowledgement after the gap")
 	b.WriteString("```\n")
 }
 
