@@ -34,6 +34,9 @@ type Run struct {
 	// stepsMu guards them (faults of a mix log from goroutines of their own).
 	stepsMu sync.Mutex
 	steps   []Moment
+	// logStart is each server log's size when the run began (keepLogs
+	// copies what came after).
+	logStart map[string]int64
 }
 
 // adopt adds the steps of sub-runs (a mix's faults) to r's, in time order.
@@ -107,6 +110,14 @@ func NewRun(c *Cluster, s *Scenario, seed int64, dir string, logf func(string, .
 // Execute runs the workload, the fault, the healing, the drain and the check.
 func (r *Run) Execute() {
 	start := time.Now()
+	r.logStart = map[string]int64{}
+	for _, p := range r.C.All() {
+		if p != nil {
+			if st, err := os.Stat(p.Log); err == nil {
+				r.logStart[p.Log] = st.Size()
+			}
+		}
+	}
 	defer func() {
 		r.Took = time.Since(start)
 		r.stepsMu.Lock()
