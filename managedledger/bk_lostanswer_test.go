@@ -53,6 +53,20 @@ func (s *answerLosingStore) Put(ctx context.Context, path string, value []byte, 
 	return st, err
 }
 
+// lossyFactory is managed ledgers over one in-process bookie whose
+// metadata store can lose answers.
+func lossyFactory(t *testing.T) (*BKFactory, *answerLosingStore) {
+	t.Helper()
+	env := newBKEnv(t)
+	cl, store := ledgertest.Client(t, env.meta, env.tr)
+	lossy := &answerLosingStore{Store: store}
+	f, err := NewBKFactory(Config{Store: lossy, Ledgers: cl, Logger: quiet(), MarkDeleteRate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, lossy
+}
+
 // A metadata write whose answer is lost (its caller's context ended after
 // the store applied it) is not another owner taking the managed ledger
 // over: its next writes go on, and so do its appends. Found by the fault
@@ -62,13 +76,7 @@ func (s *answerLosingStore) Put(ctx context.Context, path string, value []byte, 
 // fenced the managed ledger, and every later transaction on the topic
 // failed until the bundle moved.
 func TestBKLostMetadataAnswerIsNotATakeover(t *testing.T) {
-	env := newBKEnv(t)
-	cl, store := ledgertest.Client(t, env.meta, env.tr)
-	lossy := &answerLosingStore{Store: store}
-	f, err := NewBKFactory(Config{Store: lossy, Ledgers: cl, Logger: quiet(), MarkDeleteRate: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, lossy := lossyFactory(t)
 	ctx := context.Background()
 	name := "public/default/persistent/lost-answer"
 	ml, err := f.Open(ctx, name)
@@ -122,13 +130,7 @@ func TestBKLostMetadataAnswerIsNotATakeover(t *testing.T) {
 // The same for a cursor's node: a lost answer to pointing it at a new
 // cursor ledger is read back, and the ledger it names is kept.
 func TestBKLostCursorNodeAnswerKeepsItsLedger(t *testing.T) {
-	env := newBKEnv(t)
-	cl, store := ledgertest.Client(t, env.meta, env.tr)
-	lossy := &answerLosingStore{Store: store}
-	f, err := NewBKFactory(Config{Store: lossy, Ledgers: cl, Logger: quiet(), MarkDeleteRate: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, lossy := lossyFactory(t)
 	ctx := context.Background()
 	name := "public/default/persistent/lost-cursor-answer"
 	ml, err := f.Open(ctx, name)
