@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie"
+	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/engine"
 	"github.com/magnetar-io/magnetar/entrylog"
 	"github.com/magnetar-io/magnetar/internal/failover"
@@ -679,4 +680,80 @@ func TestNextCheckIsTheOldestSendsTimeout(t *testing.T) {
 	if got := h.nextCheckLocked(t0); got != h.tick() {
 		t.Errorf("next check %s with nothing pending, want a tick", got)
 	}
+}
+
+// transportHook drops the requests drop picks and passes the rest on.
+type transportHook struct {
+	next Transport
+	drop func(bookieID string, req *bkproto.Request) bool
+}
+
+func (t transportHook) Send(id string, req *bkproto.Request, cb client.Callback) {
+	if t.drop(id, req) {
+		go cb(nil, fmt.Errorf("%w: bookie %s unreachable", client.ErrDisconnected, id))
+		return
+	}
+	t.next.Send(id, req, cb)
+}
+
+// Two recoveries of one ledger can find different ends when an entry that
+// was never acknowledged sits on only some replicas: one reads it and
+// recovers it, the other hears first from a replica that lacks it (with
+// Qw-Qa+1 = 1 that ends the ledger). Both ends hold every acknowledged
+// entry; the close CAS decides, and the loser adopts the winner's end, as
+// BookKeeper's recovery does. It used to fail with "closed at entry 9 by
+// another client, this one ends at 10" (TestAddRacingRecovery, ~1 run in
+// 40).
+func TestLosingRecoveryAdoptsTheWinnersEnd(t *testing.T) {
+	c := newCluster(t, 3, 31)
+	ctx := ctxFor(t, 30*time.Second)
+	w, err := c.client(t, Config{}).Create(ctx, CreateOptions{EnsembleSize: 3, WriteQuorumSize: 2, AckQuorumSize: 2, Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAcks()
+	appendN(t, w, 10, a)
+	ws := writeSet(w.Metadata(), 10)
+	holder, lacker := ws[0], ws[1]
+	// Entry 10 reaches holder only: the writer never hears of it from lacker.
+	c.faults.addRule(func(id string, req *bkproto.Request) fate {
+		if id == lacker && req.Op == bkproto.OpAdd && req.EntryID == 10 && req.Flags&bkproto.FlagRecoveryAdd == 0 {
+			return hang
+		}
+		return deliver
+	})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	w.AppendAsync(payload(w.ID(), 10), a.cb(&wg))
+	waitFor(t, 5*time.Second, "entry 10 on its first replica", func() (bool, string) {
+		_, err := c.nodes[holder].core.Storage().ReadEntry(w.ID(), 10)
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// The winner cannot reach holder for entry 10, so it ends at 9.
+	winner := c.client(t, Config{Transport: transportHook{next: c.faults, drop: func(id string, req *bkproto.Request) bool {
+		return id == holder && req.Op == bkproto.OpRead && req.EntryID == 10
+	}}})
+	// The loser recovers entry 10; the winner closes the ledger while the
+	// loser writes it back.
+	var winnerErr error
+	var once sync.Once
+	loser := c.client(t, Config{Transport: transportHook{next: c.faults, drop: func(id string, req *bkproto.Request) bool {
+		if req.Op == bkproto.OpAdd && req.EntryID == 10 && req.Flags&bkproto.FlagRecoveryAdd != 0 {
+			once.Do(func() { _, winnerErr = winner.OpenRecover(ctx, w.ID(), password) })
+		}
+		return false
+	}}})
+	r, err := loser.OpenRecover(ctx, w.ID(), password)
+	if winnerErr != nil {
+		t.Fatalf("the winning recovery: %v", winnerErr)
+	}
+	if err != nil {
+		t.Fatalf("the losing recovery: %v", err)
+	}
+	if got := r.Metadata().LastEntryID; got != 9 {
+		t.Fatalf("the losing recovery's handle ends at %d, the ledger was closed at 9", got)
+	}
+	wg.Wait()
+	checkPersistence(t, c, w.ID(), a)
 }

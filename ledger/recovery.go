@@ -26,8 +26,9 @@ import (
 //     ensemble changes if a bookie fails);
 //  5. close by CAS at the last recovered entry.
 //
-// Concurrent recoveries of one ledger reach the same end, and the close
-// CAS of the loser finds the ledger closed at the same entry.
+// Concurrent recoveries of one ledger can reach different ends (an entry
+// never acknowledged may sit on some replicas only); each end holds every
+// acknowledged entry, the first close wins and the others adopt its end.
 func (c *Client) OpenRecover(ctx context.Context, id int64, password []byte) (*ReadHandle, error) {
 	md, version, err := c.meta.read(ctx, id)
 	if err != nil {
@@ -98,8 +99,13 @@ func (c *Client) recover(ctx context.Context, id int64, md *Metadata, version in
 	if werr != nil {
 		return fmt.Errorf("ledger %d recovery: writing recovered entries back: %w", id, werr)
 	}
-	if err := c.closeMetadata(ctx, id, wmd, wversion, last, length, true); err != nil {
+	closedAt, err := c.closeMetadata(ctx, id, wmd, wversion, last, length, true)
+	if err != nil {
 		return fmt.Errorf("ledger %d recovery: close: %w", id, err)
+	}
+	if closedAt != last {
+		c.log.Info("ledger recovered by another client first", "ledger", id, "last_entry", closedAt, "this_recovery_found", last)
+		return nil
 	}
 	c.log.Info("ledger recovered", "ledger", id, "last_entry", last, "fenced_lac", lac)
 	return nil

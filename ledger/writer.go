@@ -757,7 +757,8 @@ func (h *WriteHandle) Close(ctx context.Context) error {
 	h.mu.err = fmt.Errorf("ledger %d: %w", h.id, ErrClosed)
 	md, version, lac, length := h.mu.md.clone(), h.mu.version, h.mu.lac, h.mu.lacLength
 	h.mu.Unlock()
-	return h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
+	_, err := h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
+	return err
 }
 
 // finish stops the timer; Delivered closes once the completions queued
@@ -773,34 +774,40 @@ func (h *WriteHandle) finish() {
 	h.signal()
 }
 
-// closeMetadata CASes the ledger to CLOSED at lastEntry.
-func (c *Client) closeMetadata(ctx context.Context, id int64, md *Metadata, version, lastEntry, length int64, recovery bool) error {
+// closeMetadata CASes the ledger to CLOSED at lastEntry and returns the
+// entry it is closed at. A recovery that finds the ledger closed by
+// another one adopts that end: concurrent recoveries may end at different
+// entries (an entry never acknowledged can sit on some replicas only, and
+// one recovery reads it while another hears first from a replica that
+// lacks it), every such end holds all acknowledged entries, and the first
+// close decides what every reader sees, as in BookKeeper.
+func (c *Client) closeMetadata(ctx context.Context, id int64, md *Metadata, version, lastEntry, length int64, recovery bool) (int64, error) {
 	for {
 		next := md.clone()
 		next.State, next.LastEntryID, next.Length = StateClosed, lastEntry, length
 		_, err := c.meta.write(ctx, id, next, version)
 		if err == nil {
-			return nil
+			return lastEntry, nil
 		}
 		if !errors.Is(err, metadata.ErrBadVersion) {
-			return err
+			return 0, err
 		}
 		cur, curVersion, rerr := c.meta.read(ctx, id)
 		if rerr != nil {
-			return rerr
+			return 0, rerr
 		}
 		switch {
-		case cur.State == StateClosed && cur.LastEntryID == lastEntry:
-			return nil
+		case cur.State == StateClosed && (cur.LastEntryID == lastEntry || recovery):
+			return cur.LastEntryID, nil
 		case cur.State == StateClosed:
-			return fmt.Errorf("ledger %d was closed at entry %d by another client, this one ends at %d: %w", id, cur.LastEntryID, lastEntry, ErrFenced)
+			return 0, fmt.Errorf("ledger %d was closed at entry %d by another client, this one ends at %d: %w", id, cur.LastEntryID, lastEntry, ErrFenced)
 		case cur.State == StateInRecovery && !recovery:
-			return fmt.Errorf("ledger %d is being recovered: %w", id, ErrFenced)
+			return 0, fmt.Errorf("ledger %d is being recovered: %w", id, ErrFenced)
 		case recovery:
 			// Someone changed the ledger under this recovery; its own
 			// ensemble changes are relative to what it read, so it starts over
 			// rather than merge them into metadata it has not seen.
-			return fmt.Errorf("ledger %d changed during recovery (version %d): %w", id, curVersion, ErrRecoveryIncomplete)
+			return 0, fmt.Errorf("ledger %d changed during recovery (version %d): %w", id, curVersion, ErrRecoveryIncomplete)
 		}
 		md, version = cur, curVersion
 	}
