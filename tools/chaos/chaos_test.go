@@ -27,6 +27,8 @@ var (
 	flagTestLog   = flag.String("chaos.testlog", "", "TestTimelines: the go test -v log of that invocation, for runs kept without faults.log")
 	flagCommand   = flag.String("chaos.command", "make chaos", "the command named in the report")
 	flagBounds    = flag.Bool("chaos.bounds", false, "fail a run whose unavailability passes its scenario's bound (make chaos-smoke)")
+	flagPart      = flag.String("chaos.part", "", "save this invocation's results here after every run (JSON), for -chaos.merge")
+	flagMerge     = flag.String("chaos.merge", "", "run nothing: write -chaos.report from these saved parts (comma-separated), checking -chaos.bounds")
 )
 
 // TestMain lets a run start this test binary as the workload process.
@@ -43,6 +45,10 @@ func TestMain(m *testing.M) {
 func TestChaos(t *testing.T) {
 	if !*flagRun {
 		t.Skip("the fault suite: make chaos or make chaos-smoke (-chaos)")
+	}
+	if *flagMerge != "" {
+		mergeParts(t, strings.Split(*flagMerge, ","))
+		return
 	}
 	if err := netlab.Available(); err != nil {
 		t.Fatal(err)
@@ -99,6 +105,11 @@ func TestChaos(t *testing.T) {
 				keepLogs(c, r)
 				rep.NoteSlowest(r)
 			}
+			if *flagPart != "" {
+				if err := rep.SavePart(*flagPart); err != nil {
+					t.Errorf("saving the results to %s: %v", *flagPart, err)
+				}
+			}
 			switch {
 			case r.Failed():
 				keepLogs(c, r)
@@ -118,6 +129,38 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	rep.Took = time.Since(rep.Started)
+	if *flagPart != "" {
+		if err := rep.SavePart(*flagPart); err != nil {
+			t.Errorf("saving the results to %s: %v", *flagPart, err)
+		}
+	}
+	writeReport(t, rep)
+	if !t.Failed() && *flagWork == "" {
+		c.Close()
+		_ = os.RemoveAll(work)
+	}
+}
+
+// mergeParts writes the report of saved parts and fails on every run
+// that failed or, with -chaos.bounds, passed its scenario's bound.
+func mergeParts(t *testing.T, paths []string) {
+	rep, err := LoadParts(paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Runs {
+		switch {
+		case r.Failed():
+			t.Errorf("%s seed %d failed (logs %s): %v %s", r.Scenario.Name, r.Seed, r.Dir, r.Err, strings.Join(r.Verdict.Problems, "\n"))
+		case *flagBounds && r.Scenario.Bound.check(r.Verdict) != "":
+			t.Errorf("%s seed %d: %s", r.Scenario.Name, r.Seed, r.Scenario.Bound.check(r.Verdict))
+		}
+	}
+	writeReport(t, rep)
+}
+
+// writeReport writes the report to -chaos.report and the test log.
+func writeReport(t *testing.T, rep *Report) {
 	md := rep.Markdown()
 	if *flagReport != "" {
 		if err := os.MkdirAll(filepath.Dir(*flagReport), 0o755); err != nil {
@@ -128,10 +171,6 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", md)
-	if !t.Failed() && *flagWork == "" {
-		c.Close()
-		_ = os.RemoveAll(work)
-	}
 }
 
 // keepLogs copies every server's log next to a failing run's results.

@@ -45,6 +45,9 @@ type Report struct {
 	Slow     []string // runs that kept every guarantee but were unavailable longer than SlowRun
 	// Slowest is each scenario's slowest run's timeline (NoteSlowest).
 	Slowest map[string]*Slowest
+	// Parts is how many saved parts the report was merged from (0: it
+	// is one invocation's; LoadParts).
+	Parts int
 }
 
 // Slower reports whether r is its scenario's slowest run so far.
@@ -157,8 +160,13 @@ func seedList(seeds []int64) string {
 func (rep *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Chaos report\n\n")
-	fmt.Fprintf(&b, "Written by `%s` (tools/chaos) on %s at commit %s; %d runs in %s.\n",
-		rep.Command, rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Commit, len(rep.Runs), rep.Took.Round(time.Second))
+	if rep.Parts > 0 {
+		fmt.Fprintf(&b, "Merged by `make chaos-merge` from %d parts, each written by `%s` (tools/chaos): %s; %d runs in %s in all.\n",
+			rep.Parts, rep.Command, rep.Commit, len(rep.Runs), rep.Took.Round(time.Second))
+	} else {
+		fmt.Fprintf(&b, "Written by `%s` (tools/chaos) on %s at commit %s; %d runs in %s.\n",
+			rep.Command, rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Commit, len(rep.Runs), rep.Took.Round(time.Second))
+	}
 	if rep.Budget != "" {
 		fmt.Fprintf(&b, "%s\n", rep.Budget)
 	}
