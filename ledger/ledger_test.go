@@ -734,17 +734,22 @@ func TestLosingRecoveryAdoptsTheWinnersEnd(t *testing.T) {
 	winner := c.client(t, Config{Transport: transportHook{next: c.faults, drop: func(id string, req *bkproto.Request) bool {
 		return id == holder && req.Op == bkproto.OpRead && req.EntryID == 10
 	}}})
-	// The loser recovers entry 10; the winner closes the ledger while the
-	// loser writes it back.
+	// The loser recovers entry 10 (it cannot hear from lacker about it, so
+	// holder's copy decides, however late it answers); the winner closes
+	// the ledger while the loser writes it back.
 	var winnerErr error
 	var once sync.Once
+	winnerRan := false
 	loser := c.client(t, Config{Transport: transportHook{next: c.faults, drop: func(id string, req *bkproto.Request) bool {
 		if req.Op == bkproto.OpAdd && req.EntryID == 10 && req.Flags&bkproto.FlagRecoveryAdd != 0 {
-			once.Do(func() { _, winnerErr = winner.OpenRecover(ctx, w.ID(), password) })
+			once.Do(func() { winnerRan = true; _, winnerErr = winner.OpenRecover(ctx, w.ID(), password) })
 		}
-		return false
+		return id == lacker && req.Op == bkproto.OpRead && req.EntryID == 10
 	}}})
 	r, err := loser.OpenRecover(ctx, w.ID(), password)
+	if !winnerRan {
+		t.Fatal("the losing recovery never wrote entry 10 back, so the winner never ran")
+	}
 	if winnerErr != nil {
 		t.Fatalf("the winning recovery: %v", winnerErr)
 	}

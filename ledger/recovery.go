@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/invariants"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -102,6 +103,13 @@ func (c *Client) recover(ctx context.Context, id int64, md *Metadata, version in
 	closedAt, err := c.closeMetadata(ctx, id, wmd, wversion, last, length, true)
 	if err != nil {
 		return fmt.Errorf("ledger %d recovery: close: %w", id, err)
+	}
+	if closedAt < lac {
+		// The fenced LAC is acknowledged: an end before it would lose
+		// acknowledged entries, which no recovery can reach.
+		invariants.Failf("ledger %d: closed at entry %d by another client, below the acknowledged entry %d", id, closedAt, lac)
+		return fmt.Errorf("ledger %d recovery: closed by another client at entry %d, below the acknowledged entry %d: %w",
+			id, closedAt, lac, ErrRecoveryIncomplete)
 	}
 	if closedAt != last {
 		c.log.Info("ledger recovered by another client first", "ledger", id, "last_entry", closedAt, "this_recovery_found", last)

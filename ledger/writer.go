@@ -757,7 +757,12 @@ func (h *WriteHandle) Close(ctx context.Context) error {
 	h.mu.err = fmt.Errorf("ledger %d: %w", h.id, ErrClosed)
 	md, version, lac, length := h.mu.md.clone(), h.mu.version, h.mu.lac, h.mu.lacLength
 	h.mu.Unlock()
-	_, err := h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
+	closedAt, err := h.c.closeMetadata(ctx, h.id, md, version, lac, length, h.recovery)
+	if err == nil && closedAt != lac {
+		// Only a recovery adopts another's end, and its handle is never
+		// closed here; were it, its LAC would point past the ledger.
+		return fmt.Errorf("ledger %d was closed at entry %d by another client, this one ends at %d: %w", h.id, closedAt, lac, ErrFenced)
+	}
 	return err
 }
 

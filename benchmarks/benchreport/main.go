@@ -142,6 +142,7 @@ type options struct {
 	// metaOps is the metadata section's operations per kind and backend;
 	// metaTopics its topic count for the topic load time.
 	metaOps, metaTopics int
+	txnProducers        int
 }
 
 func main() {
@@ -180,6 +181,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.geoPinned, "geo-pinned", runtime.NumCPU() >= 2, "geo-replication section: also run each cluster and its clients pinned to its own core (taskset -c; default on with 2 or more CPUs)")
 	fs.IntVar(&o.metaOps, "metadata-ops", 20000, "metadata section: operations of each kind on each backend")
 	fs.IntVar(&o.metaTopics, "metadata-topics", 1000, "metadata section: topics whose load time is measured on each backend")
+	fs.IntVar(&o.txnProducers, "txn-producers", txnProducers, "transactions section: producers per client process, for plain and transactional runs alike")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -66,14 +66,14 @@ func (r *runner) runTxn(ctx context.Context) error {
 	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d client processes of %d "+
 		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
 		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
-		"and 100-message runs alternated", txnCoordinators, txnClients, txnProducers)
+		"and 100-message runs alternated", txnCoordinators, txnClients, r.o.txnProducers)
 	run := func(label, topic string, size int) (Run, error) {
 		// The same load for plain and transactional runs, spread over
 		// txnClients processes: one producer waits for each of its
 		// transactions' round trips, so one client process would measure
 		// the client (issue 37's rule: show the client is not the limit).
 		return r.perfSpread(ctx, t, label, "produce", txnClients, func(i int) []string {
-			args := append(maxArgs(topic), "--producers", itoa(txnProducers))
+			args := append(maxArgs(topic), "--producers", itoa(r.o.txnProducers))
 			if size > 0 {
 				args = append(args, "--num-message-per-transaction", itoa(size))
 			}
