@@ -53,7 +53,6 @@ import (
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/replclient"
 	"github.com/magnetar-io/magnetar/broker/txn"
-	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
@@ -369,10 +368,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	if inTxn {
 		tid, tb = txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, p.topic.txns.Load()
 		var err error
-		if entry, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
+		if entry, sum, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
 			return c.sendSendError(id, seq, pb.ServerError_UnknownError, err.Error())
 		}
-		sum = crc32c.Known{}
 		if !tb.isOngoing(tid) && c.b.txnEndedHere(tid) {
 			// The first message of the transaction on this topic, and
 			// its coordinator (hosted here) no longer knows it: stored,

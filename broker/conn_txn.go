@@ -33,6 +33,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/txn"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -274,19 +275,21 @@ func (c *serverConn) sendInTxn(p *producer, cmd *pb.CommandSend, f wire.Frame) e
 }
 
 // withTxnID is the entry with its transaction id in its metadata (md,
-// decoded by checkEntry): Pulsar's Java client sets it, the Go client
-// does not, and recovery of the transaction buffer reads it back.
-func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) ([]byte, error) {
+// decoded by checkEntry) and the CRC32C storage needs: Pulsar's Java
+// client sets the id there, the Go client does not, and recovery of the
+// transaction buffer reads it back. The payload is copied once and not
+// checksummed again (wire.Entry.WithMetadata).
+func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) ([]byte, crc32c.Known, error) {
 	if md.TxnidMostBits != nil && md.GetTxnidMostBits() == id.Most && md.GetTxnidLeastBits() == id.Least {
-		return e.Bytes(), nil
+		return e.Bytes(), e.Sum(), nil
 	}
 	with := proto.Clone(md).(*pb.MessageMetadata)
 	with.TxnidMostBits, with.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
-	out, err := wire.AppendEntry(nil, with, e.Payload())
+	out, sum, err := e.WithMetadata(make([]byte, 0, e.Len()+24), with)
 	if err != nil {
-		return nil, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
+		return nil, crc32c.Known{}, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
 	}
-	return out, nil
+	return out, sum, nil
 }
 
 // handleTxnAck holds an ACK in a transaction on the subscription, off

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -656,5 +657,52 @@ func TestTxnReaderHasNext(t *testing.T) {
 	got := readAll(t, c, topic, false) // fails on a HasNext that promises a message never given
 	if len(got) != 1 || string(got[0].Payload()) != "a" {
 		t.Fatalf("reader got %d messages, want only a", len(got))
+	}
+}
+
+// Transactional batches large enough for storage to take their checksum
+// from the producer's (wire.Entry.WithMetadata) are stored with the
+// transaction id and read back intact: a wrong checksum would fail the
+// read as corrupt (and the invariants build's in-place append check).
+func TestTxnLargeBatchesReadBackIntact(t *testing.T) {
+	_, url := startTxnBroker(t, testLedgers(t, 4))
+	c := newTxnClient(t, url)
+	const topic = "persistent://t/ns/txn-large"
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 64,
+		BatchingMaxPublishDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := newTxn(t, c, time.Minute)
+	var want []string
+	var wg sync.WaitGroup
+	for i := range 48 {
+		s := fmt.Sprintf("%03d:%s", i, strings.Repeat(string(rune('a'+i%26)), 1024+i))
+		want = append(want, s)
+		wg.Add(1)
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(s), Transaction: tx},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					t.Errorf("send in a transaction: %v", err)
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait()
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := receiveWithin(t, cons, 2*time.Second, true)
+	if len(got) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("message %d: got %q..., want %q...", i, got[i][:12], want[i][:12])
+		}
 	}
 }

@@ -55,9 +55,9 @@ func AppendPayloadFrameHeader(dst []byte, cmd *pb.BaseCommand, bem *pb.BrokerEnt
 }
 
 // AppendEntry appends an entry built from md and payload, as a producer
-// writes it: [0x0e01][CRC32C][metadataSize][md][payload]. The broker itself
-// never rewrites client entries; this serves tests, tools and entries the
-// broker originates (markers).
+// writes it: [0x0e01][CRC32C][metadataSize][md][payload]. It serves tests,
+// tools and entries the broker originates (markers); a client's entry the
+// broker must re-encode goes through Entry.WithMetadata.
 func AppendEntry(dst []byte, md *pb.MessageMetadata, payload []byte) ([]byte, error) {
 	start := len(dst)
 	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 
 	"github.com/magnetar-io/magnetar/internal/crc32c"
@@ -74,6 +75,40 @@ func (e Entry) ComputeChecksum() uint32 {
 func (e Entry) Sum() crc32c.Known {
 	head := magicLen + crcLen
 	return crc32c.Of(e.Checksum()).After(e.raw[:head], len(e.raw)-head)
+}
+
+// WithMetadata appends to dst the entry with md as its metadata and the
+// same payload (the one copy of it), and returns the CRC32C of the whole
+// new entry for storage (as Sum). The payload's checksum is taken out of
+// the producer's, not read again: call it only once VerifyChecksum
+// passed. The broker uses it to store a transactional message with its
+// transaction id, which the Go client sends only in the SEND command.
+func (e Entry) WithMetadata(dst []byte, md *pb.MessageMetadata) ([]byte, crc32c.Known, error) {
+	start := len(dst)
+	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
+	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
+	out, err := marshalOpts.MarshalAppend(out, md)
+	if err != nil {
+		return dst[:start], crc32c.Known{}, fmt.Errorf("wire: encode MessageMetadata: %w", err)
+	}
+	mdSize := len(out) - start - entryHeaderLen
+	if mdSize == 0 {
+		return dst[:start], crc32c.Known{}, fmt.Errorf("wire: encode MessageMetadata: empty encoding")
+	}
+	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(mdSize))
+	payload := e.Payload()
+	head := crc32c.Checksum(out[start+magicLen+crcLen:])
+	var crc uint32
+	if len(payload) >= crc32c.CombineWorthFrom {
+		oldHead := crc32c.Checksum(e.raw[magicLen+crcLen : e.metadataEnd()])
+		crc = crc32c.Combine(head, crc32c.Uncombine(e.Checksum(), oldHead, len(payload)), len(payload))
+	} else {
+		crc = crc32c.Update(head, payload)
+	}
+	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
+	out = append(out, payload...)
+	sum := crc32c.Of(crc).After(out[start:start+magicLen+crcLen], len(out)-start-magicLen-crcLen)
+	return out, sum, nil
 }
 
 // VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does

@@ -77,6 +77,16 @@ func Combine(crcA, crcB uint32, lenB int) uint32 {
 	return multModP(xPow8n(uint64(lenB)), crcA) ^ crcB
 }
 
+// Uncombine returns CRC32C(B) given crcAB = CRC32C(A‖B), crcA =
+// CRC32C(A) and lenB = len(B): Combine solved for crcB, so a format that
+// replaces A (a re-encoded header) keeps B's checksum without reading B.
+func Uncombine(crcAB, crcA uint32, lenB int) uint32 {
+	if lenB <= 0 {
+		return 0
+	}
+	return multModP(xPow8n(uint64(lenB)), crcA) ^ crcAB
+}
+
 // CombineWorthFrom is the part size from which Combine is cheaper than
 // hashing the part again: BenchmarkCombine takes about 300 ns whatever the
 // length, BenchmarkChecksum 67 ns for 1 KiB, 222 ns for 4 KiB and 4.1 µs

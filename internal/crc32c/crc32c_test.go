@@ -124,3 +124,28 @@ func TestAfter(t *testing.T) {
 		t.Fatal("Matches is wrong")
 	}
 }
+
+// TestUncombineRecoversTheSecondPart: for random splits of random bytes
+// (seeded), Uncombine of the whole's and the first part's CRCs is the CRC
+// of the second part.
+func TestUncombineRecoversTheSecondPart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 2))
+	buf := make([]byte, 200_000)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for i := 0; i < 1000; i++ {
+		n := rng.IntN(len(buf))
+		if i < 40 {
+			n = i
+		}
+		split := 0
+		if n > 0 {
+			split = rng.IntN(n + 1)
+		}
+		a, b := buf[:split], buf[split:n]
+		if got, want := Uncombine(Checksum(buf[:n]), Checksum(a), len(b)), Checksum(b); got != want {
+			t.Fatalf("len %d split %d: Uncombine = %08x, CRC of the second part = %08x", n, split, got, want)
+		}
+	}
+}

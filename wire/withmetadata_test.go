@@ -1,0 +1,67 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
+
+	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/wire/pb"
+)
+
+// An entry re-encoded with new metadata (WithMetadata) is a valid entry:
+// its checksum verifies, it decodes to the new metadata and the same
+// payload, and the sum handed to storage is the CRC32C of its bytes. Small
+// and large payloads (the checksum is hashed below CombineWorthFrom and
+// taken out of the producer's above it), after bytes already in dst.
+func TestWithMetadataKeepsAValidEntry(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 3*crc32c.CombineWorthFrom).Draw(t, "payload length")
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + n)
+		}
+		md := &pb.MessageMetadata{ProducerName: proto.String(rapid.StringN(1, 20, -1).Draw(t, "producer")),
+			SequenceId: proto.Uint64(rapid.Uint64().Draw(t, "seq")), PublishTime: proto.Uint64(rapid.Uint64().Draw(t, "time"))}
+		raw, err := AppendEntry(nil, md, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseEntry(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := proto.Clone(md).(*pb.MessageMetadata)
+		with.TxnidMostBits, with.TxnidLeastBits = proto.Uint64(rapid.Uint64().Draw(t, "most")), proto.Uint64(rapid.Uint64().Draw(t, "least"))
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "prefix")
+		out, sum, err := e.WithMetadata(bytes.Clone(prefix), with)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out[:len(prefix)], prefix) {
+			t.Fatal("the bytes already in dst changed")
+		}
+		got, err := ParseEntry(out[len(prefix):])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := got.VerifyChecksum(); err != nil {
+			t.Fatalf("re-encoded entry: %v", err)
+		}
+		var gotMD pb.MessageMetadata
+		if err := got.DecodeMetadata(&gotMD); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(&gotMD, with) || !bytes.Equal(got.Payload(), payload) {
+			t.Fatalf("decoded %v and %d payload bytes, want %v and %d", &gotMD, len(got.Payload()), with, len(payload))
+		}
+		if n >= crc32c.CombineWorthFrom && !sum.OK {
+			t.Fatalf("no storage sum for a %d-byte payload", n)
+		}
+		if !sum.Matches(out[len(prefix):]) {
+			t.Fatalf("storage sum %08x is not the entry's CRC32C", sum.CRC)
+		}
+	})
+}
