@@ -411,9 +411,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			return
 		}
 		if d := dedup; d != nil {
-			if err := d.stored(c.b.ctx, dname, dseq, dhighest, pos); err != nil {
-				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
-			}
+			d.stored(c.b.ctx, dname, dseq, dhighest, pos)
 		}
 		if !marker {
 			p.topic.noteData()
