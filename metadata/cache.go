@@ -19,9 +19,14 @@ type Cache[T any] struct {
 	store  Store
 	prefix string
 
+	opts CacheOptions
+
 	mu      sync.Mutex
 	watch   *Watcher                 // the current watch; replaced after an interruption
 	entries map[string]cacheEntry[T] // nil while no watch is established: reads go to the store
+	// stale: the watch was interrupted (the connection went) and entries
+	// are still served (StaleWhileDisconnected) until it is set up again.
+	stale bool
 	gen     map[string]uint64        // bumped on invalidation: a racing fill never resurrects stale data
 	epoch   uint64                   // bumped when a watch ends: fills from before it are dropped
 	closed  bool
@@ -41,13 +46,30 @@ const maxCASRetries = 100
 // ErrCASRetriesExhausted is returned when ReadModifyUpdate kept losing races.
 var ErrCASRetriesExhausted = errors.New("metadata: too many concurrent updates, gave up")
 
+// CacheOptions tune a Cache.
+type CacheOptions struct {
+	// StaleWhileDisconnected keeps serving cached entries while the
+	// connection to the store is down (the watch interrupted, the session
+	// not lost), as Pulsar's metadata caches do, instead of reading
+	// through to a store that cannot answer: for values a hot path reads
+	// (policies), where a value as old as the disconnection beats a wait
+	// for the store. Entries are dropped once the watch is set up again,
+	// since changes may have been missed. Not for ownership.
+	StaleWhileDisconnected bool
+}
+
 // NewCache watches prefix and returns a cache of the nodes under it.
 func NewCache[T any](ctx context.Context, store Store, prefix string) (*Cache[T], error) {
+	return NewCacheWith[T](ctx, store, prefix, CacheOptions{})
+}
+
+// NewCacheWith is NewCache with options.
+func NewCacheWith[T any](ctx context.Context, store Store, prefix string, opts CacheOptions) (*Cache[T], error) {
 	w, err := store.Watch(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[T]{store: store, prefix: prefix, watch: w, entries: map[string]cacheEntry[T]{},
+	c := &Cache[T]{store: store, prefix: prefix, opts: opts, watch: w, entries: map[string]cacheEntry[T]{},
 		gen: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run(w)
 	return c, nil
@@ -76,11 +98,24 @@ func (c *Cache[T]) invalidate(w *Watcher) {
 		c.gen[ev.Path]++
 		c.mu.Unlock()
 	}
-	// No read may be served from entries nobody invalidates any more.
+	// No read may be served from entries nobody invalidates any more,
+	// except, when asked, while only the connection is gone: then they
+	// are as old as the disconnection, and dropped once it is back.
 	c.mu.Lock()
-	c.entries = nil
+	if c.opts.StaleWhileDisconnected && errors.Is(w.Err(), ErrWatchInterrupted) && c.entries != nil {
+		c.stale = true
+	} else {
+		c.entries = nil
+	}
 	c.epoch++
 	c.mu.Unlock()
+}
+
+// disconnected reports whether entries are being served stale.
+func (c *Cache[T]) disconnected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stale
 }
 
 // resumable reports whether a watch that ended with err can be set up
@@ -105,10 +140,16 @@ func (c *Cache[T]) rewatch() *Watcher {
 				w.Close()
 				return nil
 			}
-			c.watch, c.entries = w, map[string]cacheEntry[T]{}
+			// Fresh entries: fills begun before this (epoch) and stale
+			// entries (changes may have been missed) are not kept.
+			c.watch, c.entries, c.stale = w, map[string]cacheEntry[T]{}, false
+			c.epoch++
 			return w
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrSessionLost) {
+			c.mu.Lock()
+			c.entries, c.stale = nil, false
+			c.mu.Unlock()
 			return nil
 		}
 		select {

@@ -56,11 +56,15 @@ func New(ctx context.Context, store metadata.Store, opts Options) (*Resources, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cache, err := metadata.NewCache[Policies](ctx, store, policiesRoot)
+	// Policies are read on the publish path (a topic's maxMessageSize,
+	// rates): while the metadata store is unreachable they are served as
+	// they were, not waited for.
+	stale := metadata.CacheOptions{StaleWhileDisconnected: true}
+	cache, err := metadata.NewCacheWith[Policies](ctx, store, policiesRoot, stale)
 	if err != nil {
 		return nil, fmt.Errorf("resources: watch %s: %w", policiesRoot, err)
 	}
-	topicCache, err := metadata.NewCache[TopicPolicies](ctx, store, topicPoliciesRoot)
+	topicCache, err := metadata.NewCacheWith[TopicPolicies](ctx, store, topicPoliciesRoot, stale)
 	if err != nil {
 		cache.Close()
 		return nil, fmt.Errorf("resources: watch %s: %w", topicPoliciesRoot, err)
