@@ -26,12 +26,12 @@ type Cache[T any] struct {
 	entries map[string]cacheEntry[T] // nil while no watch is established: reads go to the store
 	// stale: the watch was interrupted (the connection went) and entries
 	// are still served (StaleWhileDisconnected) until it is set up again.
-	stale bool
-	gen     map[string]uint64        // bumped on invalidation: a racing fill never resurrects stale data
-	epoch   uint64                   // bumped when a watch ends: fills from before it are dropped
-	closed  bool
-	stop    chan struct{}
-	done    chan struct{}
+	stale  bool
+	gen    map[string]uint64 // bumped on invalidation: a racing fill never resurrects stale data
+	epoch  uint64            // bumped when a watch ends: fills from before it are dropped
+	closed bool
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 type cacheEntry[T any] struct {
