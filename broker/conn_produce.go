@@ -411,7 +411,9 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 			return
 		}
 		if d := dedup; d != nil {
-			d.stored(c.b.ctx, dname, dseq, dhighest, pos)
+			if err := d.stored(c.b.ctx, dname, dseq, dhighest, pos); err != nil {
+				c.log.Warn("deduplication snapshot not taken; a reload replays more", "topic", p.topic.name.String(), "err", err)
+			}
 		}
 		if !marker {
 			p.topic.noteData()

@@ -27,7 +27,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"sync"
 	"time"
@@ -54,11 +53,6 @@ type dedup struct {
 	every    time.Duration // the snapshot interval (0: by entries only)
 	cursor   managedledger.Cursor
 	replayed int // entries the last rebuild read (after the snapshot)
-	log      *slog.Logger
-
-	// saving is the snapshot being saved (nil: none); one at a time, so
-	// the cursor's positions only move forward.
-	saving chan struct{}
 }
 
 func newDedup(interval int, every time.Duration) *dedup {
@@ -66,7 +60,7 @@ func newDedup(interval int, every time.Duration) *dedup {
 		interval = 1000
 	}
 	return &dedup{pushed: map[string]int64{}, persisted: map[string]int64{}, interval: interval, every: every,
-		last: time.Now(), log: slog.New(slog.DiscardHandler)}
+		last: time.Now()}
 }
 
 // lastPersisted is the producer's highest stored sequence id, or -1.
@@ -109,48 +103,24 @@ func (d *dedup) admit(producer string, seq, highest int64) admission {
 	return admitNew
 }
 
-// stored records a persisted SEND, stored at pos, and starts a snapshot
-// every interval entries or once every has passed. Called in storage
-// order, from the add callback, so it never waits for the snapshot: a
-// cursor whose ledger is being created waits for the metadata store, and
-// every receipt of the topic would wait with it (as Pulsar's, the
-// snapshot is asynchronous). A snapshot due while one is being saved is
-// taken at the first entry after it.
-func (d *dedup) stored(ctx context.Context, producer string, seq, highest int64, pos managedledger.Position) {
+// stored records a persisted SEND, stored at pos, and takes a snapshot
+// every interval entries or once every has passed. Called in storage order.
+func (d *dedup) stored(ctx context.Context, producer string, seq, highest int64, pos managedledger.Position) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.persisted[producer] = max(d.persisted[producer], seq, highest)
 	d.since++
 	due := d.since >= d.interval
 	if !due && d.every > 0 {
 		due = time.Since(d.last) >= d.every
 	}
-	if !due || d.cursor == nil || d.saving != nil {
-		return
+	if !due || d.cursor == nil {
+		d.mu.Unlock()
+		return nil
 	}
 	d.since, d.last = 0, time.Now()
-	snap, cur, saving := maps.Clone(d.persisted), d.cursor, make(chan struct{})
-	d.saving = saving
-	go func() {
-		defer close(saving)
-		err := cur.MarkDeleteWithProperties(ctx, pos, snap)
-		d.mu.Lock()
-		d.saving = nil
-		d.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			d.log.Warn("deduplication snapshot not taken; a reload replays more", "position", pos.String(), "err", err)
-		}
-	}()
-}
-
-// waitSnapshot returns once no snapshot is being saved.
-func (d *dedup) waitSnapshot() {
-	d.mu.Lock()
-	saving := d.saving
+	snap := maps.Clone(d.persisted)
 	d.mu.Unlock()
-	if saving != nil {
-		<-saving
-	}
+	return d.cursor.MarkDeleteWithProperties(ctx, pos, snap)
 }
 
 // failed forgets pushed but unstored sequence ids, so the producer's

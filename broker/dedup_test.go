@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,7 +174,9 @@ func TestDeduplicationResendOfPendingSend(t *testing.T) {
 	if got := d.admit("p", 53, 0); got != admitNew {
 		t.Fatalf("first send: %v", got)
 	}
-	d.stored(ctx, "p", 53, 0, managedledger.Position{})
+	if err := d.stored(ctx, "p", 53, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
 	if got := d.admit("p", 54, 0); got != admitNew {
 		t.Fatalf("54: %v", got)
 	}
@@ -191,7 +192,9 @@ func TestDeduplicationResendOfPendingSend(t *testing.T) {
 	if got := d.admit("p", 54, 0); got != admitNew {
 		t.Fatalf("a resend after the original failed: %v, want admitNew", got)
 	}
-	d.stored(ctx, "p", 54, 0, managedledger.Position{})
+	if err := d.stored(ctx, "p", 54, 0, managedledger.Position{}); err != nil {
+		t.Fatal(err)
+	}
 	if got := d.admit("p", 54, 0); got != admitDuplicate {
 		t.Fatalf("a resend after 54 was stored: %v, want admitDuplicate", got)
 	}
@@ -229,8 +232,9 @@ func TestDeduplicationSnapshotByTime(t *testing.T) {
 		}
 		pos := a.pos
 		d.admit("p", seq, 0)
-		d.stored(ctx, "p", seq, 0, pos)
-		d.waitSnapshot()
+		if err := d.stored(ctx, "p", seq, 0, pos); err != nil {
+			t.Fatal(err)
+		}
 	}
 	store(1)
 	store(2)
@@ -247,61 +251,5 @@ func TestDeduplicationSnapshotByTime(t *testing.T) {
 	store(4)
 	if got := d.cursor.Properties()["p"]; got != 3 {
 		t.Fatalf("a snapshot right after the last one: %d", got)
-	}
-}
-
-// blockingCursor is a cursor whose MarkDeleteWithProperties waits for
-// release (a cursor ledger being created while ZooKeeper elects a leader).
-type blockingCursor struct {
-	managedledger.Cursor
-	release chan struct{}
-	calls   atomic.Int32
-}
-
-func (c *blockingCursor) MarkDeleteWithProperties(ctx context.Context, _ managedledger.Position, _ map[string]int64) error {
-	c.calls.Add(1)
-	select {
-	case <-c.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// A deduplication snapshot that cannot be saved does not hold up the
-// topic's receipts: stored runs in the add callback, in storage order, and
-// a snapshot waiting for its cursor ledger (ZooKeeper electing a leader)
-// stopped every producer of the topic for the election (kill-zk-leader
-// seed 4: 1.1 s on a deduplicated topic). One snapshot is saved at a time;
-// one due meanwhile is taken at the next entry after it.
-func TestDeduplicationSnapshotDoesNotHoldReceipts(t *testing.T) {
-	d := newDedup(2, 0)
-	cur := &blockingCursor{release: make(chan struct{})}
-	d.cursor = cur
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for seq := int64(1); seq <= 6; seq++ {
-			d.admit("p", seq, 0)
-			d.stored(ctx, "p", seq, 0, managedledger.Position{LedgerID: 1, EntryID: seq})
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("stored waited for a snapshot that cannot be saved")
-	}
-	if n := cur.calls.Load(); n != 1 {
-		t.Fatalf("%d snapshots started, want 1 (one at a time)", n)
-	}
-	close(cur.release)
-	d.waitSnapshot()
-	d.admit("p", 7, 0)
-	d.stored(ctx, "p", 7, 0, managedledger.Position{LedgerID: 1, EntryID: 7})
-	d.waitSnapshot()
-	if n := cur.calls.Load(); n != 2 {
-		t.Fatalf("%d snapshots after the first was saved, want 2 (the one due meanwhile)", n)
 	}
 }

@@ -152,7 +152,6 @@ func (t *topic) loadDedup(ctx context.Context) error {
 		return nil
 	}
 	t.dedup = newDedup(t.b.cfg.DeduplicationEntriesInterval, t.dedupSnapshotInterval(ctx))
-	t.dedup.log = t.b.log.With("topic", t.name.String())
 	if err := t.dedup.rebuild(ctx, t.ml); err != nil {
 		return fmt.Errorf("rebuild deduplication state: %w", err)
 	}
