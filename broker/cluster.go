@@ -255,7 +255,9 @@ func (b *Broker) otherClusterLookup(ctx context.Context, name TopicName) (owners
 func policyBoundaries(res *resources.Resources) func(context.Context, string) ([]uint32, error) {
 	return func(ctx context.Context, ns string) ([]uint32, error) {
 		tenant, name, _ := strings.Cut(ns, "/")
-		p, err := res.NamespaceShared(ctx, tenant, name)
+		// Fresh: ownership is acquired by these boundaries, and a split
+		// made elsewhere while this broker was cut off must not be missed.
+		p, err := res.NamespaceFresh(ctx, tenant, name)
 		if err != nil {
 			return nil, err
 		}

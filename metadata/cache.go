@@ -20,6 +20,10 @@ type Cache[T any] struct {
 	prefix string
 
 	opts CacheOptions
+	// session tells rewatch of a reconnection (retry at once) and of a
+	// lost session (stale entries dropped at once); nil unless
+	// StaleWhileDisconnected.
+	session *SessionWatcher
 
 	mu      sync.Mutex
 	watch   *Watcher                 // the current watch; replaced after an interruption
@@ -71,6 +75,9 @@ func NewCacheWith[T any](ctx context.Context, store Store, prefix string, opts C
 	}
 	c := &Cache[T]{store: store, prefix: prefix, opts: opts, watch: w, entries: map[string]cacheEntry[T]{},
 		gen: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.StaleWhileDisconnected {
+		c.session = store.SessionEvents()
+	}
 	go c.run(w)
 	return c, nil
 }
@@ -102,13 +109,33 @@ func (c *Cache[T]) invalidate(w *Watcher) {
 	// except, when asked, while only the connection is gone: then they
 	// are as old as the disconnection, and dropped once it is back.
 	c.mu.Lock()
-	if c.opts.StaleWhileDisconnected && errors.Is(w.Err(), ErrWatchInterrupted) && c.entries != nil {
+	// A compacted etcd watch missed changes for certain: not served.
+	if c.opts.StaleWhileDisconnected && errors.Is(w.Err(), ErrWatchInterrupted) && !errors.Is(w.Err(), ErrWatchCompacted) &&
+		c.entries != nil {
 		c.stale = true
 	} else {
 		c.entries = nil
 	}
 	c.epoch++
 	c.mu.Unlock()
+}
+
+// sessionStates is the session's stream, or nil (never ready).
+func (c *Cache[T]) sessionStates() <-chan SessionState {
+	if c.session == nil {
+		return nil
+	}
+	return c.session.States()
+}
+
+// dropStale stops serving entries nobody invalidates.
+func (c *Cache[T]) dropStale() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale {
+		c.entries, c.stale = nil, false
+		c.epoch++
+	}
 }
 
 // disconnected reports whether entries are being served stale.
@@ -147,28 +174,50 @@ func (c *Cache[T]) rewatch() *Watcher {
 			return w
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrSessionLost) {
-			c.mu.Lock()
-			c.entries, c.stale = nil, false
-			c.mu.Unlock()
+			c.dropStale()
 			return nil
 		}
 		select {
 		case <-c.stop:
 			return nil
 		case <-time.After(delay):
+			delay = min(2*delay, 5*time.Second)
+		case st, ok := <-c.sessionStates():
+			switch {
+			case !ok:
+				c.session = nil // ended (overflow): back to the backoff alone
+			case st == SessionLost:
+				c.dropStale()
+			case st == SessionReconnected || st == SessionConnected:
+				delay = 50 * time.Millisecond // watch again now, not after the backoff
+			}
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
 // Get returns the decoded value at path; found is false when the node does
 // not exist (absence is cached too).
 func (c *Cache[T]) Get(ctx context.Context, path string) (value T, stat Stat, found bool, err error) {
+	return c.get(ctx, path, false)
+}
+
+// GetFresh is Get that never answers from entries served stale while
+// disconnected (StaleWhileDisconnected): for reads a decision other
+// processes must agree with is made from (a namespace's bundle
+// boundaries, from which bundle ownership is acquired).
+func (c *Cache[T]) GetFresh(ctx context.Context, path string) (value T, stat Stat, found bool, err error) {
+	return c.get(ctx, path, true)
+}
+
+func (c *Cache[T]) get(ctx context.Context, path string, fresh bool) (value T, stat Stat, found bool, err error) {
 	if !underPrefix(path, c.prefix) {
 		return value, stat, false, fmt.Errorf("metadata cache %s: path %s is outside it", c.prefix, path)
 	}
 	c.mu.Lock()
 	e, hit := c.entries[path]
+	if fresh && c.stale {
+		hit = false
+	}
 	gen, epoch, live := c.gen[path], c.epoch, c.entries != nil
 	c.mu.Unlock()
 	if hit {
@@ -246,6 +295,9 @@ func (c *Cache[T]) Close() {
 	c.closed = true
 	w := c.watch
 	close(c.stop)
+	// Nobody invalidates entries any more: reads go to the store.
+	c.entries, c.stale = nil, false
+	c.epoch++
 	c.mu.Unlock()
 	w.Close()
 	<-c.done

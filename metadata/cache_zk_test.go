@@ -116,6 +116,31 @@ func TestCacheServesStaleWhileDisconnected(t *testing.T) {
 	if err != nil || !found || v.N != 1 {
 		t.Fatalf("read while disconnected: %v found=%v err=%v, want the cached N=1", v, found, err)
 	}
+	// GetFresh (bundle boundaries) never takes the stale entry.
+	rctx, cancel = context.WithTimeout(ctx, time.Second)
+	v, _, _, err = c.GetFresh(rctx, "/p/x")
+	cancel()
+	if err == nil {
+		t.Fatalf("GetFresh while disconnected answered %v, want the store's error", v)
+	}
 	dialer.Heal()
 	waitCached(t, c, 2)
+
+	// Closed while disconnected, the cache serves nothing stale for ever.
+	dialer.Cut()
+	deadline = time.Now().Add(15 * time.Second)
+	for !c.disconnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never saw its connection go the second time")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Close()
+	rctx, cancel = context.WithTimeout(ctx, time.Second)
+	v, _, _, err = c.Get(rctx, "/p/x")
+	cancel()
+	if err == nil {
+		t.Fatalf("a closed cache answered %v from its stale entries", v)
+	}
+	dialer.Heal()
 }

@@ -98,6 +98,24 @@ func (r *Resources) NamespaceShared(ctx context.Context, tenant, ns string) (Pol
 	return p, nil
 }
 
+// NamespaceFresh is NamespaceShared that never answers from policies
+// served stale while the metadata store is unreachable: for the bundle
+// boundaries bundle ownership is acquired by, which another broker may
+// have split meanwhile.
+func (r *Resources) NamespaceFresh(ctx context.Context, tenant, ns string) (Policies, error) {
+	if err := validateNamespaceName(tenant, ns); err != nil {
+		return Policies{}, err
+	}
+	p, _, found, err := r.policies.GetFresh(ctx, namespacePath(tenant, ns))
+	if err != nil {
+		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
+	}
+	if !found {
+		return Policies{}, notFound(namespaceWhat(tenant, ns))
+	}
+	return p, nil
+}
+
 // Bundles returns a namespace's bundles. Policies written without them
 // (Pulsar always writes them) answer with the default even split.
 func (r *Resources) Bundles(ctx context.Context, tenant, ns string) (BundlesData, error) {
