@@ -251,7 +251,7 @@ func (c *Cluster) initMetadata() error {
 
 func (c *Cluster) startBookies() error {
 	conf := filepath.Join(c.opts.Dir, "bk_server.conf")
-	// journalMaxSizeMB: the last bookie's disk is a 512 MiB tmpfs; with
+	// journalMaxSizeMB: the last bookie's disk is a small tmpfs (512 MiB then); with
 	// the default 2 GiB files the current journal file and a recycled one
 	// filled it over a long run (332 MiB of journal at seed 3 of 5 Dec's
 	// full run), the bookie turned read-only, and with one bookie of four

@@ -15,9 +15,42 @@ import (
 )
 
 const (
-	tmpfsSize   = 512 << 20
+	// tmpfsSize: the runs' data accumulates on every bookie (each run's
+	// topics stay). At 512 MiB (a quarter of it journal files) bk4's disk
+	// passed diskUsageThreshold after about 170 runs and bk4 stayed
+	// read-only, so every later bookie fault left an E=3 writer no
+	// replacement: 5 Dec's part 1, seeds 8-10, 10-14 s on topics with a
+	// spare bookie (kill-bookie, pause-bookie, journal-fsync-error,
+	// rolling-restart), and likely 4 Dec's seeds 8-11 too. 2 GiB lasts
+	// about 1,100 runs; tmpfsFullest refuses a run before that.
+	tmpfsSize   = 2 << 30
 	tmpfsSource = "magnetar-chaos" // how leftovers of a crashed run are found in /proc/mounts
+	// tmpfsFullest is the fullest bk4's disk may be when a run starts:
+	// fuller, the bookie may turn read-only in the run without a fault.
+	tmpfsFullest = 0.75
 )
+
+// checkSmallDisk refuses a run on a cluster whose small disk is almost
+// full of earlier runs' data: it would measure a cluster without its
+// spare bookie, not the scenario.
+func checkSmallDisk(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	if st.Blocks == 0 {
+		return nil
+	}
+	used := 1 - float64(st.Bavail)/float64(st.Blocks)
+	if used > tmpfsFullest {
+		return fmt.Errorf("bk4's disk %s is %.0f%% full of earlier runs' data (over %.0f%%): the bookie would turn read-only "+
+			"without a fault and the run would measure a cluster without its spare bookie; start a new work directory", dir, 100*used, 100*tmpfsFullest)
+	}
+	return nil
+}
 
 func mountTmpfs(dir string, size int64) error {
 	if err := unix.Mount(tmpfsSource, dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {

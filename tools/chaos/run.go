@@ -128,6 +128,10 @@ func (r *Run) Execute() {
 		r.Err = fmt.Errorf("before the run: %w", err)
 		return
 	}
+	if err := checkSmallDisk(r.C.tmpfs); err != nil {
+		r.Err = fmt.Errorf("before the run: %w", err)
+		return
+	}
 	if r.Scenario.Geo {
 		if err := r.C.EnsureRemote(); err != nil {
 			r.Err = fmt.Errorf("before the run: %w", err)

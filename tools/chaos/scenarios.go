@@ -85,7 +85,7 @@ var Scenarios = []*Scenario{
 	{Name: "partition-client-broker", Doc: "cut the client from a topic's owner 4-10 s", Inject: partitionClientBroker},
 	{Name: "pause-then-kill", Doc: "SIGSTOP a bookie, kill -9 another, restart it, then SIGCONT the first (JetStream's sequence)", Inject: pauseThenKill},
 	{Name: "journal-fsync-error", Doc: "a bookie's journal fsyncs fail with EIO (engine/errorfs, through the bookie's test fault control) for 3-8 s (it turns read-only); then kill -9 and restart it", Inject: journalFsyncError, Bound: resetBound},
-	{Name: "disk-full", Doc: "the 512 MiB tmpfs holding bk4's journal and ledgers is filled to 1 MiB free for 4-10 s, then emptied", Inject: diskFull, Bound: resetBound},
+	{Name: "disk-full", Doc: "the 2 GiB tmpfs holding bk4's journal and ledgers is filled to 1 MiB free for 4-10 s, then emptied", Inject: diskFull, Bound: resetBound},
 	{Name: "unload", Doc: "unload 3-6 random topics or whole namespaces, 0.5-3 s apart", Inject: unload},
 	{Name: "split-bundle", Doc: "split the bundle of a topic in two and unload the halves", Inject: splitBundle},
 	{Name: "kill-proxy", Doc: "kill -9 the proxy (a third of the topics' clients go through it), restart it 2-6 s later", Inject: killProxy},
