@@ -28,7 +28,7 @@ func TestBounds(t *testing.T) {
 		t.Errorf("no bound: %q", got)
 	}
 	row := &Row{Scenario: &Scenario{Name: "x", Bound: b}, Spare: []time.Duration{time.Second}, NoSpare: []time.Duration{3 * time.Second}}
-	if cell := boundCell(row); !strings.Contains(cell, "passed") {
+	if cell := boundCell(row); !strings.Contains(cell, "exceeded") {
 		t.Errorf("bound cell %q for a run past the bound", cell)
 	}
 	row.NoSpare = []time.Duration{time.Second}

@@ -255,7 +255,7 @@ func boundCell(row *Row) string {
 	}
 	kept := "kept"
 	if quantile(row.Spare, 1) > bd.Spare || quantile(row.NoSpare, 1) > bd.NoSpare {
-		kept = "**passed**"
+		kept = "**exceeded**"
 	}
 	return fmt.Sprintf("%.0f / %.0f s: %s", bd.Spare.Seconds(), bd.NoSpare.Seconds(), kept)
 }
