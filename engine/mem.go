@@ -667,6 +667,9 @@ func (f *memFile) Truncate(size int64) error {
 	w := memWrite{off: size, trunc: true}
 	n.data = w.applyTo(n.data)
 	n.pending = append(n.pending, w)
+	// As Linux's: blocks past the new end are freed, preallocated ones
+	// (fallocate with KEEP_SIZE) too.
+	n.allocated = min(n.allocated, size)
 	f.fs.used += max(int64(len(n.data)), n.allocated) - before
 	return nil
 }

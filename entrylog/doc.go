@@ -154,7 +154,8 @@
 // it. Tombstones are never removed. Log usage overcounts replaced entries
 // (the old copy still counts until its log is compacted for other reasons
 // or its ledger is deleted). The log that was current when the process
-// stopped keeps its preallocated blocks until GC removes it.
+// stopped keeps its preallocated blocks until the next open, which gives
+// them back (releaseTail).
 //
 // # Lock rules
 //

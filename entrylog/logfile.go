@@ -100,6 +100,23 @@ func (s *logSet) openExisting(id uint64) (*logFile, error) {
 	return &logFile{id: id, path: p, f: f}, nil
 }
 
+// releaseTail gives back the blocks preallocated past an existing log's
+// end: every log found at open is sealed (a new one starts), and the one
+// that was current when the storage stopped still holds its preallocated
+// tail, which rotate releases for logs sealed while running. Without it
+// every restart kept up to a preallocation step of disk until GC removed
+// the log.
+func (s *logSet) releaseTail(path string, size int64) error {
+	f, err := s.fs.OpenReadWrite(path)
+	if err == nil {
+		err = errors.Join(f.Truncate(size), f.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("entry log %s: release preallocated space: %w", path, err)
+	}
+	return nil
+}
+
 // add registers an open log for reading.
 func (s *logSet) add(lf *logFile) {
 	s.mu.Lock()

@@ -186,10 +186,15 @@ func (s *shard) openLog(id uint64) error {
 	for _, n := range usage {
 		total += n
 	}
-	if size := lf.f.Size(); LogHeaderSize+total > size {
+	size := lf.f.Size()
+	if LogHeaderSize+total > size {
 		lf.f.Close()
 		return engine.CorruptionErrorf("entrylog %s: entry log %s is %d bytes, the index has %d bytes of records in it",
 			s.dir, lf.path, size, total)
+	}
+	if err := s.logs.releaseTail(lf.path, size); err != nil {
+		lf.f.Close()
+		return err
 	}
 	s.logs.add(lf)
 	return nil
