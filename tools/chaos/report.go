@@ -161,7 +161,7 @@ func (rep *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Chaos report\n\n")
 	if rep.Parts > 0 {
-		fmt.Fprintf(&b, "Merged by `make chaos-merge` from %d parts, each written by `%s` (tools/chaos): %s; %d runs in %s in all.\n",
+		fmt.Fprintf(&b, "Merged by `make chaos-merge` from %d part(s), each written by `%s` (tools/chaos): %s; %d runs in %s in all.\n",
 			rep.Parts, rep.Command, rep.Commit, len(rep.Runs), rep.Took.Round(time.Second))
 	} else {
 		fmt.Fprintf(&b, "Written by `%s` (tools/chaos) on %s at commit %s; %d runs in %s.\n",
