@@ -58,7 +58,7 @@ func TestPartsMergeIntoOneReport(t *testing.T) {
 		t.Errorf("failures %q", rep.Failures)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"from 2 parts", "aaa (seeds 1-2", "bbb (seeds 3"} {
+	for _, want := range []string{"from 2 part(s)", "aaa (seeds 1-2", "bbb (seeds 3"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md[:min(len(md), 600)])
 		}
