@@ -105,7 +105,9 @@ func (s *logSet) openExisting(id uint64) (*logFile, error) {
 // that was current when the storage stopped still holds its preallocated
 // tail, which rotate releases for logs sealed while running. Without it
 // every restart kept up to a preallocation step of disk until GC removed
-// the log.
+// the log. Every log, not only the last: logs of earlier versions kept
+// such tails from each restart, and a truncate to a log's own size is
+// cheap and changes no byte of it.
 func (s *logSet) releaseTail(path string, size int64) error {
 	f, err := s.fs.OpenReadWrite(path)
 	if err == nil {

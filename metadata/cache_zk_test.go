@@ -12,23 +12,8 @@ import (
 // connection is down is seen after it comes back, and the cache caches
 // (and invalidates) again afterwards.
 func TestCacheRewatchesAfterConnectionLoss(t *testing.T) {
-	zk := zktest.StartForTest(t, 1)
-	target, _ := ParseTarget(zk.Connection)
 	ctx := context.Background()
-	dialer := &zktest.Dialer{}
-	cached, err := OpenZK(ctx, target, ZKOptions{SessionTimeout: 10 * time.Second, Dial: dialer.Dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cached.Close()
-	writer, err := OpenZK(ctx, target, ZKOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
-	if _, err := writer.Put(ctx, "/p/x", []byte(`{"N":1}`), AnyVersion); err != nil {
-		t.Fatal(err)
-	}
+	cached, writer, dialer := cutPair(t)
 	c, err := NewCache[struct{ N int }](ctx, cached, "/p")
 	if err != nil {
 		t.Fatal(err)
@@ -76,23 +61,8 @@ func waitCached(t *testing.T, c *Cache[struct{ N int }], n int) {
 // (partition-zk-minority seed 4: 3.4 s without an acknowledgement). Once
 // the connection is back, a change made meanwhile is seen.
 func TestCacheServesStaleWhileDisconnected(t *testing.T) {
-	zk := zktest.StartForTest(t, 1)
-	target, _ := ParseTarget(zk.Connection)
 	ctx := context.Background()
-	dialer := &zktest.Dialer{}
-	cached, err := OpenZK(ctx, target, ZKOptions{SessionTimeout: 10 * time.Second, Dial: dialer.Dial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cached.Close()
-	writer, err := OpenZK(ctx, target, ZKOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
-	if _, err := writer.Put(ctx, "/p/x", []byte(`{"N":1}`), AnyVersion); err != nil {
-		t.Fatal(err)
-	}
+	cached, writer, dialer := cutPair(t)
 	c, err := NewCacheWith[struct{ N int }](ctx, cached, "/p", CacheOptions{StaleWhileDisconnected: true})
 	if err != nil {
 		t.Fatal(err)
@@ -143,4 +113,29 @@ func TestCacheServesStaleWhileDisconnected(t *testing.T) {
 		t.Fatalf("a closed cache answered %v from its stale entries", v)
 	}
 	dialer.Heal()
+}
+
+// cutPair starts a ZooKeeper server and returns a store whose connection
+// the dialer can cut (session 10 s), a second store to write with, and
+// /p/x holding N=1.
+func cutPair(t *testing.T) (cached, writer Store, dialer *zktest.Dialer) {
+	t.Helper()
+	zk := zktest.StartForTest(t, 1)
+	target, _ := ParseTarget(zk.Connection)
+	ctx := context.Background()
+	dialer = &zktest.Dialer{}
+	cached, err := OpenZK(ctx, target, ZKOptions{SessionTimeout: 10 * time.Second, Dial: dialer.Dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cached.Close() })
+	writer, err = OpenZK(ctx, target, ZKOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { writer.Close() })
+	if _, err := writer.Put(ctx, "/p/x", []byte(`{"N":1}`), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	return cached, writer, dialer
 }

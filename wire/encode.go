@@ -60,6 +60,20 @@ func AppendPayloadFrameHeader(dst []byte, cmd *pb.BaseCommand, bem *pb.BrokerEnt
 // broker must re-encode goes through Entry.WithMetadata.
 func AppendEntry(dst []byte, md *pb.MessageMetadata, payload []byte) ([]byte, error) {
 	start := len(dst)
+	out, err := appendMetadataHead(dst, md)
+	if err != nil {
+		return dst[:start], err
+	}
+	out = append(out, payload...)
+	crc := crc32.Checksum(out[start+magicLen+crcLen:], castagnoli)
+	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
+	return out, nil
+}
+
+// appendMetadataHead appends an entry's head with md encoded in it:
+// magic, a CRC32C left zero for the caller, metadataSize and md.
+func appendMetadataHead(dst []byte, md *pb.MessageMetadata) ([]byte, error) {
+	start := len(dst)
 	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
 	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
 	out, err := marshalOpts.MarshalAppend(out, md)
@@ -73,9 +87,6 @@ func AppendEntry(dst []byte, md *pb.MessageMetadata, payload []byte) ([]byte, er
 		return dst[:start], fmt.Errorf("wire: encode MessageMetadata: empty encoding")
 	}
 	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(mdSize))
-	out = append(out, payload...)
-	crc := crc32.Checksum(out[start+magicLen+crcLen:], castagnoli)
-	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
 	return out, nil
 }
 

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 
 	"github.com/magnetar-io/magnetar/internal/crc32c"
@@ -85,17 +84,10 @@ func (e Entry) Sum() crc32c.Known {
 // transaction id, which the Go client sends only in the SEND command.
 func (e Entry) WithMetadata(dst []byte, md *pb.MessageMetadata) ([]byte, crc32c.Known, error) {
 	start := len(dst)
-	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
-	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
-	out, err := marshalOpts.MarshalAppend(out, md)
+	out, err := appendMetadataHead(dst, md)
 	if err != nil {
-		return dst[:start], crc32c.Known{}, fmt.Errorf("wire: encode MessageMetadata: %w", err)
+		return dst[:start], crc32c.Known{}, err
 	}
-	mdSize := len(out) - start - entryHeaderLen
-	if mdSize == 0 {
-		return dst[:start], crc32c.Known{}, fmt.Errorf("wire: encode MessageMetadata: empty encoding")
-	}
-	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(mdSize))
 	payload := e.Payload()
 	head := crc32c.Checksum(out[start+magicLen+crcLen:])
 	var crc uint32

@@ -85,17 +85,7 @@ func (r *Resources) GetNamespaceCached(ctx context.Context, tenant, ns string) (
 // standalone's CPU with 10,000 topics. Never write to the result or
 // anything it points to; GetNamespaceCached gives a copy to change.
 func (r *Resources) NamespaceShared(ctx context.Context, tenant, ns string) (Policies, error) {
-	if err := validateNamespaceName(tenant, ns); err != nil {
-		return Policies{}, err
-	}
-	p, _, found, err := r.policies.Get(ctx, namespacePath(tenant, ns))
-	if err != nil {
-		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
-	}
-	if !found {
-		return Policies{}, notFound(namespaceWhat(tenant, ns))
-	}
-	return p, nil
+	return r.namespaceCached(ctx, tenant, ns, r.policies.Get)
 }
 
 // NamespaceFresh is NamespaceShared that never answers from policies
@@ -103,10 +93,16 @@ func (r *Resources) NamespaceShared(ctx context.Context, tenant, ns string) (Pol
 // boundaries bundle ownership is acquired by, which another broker may
 // have split meanwhile.
 func (r *Resources) NamespaceFresh(ctx context.Context, tenant, ns string) (Policies, error) {
+	return r.namespaceCached(ctx, tenant, ns, r.policies.GetFresh)
+}
+
+// namespaceCached reads a namespace's policies through the cache with get.
+func (r *Resources) namespaceCached(ctx context.Context, tenant, ns string,
+	get func(context.Context, string) (Policies, metadata.Stat, bool, error)) (Policies, error) {
 	if err := validateNamespaceName(tenant, ns); err != nil {
 		return Policies{}, err
 	}
-	p, _, found, err := r.policies.GetFresh(ctx, namespacePath(tenant, ns))
+	p, _, found, err := get(ctx, namespacePath(tenant, ns))
 	if err != nil {
 		return Policies{}, fmt.Errorf("read %s: %w", namespaceWhat(tenant, ns), err)
 	}
