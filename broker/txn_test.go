@@ -529,10 +529,6 @@ func TestTxnCoordinatorsMove(t *testing.T) {
 	c := startClusterWith(t, 2, Config{TransactionCoordinatorEnabled: true, TransactionCoordinators: 4})
 	client := newTxnClient(t, c.brokers[0].url())
 	const topic = "persistent://public/default/txn-move"
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		t.Fatal(err)
@@ -572,6 +568,16 @@ func TestTxnCoordinatorsMove(t *testing.T) {
 	}
 	if committed < 8 {
 		t.Fatalf("after the coordinators moved only %d of 40 transactions committed", committed)
+	}
+	// The consumer subscribes only now, from the earliest message: closing
+	// a coordinator's connection closes every consumer on it too, and the
+	// Go client's consumer reconnect has a data race of its own (v0.19.0,
+	// in runEventsLoop's reconnectToBroker; it failed one CI run under
+	// -race), which this test is not about.
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if got := receiveWithin(t, cons, 2*time.Second, true); len(got) < 12 {
 		t.Fatalf("got %d messages, want the 4 before and at least 8 after: %v", len(got), got)
