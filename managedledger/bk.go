@@ -65,6 +65,17 @@ type Config struct {
 	// FailureBackoff up to FailureBackoffMax, jittered (default 100 ms,
 	// 5 s). See bk_backoff.go.
 	FailureBackoff, FailureBackoffMax time.Duration
+	// CloseTimeout bounds how long Close waits for storage: the cursor
+	// snapshots it writes and the adds still pending (default 2 s). A
+	// bookie gone silent holds each add to it until the ledger client's
+	// add timeout (10 s) and an ensemble change; an unload (load
+	// shedding, an admin, a graceful stop) must not hold the topic's
+	// clients that long. Past it the adds still pending fail (never
+	// acknowledged: their producers resend) and the ledgers are left for
+	// the next owner's recovery, which fences and closes them; a cursor
+	// snapshot not written leaves the cursor at its last one that was
+	// (acknowledgements since are delivered again, as after a crash).
+	CloseTimeout time.Duration
 	// Password of every ledger (managedLedgerPassword; default empty).
 	Password []byte
 	// LedgerPolicy, if set, is asked before each ledger (data or cursor)
@@ -160,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FailureBackoffMax < c.FailureBackoff {
 		c.FailureBackoffMax = max(5*time.Second, c.FailureBackoff)
+	}
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = 2 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

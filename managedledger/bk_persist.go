@@ -655,13 +655,17 @@ func (ml *bkLedger) trimMetadata(ctx context.Context) ([]*ledgerInfo, error) {
 }
 
 // Close stops the ledger: waiting reads fail, cursors are persisted, the
-// current ledger is closed.
+// current ledger is closed. Its storage work is bounded by CloseTimeout
+// (see Config): past it, what is still pending fails and the ledgers are
+// left for the next owner's recovery.
 func (ml *bkLedger) Close(ctx context.Context) error {
 	done, ok := ml.f.closing(ml) // sets closed
 	if !ok {
 		return nil
 	}
 	defer done()
+	ctx, cancel := context.WithTimeout(ctx, ml.cfg.CloseTimeout)
+	defer cancel()
 	ml.mu.Lock()
 	var woken []func()
 	for _, c := range ml.allCursorsLocked() {
@@ -710,6 +714,10 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 			err = werr
 		}
 		<-w.Delivered()
+	}
+	if ctx.Err() != nil {
+		ml.f.log.Warn("managed ledger closed without waiting longer for its storage; the next owner recovers its ledgers",
+			"managed_ledger", ml.name, "waited", ml.cfg.CloseTimeout, "err", err)
 	}
 	return err
 }
