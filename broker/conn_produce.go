@@ -362,13 +362,13 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 				"a message with this sequence id is still being stored; resend it once that settles")
 		}
 	}
-	entry, sum := f.Entry.Bytes(), f.Entry.Sum()
+	entry, sum, owned := f.Entry.Bytes(), f.Entry.Sum(), false
 	var tb *txnBuffer
 	var tid txn.ID
 	if inTxn {
 		tid, tb = txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}, p.topic.txns.Load()
 		var err error
-		if entry, sum, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
+		if entry, owned, sum, err = withTxnID(f.Entry, &c.sendMetadata, tid); err != nil {
 			return c.sendSendError(id, seq, pb.ServerError_UnknownError, err.Error())
 		}
 		if !tb.isOngoing(tid) && c.b.txnEndedHere(tid) {
@@ -388,7 +388,7 @@ func (c *serverConn) handleSend(cmd *pb.CommandSend, f wire.Frame) error {
 	published := int64(c.sendMetadata.GetPublishTime()) // checkEntry decoded it
 	stages := c.b.cfg.Stages
 	stages.Since(stage.BrokerToStorage, received)
-	p.topic.addEntry(entry, sum, msgs, func(pos managedledger.Position, err error) {
+	p.topic.addEntryFrom(entry, owned, sum, msgs, func(pos managedledger.Position, err error) {
 		if tb != nil {
 			tb.sent(tid, pos, err) // before the receipt: the commit that follows it finds the entry
 		}

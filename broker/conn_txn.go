@@ -34,6 +34,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/auth"
 	"github.com/magnetar-io/magnetar/broker/txn"
 	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/managedledger"
 	"github.com/magnetar-io/magnetar/wire"
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
@@ -277,19 +278,25 @@ func (c *serverConn) sendInTxn(p *producer, cmd *pb.CommandSend, f wire.Frame) e
 // withTxnID is the entry with its transaction id in its metadata (md,
 // decoded by checkEntry) and the CRC32C storage needs: Pulsar's Java
 // client sets the id there, the Go client does not, and recovery of the
-// transaction buffer reads it back. The payload is copied once and not
-// checksummed again (wire.Entry.WithMetadata).
-func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) ([]byte, crc32c.Known, error) {
+// transaction buffer reads it back. The payload is copied once, into a
+// buffer with storage's headroom in front (owned: give it to
+// topic.addOwnedEntry, which copies nothing more), and not checksummed
+// again (wire.Entry.WithMetadata). An entry that has the id already is
+// returned as it is (not owned).
+func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) (entry []byte, owned bool, sum crc32c.Known, err error) {
 	if md.TxnidMostBits != nil && md.GetTxnidMostBits() == id.Most && md.GetTxnidLeastBits() == id.Least {
-		return e.Bytes(), e.Sum(), nil
+		return e.Bytes(), false, e.Sum(), nil
 	}
 	with := proto.Clone(md).(*pb.MessageMetadata)
 	with.TxnidMostBits, with.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
-	out, sum, err := e.WithMetadata(make([]byte, 0, e.Len()+24), with)
+	// The headroom is scratch storage overwrites; append, not make, fills
+	// the rest, so only the headroom is zeroed, not the whole entry.
+	var head [managedledger.EntryHeadroom]byte
+	out, sum, err := e.WithMetadata(append(make([]byte, 0, len(head)+e.Len()+24), head[:]...), with)
 	if err != nil {
-		return nil, crc32c.Known{}, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
+		return nil, false, crc32c.Known{}, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
 	}
-	return out, sum, nil
+	return out, true, sum, nil
 }
 
 // handleTxnAck holds an ACK in a transaction on the subscription, off

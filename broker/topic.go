@@ -213,6 +213,14 @@ func (t *topic) dedupEnabled(ctx context.Context) (bool, error) {
 // sum is the entry's CRC32C if known (wire.Entry.Sum): storage builds its
 // checksums from it.
 func (t *topic) addEntry(entry []byte, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
+	t.addEntryFrom(entry, false, sum, messages, cb)
+}
+
+// addEntryFrom is addEntry for an entry that may be owned: built for
+// storage (a transactional SEND's, re-encoded with its transaction id),
+// with managedledger.EntryHeadroom bytes of scratch in front of it and
+// handed over, so storing it copies nothing more.
+func (t *topic) addEntryFrom(entry []byte, owned bool, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
 	if !t.beginAdd() {
 		cb(managedledger.Position{}, fmt.Errorf("topic %s: %w", t.name, errTopicFenced))
 		return
@@ -225,14 +233,23 @@ func (t *topic) addEntry(entry []byte, sum crc32c.Known, messages int64, cb func
 		orig(pos, err)
 		t.endAdd()
 	}
-	t.storeEntry(entry, sum, messages, cb)
+	t.storeEntry(entry, owned, sum, messages, cb)
 }
 
-func (t *topic) storeEntry(entry []byte, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
+// storeEntry stores entry: owned says it is addOwnedEntry's (headroom in
+// front, handed over), else it aliases a buffer reused once this returns.
+func (t *topic) storeEntry(entry []byte, owned bool, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
+	withRoom := entry
+	if owned {
+		entry = entry[managedledger.EntryHeadroom:]
+	}
 	if !t.name.Persistent() {
 		// One copy for every subscription: the connection's buffer is
 		// reused once this returns, the writes to consumers are not done.
-		data := bytes.Clone(entry)
+		data := entry
+		if !owned {
+			data = bytes.Clone(entry)
+		}
 		t.ml.AddEntry(nil, func(pos managedledger.Position, err error) {
 			t.publishNonPersistent(managedledger.Entry{Position: pos, Data: data})
 			cb(pos, err)
@@ -245,7 +262,10 @@ func (t *topic) storeEntry(entry []byte, sum crc32c.Known, messages int64, cb fu
 	}
 	// The one copy out of the connection's buffer, with room in front for
 	// storage to encode its entry without copying again.
-	t.ml.AddEntryInPlace(managedledger.WithHeadroom(entry), sum, cb)
+	if !owned {
+		withRoom = managedledger.WithHeadroom(entry)
+	}
+	t.ml.AddEntryInPlace(withRoom, sum, cb)
 }
 
 // beginAdd counts an add about to be handed to the managed ledger, unless

@@ -143,6 +143,7 @@ type options struct {
 	// metaTopics its topic count for the topic load time.
 	metaOps, metaTopics int
 	txnProducers        int
+	txnCoordinators     int
 }
 
 func main() {
@@ -182,6 +183,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.metaOps, "metadata-ops", 20000, "metadata section: operations of each kind on each backend")
 	fs.IntVar(&o.metaTopics, "metadata-topics", 1000, "metadata section: topics whose load time is measured on each backend")
 	fs.IntVar(&o.txnProducers, "txn-producers", txnProducers, "transactions section: producers per client process, for plain and transactional runs alike")
+	fs.IntVar(&o.txnCoordinators, "txn-coordinators", txnCoordinators, "transactions section: transaction coordinators (the Go client sends each one's requests one at a time)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

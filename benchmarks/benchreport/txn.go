@@ -59,14 +59,14 @@ func (r *runner) runTxn(ctx context.Context) error {
 		return err
 	}
 	defer t.servers[0].stop()
-	if err := scaleCoordinators(ctx, t.admin, txnCoordinators); err != nil {
+	if err := scaleCoordinators(ctx, t.admin, r.o.txnCoordinators); err != nil {
 		return err
 	}
 	d.Ran = true
 	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d client processes of %d "+
 		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
 		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
-		"and 100-message runs alternated", txnCoordinators, txnClients, r.o.txnProducers)
+		"and 100-message runs alternated", r.o.txnCoordinators, txnClients, r.o.txnProducers)
 	run := func(label, topic string, size int) (Run, error) {
 		// The same load for plain and transactional runs, spread over
 		// txnClients processes: one producer waits for each of its

@@ -212,7 +212,7 @@ func newWorkload(cfg WorkloadConfig) *workload {
 }
 
 func (w *workload) setup() error {
-	w.logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	w.logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	for group, url := range w.cfg.URLs {
 		c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 60 * time.Second,
 			ConnectionTimeout: 3 * time.Second, Logger: w.logger})
