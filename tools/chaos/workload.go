@@ -212,6 +212,9 @@ func newWorkload(cfg WorkloadConfig) *workload {
 }
 
 func (w *workload) setup() error {
+	// INFO, not WARN: the client's reconnect decisions (the backoff it
+	// chose, when it connected again) are INFO lines, and the timelines
+	// of the report (timeline.go) show where a gap's time went with them.
 	w.logger = plog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	for group, url := range w.cfg.URLs {
 		c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 60 * time.Second,
