@@ -31,7 +31,7 @@ type LookupResult struct {
 // leader sent the client here to take the bundle.
 func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bool) (LookupResult, error) {
 	if s.closed() {
-		return LookupResult{}, ErrNotServing
+		return s.lookupWhileStopping(ctx, ns, topic)
 	}
 	start := time.Now()
 	b, err := s.BundleOf(ctx, ns, topic)
@@ -101,6 +101,31 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	}
 	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL,
 		BrokerURLTLS: data.PulsarServiceURLTLS, HTTPURLTLS: data.WebServiceURLTLS}, false, nil
+}
+
+// lookupWhileStopping answers a lookup on a broker that stopped serving:
+// the owner, when another broker serves the bundle, else the broker this
+// one hands its bundles to (successor), authoritatively, as the leader
+// would, so that broker takes the bundle (once this one released it).
+// Refused, the Go client backs off and asks here again: it sends its
+// lookups down one connection, which stays open until this process exits.
+// With the metadata session lost nothing can be read: ErrNotServing.
+func (s *Service) lookupWhileStopping(ctx context.Context, ns, topic string) (LookupResult, error) {
+	b, err := s.BundleOf(ctx, ns, topic)
+	if err != nil {
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrNotServing, err)
+	}
+	if od, found, err := s.ownerInStore(ctx, b); err != nil {
+		return LookupResult{}, fmt.Errorf("%w: %w", ErrNotServing, err)
+	} else if found && !od.Disabled && od.NativeURL != s.self.NativeURL {
+		return s.connectTo(od), nil
+	}
+	next := s.successor(ctx)
+	if next == nil {
+		return LookupResult{}, ErrNotServing
+	}
+	next.Redirect, next.Authoritative = true, true
+	return *next, nil
 }
 
 func (s *Service) connectTo(od OwnerData) LookupResult {
