@@ -446,6 +446,9 @@ type Broker struct {
 	// lookups and topicLoads bound concurrent work as Pulsar's
 	// maxConcurrentLookupRequest and maxConcurrentTopicLoadRequest do.
 	lookups, topicLoads *semaphore.Weighted
+	// replicatorLoads gates the topic loads of remote clusters'
+	// replicators (replicatorTopicLoads at a time), ahead of topicLoads.
+	replicatorLoads *semaphore.Weighted
 	// txnCoords are the transaction coordinators hosted here (txncoord.go).
 	txnCoords coordinators
 
@@ -468,7 +471,7 @@ func New(cfg Config, ledgers managedledger.Factory) *Broker {
 		unloading: map[string]chan struct{}{},
 		conns:     map[*serverConn]struct{}{}, stop: make(chan struct{}),
 		lookups:    semaphore.NewWeighted(int64(cfg.MaxConcurrentLookupRequest)),
-		topicLoads: semaphore.NewWeighted(int64(cfg.MaxConcurrentTopicLoadRequest))}
+		topicLoads: semaphore.NewWeighted(int64(cfg.MaxConcurrentTopicLoadRequest)), replicatorLoads: semaphore.NewWeighted(replicatorTopicLoads)}
 	b.peers = &admin.Peers{Credentials: cfg.BrokerClient}
 	if cfg.BrokerClientTLSEnabled {
 		t, err := cfg.BrokerClientTLS.Config(cfg.BrokerClient)
@@ -578,6 +581,12 @@ func (b *Broker) loadTopic(ctx context.Context, name TopicName) (*topic, error) 
 	}
 	if !name.Persistent() {
 		return b.addTopic(ctx, newTopic(b, name, newStreamOfNothing(name.String())))
+	}
+	if forReplicator(ctx) {
+		if err := b.replicatorLoads.Acquire(ctx, 1); err != nil {
+			return nil, fmt.Errorf("topic %s: waiting to load for a remote replicator: %w", name, err)
+		}
+		defer b.replicatorLoads.Release(1)
 	}
 	// Bounded as Pulsar's maxConcurrentTopicLoadRequest: a storm of
 	// lookups for cold topics waits here instead of opening them all at
@@ -736,4 +745,25 @@ func (b *Broker) track(c *serverConn, open bool) {
 	} else {
 		delete(b.conns, c)
 	}
+}
+
+// replicatorTopicLoads is how many topics remote clusters' replicators
+// load at once here. After a failover they reconnect to every replicated
+// topic the broker took over, all at once; loaded alongside, the topics
+// local clients wait for recovered their ledgers among theirs. Two at a
+// time keeps replication catching up (a load takes tens of
+// milliseconds) without crowding the rest.
+const replicatorTopicLoads = 2
+
+// replicatorLoadKey marks a context whose topic load is for a remote
+// cluster's replicator (loadTopic gates those: replicatorTopicLoads).
+type replicatorLoadKey struct{}
+
+func withReplicatorLoad(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replicatorLoadKey{}, true)
+}
+
+func forReplicator(ctx context.Context) bool {
+	v, _ := ctx.Value(replicatorLoadKey{}).(bool)
+	return v
 }

@@ -114,7 +114,11 @@ func (c *serverConn) openProducer(name TopicName, id, reqID uint64, producerName
 		_ = c.sendError(reqID, code, err.Error())
 		return
 	}
-	t, err := c.b.clientTopic(c.ctx, name)
+	loadCtx := c.ctx
+	if strings.HasPrefix(producerName, replclient.Prefix) {
+		loadCtx = withReplicatorLoad(loadCtx) // loaded behind the topics local clients wait for
+	}
+	t, err := c.b.clientTopic(loadCtx, name)
 	if err != nil {
 		_ = c.sendError(reqID, topicErrorCode(err), err.Error())
 		return
