@@ -279,20 +279,20 @@ func (c *serverConn) sendInTxn(p *producer, cmd *pb.CommandSend, f wire.Frame) e
 // decoded by checkEntry) and the CRC32C storage needs: Pulsar's Java
 // client sets the id there, the Go client does not, and recovery of the
 // transaction buffer reads it back. The payload is copied once, into a
-// buffer with storage's headroom in front (owned: give it to
-// topic.addOwnedEntry, which copies nothing more), and not checksummed
-// again (wire.Entry.WithMetadata). An entry that has the id already is
-// returned as it is (not owned).
+// buffer with storage's headroom in front (owned: topic.addEntryFrom
+// copies nothing more), and not checksummed again
+// (wire.Entry.WithMetadata). An entry that has the id already is returned
+// as it is (not owned).
 func withTxnID(e wire.Entry, md *pb.MessageMetadata, id txn.ID) (entry []byte, owned bool, sum crc32c.Known, err error) {
 	if md.TxnidMostBits != nil && md.GetTxnidMostBits() == id.Most && md.GetTxnidLeastBits() == id.Least {
 		return e.Bytes(), false, e.Sum(), nil
 	}
 	with := proto.Clone(md).(*pb.MessageMetadata)
 	with.TxnidMostBits, with.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
-	// The headroom is scratch storage overwrites; append, not make, fills
-	// the rest, so only the headroom is zeroed, not the whole entry.
-	var head [managedledger.EntryHeadroom]byte
-	out, sum, err := e.WithMetadata(append(make([]byte, 0, len(head)+e.Len()+24), head[:]...), with)
+	// WithMetadata appends the payload to the headroom and metadata: the
+	// buffer is grown by append, which leaves the bytes it copies
+	// unzeroed (a make of the whole size would clear it all first).
+	out, sum, err := e.WithMetadata(managedledger.WithHeadroom(nil), with)
 	if err != nil {
 		return nil, false, crc32c.Known{}, fmt.Errorf("transactional SEND: set the transaction id: %w", err)
 	}

@@ -236,8 +236,9 @@ func (t *topic) addEntryFrom(entry []byte, owned bool, sum crc32c.Known, message
 	t.storeEntry(entry, owned, sum, messages, cb)
 }
 
-// storeEntry stores entry: owned says it is addOwnedEntry's (headroom in
-// front, handed over), else it aliases a buffer reused once this returns.
+// storeEntry stores entry: owned says it has storage's headroom in front
+// and is handed over (addEntryFrom), else it aliases a buffer reused once
+// this returns.
 func (t *topic) storeEntry(entry []byte, owned bool, sum crc32c.Known, messages int64, cb func(managedledger.Position, error)) {
 	withRoom := entry
 	if owned {
