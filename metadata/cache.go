@@ -243,9 +243,24 @@ func (c *Cache[T]) get(ctx context.Context, path string, fresh bool) (value T, s
 	return e.value, e.stat, e.found, nil
 }
 
+// Invalidate drops path's entry, so the next read goes to the store: a
+// process that wrote path itself calls it to read its own write at once
+// (an admin call that sets a policy, then the broker acting on it) instead
+// of when the watch's event arrives. A read racing with it is not cached.
+func (c *Cache[T]) Invalidate(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		return
+	}
+	delete(c.entries, path)
+	c.gen[path]++
+}
+
 // ReadModifyUpdate applies modify to the current value (found=false when
 // absent) and writes the result with compare-and-set, retrying from a fresh
-// read on version conflicts. It returns the value written.
+// read on version conflicts. It returns the value written, which this
+// cache's next read sees.
 func (c *Cache[T]) ReadModifyUpdate(ctx context.Context, path string, modify func(cur T, found bool) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; attempt < maxCASRetries; attempt++ {
@@ -280,6 +295,7 @@ func (c *Cache[T]) ReadModifyUpdate(ctx context.Context, path string, modify fun
 		if err != nil {
 			return zero, err
 		}
+		c.Invalidate(path)
 		return next, nil
 	}
 	return zero, fmt.Errorf("metadata cache %s: %w after %d attempts", path, ErrCASRetriesExhausted, maxCASRetries)

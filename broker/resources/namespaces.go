@@ -167,7 +167,9 @@ func (r *Resources) CreateNamespace(ctx context.Context, tenant, ns string, p Po
 			return Policies{}, err
 		}
 	}
-	if err := createJSON(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns), p); err != nil {
+	err = createJSON(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns), p)
+	r.policies.Invalidate(namespacePath(tenant, ns)) // a cached absence goes
+	if err != nil {
 		return Policies{}, err
 	}
 	return p, r.undoIfTenantGone(ctx, tenant, ns)
@@ -207,6 +209,7 @@ func (r *Resources) undoIfTenantGone(ctx context.Context, tenant, ns string) err
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Errorf("re-read %s: %w", tenantWhat(tenant), err)
 	}
+	defer r.policies.Invalidate(namespacePath(tenant, ns))
 	if err := r.store.Delete(ctx, namespacePath(tenant, ns), metadata.AnyVersion); err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Errorf("undo %s after its tenant went: %w", namespaceWhat(tenant, ns), err)
 	}
@@ -238,6 +241,7 @@ func (r *Resources) updateNamespace(ctx context.Context, tenant, ns string, chec
 	if err := validateNamespaceName(tenant, ns); err != nil {
 		return Policies{}, err
 	}
+	defer r.policies.Invalidate(namespacePath(tenant, ns))
 	return updateJSON(ctx, r.store, namespacePath(tenant, ns), namespaceWhat(tenant, ns), func(p *Policies) error {
 		before := slices.Clone(p.ReplicationClusters)
 		if err := mutate(p); err != nil {
@@ -317,6 +321,7 @@ func (r *Resources) deleteNamespaceOnce(ctx context.Context, tenant, ns string, 
 		return err
 	}
 	err = r.store.Delete(ctx, namespacePath(tenant, ns), stat.Version)
+	r.policies.Invalidate(namespacePath(tenant, ns))
 	switch {
 	case errors.Is(err, metadata.ErrBadVersion):
 		return err // changed meanwhile: the caller tries again

@@ -395,3 +395,57 @@ func TestStoredJSONIsPulsars(t *testing.T) {
 		t.Fatalf("tenant stored as %s, %v", raw, err)
 	}
 }
+
+// deafStore never tells its watchers of a change: caches over it are
+// invalidated only by what this process does itself.
+type deafStore struct{ metadata.Store }
+
+func (s deafStore) Watch(ctx context.Context, _ string) (*metadata.Watcher, error) {
+	return s.Store.Watch(ctx, "/deaf-store-watch")
+}
+
+// An admin call that sets a policy is followed at once by this broker's
+// own reads of it (pulsar-admin set, then the topic acts on it), not when
+// the store's watch event arrives, which it may do later.
+func TestPolicyWritesAreReadBackAtOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := metadata.NewMemoryServer()
+	store := srv.NewSession()
+	t.Cleanup(func() { store.Close() })
+	r := newResources(t, deafStore{store})
+	must(t, r.CreateCluster(ctx, "c1", ClusterData{ServiceURL: "http://c1:8080"}))
+	must(t, r.CreateTenant(ctx, "t", TenantInfo{AllowedClusters: []string{"c1"}}))
+	if _, err := r.NamespaceShared(ctx, "t", "ns"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("namespace before it is created: %v, want not found", err)
+	}
+	p := NewPolicies()
+	p.ReplicationClusters = []string{"c1"}
+	if _, err := r.CreateNamespace(ctx, "t", "ns", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.NamespaceShared(ctx, "t", "ns"); err != nil {
+		t.Fatalf("namespace just created: %v", err)
+	}
+	ttl := 60
+	if _, err := r.UpdateNamespace(ctx, "t", "ns", func(p *Policies) error { p.MessageTTLInSeconds = &ttl; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.NamespaceShared(ctx, "t", "ns"); err != nil || got.MessageTTLInSeconds == nil || *got.MessageTTLInSeconds != ttl {
+		t.Fatalf("namespace TTL read after it was set: %v %v, want %d", got.MessageTTLInSeconds, err, ttl)
+	}
+	topic := TopicName{Domain: "persistent", Tenant: "t", Namespace: "ns", Local: "x"}
+	if own, err := r.TopicPoliciesShared(ctx, topic); err != nil || len(own.Local) != 0 || len(own.Global) != 0 {
+		t.Fatalf("topic policies before any is set: %+v %v", own, err)
+	}
+	must(t, r.SetTopicPolicy(ctx, topic, "c1", "messageTTL", json.RawMessage("1")))
+	own, err := r.TopicPoliciesShared(ctx, topic)
+	if v, ok := TopicPolicy[int](own, "c1", "messageTTL"); err != nil || !ok || v != 1 {
+		t.Fatalf("topic TTL read after it was set: %v %v %v, want 1", v, ok, err)
+	}
+	if err := r.DeleteNamespace(ctx, "t", "ns", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.NamespaceShared(ctx, "t", "ns"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("namespace read after it was deleted: %v, want not found", err)
+	}
+}

@@ -235,6 +235,7 @@ func (r *Resources) updateTopicPolicies(ctx context.Context, t TopicName, change
 			return err
 		}
 		_, err = r.store.Put(ctx, topicPoliciesPath(t), raw, version)
+		r.topicPolicies.Invalidate(topicPoliciesPath(t))
 		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
 			continue
 		}
