@@ -370,14 +370,24 @@ func TestLeaderFailover(t *testing.T) {
 			c.srv.ExpireSession(c.stores[i])
 		}
 	}
-	waitFor(t, func() bool {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		for _, s := range c.svcs {
 			if s != old && s.IsLeader() {
-				return true
+				return
 			}
 		}
-		return false
-	})
+		if time.Now().After(deadline) {
+			// It failed once in CI under -race; say what each broker saw.
+			for i, s := range c.svcs {
+				li, found, err := s.Leader(context.Background())
+				t.Logf("broker %d (%s): leader %v, old %v, leader node %+v found %v err %v",
+					i, s.ID(), s.IsLeader(), s == old, li, found, err)
+			}
+			t.Fatal("no other broker became the leader in 20 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func TestStaleOwnershipOfOurAddressIsReplaced(t *testing.T) {
