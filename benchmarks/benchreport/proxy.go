@@ -187,6 +187,9 @@ func writeProxy(w io.Writer, res *Results) {
 	if direct > 0 {
 		fmt.Fprintf(w, "\nMedians: direct %.0f msg/s, through the proxy %.0f msg/s: **%.2f ×** direct.\n\n", direct, proxied, proxied/direct)
 	}
+	if d.Skipped != "" {
+		fmt.Fprintf(w, "Not measured through the proxy: %s\n\n", oneLine(d.Skipped))
+	}
 	if d.DirectFixed != nil || d.ProxyFixed != nil {
 		fmt.Fprintf(w, "| path | rate | achieved | publish p50 | p99 | p99.9 | e2e p50 | p99 | p99.9 | lost |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, p := range []struct {

@@ -98,8 +98,11 @@ func writeTargets(w io.Writer, res *Results) {
 	}
 	fmt.Fprintln(w)
 	for _, t := range rows {
-		if t.ran && !t.met && t.why != "" {
+		switch {
+		case t.ran && !t.met && t.why != "":
 			fmt.Fprintf(w, "- *%s missed:* %s\n", t.name, t.why)
+		case !t.ran && t.why != "":
+			fmt.Fprintf(w, "- *%s not measured:* %s\n", t.name, t.why)
 		}
 	}
 	fmt.Fprintln(w)
@@ -233,7 +236,7 @@ func sectionTargetRows(res *Results) []targetRow {
 		rows = append(rows, targetRow{name: addName, measured: fmt.Sprintf("p99 %s vs %s direct: %+.2f ms", us(proxied), us(direct), added),
 			ratio: fmt.Sprintf("%.2f", added/targetProxyAddedP99Ms), met: added <= targetProxyAddedP99Ms, ran: true})
 	} else if selected("proxy") {
-		rows = append(rows, targetRow{name: addName})
+		rows = append(rows, targetRow{name: addName, why: oneLine(p.Skipped)})
 	}
 	rows = append(rows, geoTargetRows(res)...)
 	if row := txnTargetRow(res, selected("txn")); row != nil {

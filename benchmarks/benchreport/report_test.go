@@ -186,6 +186,19 @@ func TestSectionTargets(t *testing.T) {
 	if len(rows) != 3 || rows[0].ran || rows[1].ran || rows[2].ran {
 		t.Fatalf("unmeasured rows: %+v", rows)
 	}
+	// A run that failed: its row and the section say why.
+	failed := sectionResults()
+	failed.Proxy.ProxyFixed, failed.Proxy.Skipped = nil, "proxy e2e at 50%: exit status 1 (log: 92-proxy.log)"
+	var md strings.Builder
+	writeReport(&md, failed, nil)
+	for _, want := range []string{
+		"- *publish p99 added by the proxy at 50% of the direct maximum ≤ 1 ms not measured:* proxy e2e at 50%: exit status 1 (log: 92-proxy.log)",
+		"Not measured through the proxy: proxy e2e at 50%: exit status 1 (log: 92-proxy.log)",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
 	// Not selected: no rows.
 	res.Sections = []string{"metadata"}
 	if rows := sectionTargetRows(res); len(rows) != 0 {
