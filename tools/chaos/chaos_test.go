@@ -80,6 +80,10 @@ func TestChaos(t *testing.T) {
 	logf("cluster up in %s", time.Since(rep.Started).Round(time.Millisecond))
 	runs := filepath.Join(work, "runs")
 	total := *flagSeeds * len(scenarios)
+	// slowestDirs: per scenario, the logs kept only because the run was
+	// its slowest so far (the report's timeline points at them); replaced
+	// by the next slower run's.
+	slowestDirs := map[string]string{}
 	for i := range *flagSeeds {
 		seed := *flagFirstSeed + int64(i)
 		for _, s := range scenarios {
@@ -101,9 +105,14 @@ func TestChaos(t *testing.T) {
 			if *flagBounds {
 				over = s.Bound.check(v)
 			}
-			if rep.Slower(r) { // its timeline reads the servers' logs
+			slowest := rep.Slower(r)
+			if slowest { // its timeline reads the servers' logs
 				keepLogs(c, r)
 				rep.NoteSlowest(r)
+				if prev := slowestDirs[s.Name]; prev != "" {
+					_ = os.RemoveAll(prev) // no longer the slowest
+					delete(slowestDirs, s.Name)
+				}
 			}
 			if *flagPart != "" {
 				if err := rep.SavePart(*flagPart); err != nil {
@@ -120,6 +129,8 @@ func TestChaos(t *testing.T) {
 			case v.MaxUnavailable > SlowRun || os.Getenv("CHAOS_KEEP_LOGS") != "":
 				keepLogs(c, r)
 				logf("%s seed %d: unavailable %.1f s; logs kept in %s", s.Name, seed, v.MaxUnavailable.Seconds(), r.Dir)
+			case slowest:
+				slowestDirs[s.Name] = r.Dir
 			default:
 				_ = os.RemoveAll(r.Dir)
 			}
