@@ -78,3 +78,44 @@ func TestBKCloseDoesNotWaitForAStalledBookie(t *testing.T) {
 		t.Fatalf("the next owner reads %v, want %v (or m0 too)", got, acked[1:])
 	}
 }
+
+// TestBKCloseDoesNotWaitForAPersistTickOnAStalledBookie: Close waited,
+// unbounded, for a cursor-persist tick in flight, and a tick whose cursor
+// snapshot went to a silent bookie holds until the add timeout. Found by
+// the fault suite (partition-broker-bookie seed 15 of 5 Dec): load shedding
+// unloaded a topic 2 s into a cut of one bookie; its clients were closed at
+// once, but the unload finished 11.6 s later (12.4 s without an
+// acknowledgement against the 11 s bound), 9.6 s of it waiting for the tick.
+func TestBKCloseDoesNotWaitForAPersistTickOnAStalledBookie(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	ft := fault.NewTransport(env.tr)
+	f, _ := env.factoryOver(t, ft, nil, Config{CloseTimeout: 500 * time.Millisecond, MarkDeleteRate: 100})
+	const name = "public/default/persistent/close-during-tick"
+	ml, err := f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		addWait(t, ml, fmt.Sprintf("m%d", i))
+	}
+	es, err := c.ReadEntries(ctx, 1, 1<<20)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("read: %v %v", es, err)
+	}
+	hang := ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Hang})
+	defer ft.Remove(hang)
+	if err := c.MarkDelete(ctx, es[0].Position); err != nil { // the next tick (10 ms) persists it
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the tick's snapshot is now held by the silent bookie
+	start := time.Now()
+	_ = ml.Close(ctx)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Close took %s with a persist tick held by a silent bookie (CloseTimeout 500 ms)", took.Round(time.Millisecond))
+	}
+}

@@ -43,6 +43,11 @@ type bkLedger struct {
 	id                  uint64 // cache key: distinguishes this open from a later one
 
 	persistWG sync.WaitGroup // persist ticks in flight
+	// persistCtx is the persist ticks' context; Close cancels it, so a
+	// tick held by a silent bookie gives up at once (Close persists the
+	// cursors itself, within CloseTimeout).
+	persistCtx  context.Context
+	stopPersist context.CancelFunc
 
 	metaMu sync.Mutex // held from reading the version to storing the new one
 	// lostWrite is a write of the node whose outcome is unknown (its
@@ -115,6 +120,7 @@ type queuedAdd struct {
 
 func openBKLedger(ctx context.Context, f *BKFactory, name string) (*bkLedger, error) {
 	ml := &bkLedger{f: f, cfg: f.cfg, name: name, id: f.nextID.Add(1)}
+	ml.persistCtx, ml.stopPersist = context.WithCancel(context.Background())
 	if f.cfg.LedgerPolicy != nil {
 		if p, err := f.cfg.LedgerPolicy(ctx, name); err == nil && p.MarkDeleteRate > 0 {
 			ml.cfg.MarkDeleteRate = p.MarkDeleteRate
@@ -468,6 +474,7 @@ func (ml *bkLedger) abandon() {
 	}
 	w := ml.mu.writer
 	ml.mu.Unlock()
+	ml.stopPersist()
 	ml.persistWG.Wait()
 	if w != nil {
 		_ = w.Close(context.Background())

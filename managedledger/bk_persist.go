@@ -526,7 +526,7 @@ func (ml *bkLedger) persistTick() {
 	ml.persistWG.Add(1) // under mu while open: Close waits for it
 	ml.mu.Unlock()
 	defer ml.persistWG.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(ml.persistCtx, time.Minute)
 	defer cancel()
 	ml.persistAll(ctx)
 	if err := ml.trim(ctx); err != nil {
@@ -688,7 +688,8 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 		ml.mu.persistTimer = nil
 	}
 	ml.mu.Unlock()
-	ml.persistWG.Wait() // a tick in flight finishes first
+	ml.stopPersist()    // a tick in flight gives up: its cursors are persisted below
+	ml.persistWG.Wait() // and returns (its storage calls end with their context)
 	err := ml.persistAll(ctx)
 	ml.mu.Lock()
 	cs := ml.allCursorsLocked()
