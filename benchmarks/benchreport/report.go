@@ -141,9 +141,16 @@ func targetRows(res *Results) []targetRow {
 			pub.why = strings.TrimSpace(pub.why + " " + st)
 			e2e.why = strings.TrimSpace(e2e.why + " " + st)
 		}
+		if short := shortfallWhy(half); short != "" {
+			pub.why, e2e.why = short+" "+pub.why, short+" "+e2e.why
+		}
 		rows = append(rows, pub, e2e)
 		if mem != nil && res.Disk.SyncP99Micros > 0 {
-			rows = append(rows, durableTailTarget(half, mem, res.Disk, res.Traced))
+			tail := durableTailTarget(half, mem, res.Disk, res.Traced)
+			if short := shortfallWhy(half); short != "" && tail.ran {
+				tail.why = short + " " + tail.why
+			}
+			rows = append(rows, tail)
 		}
 	}
 	if c := sa.CatchUp; c != nil && res.Disk.ColdReadMiBSec > 0 {
@@ -297,6 +304,21 @@ func latencyTarget(name string, l *perfkit.Latency, limitMs float64) targetRow {
 // in-memory one at the same rate by at most two datasyncs' p99 (the disk's,
 // measured in the same run): the storage path should add a journal write
 // and little else.
+// keptRateRatio: a fixed-rate run that published less than this share of
+// the rate asked did not run at that rate; its latencies are a queue's.
+const keptRateRatio = 0.95
+
+// shortfallWhy says, for a fixed-rate run that fell short of its rate,
+// that its percentiles do not describe the rate asked ("" when it kept it).
+func shortfallWhy(run *Run) string {
+	r := run.Report
+	if r.TargetRate <= 0 || r.PublishPS >= keptRateRatio*r.TargetRate {
+		return ""
+	}
+	return fmt.Sprintf("The run reached only %.0f of the %.0f msg/s asked (%.0f%%): its latencies are those of a queue "+
+		"that grew while the server could not keep up, not of the rate asked.", r.PublishPS, r.TargetRate, 100*r.PublishPS/r.TargetRate)
+}
+
 func durableTailTarget(half, mem *Run, disk Disk, tr *Traced) targetRow {
 	name := "durable publish p99 at 50% ≤ in-memory p99 + 2 × one datasync's p99"
 	d, m := half.Report.PublishLatency, mem.Report.PublishLatency

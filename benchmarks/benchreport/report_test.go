@@ -496,3 +496,28 @@ func TestClusterTailTarget(t *testing.T) {
 		t.Fatal("no cluster tail target")
 	}
 }
+
+// A fixed-rate run that fell short of its rate measured a queue: the
+// latency targets taken from it say so (the 50% row of 4 Dec ran at 72,909
+// of the 143,484 msg/s asked, and its p99 stood for the 50% point).
+func TestLatencyTargetsSayWhenTheRunFellShort(t *testing.T) {
+	res := sampleResults()
+	res.Disk.SyncP99Micros = 600                     // for the durable-tail target
+	res.Standalone.Fixed[0].Report.PublishPS = 25000 // of 50000 asked
+	var short []string
+	for _, r := range targetRows(res) {
+		if strings.Contains(r.why, "reached only 25000 of the 50000 msg/s asked") {
+			short = append(short, r.name)
+		}
+	}
+	if len(short) != 3 {
+		t.Fatalf("targets that say the run fell short: %q, want the publish, end-to-end and durable-tail ones", short)
+	}
+	res = sampleResults()
+	res.Disk.SyncP99Micros = 600
+	for _, r := range targetRows(res) {
+		if strings.Contains(r.why, "reached only") {
+			t.Fatalf("%q says a run that kept its rate fell short: %s", r.name, r.why)
+		}
+	}
+}
