@@ -529,13 +529,17 @@ func TestTxnCoordinatorsMove(t *testing.T) {
 	c := startClusterWith(t, 2, Config{TransactionCoordinatorEnabled: true, TransactionCoordinators: 4})
 	client := newTxnClient(t, c.brokers[0].url())
 	const topic = "persistent://public/default/txn-move"
-	// The producer is another client's, so its connection is not one the
-	// coordinators' move closes: the Go client's producer reconnect races
-	// with its own sends (v0.19.0: grabCnx writes the producer name while
-	// internalSend marshals it; it failed CI under -race), which this test
-	// is not about. Its transactional sends register with the transaction's
-	// own client's coordinators.
-	p, err := newTxnClient(t, c.brokers[0].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	// The producer is a client's without transactions, so its connection
+	// is not one the coordinators' move closes (the broker closes a
+	// coordinator's connections: the Go client reconnects its coordinator
+	// handler only when its connection closes). The Go client's producer
+	// reconnect races with its own sends (v0.19.0: grabCnx writes the
+	// producer name while internalSend marshals it; it failed CI under
+	// -race twice, once with the producer on a second client with
+	// transactions enabled, whose coordinator handlers share the
+	// connection), which this test is not about. Its transactional sends
+	// register with the transaction's own client's coordinators.
+	p, err := newClient(t, c.brokers[0].url()).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		t.Fatal(err)
 	}
