@@ -19,19 +19,9 @@ import (
 // into a cut; the unload took 13 s, all of it refused to the topic's
 // clients ("not served by this broker").
 func TestBKCloseDoesNotWaitForAStalledBookie(t *testing.T) {
-	env := newBKEnv(t)
-	ctx := context.Background()
-	ft := fault.NewTransport(env.tr)
-	f, _ := env.factoryOver(t, ft, nil, Config{CloseTimeout: 500 * time.Millisecond})
 	const name = "public/default/persistent/close-stalled"
-	ml, err := f.Open(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, ft, ml, c := openOverFaults(t, name, Config{CloseTimeout: 500 * time.Millisecond})
+	ctx := context.Background()
 	var acked []string
 	for i := range 3 {
 		m := fmt.Sprintf("m%d", i)
@@ -87,19 +77,9 @@ func TestBKCloseDoesNotWaitForAStalledBookie(t *testing.T) {
 // once, but the unload finished 11.6 s later (12.4 s without an
 // acknowledgement against the 11 s bound), 9.6 s of it waiting for the tick.
 func TestBKCloseDoesNotWaitForAPersistTickOnAStalledBookie(t *testing.T) {
-	env := newBKEnv(t)
+	_, ft, ml, c := openOverFaults(t, "public/default/persistent/close-during-tick",
+		Config{CloseTimeout: 500 * time.Millisecond, MarkDeleteRate: 100})
 	ctx := context.Background()
-	ft := fault.NewTransport(env.tr)
-	f, _ := env.factoryOver(t, ft, nil, Config{CloseTimeout: 500 * time.Millisecond, MarkDeleteRate: 100})
-	const name = "public/default/persistent/close-during-tick"
-	ml, err := f.Open(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ml.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		addWait(t, ml, fmt.Sprintf("m%d", i))
 	}
@@ -118,4 +98,23 @@ func TestBKCloseDoesNotWaitForAPersistTickOnAStalledBookie(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("Close took %s with a persist tick held by a silent bookie (CloseTimeout 500 ms)", took.Round(time.Millisecond))
 	}
+}
+
+// openOverFaults opens a managed ledger named name whose bookies are
+// reached through a fault-injecting transport, with a cursor "s" from the
+// earliest entry.
+func openOverFaults(t *testing.T, name string, cfg Config) (*bkEnv, *fault.Transport, ManagedLedger, Cursor) {
+	t.Helper()
+	env := newBKEnv(t)
+	ft := fault.NewTransport(env.tr)
+	f, _ := env.factoryOver(t, ft, nil, cfg)
+	ml, err := f.Open(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ml.OpenCursor(context.Background(), "s", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, ft, ml, c
 }

@@ -141,13 +141,14 @@ func targetRows(res *Results) []targetRow {
 			pub.why = strings.TrimSpace(pub.why + " " + st)
 			e2e.why = strings.TrimSpace(e2e.why + " " + st)
 		}
-		if short := shortfallWhy(half); short != "" {
+		short := shortfallWhy(half)
+		if short != "" {
 			pub.why, e2e.why = short+" "+pub.why, short+" "+e2e.why
 		}
 		rows = append(rows, pub, e2e)
 		if mem != nil && res.Disk.SyncP99Micros > 0 {
 			tail := durableTailTarget(half, mem, res.Disk, res.Traced)
-			if short := shortfallWhy(half); short != "" && tail.ran {
+			if short != "" && tail.ran {
 				tail.why = short + " " + tail.why
 			}
 			rows = append(rows, tail)
@@ -300,10 +301,6 @@ func latencyTarget(name string, l *perfkit.Latency, limitMs float64) targetRow {
 		met: p99 <= limitMs, ran: true}
 }
 
-// durableTailTarget: the durable publish p99 at 50% may exceed the
-// in-memory one at the same rate by at most two datasyncs' p99 (the disk's,
-// measured in the same run): the storage path should add a journal write
-// and little else.
 // keptRateRatio: a fixed-rate run that published less than this share of
 // the rate asked did not run at that rate; its latencies are a queue's.
 const keptRateRatio = 0.95
@@ -319,6 +316,10 @@ func shortfallWhy(run *Run) string {
 		"that grew while the server could not keep up, not of the rate asked.", r.PublishPS, r.TargetRate, 100*r.PublishPS/r.TargetRate)
 }
 
+// durableTailTarget: the durable publish p99 at 50% may exceed the
+// in-memory one at the same rate by at most two datasyncs' p99 (the disk's,
+// measured in the same run): the storage path should add a journal write
+// and little else.
 func durableTailTarget(half, mem *Run, disk Disk, tr *Traced) targetRow {
 	name := "durable publish p99 at 50% ≤ in-memory p99 + 2 × one datasync's p99"
 	d, m := half.Report.PublishLatency, mem.Report.PublishLatency
