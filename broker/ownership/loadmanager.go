@@ -2,7 +2,9 @@ package ownership
 
 // The leader's load manager.
 //
-// Placement (leastLoaded): among brokers not overloaded (highest resource
+// Placement (leastLoaded): among brokers still reporting (a broker whose
+// report has not changed for two report intervals is most likely cut
+// from the metadata store: liveLocked) and not overloaded (highest resource
 // use under loadBalancerBrokerOverloadedThresholdPercentage, unless all
 // are), the one with the lowest score
 //
@@ -13,7 +15,8 @@ package ownership
 // assignment between two reports would go to the same broker. In an idle
 // cluster the score is the bundle count, so bundles spread evenly.
 //
-// Shedding (shedLoad, every loadBalancerSheddingIntervalMinutes), after
+// Shedding (shedLoad, every loadBalancerSheddingIntervalMinutes, among
+// brokers still reporting), after
 // Pulsar's UniformLoadShedder: when the busiest broker's message rate
 // exceeds the least busy one's by more than
 // loadBalancerMsgRateDifferenceShedderThreshold percent, bundles are
@@ -106,16 +109,69 @@ func (s *Service) leastLoaded(ctx context.Context, b Bundle) (string, BrokerData
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.prunePendingLocked(brokers)
-	if id, ok := pendingOwner(s.mu.pending, b.String()); ok {
-		return id, brokers[id], nil
+	id := s.placeLocked(brokers, b.String())
+	return id, brokers[id], nil
+}
+
+// placeLocked is leastLoaded's decision among the brokers still
+// reporting (liveLocked).
+func (s *Service) placeLocked(brokers map[string]BrokerData, bundle string) string {
+	live := s.liveLocked(brokers)
+	s.prunePendingLocked(live)
+	if id, ok := pendingOwner(s.mu.pending, bundle); ok {
+		return id
 	}
-	id := pickLeastLoaded(brokers, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
+	id := pickLeastLoaded(live, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
 	if s.mu.pending[id] == nil {
 		s.mu.pending[id] = map[string]time.Time{}
 	}
-	s.mu.pending[id][b.String()] = s.cfg.Now()
-	return id, brokers[id], nil
+	s.mu.pending[id][bundle] = s.cfg.Now()
+	return id
+}
+
+// heardReport is when the leader last saw a broker's report change, by
+// the leader's own clock (so clock skew between brokers does not matter).
+type heardReport struct {
+	lastUpdate int64
+	at         time.Time
+}
+
+// reportSilence is how long a broker's report may stay unchanged before
+// the leader stops placing bundles on it: two report intervals (reports
+// are written every interval whether or not anything changed), at least
+// 2 s so a loaded host's late write does not count.
+func (s *Service) reportSilence() time.Duration {
+	return max(2*s.cfg.ReportInterval, 2*time.Second)
+}
+
+// liveLocked returns the brokers whose reports still change. A broker cut
+// from the metadata store keeps its registration until its session
+// expires, with a last report that soon understates its load: placed
+// there, a bundle cannot be acquired, and its clients are refused until
+// the session ends. When no broker looks live (the leader itself may be
+// the one cut off) it returns them all.
+func (s *Service) liveLocked(brokers map[string]BrokerData) map[string]BrokerData {
+	now := s.cfg.Now()
+	for id := range s.mu.heard {
+		if _, ok := brokers[id]; !ok {
+			delete(s.mu.heard, id)
+		}
+	}
+	live := make(map[string]BrokerData, len(brokers))
+	for id, d := range brokers {
+		h, ok := s.mu.heard[id]
+		if !ok || h.lastUpdate != d.LastUpdate {
+			h = heardReport{lastUpdate: d.LastUpdate, at: now}
+			s.mu.heard[id] = h
+		}
+		if now.Sub(h.at) <= s.reportSilence() {
+			live[id] = d
+		}
+	}
+	if len(live) == 0 {
+		return brokers
+	}
+	return live
 }
 
 // prunePendingLocked drops pending assignments a broker has reported (or
@@ -191,10 +247,16 @@ const negligibleRate = 1.0
 // shedLoad runs one shedding pass (see the file comment).
 func (s *Service) shedLoad(ctx context.Context) {
 	brokers, err := s.Brokers(ctx)
-	if err != nil || len(brokers) < 2 {
+	if err != nil {
 		return
 	}
-	for _, sb := range s.sheddingPlan(brokers) {
+	s.mu.Lock()
+	live := s.liveLocked(brokers)
+	s.mu.Unlock()
+	if len(live) < 2 {
+		return
+	}
+	for _, sb := range s.sheddingPlan(live) {
 		owner := brokers[sb.broker]
 		if err := s.unloadAt(ctx, owner, sb.bundle, "unload"); err != nil {
 			s.log.Warn("load shedding: unload failed", "bundle", sb.bundle, "broker", sb.broker, "err", err)

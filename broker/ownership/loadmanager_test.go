@@ -14,6 +14,8 @@ import (
 func planner(now *time.Time) *Service {
 	s := &Service{cfg: Config{Now: func() time.Time { return *now }}.withDefaults()}
 	s.mu.unloaded = map[string]time.Time{}
+	s.mu.pending = map[string]map[string]time.Time{}
+	s.mu.heard = map[string]heardReport{}
 	return s
 }
 
@@ -84,6 +86,51 @@ func TestPlacementAvoidsOverloadedAndCountsPending(t *testing.T) {
 // to end: the owner's report names a bundle over the topic limit, the
 // owner splits it in the policies and unloads it, and its topics land in
 // the halves.
+// TestPlacementSkipsABrokerWhoseReportsStopped: a broker cut from the
+// metadata store keeps its registration until its session expires, and
+// its last report (light, and soon older than its real load) made it the
+// least loaded: the chaos suite's partition-broker-zk saw a shed bundle
+// assigned to the cut broker again and again, its producer refused for
+// 5.5 s until the session ended. A broker whose report has not changed for
+// two report intervals takes no new bundle, loses the ones pending on it,
+// and is no shedding target.
+func TestPlacementSkipsABrokerWhoseReportsStopped(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := planner(&now)
+	s.cfg.ReportInterval = time.Second
+	busy := BrokerData{Load: Load{MsgRateIn: 900, LastStats: map[string]BundleStats{"t/ns/a": {MsgRateIn: 600}, "t/ns/b": {MsgRateIn: 300}}},
+		NumBundles: 2, Bundles: []string{"t/ns/a", "t/ns/b"}, LastUpdate: 1}
+	cut := BrokerData{NumBundles: 0, LastUpdate: 1}
+	brokers := func() map[string]BrokerData { return map[string]BrokerData{"busy": busy, "cut": cut} }
+	if got := s.placeLocked(brokers(), "t/ns/x"); got != "cut" {
+		t.Fatalf("both reporting: placed on %s", got)
+	}
+	now, busy.LastUpdate = now.Add(1500*time.Millisecond), 2
+	if got := s.placeLocked(brokers(), "t/ns/x"); got != "cut" {
+		t.Fatalf("one report interval late: placed on %s (a pending bundle stays where it went)", got)
+	}
+	now, busy.LastUpdate = now.Add(time.Second), 3
+	if got := s.placeLocked(brokers(), "t/ns/x"); got != "busy" {
+		t.Fatalf("no report from cut for 2.5 s: pending bundle left on %s", got)
+	}
+	if got := s.placeLocked(brokers(), "t/ns/y"); got != "busy" {
+		t.Fatalf("no report from cut for 2.5 s: new bundle placed on %s", got)
+	}
+	if plan := s.sheddingPlan(s.liveLocked(brokers())); len(plan) != 0 {
+		t.Fatalf("shed toward a broker that stopped reporting: %v", plan)
+	}
+	now, cut.LastUpdate = now.Add(100*time.Millisecond), 4
+	if got := s.placeLocked(brokers(), "t/ns/z"); got != "cut" {
+		t.Fatalf("cut reports again: new bundle placed on %s", got)
+	}
+	// Every broker silent (the leader's own view may be what is stale):
+	// placement goes on among all of them rather than refusing.
+	now = now.Add(time.Minute)
+	if got := s.placeLocked(brokers(), "t/ns/w"); got == "" {
+		t.Fatal("no broker reporting: nothing placed")
+	}
+}
+
 func TestLeaderSplitsBundleWithTooManyTopics(t *testing.T) {
 	c := newCluster(t, 0, LoadBalancerConfig{})
 	lb := LoadBalancerConfig{AutoBundleSplitEnabled: true, SplitInterval: 20 * time.Millisecond,

@@ -139,6 +139,7 @@ type Service struct {
 		regVer     int64                           // version of our registration node
 		pending    map[string]map[string]time.Time // leader: broker -> bundle -> assigned at
 		unloaded   map[string]time.Time            // leader: bundle -> shed at (grace period)
+		heard      map[string]heardReport          // leader: broker -> its report last seen changing (liveLocked)
 		handedOver map[string]time.Time            // bundle -> handed over from here at (handOverMemory)
 		probes     map[string]probe                // owner's service address -> last liveness probe (gone.go)
 		// changing serialises, per bundle, what takes, releases or cleans
@@ -202,6 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s.mu.owned = map[string]Bundle{}
 	s.mu.pending = map[string]map[string]time.Time{}
 	s.mu.unloaded = map[string]time.Time{}
+	s.mu.heard = map[string]heardReport{}
 	s.mu.handedOver = map[string]time.Time{}
 	s.mu.probes = map[string]probe{}
 	s.mu.changing = map[string]*bundleLock{}

@@ -84,6 +84,8 @@ func TestChaos(t *testing.T) {
 	// its slowest so far (the report's timeline points at them); replaced
 	// by the next slower run's.
 	slowestDirs := map[string]string{}
+	// failures are repeated after the report: CI shows an output's tail.
+	var failures []string
 	for i := range *flagSeeds {
 		seed := *flagFirstSeed + int64(i)
 		for _, s := range scenarios {
@@ -122,10 +124,12 @@ func TestChaos(t *testing.T) {
 			switch {
 			case r.Failed():
 				keepLogs(c, r)
-				t.Errorf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n"))
+				failures = append(failures, fmt.Sprintf("%s seed %d failed (logs %s): %v %s", s.Name, seed, r.Dir, r.Err, strings.Join(v.Problems, "\n")))
+				t.Error(failures[len(failures)-1])
 			case over != "":
 				keepLogs(c, r)
-				t.Errorf("%s seed %d: %s (logs %s)", s.Name, seed, over, r.Dir)
+				failures = append(failures, fmt.Sprintf("%s seed %d: %s (logs %s)", s.Name, seed, over, r.Dir))
+				t.Error(failures[len(failures)-1])
 			case v.MaxUnavailable > SlowRun || os.Getenv("CHAOS_KEEP_LOGS") != "":
 				keepLogs(c, r)
 				logf("%s seed %d: unavailable %.1f s; logs kept in %s", s.Name, seed, v.MaxUnavailable.Seconds(), r.Dir)
@@ -146,6 +150,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	writeReport(t, rep)
+	for _, f := range failures {
+		t.Log("FAILED: " + f)
+	}
 	if !t.Failed() && *flagWork == "" {
 		c.Close()
 		_ = os.RemoveAll(work)
