@@ -255,8 +255,13 @@ func dataSum(r *bkproto.Request) crc32c.Known {
 }
 
 // storeEntry hands an add to ledger storage, with its data's CRC32C when
-// there is one and the storage takes it.
+// there is one and the storage takes it, and the data itself to keep
+// when the storage can: an add's data is never changed after it is made
+// (LocalBookie's contract; the server copies each frame).
 func (c *Core) storeEntry(r *bkproto.Request, sum crc32c.Known) error {
+	if a, ok := c.storage.(entrylog.KeepingAdder); ok {
+		return a.AddEntryKept(r.LedgerID, r.EntryID, r.Data, sum)
+	}
 	if a, ok := c.storage.(entrylog.SummedAdder); ok {
 		return a.AddEntrySummed(r.LedgerID, r.EntryID, r.Data, sum)
 	}

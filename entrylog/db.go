@@ -257,6 +257,15 @@ func (d *DB) AddEntry(ledgerID, entryID int64, data []byte) error {
 
 // AddEntrySummed implements SummedAdder.
 func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, sum crc32c.Known) error {
+	return d.add(ledgerID, entryID, data, sum, false)
+}
+
+// AddEntryKept implements KeepingAdder.
+func (d *DB) AddEntryKept(ledgerID, entryID int64, data []byte, sum crc32c.Known) error {
+	return d.add(ledgerID, entryID, data, sum, true)
+}
+
+func (d *DB) add(ledgerID, entryID int64, data []byte, sum crc32c.Known, keep bool) error {
 	if invariants.Enabled && !sum.Matches(data) {
 		invariants.Failf("entrylog: AddEntrySummed of ledger %d entry %d with CRC %08x, not the data's", ledgerID, entryID, sum.CRC)
 	}
@@ -264,7 +273,7 @@ func (d *DB) AddEntrySummed(ledgerID, entryID int64, data []byte, sum crc32c.Kno
 		return err
 	}
 	defer d.exit()
-	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, sum)
+	return d.shardFor(ledgerID).addEntry(ledgerID, entryID, data, sum, keep)
 }
 
 // ReadEntry implements Storage. A record that fails its checks is an

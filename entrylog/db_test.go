@@ -32,25 +32,39 @@ func openTest(t *testing.T, efs engine.FS, ifs vfs.FS, dirs []string, opts Optio
 
 // TestWriteCacheThrottle: with both halves full, an add waits for the
 // flush of the other half, at most maxWait, then fails with
-// ErrWriteCacheFull; memory never passes the bound.
+// ErrWriteCacheFull; memory never passes the bound, kept payloads
+// (AddEntryKept) counted like copies.
 func TestWriteCacheThrottle(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "copied", true: "kept"}[keep], func(t *testing.T) { testWriteCacheThrottle(t, keep) })
+	}
+}
+
+func keptBytes(keep bool, data []byte) int {
+	if keep {
+		return len(data)
+	}
+	return 0
+}
+
+func testWriteCacheThrottle(t *testing.T, keep bool) {
 	c := newWriteCache(16<<10, 50*time.Millisecond)
 	data := make([]byte, 1000)
 	e := int64(0)
 	for c.pending() == nil { // fill the first half until it is swapped out
-		if _, err := c.put(1, e, data, crc32c.Known{}); err != nil {
+		if _, err := c.put(1, e, data, crc32c.Known{}, keep); err != nil {
 			t.Fatal(err)
 		}
 		e++
 	}
 	for {
 		c.mu.Lock()
-		full := c.mu.active.alloc+c.mu.active.needs(RecordHeaderSize+len(data)) > c.half
+		full := c.mu.active.alloc+c.mu.active.cost(RecordHeaderSize+len(data), keptBytes(keep, data)) > c.half
 		c.mu.Unlock()
 		if full {
 			break
 		}
-		if _, err := c.put(1, e, data, crc32c.Known{}); err != nil {
+		if _, err := c.put(1, e, data, crc32c.Known{}, keep); err != nil {
 			t.Fatal(err)
 		}
 		e++
@@ -61,7 +75,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 	}
 	c.mu.Unlock()
 	start := time.Now()
-	waited, err := c.put(1, e, data, crc32c.Known{})
+	waited, err := c.put(1, e, data, crc32c.Known{}, keep)
 	if !errors.Is(err, ErrWriteCacheFull) || !waited || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("add to a full cache: waited=%v after %v: %v", waited, time.Since(start), err)
 	}
@@ -69,7 +83,7 @@ func TestWriteCacheThrottle(t *testing.T) {
 	// slow the machine is (set before the put starts: no race).
 	c.maxWait = time.Minute
 	done := make(chan error, 1)
-	go func() { _, err := c.put(1, e, data, crc32c.Known{}); done <- err }()
+	go func() { _, err := c.put(1, e, data, crc32c.Known{}, keep); done <- err }()
 	for c.waiting.Load() == 0 { // the put waits for room (for at most 50 ms)
 		time.Sleep(time.Millisecond)
 	}
@@ -80,12 +94,12 @@ func TestWriteCacheThrottle(t *testing.T) {
 	if got, ok := c.get(1, e); !ok || !bytes.Equal(got, data) {
 		t.Fatal("entry added after the wait not readable")
 	}
-	if _, err := c.put(1, 0, make([]byte, 9<<10), crc32c.Known{}); !errors.Is(err, ErrEntryTooLarge) {
+	if _, err := c.put(1, 0, make([]byte, 9<<10), crc32c.Known{}, keep); !errors.Is(err, ErrEntryTooLarge) {
 		t.Fatalf("entry larger than a half: %v", err)
 	}
 	stopped := errors.New("stopped")
 	c.stop(stopped)
-	if _, err := c.put(1, e+1, data, crc32c.Known{}); !errors.Is(err, stopped) {
+	if _, err := c.put(1, e+1, data, crc32c.Known{}, keep); !errors.Is(err, stopped) {
 		t.Fatalf("add after stop: %v", err)
 	}
 }
@@ -505,7 +519,7 @@ func TestWriteCacheReusesSegments(t *testing.T) {
 	// cycle adds until a half is swapped out, then flushes it.
 	cycle := func() {
 		for c.pending() == nil {
-			if _, err := c.put(1, e, data, crc32c.Known{}); err != nil {
+			if _, err := c.put(1, e, data, crc32c.Known{}, false); err != nil {
 				t.Fatal(err)
 			}
 			e++

@@ -12,18 +12,25 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/magnetar-io/magnetar/engine"
+	"github.com/magnetar-io/magnetar/internal/crc32c"
 )
 
 // On a real file system, entry logs written with direct I/O (the default)
 // hold every entry after flushes, a rotation and a compaction, read back
 // the same before and after a reopen; each log written ends on a block
 // (flushes are padded), and the logs' descriptors really are O_DIRECT. The
-// same run with BufferedWrites reads back the same.
+// same run with BufferedWrites reads back the same; and both again with
+// every add kept (AddEntryKept: the write cache holds the caller's bytes,
+// not a copy).
 func TestDirectWritesOnDisk(t *testing.T) {
-	for _, buffered := range []bool{false, true} {
+	for _, mode := range []struct{ buffered, kept bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		buffered := mode.buffered
 		name := "direct"
 		if buffered {
 			name = "buffered"
+		}
+		if mode.kept {
+			name += "-kept"
 		}
 		t.Run(name, func(t *testing.T) {
 			efs, err := engine.New(engine.Options{})
@@ -39,7 +46,11 @@ func TestDirectWritesOnDisk(t *testing.T) {
 			want := map[[2]int64][]byte{}
 			for e := int64(0); e < 600; e++ {
 				data := randomBytes(rng, 1+rng.IntN(3000))
-				mustDo(t, db.AddEntry(1+e%4, e, data))
+				if mode.kept {
+					mustDo(t, db.AddEntryKept(1+e%4, e, data, crc32c.Known{}))
+				} else {
+					mustDo(t, db.AddEntry(1+e%4, e, data))
+				}
 				want[[2]int64{1 + e%4, e}] = data
 				if e%97 == 96 {
 					mustDo(t, db.Flush())

@@ -108,9 +108,9 @@ func (s *shard) liveKeys(keys []entryKeyID) []entryKeyID {
 // writeRecords writes b's records for keys, in order, into the current
 // entry log. Caller holds writeMu.
 func (s *shard) writeRecords(b *wbuf, keys []entryKeyID, pace *pacer) ([]location, error) {
-	recs := make([][]byte, len(keys))
+	recs := make([]outRecord, len(keys))
 	for i, k := range keys {
-		recs[i] = b.rawRecord(b.entries[k])
+		recs[i].head, recs[i].kept = b.record(b.entries[k])
 	}
 	return s.appendRecords(recs, pace)
 }

@@ -238,7 +238,11 @@ func (s *shard) moveRecords(id uint64, chunk []located) (int64, error) {
 		keys[i], old[i] = c.key, c.loc
 	}
 	logID, off := s.logs.currentID(), s.logs.off
-	locs, err := s.appendRecords(recs, s.pacer(true))
+	out := make([]outRecord, len(recs))
+	for i, r := range recs {
+		out[i].head = r
+	}
+	locs, err := s.appendRecords(out, s.pacer(true))
 	if err == nil {
 		err = s.logs.sync()
 	}
@@ -290,16 +294,20 @@ func (s *shard) readRecords(id uint64, chunk []located) ([][]byte, error) {
 	return recs, nil
 }
 
+// outRecord is a record to append: head, then kept (a payload held apart
+// from its header, or nil).
+type outRecord struct{ head, kept []byte }
+
 // appendRecords writes whole records into the current log (rotating when
 // full), one vectored write per chunk, and returns where each went.
 // Records adjacent in memory are written as one buffer. Caller holds
 // writeMu.
-func (s *shard) appendRecords(recs [][]byte, pace *pacer) ([]location, error) {
+func (s *shard) appendRecords(recs []outRecord, pace *pacer) ([]location, error) {
 	locs := make([]location, len(recs))
 	var bufs [][]byte
 	var pending int64
 	for i, rec := range recs {
-		n := int64(len(rec))
+		n := int64(len(rec.head) + len(rec.kept))
 		if !s.logs.room(pending, n) {
 			if err := s.logs.write(bufs, pending); err != nil {
 				return nil, err
@@ -310,7 +318,10 @@ func (s *shard) appendRecords(recs [][]byte, pace *pacer) ([]location, error) {
 			}
 		}
 		locs[i] = location{logID: s.logs.currentID(), offset: s.logs.off + pending, length: uint32(n - RecordHeaderSize)}
-		bufs = appendAdjacent(bufs, rec)
+		bufs = appendAdjacent(bufs, rec.head)
+		if rec.kept != nil {
+			bufs = appendAdjacent(bufs, rec.kept)
+		}
 		pending += n
 		if pending >= maxWriteChunk {
 			if err := s.logs.write(bufs, pending); err != nil {

@@ -143,7 +143,7 @@ func (s *shard) hasLedger(ledgerID int64) bool {
 	return s.mu.ledgers[ledgerID] != nil
 }
 
-func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum crc32c.Known) error {
+func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum crc32c.Known, keep bool) error {
 	if err := s.fail.check(); err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (s *shard) addEntry(ledgerID, entryID int64, data []byte, sum crc32c.Known)
 	if err != nil || !live {
 		return err
 	}
-	waited, err := s.wc.put(ledgerID, entryID, data, sum)
+	waited, err := s.wc.put(ledgerID, entryID, data, sum, keep)
 	if waited {
 		s.stats.throttledAdds.Add(1)
 	}

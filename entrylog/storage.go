@@ -69,6 +69,23 @@ type SummedAdder interface {
 	AddEntrySummed(ledgerID, entryID int64, data []byte, sum crc32c.Known) error
 }
 
+// KeepingAdder is a SummedAdder that can also keep an entry's data itself
+// until the entry is flushed, instead of copying it: for callers that
+// never change data after the add. The bookie's adds are such: its server
+// copies every request out of the connection's buffer, and the ledger
+// client in the same process encodes each entry once and only ever sends
+// those bytes again.
+type KeepingAdder interface {
+	SummedAdder
+	AddEntryKept(ledgerID, entryID int64, data []byte, sum crc32c.Known) error
+}
+
+// KeepingStorage is a Storage that is a KeepingAdder (DB).
+type KeepingStorage interface {
+	Storage
+	KeepingAdder
+}
+
 // Storage is a bookie's ledger storage: entries by (ledger id, entry id)
 // plus a little state per ledger. It is not the write-ahead log: an entry
 // added here becomes durable only at the next Flush, and the bookie

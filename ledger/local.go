@@ -14,7 +14,10 @@ import (
 type LocalBookie interface {
 	// Handle serves one request and calls reply exactly once, possibly on
 	// another goroutine and after Handle returned. It may block on storage
-	// or the journal. Slices in req must stay valid until reply is called.
+	// or the journal. Slices in req must stay valid until reply is called,
+	// and an add's Data never changes afterwards: the bookie's storage
+	// keeps it rather than a copy (entrylog.KeepingAdder). The writer
+	// encodes each entry once and only ever sends those bytes again.
 	Handle(req *bkproto.Request, reply func(*bkproto.Response))
 }
 
