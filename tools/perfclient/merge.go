@@ -43,6 +43,7 @@ func MergeReports(reps []Report) (Report, error) {
 		out.Consumed += r.Consumed
 		out.ConsumePS += r.ConsumePS
 		out.ConsumeMiB += r.ConsumeMiB
+		out.Txn = mergeTxn(out.Txn, r.Txn)
 	}
 	out.PublishLatency, out.PublishCurve = summarise(pub)
 	out.PublishHistogram = encodeHist(pub)

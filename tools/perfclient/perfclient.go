@@ -54,6 +54,21 @@ type runner struct {
 	inflight        sync.WaitGroup // messages sent and not yet called back
 	draining        atomic.Bool    // producers stopped sending
 	warned          sync.Map       // kinds of failure already logged
+	txn             txnTimes
+}
+
+// txnTimes sums the phases of transactions (TxnPhases), in ns.
+type txnTimes struct {
+	n, newNs, firstNs, restNs, commitNs atomic.Int64
+}
+
+func (t *txnTimes) phases() *TxnPhases {
+	n := t.n.Load()
+	if n == 0 {
+		return nil
+	}
+	us := func(v *atomic.Int64) float64 { return float64(v.Load()) / float64(n) / 1e3 }
+	return &TxnPhases{Transactions: n, NewUs: us(&t.newNs), FirstSendUs: us(&t.firstNs), RestUs: us(&t.restNs), CommitUs: us(&t.commitNs)}
 }
 
 // Run runs cfg against the cluster, writing a progress line to live (nil:

@@ -169,7 +169,9 @@ func (r *runner) produceTxnLoop(p pulsar.Producer, client int, pace *pacer, stop
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for !closed(stop) {
+		began := time.Now()
 		tx, err := r.client.NewTransaction(time.Minute)
+		opened := time.Now()
 		if err != nil {
 			r.warnOnce("new transaction", err)
 			if !pace.sleep(100*time.Millisecond, stop) {
@@ -179,14 +181,22 @@ func (r *runner) produceTxnLoop(p pulsar.Producer, client int, pace *pacer, stop
 		}
 		var sends []txnSend
 		more := true
+		firstSent := opened
 		for len(sends) < r.cfg.TxnSize && pace.wait(stop) && !closed(stop) {
 			s, ok := r.sendInTxn(p, tx)
 			if !ok {
 				more = false
 				break
 			}
+			if len(sends) == 0 {
+				firstSent = time.Now()
+			}
 			sends = append(sends, s)
 		}
+		r.txn.n.Add(1)
+		r.txn.newNs.Add(int64(opened.Sub(began)))
+		r.txn.firstNs.Add(int64(firstSent.Sub(opened)))
+		r.txn.restNs.Add(int64(time.Since(firstSent)))
 		commits <- struct{}{}
 		r.inflight.Add(1)
 		wg.Go(func() {
@@ -207,8 +217,10 @@ func (r *runner) maxCommits() int {
 
 // commit commits tx and counts its messages.
 func (r *runner) commit(tx pulsar.Transaction, sends []txnSend, client int) {
+	began := time.Now()
 	err := tx.Commit(context.Background())
 	done := time.Now()
+	r.txn.commitNs.Add(int64(done.Sub(began)))
 	for _, s := range sends {
 		r.n.acked(s.bytes, s.inWindow, err, done.Sub(r.start))
 		if err == nil {

@@ -45,6 +45,44 @@ type Report struct {
 	// (MergeReports), as percentiles cannot be.
 	PublishHistogram string `json:"publishHistogram,omitempty"`
 	E2EHistogram     string `json:"e2eHistogram,omitempty"`
+
+	// Txn is where a producer's time per transaction went (TxnSize > 0).
+	Txn *TxnPhases `json:"txn,omitempty"`
+}
+
+// TxnPhases are a run's mean times per transaction, in microseconds, over
+// every transaction of the run (warm-up included). A producer waits for
+// New and FirstSend before it can fill the transaction; Commit runs in the
+// background while the next one fills.
+type TxnPhases struct {
+	Transactions int64   `json:"transactions"`
+	NewUs        float64 `json:"newUs"`       // NewTransaction
+	FirstSendUs  float64 `json:"firstSendUs"` // the first SendAsync: the Go client adds the partition to the transaction there, waiting for the coordinator
+	RestUs       float64 `json:"restUs"`      // the other sends
+	CommitUs     float64 `json:"commitUs"`    // Commit (waits for the sends' receipts, then the coordinator)
+}
+
+// mergeTxn is the transaction-weighted mean of a and b.
+func mergeTxn(a, b *TxnPhases) *TxnPhases {
+	if a == nil || b == nil {
+		return firstNonNil(a, b)
+	}
+	n := a.Transactions + b.Transactions
+	if n == 0 {
+		return a
+	}
+	w := func(x, y float64) float64 {
+		return (x*float64(a.Transactions) + y*float64(b.Transactions)) / float64(n)
+	}
+	return &TxnPhases{Transactions: n, NewUs: w(a.NewUs, b.NewUs), FirstSendUs: w(a.FirstSendUs, b.FirstSendUs),
+		RestUs: w(a.RestUs, b.RestUs), CommitUs: w(a.CommitUs, b.CommitUs)}
+}
+
+func firstNonNil(a, b *TxnPhases) *TxnPhases {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // CurvePoint is the latency (µs) at one percentile.

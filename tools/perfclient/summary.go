@@ -21,6 +21,7 @@ func (r *runner) report(seconds float64, timeline []Interval) Report {
 		h := r.pub.windowHist()
 		rep.PublishLatency, rep.PublishCurve = summarise(h)
 		rep.PublishHistogram = encodeHist(h)
+		rep.Txn = r.txn.phases()
 	}
 	if c.consuming() {
 		rep.Consumers = c.Consumers
@@ -96,6 +97,10 @@ func Format(w io.Writer, rep Report) {
 		fmt.Fprintf(w, "published %10d msgs %10.0f msg/s %8.2f MiB/s  errors %d\n",
 			rep.Published, rep.PublishPS, rep.PublishMiB, rep.PublishErr)
 		formatLatency(w, "publish latency", rep.PublishLatency)
+		if t := rep.Txn; t != nil {
+			fmt.Fprintf(w, "  %d transactions, mean ms: new %.3f  first send %.3f  other sends %.3f  commit %.3f (in the background)\n",
+				t.Transactions, t.NewUs/1e3, t.FirstSendUs/1e3, t.RestUs/1e3, t.CommitUs/1e3)
+		}
 	}
 	if rep.Consumers > 0 {
 		fmt.Fprintf(w, "consumed  %10d msgs %10.0f msg/s %8.2f MiB/s\n", rep.Consumed, rep.ConsumePS, rep.ConsumeMiB)
