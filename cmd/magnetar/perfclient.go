@@ -20,6 +20,7 @@ type clientPerfFlags struct {
 	topics, partitions, producers, consumers, size     *int
 	receiverQueue, maxPending, batchMaxMessages        *int
 	txnSize                                            *int
+	txnOpenAhead                                       *bool
 	batchMaxBytes                                      *int
 	rate                                               *float64
 	numMessages                                        *int64
@@ -52,6 +53,7 @@ func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 		batchDelay:       fl.Duration("batch-delay", def.BatchDelay, "longest a batch waits before it is sent"),
 		maxPending:       fl.Int("max-pending", def.MaxPending, "messages a producer has in flight (MaxPendingMessages)"),
 		txnSize:          fl.Int("num-message-per-transaction", 0, "> 0: publish in transactions of this many messages (the broker needs transactionCoordinatorEnabled); latency runs to the commit"),
+		txnOpenAhead:     fl.Bool("txn-open-ahead", false, "open each producer's next transaction, and send its first message, while the current one fills (the Go client waits for the coordinator in a transaction's first send to a partition)"),
 		compression:      fl.String("compression", "none", "none, lz4, zlib, zstd or snappy"),
 		duration:         fl.Duration("duration", def.Duration, "measured time (after the warm-up), unless --num-messages is set"),
 		warmup:           fl.Duration("warmup", def.Warmup, "unmeasured load first"),
@@ -106,7 +108,7 @@ func (f clientPerfFlags) config(mode string, topics []string, stderr io.Writer) 
 	cfg.Partitions, cfg.Producers, cfg.Consumers = *f.partitions, *f.producers, *f.consumers
 	cfg.Subscription, cfg.ReceiverQueue, cfg.Size, cfg.Rate = *f.subscription, *f.receiverQueue, *f.size, *f.rate
 	cfg.Batching, cfg.BatchMaxMessages, cfg.BatchMaxBytes = *f.batching, uint(*f.batchMaxMessages), uint(*f.batchMaxBytes)
-	cfg.BatchDelay, cfg.MaxPending, cfg.TxnSize = *f.batchDelay, *f.maxPending, *f.txnSize
+	cfg.BatchDelay, cfg.MaxPending, cfg.TxnSize, cfg.TxnOpenAhead = *f.batchDelay, *f.maxPending, *f.txnSize, *f.txnOpenAhead
 	cfg.Duration, cfg.Warmup, cfg.NumMessages, cfg.Progress, cfg.Drain = *f.duration, *f.warmup, *f.numMessages, *f.progress, *f.drain
 	cfg.System, cfg.Variant, cfg.Logger = *f.system, *f.variant, perfLogger(stderr)
 	return cfg, cfg.Validate()

@@ -53,8 +53,11 @@ type Config struct {
 	// (pulsar-perf's --txn-enable and --numMessage-perTransaction); a
 	// message's publish latency then runs to its transaction's commit,
 	// when consumers can first see it.
-	TxnSize     int
-	Compression pulsar.CompressionType
+	TxnSize int
+	// TxnOpenAhead opens each producer's next transaction, and sends its
+	// first message, while the current one fills (produceTxnLoop).
+	TxnOpenAhead bool
+	Compression  pulsar.CompressionType
 
 	Warmup      time.Duration // unmeasured load before the window
 	Duration    time.Duration // the window, when NumMessages is 0

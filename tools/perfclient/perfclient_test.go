@@ -25,10 +25,13 @@ import (
 // ledgers and metadata, as the broker's own client tests run it) and
 // returns its pulsar:// and admin http:// URLs.
 func startBroker(t *testing.T) (serviceURL, adminURL string) {
+	return startBrokerWith(t, broker.Config{})
+}
+
+func startBrokerWith(t *testing.T, cfg broker.Config) (serviceURL, adminURL string) {
 	t.Helper()
-	quiet := slog.New(slog.DiscardHandler)
-	b := broker.New(broker.Config{ClusterName: "test", Metadata: metadata.NewMemoryServer().NewSession(), Logger: quiet},
-		managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
+	cfg.ClusterName, cfg.Metadata, cfg.Logger = "test", metadata.NewMemoryServer().NewSession(), slog.New(slog.DiscardHandler)
+	b := broker.New(cfg, managedledger.NewMemoryFactory(managedledger.MemoryOptions{}))
 	srv, err := b.Serve("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +108,32 @@ func TestPerfClientE2E(t *testing.T) {
 		t.Errorf("report header %+v", rep)
 	}
 	checkRoundTrip(t, rep)
+}
+
+// TestPerfClientTransactions publishes in transactions of 10, opened one
+// at a time and opened ahead: every message is published by a commit and
+// consumed (a transaction's messages reach consumers only once it
+// committed), and the report says where the time per transaction went.
+func TestPerfClientTransactions(t *testing.T) {
+	url, _ := startBrokerWith(t, broker.Config{TransactionCoordinatorEnabled: true})
+	for _, ahead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-at-a-time", true: "open-ahead"}[ahead], func(t *testing.T) {
+			cfg := testConfig(ModeE2E, url, fmt.Sprintf("persistent://public/default/perf-txn-%v", ahead))
+			cfg.TxnSize, cfg.TxnOpenAhead, cfg.NumMessages, cfg.Warmup = 10, ahead, 300, 0
+			rep, err := Run(context.Background(), cfg, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Published != 300 || rep.PublishErr != 0 || rep.Consumed != rep.Published {
+				t.Fatalf("published %d (errors %d), consumed %d: want 300 committed and consumed", rep.Published, rep.PublishErr, rep.Consumed)
+			}
+			tx := rep.Txn
+			if tx == nil || tx.Transactions < 30 || tx.NewUs <= 0 || tx.FirstSendUs <= 0 || tx.CommitUs <= 0 {
+				t.Fatalf("transaction phases %+v: want 30 or more transactions, each phase timed", tx)
+			}
+			checkRoundTrip(t, rep)
+		})
+	}
 }
 
 func checkLatency(t *testing.T, what string, l *perfkit.Latency, curve []CurvePoint) {

@@ -22,6 +22,10 @@ const maxLag = time.Second
 // sleeping, so rates far above the timer's resolution are reached in
 // small bursts rather than lost to one sleep per message.
 type pacer struct {
+	// mu serialises a producer's senders (a transaction opened ahead is
+	// sent to beside the one filling); held while waiting, so they take
+	// turns at the rate.
+	mu    sync.Mutex
 	every time.Duration // 0: unthrottled
 	next  time.Time
 	timer *time.Timer
@@ -53,11 +57,13 @@ func (p *pacer) wait(stop <-chan struct{}) bool {
 	if p.every <= 0 {
 		return true
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := time.Now()
 	if p.next.IsZero() || now.Sub(p.next) > maxLag {
 		p.next = now
 	}
-	if d := p.next.Sub(now); d > 0 && !p.sleep(d, stop) {
+	if d := p.next.Sub(now); d > 0 && !p.sleepLocked(d, stop) {
 		return false
 	}
 	p.next = p.next.Add(p.every)
@@ -65,6 +71,12 @@ func (p *pacer) wait(stop <-chan struct{}) bool {
 }
 
 func (p *pacer) sleep(d time.Duration, stop <-chan struct{}) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sleepLocked(d, stop)
+}
+
+func (p *pacer) sleepLocked(d time.Duration, stop <-chan struct{}) bool {
 	if p.timer == nil {
 		p.timer = time.NewTimer(d)
 	} else {
@@ -163,50 +175,125 @@ type txnSend struct {
 // messages are sent (the client's Commit waits for their receipts) while
 // the next one fills; at most maxCommits commits are outstanding per
 // producer. Every message counts as published, with its latency, when
-// its commit returns.
+// its commit returns. With TxnOpenAhead the next transaction is opened,
+// and its first message sent, while the current one fills.
 func (r *runner) produceTxnLoop(p pulsar.Producer, client int, pace *pacer, stop <-chan struct{}) {
 	commits := make(chan struct{}, r.maxCommits())
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for !closed(stop) {
-		began := time.Now()
-		tx, err := r.client.NewTransaction(time.Minute)
-		opened := time.Now()
-		if err != nil {
-			r.warnOnce("new transaction", err)
-			if !pace.sleep(100*time.Millisecond, stop) {
-				return
-			}
-			continue
-		}
-		var sends []txnSend
-		more := true
-		firstSent := opened
-		for len(sends) < r.cfg.TxnSize && pace.wait(stop) && !closed(stop) {
-			s, ok := r.sendInTxn(p, tx)
-			if !ok {
-				more = false
-				break
-			}
-			if len(sends) == 0 {
-				firstSent = time.Now()
-			}
-			sends = append(sends, s)
-		}
-		r.txn.n.Add(1)
-		r.txn.newNs.Add(int64(opened.Sub(began)))
-		r.txn.firstNs.Add(int64(firstSent.Sub(opened)))
-		r.txn.restNs.Add(int64(time.Since(firstSent)))
+	commit := func(o openedTxn) {
 		commits <- struct{}{}
 		r.inflight.Add(1)
 		wg.Go(func() {
 			defer func() { <-commits; r.inflight.Done() }()
-			r.commit(tx, sends, client)
+			r.commit(o.tx, o.sends, client)
 		})
-		if !more {
+	}
+	next, finish := r.txnOpener(p, pace, stop)
+	defer finish(commit)
+	for {
+		o, ok := next()
+		if !ok {
+			return
+		}
+		filling := time.Now()
+		for o.more && len(o.sends) < r.cfg.TxnSize {
+			if !pace.wait(stop) || closed(stop) {
+				o.more = false
+				break
+			}
+			s, ok := r.sendInTxn(p, o.tx)
+			if !ok {
+				o.more = false
+				break
+			}
+			o.sends = append(o.sends, s)
+		}
+		r.txn.n.Add(1)
+		r.txn.newNs.Add(int64(o.newTook))
+		r.txn.firstNs.Add(int64(o.firstTook))
+		r.txn.restNs.Add(int64(time.Since(filling)))
+		commit(o)
+		if !o.more {
 			return
 		}
 	}
+}
+
+// openedTxn is a transaction opened with its first message sent.
+type openedTxn struct {
+	tx                 pulsar.Transaction
+	sends              []txnSend
+	more               bool // the run goes on: fill it
+	newTook, firstTook time.Duration
+}
+
+// openTxn opens a transaction and sends its first message; false when
+// the run stopped before a transaction could be opened.
+func (r *runner) openTxn(p pulsar.Producer, pace *pacer, stop <-chan struct{}) (openedTxn, bool) {
+	for !closed(stop) {
+		began := time.Now()
+		tx, err := r.client.NewTransaction(time.Minute)
+		if err != nil {
+			r.warnOnce("new transaction", err)
+			if !pace.sleep(100*time.Millisecond, stop) {
+				return openedTxn{}, false
+			}
+			continue
+		}
+		opened := time.Now()
+		o := openedTxn{tx: tx, newTook: opened.Sub(began)}
+		if pace.wait(stop) && !closed(stop) {
+			s, ok := r.sendInTxn(p, tx)
+			o.more = ok
+			if ok {
+				o.sends = append(o.sends, s)
+			}
+		}
+		o.firstTook = time.Since(opened)
+		return o, true
+	}
+	return openedTxn{}, false
+}
+
+// txnOpener returns where the fill loop takes its next transaction, and
+// finish, which commits what was opened and not taken. Without
+// TxnOpenAhead next opens one then and there; with it a goroutine keeps
+// one opened ahead, so the Go client's wait for the coordinator in a
+// transaction's first send (it adds the partition to the transaction
+// there) overlaps the filling of the one before, as the Java client's
+// asynchronous registration lets pulsar-perf do.
+func (r *runner) txnOpener(p pulsar.Producer, pace *pacer, stop <-chan struct{}) (next func() (openedTxn, bool), finish func(commit func(openedTxn))) {
+	if !r.cfg.TxnOpenAhead {
+		return func() (openedTxn, bool) { return r.openTxn(p, pace, stop) }, func(func(openedTxn)) {}
+	}
+	ahead, done := make(chan openedTxn), make(chan struct{})
+	go func() {
+		defer close(ahead)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			o, ok := r.openTxn(p, pace, stop)
+			if !ok {
+				return
+			}
+			ahead <- o // the fill loop, or finish, takes it
+			if !o.more {
+				return
+			}
+		}
+	}()
+	next = func() (openedTxn, bool) { o, ok := <-ahead; return o, ok }
+	finish = func(commit func(openedTxn)) {
+		close(done)
+		for o := range ahead {
+			commit(o)
+		}
+	}
+	return next, finish
 }
 
 // maxCommits bounds a producer's outstanding commits: its pending
