@@ -69,7 +69,9 @@
 //
 // # Flush order, and why the index never points at lost bytes
 //
-// AddEntry copies the entry into the active half of the write cache. A
+// AddEntry copies the entry into the active half of the write cache
+// (AddEntryKept, the bookie's, copies only the record header and keeps the
+// caller's bytes, which never change, until the half is flushed). A
 // flush (Flush, every FlushInterval, or as soon as a half fills):
 //
 //  1. cp := Checkpointer.StartCheckpoint(), before any half is swapped, so
