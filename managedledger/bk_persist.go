@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/magnetar-io/magnetar/ledger"
@@ -266,22 +267,39 @@ func (ml *bkLedger) Cursors() []Cursor {
 	return out
 }
 
-// recoverCursors opens every durable cursor stored for the ledger.
+// recoverCursorsAtOnce bounds how many cursors an open recovers side by
+// side: each recovery is a few metadata and bookie round trips.
+const recoverCursorsAtOnce = 16
+
+// recoverCursors opens every durable cursor stored for the ledger, side
+// by side (as Pulsar's managed ledger initialises its cursors): the open
+// a producer waits for after a failover took the sum of its cursors'
+// recoveries. The first error is returned once every recovery ended.
 func (ml *bkLedger) recoverCursors(ctx context.Context) error {
-	names, err := ml.cfg.Store.Children(ctx, mlPath(ml.name))
+	nodes, err := ml.cfg.Store.Children(ctx, mlPath(ml.name))
 	if err != nil && !errors.Is(err, metadata.ErrNotFound) {
 		return fmt.Errorf("%s: list cursors: %w", ml.name, err)
 	}
-	for _, node := range names {
+	names := make([]string, 0, len(nodes))
+	for _, node := range nodes {
 		name, err := metadata.UnescapeSegment(node)
 		if err != nil {
 			return fmt.Errorf("%s: cursor node: %w", ml.name, err)
 		}
-		if err := ml.recoverCursor(ctx, name); err != nil {
-			return err
-		}
+		names = append(names, name)
 	}
-	return nil
+	errs := make([]error, len(names))
+	slots := make(chan struct{}, recoverCursorsAtOnce)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			errs[i] = ml.recoverCursor(ctx, name)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
