@@ -178,7 +178,7 @@ func TestGeoPinnedTargets(t *testing.T) {
 	}
 	res := sectionResults()
 	res.Geo.Pinned = samplePinned()
-	if rows := sectionTargetRows(res); len(rows) != 7 || !strings.Contains(rows[5].name, "keeps up") {
+	if rows := sectionTargetRows(res); len(rows) != 8 || !strings.Contains(rows[5].name, "keeps up") {
 		t.Errorf("section rows %+v", rows)
 	}
 }

@@ -247,9 +247,7 @@ func sectionTargetRows(res *Results) []targetRow {
 		rows = append(rows, targetRow{name: addName, why: oneLine(p.Skipped)})
 	}
 	rows = append(rows, geoTargetRows(res)...)
-	if row := txnTargetRow(res, selected("txn")); row != nil {
-		rows = append(rows, *row)
-	}
+	rows = append(rows, txnTargetRows(res, selected("txn"))...)
 	return rows
 }
 

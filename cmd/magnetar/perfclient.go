@@ -20,7 +20,7 @@ type clientPerfFlags struct {
 	topics, partitions, producers, consumers, size     *int
 	receiverQueue, maxPending, batchMaxMessages        *int
 	txnSize                                            *int
-	txnOpenAhead                                       *bool
+	txnOpenAhead                                       *int
 	batchMaxBytes                                      *int
 	rate                                               *float64
 	numMessages                                        *int64
@@ -53,7 +53,7 @@ func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 		batchDelay:       fl.Duration("batch-delay", def.BatchDelay, "longest a batch waits before it is sent"),
 		maxPending:       fl.Int("max-pending", def.MaxPending, "messages a producer has in flight (MaxPendingMessages)"),
 		txnSize:          fl.Int("num-message-per-transaction", 0, "> 0: publish in transactions of this many messages (the broker needs transactionCoordinatorEnabled); latency runs to the commit"),
-		txnOpenAhead:     fl.Bool("txn-open-ahead", false, "open each producer's next transaction, and send its first message, while the current one fills (the Go client waits for the coordinator in a transaction's first send to a partition)"),
+		txnOpenAhead:     fl.Int("txn-open-ahead", 0, "> 0: each producer opens this many transactions ahead (and sends their first message) while the current one fills: the Go client waits for the coordinator when a transaction opens and in its first send to a partition"),
 		compression:      fl.String("compression", "none", "none, lz4, zlib, zstd or snappy"),
 		duration:         fl.Duration("duration", def.Duration, "measured time (after the warm-up), unless --num-messages is set"),
 		warmup:           fl.Duration("warmup", def.Warmup, "unmeasured load first"),

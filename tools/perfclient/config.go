@@ -54,9 +54,10 @@ type Config struct {
 	// message's publish latency then runs to its transaction's commit,
 	// when consumers can first see it.
 	TxnSize int
-	// TxnOpenAhead opens each producer's next transaction, and sends its
-	// first message, while the current one fills (produceTxnLoop).
-	TxnOpenAhead bool
+	// TxnOpenAhead > 0: each producer keeps this many transactions being
+	// opened (their first message sent) while the current one fills
+	// (txnOpener).
+	TxnOpenAhead int
 	Compression  pulsar.CompressionType
 
 	Warmup      time.Duration // unmeasured load before the window

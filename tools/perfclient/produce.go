@@ -175,8 +175,8 @@ type txnSend struct {
 // messages are sent (the client's Commit waits for their receipts) while
 // the next one fills; at most maxCommits commits are outstanding per
 // producer. Every message counts as published, with its latency, when
-// its commit returns. With TxnOpenAhead the next transaction is opened,
-// and its first message sent, while the current one fills.
+// its commit returns. With TxnOpenAhead, transactions are opened (and
+// their first message sent) ahead, while the current one fills.
 func (r *runner) produceTxnLoop(p pulsar.Producer, client int, pace *pacer, stop <-chan struct{}) {
 	commits := make(chan struct{}, r.maxCommits())
 	var wg sync.WaitGroup
@@ -258,34 +258,39 @@ func (r *runner) openTxn(p pulsar.Producer, pace *pacer, stop <-chan struct{}) (
 
 // txnOpener returns where the fill loop takes its next transaction, and
 // finish, which commits what was opened and not taken. Without
-// TxnOpenAhead next opens one then and there; with it a goroutine keeps
-// one opened ahead, so the Go client's wait for the coordinator in a
-// transaction's first send (it adds the partition to the transaction
-// there) overlaps the filling of the one before, as the Java client's
-// asynchronous registration lets pulsar-perf do.
+// TxnOpenAhead next opens one then and there; with it that many
+// goroutines keep transactions opened ahead, so the round trips of a
+// transaction's opening (and of its first send: the Go client adds the
+// partition to the transaction there and waits for the coordinator's log)
+// overlap each other and the filling of the one before. One producer then
+// has several transactions in progress, as an application pipelining its
+// work would; one at a time, its coordinator round trips bound its rate.
 func (r *runner) txnOpener(p pulsar.Producer, pace *pacer, stop <-chan struct{}) (next func() (openedTxn, bool), finish func(commit func(openedTxn))) {
-	if !r.cfg.TxnOpenAhead {
+	if r.cfg.TxnOpenAhead <= 0 {
 		return func() (openedTxn, bool) { return r.openTxn(p, pace, stop) }, func(func(openedTxn)) {}
 	}
 	ahead, done := make(chan openedTxn), make(chan struct{})
-	go func() {
-		defer close(ahead)
-		for {
-			select {
-			case <-done:
-				return
-			default:
+	var openers sync.WaitGroup
+	for range r.cfg.TxnOpenAhead {
+		openers.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				o, ok := r.openTxn(p, pace, stop)
+				if !ok {
+					return
+				}
+				ahead <- o // the fill loop, or finish, takes it
+				if !o.more {
+					return
+				}
 			}
-			o, ok := r.openTxn(p, pace, stop)
-			if !ok {
-				return
-			}
-			ahead <- o // the fill loop, or finish, takes it
-			if !o.more {
-				return
-			}
-		}
-	}()
+		})
+	}
+	go func() { openers.Wait(); close(ahead) }()
 	next = func() (openedTxn, bool) { o, ok := <-ahead; return o, ok }
 	finish = func(commit func(openedTxn)) {
 		close(done)
