@@ -267,7 +267,7 @@ func (d *DB) AddEntryKept(ledgerID, entryID int64, data []byte, sum crc32c.Known
 
 func (d *DB) add(ledgerID, entryID int64, data []byte, sum crc32c.Known, keep bool) error {
 	if invariants.Enabled && !sum.Matches(data) {
-		invariants.Failf("entrylog: AddEntrySummed of ledger %d entry %d with CRC %08x, not the data's", ledgerID, entryID, sum.CRC)
+		invariants.Failf("entrylog: add of ledger %d entry %d with CRC %08x, not the data's", ledgerID, entryID, sum.CRC)
 	}
 	if err := d.enter(); err != nil {
 		return err

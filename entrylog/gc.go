@@ -238,11 +238,7 @@ func (s *shard) moveRecords(id uint64, chunk []located) (int64, error) {
 		keys[i], old[i] = c.key, c.loc
 	}
 	logID, off := s.logs.currentID(), s.logs.off
-	out := make([]outRecord, len(recs))
-	for i, r := range recs {
-		out[i].head = r
-	}
-	locs, err := s.appendRecords(out, s.pacer(true))
+	locs, err := s.appendRecords(recs, s.pacer(true))
 	if err == nil {
 		err = s.logs.sync()
 	}
@@ -264,13 +260,13 @@ func (s *shard) moveRecords(id uint64, chunk []located) (int64, error) {
 
 // readRecords reads the chunk's records (sorted by offset) from log id,
 // one read per run of adjacent records, and checks each.
-func (s *shard) readRecords(id uint64, chunk []located) ([][]byte, error) {
+func (s *shard) readRecords(id uint64, chunk []located) ([]outRecord, error) {
 	lf, ok := s.logs.acquire(id)
 	if !ok {
 		return nil, fmt.Errorf("entrylog %s: compacting %s: the log is not open", s.dir, logFileName(id))
 	}
 	defer s.logs.release(lf)
-	recs := make([][]byte, 0, len(chunk))
+	recs := make([]outRecord, 0, len(chunk))
 	for i := 0; i < len(chunk); {
 		j := i + 1
 		for j < len(chunk) && chunk[j].loc.offset == chunk[j-1].loc.offset+chunk[j-1].loc.recordSize() {
@@ -287,7 +283,7 @@ func (s *shard) readRecords(id uint64, chunk []located) ([][]byte, error) {
 			if _, err := checkRecord(rec, c.key, c.loc, lf.path); err != nil {
 				return nil, fmt.Errorf("entrylog %s: compacting: %w", s.dir, err)
 			}
-			recs = append(recs, rec)
+			recs = append(recs, outRecord{head: rec})
 		}
 		i = j
 	}

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/magnetar-io/magnetar/ledger"
 	"github.com/magnetar-io/magnetar/metadata"
@@ -288,18 +289,12 @@ func (ml *bkLedger) recoverCursors(ctx context.Context) error {
 		}
 		names = append(names, name)
 	}
-	errs := make([]error, len(names))
-	slots := make(chan struct{}, recoverCursorsAtOnce)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			errs[i] = ml.recoverCursor(ctx, name)
-		})
+	var g errgroup.Group
+	g.SetLimit(recoverCursorsAtOnce)
+	for _, name := range names {
+		g.Go(func() error { return ml.recoverCursor(ctx, name) })
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return g.Wait()
 }
 
 func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
