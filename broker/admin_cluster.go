@@ -8,6 +8,8 @@ package broker
 
 import (
 	"context"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // ClusterName is this broker's cluster (admin.Cluster).
@@ -39,9 +41,7 @@ func (b *Broker) unloadWhere(ctx context.Context, match func(*topic) bool) int {
 		}
 	}
 	b.mu.Unlock()
-	for _, t := range closing {
-		t.close(ctx)
-	}
+	closeTopics(ctx, closing)
 	b.mu.Lock()
 	for _, t := range closing {
 		if key := t.name.String(); b.unloading[key] == done {
@@ -51,6 +51,27 @@ func (b *Broker) unloadWhere(ctx context.Context, match func(*topic) bool) int {
 	b.mu.Unlock()
 	close(done)
 	return len(closing)
+}
+
+// topicClosesAtOnce bounds the topics closed side by side. One after
+// another, each stopping its replicators and closing its managed ledger
+// (tens of milliseconds each), a bundle of a few dozen topics kept its
+// clients waiting for a second or more; all at once, thousands of topics
+// would flood the bookies and the metadata store with closes.
+const topicClosesAtOnce = 32
+
+// closeTopics closes topics, topicClosesAtOnce at a time, and returns
+// when all are closed.
+func closeTopics(ctx context.Context, topics []*topic) {
+	var g errgroup.Group
+	g.SetLimit(topicClosesAtOnce)
+	for _, t := range topics {
+		g.Go(func() error {
+			t.close(ctx)
+			return nil
+		})
+	}
+	_ = g.Wait() // a topic's close has no error to report
 }
 
 // BrokerVersion implements admin.BrokerOps.

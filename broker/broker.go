@@ -686,9 +686,11 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Unlock()
 	b.cancel()
 	b.closeCoordinators()
+	closing := make([]*topic, 0, len(topics))
 	for _, t := range topics {
-		t.close(ctx)
+		closing = append(closing, t)
 	}
+	closeTopics(ctx, closing)
 	done := make(chan struct{})
 	go func() { b.tasks.Wait(); close(done) }()
 	select {

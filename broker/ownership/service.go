@@ -13,6 +13,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/internal/failover"
 	"github.com/magnetar-io/magnetar/metadata"
+	"golang.org/x/sync/errgroup"
 )
 
 // Config configures a broker's ownership service. Durations and
@@ -388,13 +389,32 @@ func (s *Service) Close(ctx context.Context) {
 	s.mu.leader = false
 	s.mu.Unlock()
 	s.shutdownLoops()
-	for _, b := range owned {
-		s.handOver(ctx, b)
-	}
+	s.handOverAll(ctx, owned)
 	if leader {
 		_ = s.store.Delete(ctx, leaderPath, metadata.AnyVersion)
 	}
 	_ = s.store.Delete(ctx, brokersRoot+"/"+s.cfg.BrokerID, metadata.AnyVersion)
+}
+
+// handOversAtOnce bounds the bundles a stopping broker hands over side by
+// side. One after another, a bundle whose topics close their replicators
+// takes most of a second, and the last of a dozen bundles kept its
+// clients waiting for seconds; all at once, a broker with thousands of
+// bundles would flood the metadata store and the bookies with closes.
+const handOversAtOnce = 16
+
+// handOverAll hands every bundle over, handOversAtOnce at a time, and
+// returns when all are released.
+func (s *Service) handOverAll(ctx context.Context, owned map[string]Bundle) {
+	var g errgroup.Group
+	g.SetLimit(handOversAtOnce)
+	for _, b := range owned {
+		g.Go(func() error {
+			s.handOver(ctx, b)
+			return nil
+		})
+	}
+	_ = g.Wait() // handOver logs its own failures
 }
 
 func (s *Service) shutdownLoops() {
