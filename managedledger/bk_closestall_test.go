@@ -179,3 +179,48 @@ func TestBKOpenRecoversCursorsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBKCloseKeepsACursorHeldByAStalledBookie: a cursor whose snapshot a
+// silent bookie holds is written to its metadata node instead, as Pulsar's
+// cursor persists its position to the metadata store when it closes, so
+// the close neither waits out CloseTimeout nor loses the position. Found
+// by the fault suite (partition-broker-bookie seed 1 of 5 Dec at 7d7a7d4):
+// load shedding unloaded a bundle 9.2 s into a cut of one bookie, its
+// close waited the whole 2 s for cursor snapshots on the cut bookie, and a
+// producer went 11.4 s without an acknowledgement against the 11 s bound.
+func TestBKCloseKeepsACursorHeldByAStalledBookie(t *testing.T) {
+	const name = "public/default/persistent/close-cursor-stalled"
+	env, ft, ml, c := openOverFaults(t, name, Config{CloseTimeout: 2 * time.Second})
+	ctx := context.Background()
+	for i := range 3 {
+		addWait(t, ml, fmt.Sprintf("m%d", i))
+	}
+	es, err := c.ReadEntries(ctx, 3, 1<<20)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("read: %v %v", es, err)
+	}
+	if err := c.MarkDelete(ctx, es[0].Position); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, es[2].Position); err != nil { // an acknowledged range beyond the mark-delete
+		t.Fatal(err)
+	}
+	hang := ft.Inject(fault.Fault{Op: bkproto.OpAdd, Action: fault.Hang})
+	start := time.Now()
+	_ = ml.Close(ctx)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %s with a cursor snapshot held by a silent bookie (CloseTimeout 2 s)", took.Round(time.Millisecond))
+	}
+	ft.Remove(hang)
+	owner, err := env.factory(t, Config{}).Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := owner.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, c2); fmt.Sprint(got) != "[m1]" {
+		t.Fatalf("the next owner's cursor reads %v, want [m1] (m0 mark-deleted and m2 acknowledged before the close)", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,7 +21,9 @@ import (
 // (cursorSnapshot, JSON, one per entry). Its state is written at most
 // MarkDeleteRate times a second, and when the managed ledger closes; on
 // open, the last snapshot of the cursor ledger wins over the node's
-// mark-delete position (which is written when the ledger changes).
+// mark-delete position (which is written when the ledger changes). A
+// close that cannot reach the cursor ledger in time writes the whole state
+// to the node, with no cursor ledger (persistClosing).
 // After recovery a cursor writes to a new cursor ledger and deletes the
 // old one once the node points at the new one.
 
@@ -35,7 +38,27 @@ type cursorNode struct {
 	CursorLedger int64    `json:"cursorsLedgerId"`
 	MarkDelete   Position `json:"markDeletePosition"`
 	LastActive   int64    `json:"lastActive"`
+	// The rest of a cursor's state is in the node only when CursorLedger
+	// is -1 because a close could not reach the cursor ledger
+	// (persistToNodes); otherwise the ledger's last snapshot holds it.
+	Acked      [][2]Position    `json:"individualDeletedMessages,omitempty"`
+	Batch      []batchSnapshot  `json:"batchedEntryDeletionIndexInfo,omitempty"`
+	Properties map[string]int64 `json:"properties,omitempty"`
 }
+
+// snapshot is the cursor state a node holds by itself.
+func (n cursorNode) snapshot() cursorSnapshot {
+	return cursorSnapshot{MarkDelete: n.MarkDelete, Acked: n.Acked, Batch: n.Batch, Properties: n.Properties}
+}
+
+// maxNodeRanges and maxNodeBatchWords bound the acknowledged ranges and
+// batch words a cursor's node takes when its state goes there
+// (managedLedgerMaxUnackedRangesToPersistInMetadataStore): a metadata
+// node is kept small. What is left out is redelivered, never lost.
+const (
+	maxNodeRanges     = 1000
+	maxNodeBatchWords = 1 << 12
+)
 
 // maxPersistedBatchSets and maxPersistedBatchWords bound the partly
 // acknowledged batch entries a snapshot keeps
@@ -302,7 +325,7 @@ func (ml *bkLedger) recoverCursor(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	snap := cursorSnapshot{MarkDelete: node.MarkDelete}
+	snap := node.snapshot()
 	if node.CursorLedger > 0 {
 		if s, ok, err := ml.lastSnapshot(ctx, node.CursorLedger); err != nil {
 			return fmt.Errorf("%s: recover cursor %s from ledger %d: %w", ml.name, name, node.CursorLedger, err)
@@ -570,14 +593,132 @@ func (ml *bkLedger) persistAll(ctx context.Context) error {
 		cs = append(cs, c)
 	}
 	ml.mu.Unlock()
-	var errs []error
-	for _, c := range cs {
-		if err := ml.persistCursor(ctx, c); err != nil {
+	return eachCursor(cs, func(c *bkCursor) error {
+		err := ml.persistCursor(ctx, c)
+		if err != nil {
 			ml.f.log.Warn("managed ledger could not persist a cursor; retrying", "managed_ledger", ml.name, "cursor", c.name, "err", err)
-			errs = append(errs, err)
+		}
+		return err
+	})
+}
+
+// persistCursorsAtOnce bounds the cursors of one managed ledger persisted
+// side by side: one after another, a topic with many subscriptions took
+// their round trips in turn, and a close on a silent bookie gave the
+// whole of CloseTimeout to the first.
+const persistCursorsAtOnce = 16
+
+// eachCursor runs fn for every cursor, persistCursorsAtOnce at a time,
+// and joins their errors.
+func eachCursor(cs []*bkCursor, fn func(*bkCursor) error) error {
+	var (
+		g    errgroup.Group
+		mu   sync.Mutex
+		errs []error
+	)
+	g.SetLimit(persistCursorsAtOnce)
+	for _, c := range cs {
+		g.Go(func() error {
+			if err := fn(c); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
+}
+
+// persistClosing persists every cursor as the managed ledger closes: in
+// its cursor ledger if that answers within a quarter of CloseTimeout,
+// else in its metadata node (persistToNodes), so that a silent bookie
+// costs a close neither the whole of CloseTimeout nor the cursors'
+// positions.
+func (ml *bkLedger) persistClosing(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, ml.cfg.CloseTimeout/4)
+	err := ml.persistAll(lctx)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if nerr := ml.persistToNodes(ctx); nerr != nil {
+		return errors.Join(err, nerr)
+	}
+	ml.f.log.Warn("cursors written to their metadata nodes: their cursor ledgers did not answer in time",
+		"managed_ledger", ml.name, "waited", ml.cfg.CloseTimeout/4, "err", err)
+	return nil
+}
+
+// persistToNodes writes the state of every cursor still dirty to its
+// metadata node, with no cursor ledger (CursorLedger -1), as Pulsar's
+// cursor persists its position to the metadata store when it closes.
+func (ml *bkLedger) persistToNodes(ctx context.Context) error {
+	ml.mu.Lock()
+	if ml.mu.fenced != nil {
+		ml.mu.Unlock()
+		return nil // another owner has the cursors now
+	}
+	cs := ml.allCursorsLocked()
+	ml.mu.Unlock()
+	return eachCursor(cs, func(c *bkCursor) error { return ml.persistToNode(ctx, c) })
+}
+
+// persistToNode writes c's state to its node at the node's version and
+// drops its cursor ledger: closed at once (an append a silent bookie
+// holds fails now) and deleted, since the node no longer names it.
+func (ml *bkLedger) persistToNode(ctx context.Context, c *bkCursor) error {
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	ml.mu.Lock()
+	if !c.dirty || c.closed || !c.durable || ml.mu.fenced != nil {
+		ml.mu.Unlock()
+		return nil
+	}
+	snap := c.snapshotLocked()
+	c.dirty = false
+	ml.mu.Unlock()
+	node := cursorNode{CursorLedger: -1, MarkDelete: snap.MarkDelete, LastActive: time.Now().UnixMilli(),
+		Acked: snap.Acked[:min(len(snap.Acked), maxNodeRanges)], Batch: boundBatch(snap.Batch, maxNodeBatchWords),
+		Properties: snap.Properties}
+	b, _ := json.Marshal(node)
+	st, err := ml.cfg.Store.Put(ctx, cursorPath(ml.name, c.name), b, c.nodeVersion)
+	if err != nil {
+		ml.mu.Lock()
+		c.dirty = true
+		ml.mu.Unlock()
+		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed or deleted under this owner: %w", ml.name, c.name, ledger.ErrFenced))
+		}
+		return fmt.Errorf("%s: cursor %s: write its state to its node: %w", ml.name, c.name, err)
+	}
+	c.nodeVersion = st.Version
+	if old := c.cursorLedger; old != nil {
+		c.cursorLedger, c.snapshots = nil, 0
+		abandoned, cancel := context.WithCancel(ctx)
+		cancel()
+		_ = old.Close(abandoned)
+		c.oldLedger = old.ID()
+	}
+	if c.oldLedger > 0 {
+		if err := ml.cfg.Ledgers.Delete(ctx, c.oldLedger); err == nil || errors.Is(err, ledger.ErrNoSuchLedger) {
+			c.oldLedger = 0
 		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// boundBatch keeps the first batch sets of at most words words in all.
+func boundBatch(sets []batchSnapshot, words int) []batchSnapshot {
+	n := 0
+	for i, b := range sets {
+		if n+len(b.AckSet) > words {
+			return sets[:i]
+		}
+		n += len(b.AckSet)
+	}
+	return sets
 }
 
 // SetRetention implements ManagedLedger.
@@ -703,7 +844,7 @@ func (ml *bkLedger) Close(ctx context.Context) error {
 	ml.mu.Unlock()
 	ml.stopPersist()    // a tick in flight gives up: its cursors are persisted below
 	ml.persistWG.Wait() // and returns (its storage calls end with their context)
-	err := ml.persistAll(ctx)
+	err := ml.persistClosing(ctx)
 	ml.mu.Lock()
 	cs := ml.allCursorsLocked()
 	ml.mu.Unlock()

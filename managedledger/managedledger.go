@@ -17,7 +17,10 @@
 //	                                                 "offload":{"uid","driver","complete",
 //	                                                   "bookkeeperDeleted","timestamp"}}...],
 //	                                    "properties":{...},"terminatedPosition":{...}}
-//	/managed-ledgers/<name>/<cursor>   {"cursorsLedgerId","markDeletePosition","lastActive"}
+//	/managed-ledgers/<name>/<cursor>   {"cursorsLedgerId","markDeletePosition","lastActive",
+//	                                    "individualDeletedMessages":[[lo, hi]...],  first 1000
+//	                                    "batchedEntryDeletionIndexInfo":[...],      4096 words
+//	                                    "properties":{...}}
 //
 // Both are changed by compare-and-set only. The managed ledger's node is
 // written by its owner; a version conflict means another broker opened it
@@ -25,7 +28,11 @@
 // A cursor's state is a snapshot appended to its cursor ledger at most
 // MarkDeleteRate times a second and when the managed ledger closes; the
 // node points at the cursor ledger, and the last snapshot in it wins on
-// reopen:
+// reopen. A close whose cursor ledger does not answer within a quarter of
+// CloseTimeout (a silent bookie) writes the state to the node instead, as
+// Pulsar's cursor does to its metadata store: "cursorsLedgerId" -1, and
+// the node's ranges, batch sets (same shapes as below) and properties are
+// the cursor's state on reopen. A snapshot:
 //
 //	{"markDelete":{"LedgerID","EntryID"},
 //	 "individuallyDeleted":[[lo, hi]...],                  first 10000 ranges
