@@ -143,6 +143,7 @@ type options struct {
 	// metaTopics its topic count for the topic load time.
 	metaOps, metaTopics int
 	txnProducers        int
+	txnClients          int
 	txnCoordinators     int
 	txnOpenAhead        int
 }
@@ -184,6 +185,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.metaOps, "metadata-ops", 20000, "metadata section: operations of each kind on each backend")
 	fs.IntVar(&o.metaTopics, "metadata-topics", 1000, "metadata section: topics whose load time is measured on each backend")
 	fs.IntVar(&o.txnProducers, "txn-producers", txnProducers, "transactions section: producers per client process, for plain and transactional runs alike")
+	fs.IntVar(&o.txnClients, "txn-clients", txnClients, "transactions section: client processes, for plain and transactional runs alike (each has its own handler per coordinator)")
 	fs.IntVar(&o.txnOpenAhead, "txn-open-ahead", txnOpenAhead, "transactions section: transactions each producer opens ahead in the pipelined 100-message runs")
 	fs.IntVar(&o.txnCoordinators, "txn-coordinators", txnCoordinators, "transactions section: transaction coordinators (the Go client sends each one's requests one at a time)")
 	if err := fs.Parse(args); err != nil {

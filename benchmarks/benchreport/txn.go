@@ -74,14 +74,14 @@ func (r *runner) runTxn(ctx context.Context) error {
 		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
 		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
 		"and 100-message runs alternated; in the pipelined runs each producer opens %d transactions ahead (perf "+
-		"--txn-open-ahead) instead of one at a time", r.o.txnCoordinators, txnClients, r.o.txnProducers, r.o.txnOpenAhead)
+		"--txn-open-ahead) instead of one at a time", r.o.txnCoordinators, r.o.txnClients, r.o.txnProducers, r.o.txnOpenAhead)
 	d.OpenAhead = r.o.txnOpenAhead
 	run := func(label, topic string, size, ahead int) (Run, error) {
 		// The same load for plain and transactional runs, spread over
-		// txnClients processes: one producer waits for each of its
+		// txnClients processes (--txn-clients): one producer waits for each of its
 		// transactions' round trips, so one client process would measure
 		// the client (issue 37's rule: show the client is not the limit).
-		return r.perfSpread(ctx, t, label, "produce", txnClients, func(i int) []string {
+		return r.perfSpread(ctx, t, label, "produce", max(1, r.o.txnClients), func(i int) []string {
 			args := append(maxArgs(topic), "--producers", itoa(r.o.txnProducers))
 			if size > 0 {
 				args = append(args, "--num-message-per-transaction", itoa(size))
