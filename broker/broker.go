@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"github.com/magnetar-io/magnetar/broker/console"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -686,11 +688,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.mu.Unlock()
 	b.cancel()
 	b.closeCoordinators()
-	closing := make([]*topic, 0, len(topics))
-	for _, t := range topics {
-		closing = append(closing, t)
-	}
-	closeTopics(ctx, closing)
+	closeTopics(ctx, slices.Collect(maps.Values(topics)))
 	done := make(chan struct{})
 	go func() { b.tasks.Wait(); close(done) }()
 	select {

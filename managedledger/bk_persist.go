@@ -478,8 +478,8 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 	if err != nil {
 		_ = w.Close(ctx)
 		_ = ml.cfg.Ledgers.Delete(ctx, w.ID())
-		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
-			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed or deleted under this owner: %w", ml.name, c.name, ledger.ErrFenced))
+		if lost := ml.cursorNodeLost(c, err); lost != nil {
+			return lost
 		}
 		return fmt.Errorf("%s: cursor %s: point at ledger %d: %w", ml.name, c.name, w.ID(), err)
 	}
@@ -489,12 +489,29 @@ func (ml *bkLedger) writeSnapshot(ctx context.Context, c *bkCursor, snap cursorS
 		_ = old.Close(ctx)
 		c.oldLedger = old.ID()
 	}
-	if c.oldLedger > 0 {
-		if err := ml.cfg.Ledgers.Delete(ctx, c.oldLedger); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
-			ml.f.log.Warn("managed ledger could not delete an old cursor ledger", "managed_ledger", ml.name, "cursor", c.name, "ledger", c.oldLedger, "err", err)
-		} else {
-			c.oldLedger = 0
-		}
+	ml.deleteOldCursorLedger(ctx, c)
+	return nil
+}
+
+// deleteOldCursorLedger deletes the cursor ledger c's node no longer
+// names; a failure leaves it for the next persist. persistMu is held.
+func (ml *bkLedger) deleteOldCursorLedger(ctx context.Context, c *bkCursor) {
+	if c.oldLedger <= 0 {
+		return
+	}
+	if err := ml.cfg.Ledgers.Delete(ctx, c.oldLedger); err != nil && !errors.Is(err, ledger.ErrNoSuchLedger) {
+		ml.f.log.Warn("managed ledger could not delete an old cursor ledger", "managed_ledger", ml.name, "cursor", c.name, "ledger", c.oldLedger, "err", err)
+		return
+	}
+	c.oldLedger = 0
+}
+
+// cursorNodeLost turns a version conflict or a missing node on a cursor
+// node write into this owner's loss of the managed ledger; nil for any
+// other error.
+func (ml *bkLedger) cursorNodeLost(c *bkCursor, err error) error {
+	if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
+		return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed or deleted under this owner: %w", ml.name, c.name, ledger.ErrFenced))
 	}
 	return nil
 }
@@ -688,8 +705,8 @@ func (ml *bkLedger) persistToNode(ctx context.Context, c *bkCursor) error {
 		ml.mu.Lock()
 		c.dirty = true
 		ml.mu.Unlock()
-		if errors.Is(err, metadata.ErrBadVersion) || errors.Is(err, metadata.ErrNotFound) {
-			return ml.lostOwnership(fmt.Errorf("%s: cursor %s changed or deleted under this owner: %w", ml.name, c.name, ledger.ErrFenced))
+		if lost := ml.cursorNodeLost(c, err); lost != nil {
+			return lost
 		}
 		return fmt.Errorf("%s: cursor %s: write its state to its node: %w", ml.name, c.name, err)
 	}
@@ -701,11 +718,7 @@ func (ml *bkLedger) persistToNode(ctx context.Context, c *bkCursor) error {
 		_ = old.Close(abandoned)
 		c.oldLedger = old.ID()
 	}
-	if c.oldLedger > 0 {
-		if err := ml.cfg.Ledgers.Delete(ctx, c.oldLedger); err == nil || errors.Is(err, ledger.ErrNoSuchLedger) {
-			c.oldLedger = 0
-		}
-	}
+	ml.deleteOldCursorLedger(ctx, c)
 	return nil
 }
 
