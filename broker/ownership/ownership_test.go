@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -422,10 +423,18 @@ func TestOwnershipNodeDeletedClosesBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return !s.OwnsTopic("t/ns", topic) })
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.closed[s.cfg.BrokerID]) != 1 {
-		t.Fatalf("closed %v", c.closed[s.cfg.BrokerID])
+	// The bundle is forgotten before its topics are closed (so no lookup
+	// is answered for it meanwhile): wait for the close, then check that
+	// it happened once.
+	closed := func() []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return slices.Clone(c.closed[s.cfg.BrokerID])
+	}
+	waitFor(t, func() bool { return len(closed()) > 0 })
+	time.Sleep(50 * time.Millisecond)
+	if got := closed(); len(got) != 1 {
+		t.Fatalf("closed %v, want the bundle once", got)
 	}
 }
 
