@@ -58,7 +58,24 @@ func (r *runner) runTxn(ctx context.Context) error {
 		return err
 	}
 	conf := filepath.Join(dir, "standalone-txn.conf")
-	if err := withKeys(r.o.config, conf, "transactionCoordinatorEnabled=true"); err != nil {
+	keys := []string{"transactionCoordinatorEnabled=true"}
+	journalOn := "the work directory's disk"
+	if r.o.txnJournalDevice {
+		mnt := filepath.Join(r.o.work, "txn-journal-mnt")
+		undo, err := mountZram(mnt)
+		if err != nil {
+			d.Skipped = err.Error()
+			return nil
+		}
+		defer func() {
+			if err := undo(); err != nil {
+				r.res.Notes = append(r.res.Notes, "transactions, journal device: "+err.Error())
+			}
+		}()
+		keys = append(keys, "journalDirectories="+filepath.Join(mnt, "journal"))
+		journalOn = "/dev/" + zramDevice + " (RAM-backed, standing for a journal device of its own; --txn-journal-device)"
+	}
+	if err := withKeys(r.o.config, conf, keys...); err != nil {
 		return err
 	}
 	t, err := r.startStandaloneConf(conf, filepath.Join(dir, "data"))
@@ -70,11 +87,11 @@ func (r *runner) runTxn(ctx context.Context) error {
 		return err
 	}
 	d.Ran = true
-	d.Setup = fmt.Sprintf("one durable standalone, transactionCoordinatorEnabled, %d coordinators; %d client processes of %d "+
+	d.Setup = fmt.Sprintf("one durable standalone (journal on %s), transactionCoordinatorEnabled, %d coordinators; %d client processes of %d "+
 		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
 		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
 		"and 100-message runs alternated; in the pipelined runs each producer opens %d transactions ahead (perf "+
-		"--txn-open-ahead) instead of one at a time", r.o.txnCoordinators, r.o.txnClients, r.o.txnProducers, r.o.txnOpenAhead)
+		"--txn-open-ahead) instead of one at a time", journalOn, r.o.txnCoordinators, r.o.txnClients, r.o.txnProducers, r.o.txnOpenAhead)
 	d.OpenAhead = r.o.txnOpenAhead
 	run := func(label, topic string, size, ahead int) (Run, error) {
 		// The same load for plain and transactional runs, spread over
