@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strings"
@@ -98,7 +99,7 @@ func OpenZK(ctx context.Context, t Target, opts ZKOptions) (Store, error) {
 		watchers: map[string][]*Watcher{}, regSem: make(chan struct{}, 1)}
 	conn, _, err := zk.Connect(t.Hosts, opts.SessionTimeout,
 		zk.WithEventCallback(s.onEvent), zk.WithDialer(s.dial), zk.WithLogger(zkLogger{s.log}),
-		zk.WithHostProvider(&zkHosts{}))
+		zk.WithHostProvider(&zkHosts{pause: s.sleep, quickFor: zkQuickRetryFor(opts.SessionTimeout)}))
 	if err != nil {
 		return nil, fmt.Errorf("metadata store zk:%s: %w", s.hosts, err)
 	}
@@ -771,10 +772,29 @@ func (l zkLogger) Printf(format string, args ...any) {
 // so names are resolved at each dial (through the store's backoff and
 // logging) instead of once at start, where one unresolvable name would
 // fail the whole open and moved servers would never be found.
+//
+// It also paces reconnection. After a round of servers that all failed,
+// go-zookeeper pauses a whole second (and fails the requests queued
+// meanwhile). An ensemble electing a leader takes connections and hangs
+// up until it has one, which here takes about 0.6 s after its leader
+// dies: every client then waited some half a second more than the
+// election. So for the first zkQuickRetryFor of an outage a failed round
+// is followed by a short pause of its own (zkRoundPause) and go-zookeeper
+// is not told a round ended; past that, it is, and pauses and fails the
+// queued requests as before, so their callers hear of a long outage.
+//
+// Next and Connected run on go-zookeeper's connect goroutine only.
 type zkHosts struct {
 	hosts []string
 	next  int
 	tried int
+	// rounds counts the full rounds without a session since outageAt.
+	rounds   int
+	outageAt time.Time
+	// pause sleeps unless the store closes (reporting false then).
+	pause func(time.Duration) bool
+	// quickFor is how long failed rounds pause briefly (zkQuickRetryFor).
+	quickFor time.Duration
 }
 
 func (h *zkHosts) Init(servers []string) error {
@@ -788,16 +808,55 @@ func (h *zkHosts) Init(servers []string) error {
 func (h *zkHosts) Len() int { return len(h.hosts) }
 
 // Next returns the next server; retryStart is true after a full round
-// without a connection (go-zookeeper then pauses and fails queued calls).
+// without a connection once the outage outlasted quickFor (go-zookeeper
+// then pauses and fails queued calls); before that Next pauses briefly
+// itself.
 func (h *zkHosts) Next() (string, bool) {
 	server := h.hosts[h.next]
 	h.next = (h.next + 1) % len(h.hosts)
 	h.tried++
-	retryStart := h.tried > len(h.hosts)
-	if retryStart {
-		h.tried = 1
+	if h.tried <= len(h.hosts) {
+		return server, false
 	}
-	return server, retryStart
+	h.tried = 1
+	h.rounds++
+	if h.rounds == 1 {
+		h.outageAt = time.Now()
+	}
+	if time.Since(h.outageAt) >= h.quickFor || h.pause == nil {
+		h.rounds = 0
+		return server, true
+	}
+	h.pause(zkRoundPause(h.rounds))
+	return server, false
 }
 
-func (h *zkHosts) Connected() { h.tried = 0 }
+func (h *zkHosts) Connected() { h.tried, h.rounds = 0, 0 }
+
+// zkQuickRetryFor is how long into an outage failed rounds of servers
+// pause briefly instead of go-zookeeper's second: half the session (the
+// part of it a reconnect can still save), at most 10 s.
+func zkQuickRetryFor(sessionTimeout time.Duration) time.Duration {
+	return min(sessionTimeout/2, 10*time.Second)
+}
+
+// sleep waits d unless the store closes first (then false).
+func (s *zkStore) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// zkRoundPause is the pause after the n-th failed round of an outage's
+// first zkQuickRetryFor: 25 ms doubling to 200 ms, with up to a quarter
+// more at random so that a cluster's clients do not all come back in the
+// same instant after an election.
+func zkRoundPause(n int) time.Duration {
+	d := min(25*time.Millisecond<<min(n-1, 3), 200*time.Millisecond)
+	return d + rand.N(d/4+1)
+}

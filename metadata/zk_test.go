@@ -436,3 +436,63 @@ func TestZKSilentServersDoNotEndTheSession(t *testing.T) {
 	case <-time.After(timeout*3/2 + time.Second):
 	}
 }
+
+// A ZooKeeper ensemble electing a leader takes connections and closes
+// them (a server answers a session's handshake only under a leader). The
+// store must be back soon after the election ends: go-zookeeper pauses a
+// whole second after each round of servers that all failed, which made
+// every broker and bookie wait about half a second past a 0.6 s election
+// in the fault suite's kill-zk-leader runs (issue 40: ZooKeeper faults
+// under 1 s).
+func TestZKReconnectsSoonAfterAnElection(t *testing.T) {
+	zk := sharedZK(t)
+	electing, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer electing.Close()
+	go func() { // reads the handshake and hangs up, as a server without a leader
+		for {
+			c, err := electing.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetReadDeadline(time.Now().Add(time.Second))
+				_, _ = c.Read(make([]byte, 64))
+			}()
+		}
+	}()
+	var inElection atomic.Bool
+	real := &zktest.Dialer{}
+	dial := func(network, addr string, d time.Duration) (net.Conn, error) {
+		if inElection.Load() {
+			return net.DialTimeout(network, electing.Addr().String(), d)
+		}
+		return real.Dial(network, addr, d)
+	}
+	// Three servers, as an ensemble (all this one ZooKeeper).
+	target, chroot, _ := strings.Cut(strings.TrimPrefix(freshChroot(t, zk), "zk:"), "/")
+	conn := "zk:" + strings.Join([]string{target, target, target}, ",") + "/" + chroot
+	s := openZK(t, conn, metadata.ZKOptions{SessionTimeout: 4 * time.Second, Dial: dial})
+	states := s.SessionEvents()
+	expectState(t, states, metadata.SessionConnected)
+
+	inElection.Store(true)
+	real.Cut()
+	expectState(t, states, metadata.SessionSuspended)
+	time.Sleep(150 * time.Millisecond) // the election
+	inElection.Store(false)
+	real.Heal()
+	elected := time.Now()
+	expectState(t, states, metadata.SessionReconnected)
+	took := time.Since(elected)
+	t.Logf("reconnected %s after the election ended", took.Round(time.Millisecond))
+	if took > 500*time.Millisecond {
+		t.Fatalf("reconnected %s after the election ended, want within 500 ms", took.Round(time.Millisecond))
+	}
+	if _, _, err := s.Create(context.Background(), "/after", nil, metadata.CreateOptions{}); err != nil {
+		t.Fatalf("create after the election: %v", err)
+	}
+}
