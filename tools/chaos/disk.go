@@ -6,6 +6,7 @@ package chaos
 // which journal-fsync-error makes its journal's fsyncs fail.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -82,21 +83,37 @@ func setFault(dir, mode string) error {
 
 // fill allocates a filler file in dir leaving about free bytes.
 func fill(dir string, free int64) (string, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return "", err
-	}
-	avail := int64(st.Bavail) * st.Bsize
+	return fillWith(dir, free, func(fd int, n int64) error { return unix.Fallocate(fd, 0, 0, n) })
+}
+
+// fillAttempts bounds fillWith's measurements: the bookie on the disk may
+// take space between a statfs and the allocation (its journal or entry
+// log growing), which fails the allocation with ENOSPC.
+const fillAttempts = 5
+
+// fillWith is fill with the allocation given (tests inject ENOSPC).
+func fillWith(dir string, free int64, alloc func(fd int, n int64) error) (string, error) {
 	path := filepath.Join(dir, "chaos-filler")
 	f, err := os.Create(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if n := avail - free; n > 0 {
-		if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-			return path, fmt.Errorf("fill %s: %w", dir, err)
+	for attempt := 1; ; attempt++ {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return path, err
+		}
+		n := int64(st.Bavail)*st.Bsize - free
+		if n <= 0 {
+			return path, nil
+		}
+		err := alloc(int(f.Fd()), n)
+		if err == nil {
+			return path, nil
+		}
+		if !errors.Is(err, unix.ENOSPC) || attempt == fillAttempts {
+			return path, fmt.Errorf("fill %s (attempt %d): %w", dir, attempt, err)
 		}
 	}
-	return path, nil
 }
