@@ -823,11 +823,12 @@ func (h *zkHosts) Next() (string, bool) {
 	if h.rounds == 1 {
 		h.outageAt = time.Now()
 	}
-	if time.Since(h.outageAt) >= h.quickFor || h.pause == nil {
+	// A pause cut short means the store is closing: go-zookeeper looks at
+	// its own quit signal only when told a round ended.
+	if time.Since(h.outageAt) >= h.quickFor || h.pause == nil || !h.pause(zkRoundPause(h.rounds)) {
 		h.rounds = 0
 		return server, true
 	}
-	h.pause(zkRoundPause(h.rounds))
 	return server, false
 }
 

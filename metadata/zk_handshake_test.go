@@ -93,4 +93,16 @@ func TestZKHostsPaceRounds(t *testing.T) {
 	if len(pauses) != 2 {
 		t.Fatalf("paused past quickFor: %v", pauses)
 	}
+
+	// The store closing cuts a pause short: go-zookeeper is told the round
+	// ended, so that it sees its own quit signal instead of dialling on.
+	h.quickFor = time.Hour
+	h.pause = func(time.Duration) bool { return false }
+	h.Connected()
+	for range 3 {
+		h.Next()
+	}
+	if _, retryStart := h.Next(); !retryStart {
+		t.Fatal("no retryStart after a pause cut short by the store closing")
+	}
 }
