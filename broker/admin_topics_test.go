@@ -99,7 +99,15 @@ func expectStatus(t *testing.T, what string, err error, want int) {
 
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	eventuallyWithin(t, 10*time.Second, what, check)
+}
+
+// eventuallyWithin is eventually with its own deadline, for a check that
+// waits on periodic work (a replicated subscription's snapshots) which a
+// loaded CI machine slows past 10 s.
+func eventuallyWithin(t *testing.T, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		err := check()
 		if err == nil {
