@@ -159,10 +159,7 @@ func (s *zkStore) dial(network, address string, timeout time.Duration) (net.Conn
 		s.log.Warn("metadata: cannot reach ZooKeeper, retrying", "server", address, "attempt", n,
 			"retry_in", delay, "err", err)
 	}
-	select {
-	case <-time.After(delay):
-	case <-s.closing:
-	}
+	s.sleep(delay)
 	return nil, err
 }
 

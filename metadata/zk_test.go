@@ -416,14 +416,8 @@ func TestZKSilentServersDoNotEndTheSession(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	var quiet atomic.Bool
 	real := &zktest.Dialer{}
-	dial := func(network, addr string, d time.Duration) (net.Conn, error) {
-		if quiet.Load() {
-			return net.DialTimeout(network, silent.Addr().String(), d)
-		}
-		return real.Dial(network, addr, d)
-	}
+	dial, quiet := divertingDial(real, silent.Addr().String())
 	s := openZK(t, zk.Connection, metadata.ZKOptions{SessionTimeout: timeout, Dial: dial})
 	states := s.SessionEvents()
 	expectState(t, states, metadata.SessionConnected)
@@ -464,14 +458,8 @@ func TestZKReconnectsSoonAfterAnElection(t *testing.T) {
 			}()
 		}
 	}()
-	var inElection atomic.Bool
 	real := &zktest.Dialer{}
-	dial := func(network, addr string, d time.Duration) (net.Conn, error) {
-		if inElection.Load() {
-			return net.DialTimeout(network, electing.Addr().String(), d)
-		}
-		return real.Dial(network, addr, d)
-	}
+	dial, inElection := divertingDial(real, electing.Addr().String())
 	// Three servers, as an ensemble (all this one ZooKeeper).
 	target, chroot, _ := strings.Cut(strings.TrimPrefix(freshChroot(t, zk), "zk:"), "/")
 	conn := "zk:" + strings.Join([]string{target, target, target}, ",") + "/" + chroot
@@ -495,4 +483,16 @@ func TestZKReconnectsSoonAfterAnElection(t *testing.T) {
 	if _, _, err := s.Create(context.Background(), "/after", nil, metadata.CreateOptions{}); err != nil {
 		t.Fatalf("create after the election: %v", err)
 	}
+}
+
+// divertingDial dials through real, or to other while the returned flag
+// is set (servers that take connections but serve no session).
+func divertingDial(real *zktest.Dialer, other string) (func(string, string, time.Duration) (net.Conn, error), *atomic.Bool) {
+	divert := &atomic.Bool{}
+	return func(network, addr string, d time.Duration) (net.Conn, error) {
+		if divert.Load() {
+			return net.DialTimeout(network, other, d)
+		}
+		return real.Dial(network, addr, d)
+	}, divert
 }

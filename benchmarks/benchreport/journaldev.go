@@ -32,22 +32,16 @@ const (
 // standalone and a freshly emptied journal directory.
 func (r *runner) runJournalDevice(ctx context.Context) error {
 	d := &r.res.JournalDev
-	mnt := filepath.Join(r.o.work, "journaldev-mnt")
-	undo, err := mountZram(mnt)
+	journal, unmount, err := r.zramJournal("journaldev-mnt", "journal device")
 	if err != nil {
 		d.Skipped = err.Error()
 		return nil
 	}
-	defer func() {
-		if err := undo(); err != nil {
-			r.res.Notes = append(r.res.Notes, "journal device: "+err.Error())
-		}
-	}()
+	defer unmount()
 	d.Ran = true
 	d.Setup = fmt.Sprintf("the standalone with journalDirectories on /dev/%s (RAM-backed, ext4, standing for a journal device of its own) "+
 		"and the entry logs and index on the work directory's disk; a fresh process and emptied directories for each run", zramDevice)
 	d.CacheMiB = standaloneCacheMiB(r.o.config)
-	journal := filepath.Join(mnt, "journal")
 	conf := filepath.Join(r.o.work, "journaldev.conf")
 	if err := withKeys(r.o.config, conf, "journalDirectories="+journal); err != nil {
 		return err
@@ -73,6 +67,23 @@ func (r *runner) runJournalDevice(ctx context.Context) error {
 		return err
 	}
 	return r.ratesOn(ctx, start, dir, d, "journal on its own device", commonRates[:])
+}
+
+// zramJournal mounts /dev/zram0 at mntName under the work directory and
+// returns the journal directory on it; unmount undoes it, noting a failure
+// in the report under what. An error means the section cannot run (its
+// Skipped reason).
+func (r *runner) zramJournal(mntName, what string) (journal string, unmount func(), err error) {
+	mnt := filepath.Join(r.o.work, mntName)
+	undo, err := mountZram(mnt)
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(mnt, "journal"), func() {
+		if err := undo(); err != nil {
+			r.res.Notes = append(r.res.Notes, what+": "+err.Error())
+		}
+	}, nil
 }
 
 // mountZram formats /dev/zram0 and mounts it on mnt; undo unmounts it

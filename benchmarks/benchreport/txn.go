@@ -61,18 +61,13 @@ func (r *runner) runTxn(ctx context.Context) error {
 	keys := []string{"transactionCoordinatorEnabled=true"}
 	journalOn := "the work directory's disk"
 	if r.o.txnJournalDevice {
-		mnt := filepath.Join(r.o.work, "txn-journal-mnt")
-		undo, err := mountZram(mnt)
+		journal, unmount, err := r.zramJournal("txn-journal-mnt", "transactions, journal device")
 		if err != nil {
 			d.Skipped = err.Error()
 			return nil
 		}
-		defer func() {
-			if err := undo(); err != nil {
-				r.res.Notes = append(r.res.Notes, "transactions, journal device: "+err.Error())
-			}
-		}()
-		keys = append(keys, "journalDirectories="+filepath.Join(mnt, "journal"))
+		defer unmount()
+		keys = append(keys, "journalDirectories="+journal)
 		journalOn = "/dev/" + zramDevice + " (RAM-backed, standing for a journal device of its own; --txn-journal-device)"
 	}
 	if err := withKeys(r.o.config, conf, keys...); err != nil {
