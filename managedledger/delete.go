@@ -156,5 +156,11 @@ func (f *MemoryFactory) Delete(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("managedledger: delete %s: %w", name, ErrNotFound)
 	}
-	return ml.Close(ctx)
+	ml.mu.Lock()
+	woken := ml.closeLocked()
+	ml.mu.Unlock()
+	for _, w := range woken {
+		w()
+	}
+	return nil
 }

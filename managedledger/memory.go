@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/magnetar-io/magnetar/internal/crc32c"
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 // Factory opens managed ledgers by name.
@@ -60,13 +61,15 @@ func NewMemoryFactory(opts MemoryOptions) *MemoryFactory {
 	return &MemoryFactory{opts: opts, ledgers: map[string]*memoryLedger{}}
 }
 
-// Open returns the ledger called name, creating it if needed.
+// Open returns the ledger called name, creating it if needed. Each call
+// is a new owner's handle: a ledger still open under an earlier handle is
+// taken over, as a bookie-backed ledger's new owner fences the old one
+// (see memoryHandle).
 func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	ml, ok := f.ledgers[name]
 	if !ok {
 		ml = &memoryLedger{name: name, created: time.Now(), maxPerLedger: f.opts.MaxEntriesPerLedger, maxLedgerSize: f.opts.MaxSizePerLedger, ledgerID: 1,
@@ -74,6 +77,12 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 		f.ledgers[name] = ml
 	}
 	ml.mu.Lock()
+	var woken []func()
+	if !ml.closed && ml.owner > 0 {
+		// Still open under the previous owner: its pending reads end
+		// as its close would have ended them.
+		woken = ml.closeLocked()
+	}
 	if ml.closed {
 		// Opened again, as by a new owner: cursors resume from their
 		// first unacknowledged entry, as the ledger-backed ones recover.
@@ -84,8 +93,55 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 		}
 	}
 	ml.closed = false
+	ml.owner++
+	h := &memoryHandle{memoryLedger: ml, owner: ml.owner}
 	ml.mu.Unlock()
-	return ml, nil
+	f.mu.Unlock()
+	for _, w := range woken {
+		w()
+	}
+	return h, nil
+}
+
+// memoryHandle is one owner's view of a memory ledger. A factory shared by
+// several brokers (the in-process cluster tests) opens a ledger for its
+// new owner while the old owner may not have closed it yet: a bundle is
+// acquired elsewhere as soon as the old owner's session is gone, and the
+// old owner closes its topics a little later. That late close must not
+// close the new owner's ledger, and the old owner's adds and termination
+// fail with ledger.ErrFenced, as a fenced BookKeeper writer's do.
+type memoryHandle struct {
+	*memoryLedger
+	owner uint64
+}
+
+func (h *memoryHandle) AddEntry(data []byte, cb func(Position, error)) {
+	h.add(h.owner, data, cb)
+}
+
+// AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
+// is, without its headroom.
+func (h *memoryHandle) AddEntryInPlace(buf []byte, _ crc32c.Known, cb func(Position, error)) {
+	h.add(h.owner, buf[EntryHeadroom:], cb)
+}
+
+func (h *memoryHandle) Terminate(ctx context.Context) (Position, error) {
+	return h.terminate(h.owner)
+}
+
+// Close implements ManagedLedger; an owner taken over has nothing left to
+// close.
+func (h *memoryHandle) Close(ctx context.Context) error {
+	h.mu.Lock()
+	var woken []func()
+	if h.owner == h.memoryLedger.owner {
+		woken = h.closeLocked()
+	}
+	h.mu.Unlock()
+	for _, w := range woken {
+		w()
+	}
+	return nil
 }
 
 // memoryLedger is one stream. Entries are addressed internally by a global
@@ -110,6 +166,7 @@ type memoryLedger struct {
 	cursors    map[string]*memoryCursor
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
+	owner      uint64 // the latest handle's (memoryHandle)
 	terminated bool
 	props      map[string]string
 	retention  Retention
@@ -121,9 +178,14 @@ func (ml *memoryLedger) Name() string { return ml.name }
 // CreatedAt implements CreationTimer.
 func (ml *memoryLedger) CreatedAt() time.Time { return ml.created }
 
-func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
+// add appends data for the handle of owner.
+func (ml *memoryLedger) add(owner uint64, data []byte, cb func(Position, error)) {
 	ml.mu.Lock()
 	switch {
+	case owner != ml.owner:
+		ml.mu.Unlock()
+		cb(Position{}, fmt.Errorf("%s: add: a newer owner opened it: %w", ml.name, ledger.ErrFenced))
+		return
 	case ml.closed:
 		ml.mu.Unlock()
 		cb(Position{}, fmt.Errorf("%s: add: %w", ml.name, ErrClosed))
@@ -149,12 +211,6 @@ func (ml *memoryLedger) AddEntry(data []byte, cb func(Position, error)) {
 	for _, w := range woken {
 		w()
 	}
-}
-
-// AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
-// is, without its headroom.
-func (ml *memoryLedger) AddEntryInPlace(buf []byte, _ crc32c.Known, cb func(Position, error)) {
-	ml.AddEntry(buf[EntryHeadroom:], cb)
 }
 
 // ResumeAdds implements ManagedLedger: adds in memory fail only once
@@ -283,9 +339,13 @@ func (ml *memoryLedger) Size() int64 {
 	return ml.size
 }
 
-func (ml *memoryLedger) Terminate(ctx context.Context) (Position, error) {
+// terminate stops the stream for the handle of owner.
+func (ml *memoryLedger) terminate(owner uint64) (Position, error) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if owner != ml.owner {
+		return Position{}, fmt.Errorf("%s: terminate: a newer owner opened it: %w", ml.name, ledger.ErrFenced)
+	}
 	ml.terminated = true
 	return ml.positionLocked(ml.endLocked() - 1), nil
 }
@@ -311,8 +371,9 @@ func (ml *memoryLedger) UpdateProperties(_ context.Context, set map[string]strin
 	return nil
 }
 
-func (ml *memoryLedger) Close(ctx context.Context) error {
-	ml.mu.Lock()
+// closeLocked closes the ledger and returns its pending reads' callbacks,
+// to be run once mu is released.
+func (ml *memoryLedger) closeLocked() []func() {
 	ml.closed = true
 	var woken []func()
 	for _, c := range ml.allCursorsLocked() {
@@ -323,11 +384,7 @@ func (ml *memoryLedger) Close(ctx context.Context) error {
 		}
 	}
 	ml.nonDurable = nil
-	ml.mu.Unlock()
-	for _, w := range woken {
-		w()
-	}
-	return nil
+	return woken
 }
 
 func (ml *memoryLedger) allCursorsLocked() []*memoryCursor {

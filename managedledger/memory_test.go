@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 func add(t testing.TB, ml ManagedLedger, data string) Position {
@@ -490,7 +492,7 @@ func TestMemoryHoldsOnlyWhatCursorsNeed(t *testing.T) {
 			addWait(t, ml, payload)
 			consume()
 		}
-		return ml.(*memoryLedger)
+		return ml.(*memoryHandle).memoryLedger
 	}
 	atMost := func(t *testing.T, ml *memoryLedger, bytes int64) {
 		t.Helper()
@@ -547,4 +549,51 @@ func TestMemoryHoldsOnlyWhatCursorsNeed(t *testing.T) {
 			t.Fatalf("%d bytes kept for a subscription that acknowledged nothing, want %d", ml.Size(), n*entrySize)
 		}
 	})
+}
+
+// A factory shared by several brokers (the in-process cluster tests) sees
+// a new owner open a ledger the old one has not closed yet: a bundle is
+// acquired elsewhere as soon as the old owner's session is gone, and the
+// old owner closes its topics a little later. The old owner's close must
+// not close the new owner's ledger, and its adds must fail as a fenced
+// BookKeeper writer's do. (A cluster test once had a consumer refused
+// "open cursor: managedledger: closed" for 45 s on the new owner.)
+func TestMemoryNewOwnerSurvivesTheOldOwnersClose(t *testing.T) {
+	ctx := context.Background()
+	f := NewMemoryFactory(MemoryOptions{})
+	old, err := f.Open(ctx, "public/default/persistent/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.OpenCursor(ctx, "s", CursorOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addWait(t, old, "before")
+	owner, err := f.Open(ctx, "public/default/persistent/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := owner.OpenCursor(ctx, "s", CursorOptions{})
+	if err != nil {
+		t.Fatalf("new owner's cursor after the old owner closed: %v", err)
+	}
+	addWait(t, owner, "after")
+	if got := owner.Entries(); got != 2 {
+		t.Fatalf("new owner sees %d entries, want 2", got)
+	}
+	es, err := c.ReadEntries(ctx, 10, 1<<20)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("new owner's cursor read %d entries, %v: want both", len(es), err)
+	}
+	done := make(chan error, 1)
+	old.AddEntry([]byte("stale"), func(_ Position, err error) { done <- err })
+	if err := <-done; !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old owner's add after the takeover: %v, want ErrFenced", err)
+	}
+	if got := owner.Entries(); got != 2 {
+		t.Fatalf("after the old owner's add the new owner sees %d entries, want 2", got)
+	}
 }
