@@ -16,15 +16,21 @@ package ownership
 // cluster the score is the bundle count, so bundles spread evenly.
 //
 // Shedding (shedLoad, every loadBalancerSheddingIntervalMinutes, among
-// brokers still reporting), after
-// Pulsar's UniformLoadShedder: when the busiest broker's message rate
-// exceeds the least busy one's by more than
-// loadBalancerMsgRateDifferenceShedderThreshold percent, bundles are
-// unloaded from it, busiest first, until about half the difference has
-// moved; when rates are all negligible, a broker holding two or more
-// bundles more than the emptiest one gives one up (so a broker that joins
-// an idle cluster gets work too). A shed bundle is not shed again for
-// loadBalancerSheddingGracePeriodMinutes.
+// brokers still reporting) is Pulsar's UniformLoadShedder: when the
+// busiest broker's message rate exceeds the least busy one's by more than
+// loadBalancerMsgRateDifferenceShedderThreshold percent of the latter (an
+// idle broker counts as 1 msg/s), maxUnloadPercentage of the difference
+// is to move, and only if that is at least minUnloadMessage msg/s; the
+// busiest broker's bundles, busiest first, are unloaded when each is at
+// most what is still to move plus 1000 msg/s, so no single bundle
+// overshoots. Otherwise, when its throughput is more than
+// loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold times the
+// least one's, the same by bytes (minUnloadMessageThroughput). At most
+// maxUnloadBundleNumPerShedding bundles per pass, never a broker's last
+// one. When rates are all negligible, a broker holding two or more
+// bundles more than the emptiest one gives one up (ours: so a broker that
+// joins an idle cluster gets work too). A shed bundle is not shed again
+// for loadBalancerSheddingGracePeriodMinutes.
 //
 // Splitting (splitBundles): a bundle with more topics, sessions, message
 // rate or bandwidth than the loadBalancerNamespaceBundleMax* thresholds
@@ -45,10 +51,21 @@ import (
 
 // LoadBalancerConfig carries Pulsar's loadBalancer* settings.
 type LoadBalancerConfig struct {
-	SheddingEnabled                bool          // loadBalancerSheddingEnabled (true)
-	SheddingInterval               time.Duration // loadBalancerSheddingIntervalMinutes (1 min)
-	SheddingGracePeriod            time.Duration // loadBalancerSheddingGracePeriodMinutes (30 min)
-	MsgRateDifferenceThreshold     float64       // loadBalancerMsgRateDifferenceShedderThreshold (50 %)
+	SheddingEnabled            bool          // loadBalancerSheddingEnabled (true)
+	SheddingInterval           time.Duration // loadBalancerSheddingIntervalMinutes (1 min)
+	SheddingGracePeriod        time.Duration // loadBalancerSheddingGracePeriodMinutes (30 min)
+	MsgRateDifferenceThreshold float64       // loadBalancerMsgRateDifferenceShedderThreshold (50 %)
+	// loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold (4;
+	// 0 turns shedding by throughput off).
+	MsgThroughputMultiplierThreshold float64
+	MaxUnloadPercentage              float64 // maxUnloadPercentage (0.2)
+	// minUnloadMessage (1000 msg/s) and minUnloadMessageThroughput
+	// (1 MiB/s): a smaller imbalance moves nothing. Zero is no minimum;
+	// the defaults are DefaultLoadBalancerConfig's.
+	MinUnloadMessage           float64
+	MinUnloadMessageThroughput float64
+	// maxUnloadBundleNumPerShedding (-1 or 0: no limit).
+	MaxUnloadBundlesPerShedding    int
 	BrokerOverloadedThreshold      float64       // loadBalancerBrokerOverloadedThresholdPercentage (85 %)
 	AutoBundleSplitEnabled         bool          // loadBalancerAutoBundleSplitEnabled (true)
 	SplitInterval                  time.Duration // loadBalancerSplitIntervalMinutes (1 min)
@@ -61,7 +78,8 @@ type LoadBalancerConfig struct {
 
 // DefaultLoadBalancerConfig is Pulsar's defaults.
 func DefaultLoadBalancerConfig() LoadBalancerConfig {
-	return LoadBalancerConfig{SheddingEnabled: true, AutoBundleSplitEnabled: true}.withDefaults()
+	return LoadBalancerConfig{SheddingEnabled: true, AutoBundleSplitEnabled: true, MsgThroughputMultiplierThreshold: 4,
+		MinUnloadMessage: 1000, MinUnloadMessageThroughput: 1 << 20, MaxUnloadBundlesPerShedding: -1}.withDefaults()
 }
 
 func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
@@ -79,6 +97,7 @@ func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
 		}
 	}
 	setF(&c.MsgRateDifferenceThreshold, 50)
+	setF(&c.MaxUnloadPercentage, 0.2)
 	setF(&c.BrokerOverloadedThreshold, 85)
 	setF(&c.NamespaceBundleMaxMsgRate, 30000)
 	setF(&c.NamespaceBundleMaxBandwidthMiB, 100)
@@ -271,8 +290,7 @@ type shedBundle struct{ broker, bundle, reason string }
 // sheddingPlan decides which bundles to unload; it records them for the
 // grace period.
 func (s *Service) sheddingPlan(brokers map[string]BrokerData) []shedBundle {
-	maxID, minID := extremes(brokers, BrokerData.msgRate)
-	maxD, minD := brokers[maxID], brokers[minID]
+	busiest, _ := extremes(brokers, BrokerData.msgRate)
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,36 +300,108 @@ func (s *Service) sheddingPlan(brokers map[string]BrokerData) []shedBundle {
 		}
 	}
 	var plan []shedBundle
-	if maxD.msgRate() >= negligibleRate {
-		diff := 100 * (maxD.msgRate() - minD.msgRate()) / maxD.msgRate()
-		if diff <= s.cfg.LoadBalancer.MsgRateDifferenceThreshold || maxD.NumBundles < 2 {
-			return nil
-		}
-		toMove := (maxD.msgRate() - minD.msgRate()) / 2
-		for _, name := range bundlesByRate(maxD) {
-			if toMove <= 0 || len(plan) == maxD.NumBundles-1 {
-				break
-			}
-			if _, recent := s.mu.unloaded[name]; recent {
-				continue
-			}
-			st := maxD.LastStats[name]
-			plan = append(plan, shedBundle{maxID, name, fmt.Sprintf("message rate %.0f/s vs %.0f/s on %s", maxD.msgRate(), minD.msgRate(), minID)})
-			toMove -= st.MsgRateIn + st.MsgRateOut
-		}
+	if brokers[busiest].msgRate() >= negligibleRate {
+		plan = s.uniformPlanLocked(brokers)
 	} else {
-		maxID, minID = extremes(brokers, func(d BrokerData) float64 { return float64(d.NumBundles) })
-		if brokers[maxID].NumBundles-brokers[minID].NumBundles >= 2 {
-			for _, name := range brokers[maxID].Bundles {
-				if _, recent := s.mu.unloaded[name]; !recent {
-					plan = append(plan, shedBundle{maxID, name, fmt.Sprintf("%d bundles vs %d on %s", brokers[maxID].NumBundles, brokers[minID].NumBundles, minID)})
-					break
-				}
-			}
-		}
+		plan = s.countPlanLocked(brokers)
 	}
 	for _, sb := range plan {
 		s.mu.unloaded[sb.bundle] = now
+	}
+	return plan
+}
+
+// countPlanLocked balances bundle counts in an idle cluster: one bundle
+// from a broker with two or more than the emptiest.
+func (s *Service) countPlanLocked(brokers map[string]BrokerData) []shedBundle {
+	maxID, minID := extremes(brokers, func(d BrokerData) float64 { return float64(d.NumBundles) })
+	if brokers[maxID].NumBundles-brokers[minID].NumBundles < 2 {
+		return nil
+	}
+	for _, name := range brokers[maxID].Bundles {
+		if _, recent := s.mu.unloaded[name]; !recent {
+			return []shedBundle{{maxID, name, fmt.Sprintf("%d bundles vs %d on %s", brokers[maxID].NumBundles, brokers[minID].NumBundles, minID)}}
+		}
+	}
+	return nil
+}
+
+// sheddingMetric is what the uniform shedder balances: a broker's total
+// and each of its bundles'.
+type sheddingMetric struct {
+	name     string
+	broker   func(BrokerData) float64
+	bundle   func(BundleStats) float64
+	exceeded func(lb LoadBalancerConfig, maxV, minV float64) bool
+	minimum  func(lb LoadBalancerConfig) float64
+	unit     string
+}
+
+var (
+	byMsgRate = sheddingMetric{
+		name:   "message rate",
+		broker: BrokerData.msgRate,
+		bundle: func(st BundleStats) float64 { return st.MsgRateIn + st.MsgRateOut },
+		exceeded: func(lb LoadBalancerConfig, maxV, minV float64) bool {
+			return lb.MsgRateDifferenceThreshold > 0 && 100*(maxV-minV)/minV > lb.MsgRateDifferenceThreshold
+		},
+		minimum: func(lb LoadBalancerConfig) float64 { return lb.MinUnloadMessage },
+		unit:    "/s",
+	}
+	byThroughput = sheddingMetric{
+		name:   "throughput",
+		broker: func(d BrokerData) float64 { return d.MsgThroughputIn + d.MsgThroughputOut },
+		bundle: func(st BundleStats) float64 { return st.MsgThroughputIn + st.MsgThroughputOut },
+		exceeded: func(lb LoadBalancerConfig, maxV, minV float64) bool {
+			return lb.MsgThroughputMultiplierThreshold > 0 && maxV/minV > lb.MsgThroughputMultiplierThreshold
+		},
+		minimum: func(lb LoadBalancerConfig) float64 { return lb.MinUnloadMessageThroughput },
+		unit:    " B/s",
+	}
+)
+
+// uniformPlanLocked is Pulsar's UniformLoadShedder (see the file
+// comment): by message rate when that imbalance is past its threshold,
+// else by throughput.
+func (s *Service) uniformPlanLocked(brokers map[string]BrokerData) []shedBundle {
+	lb := s.cfg.LoadBalancer
+	for _, m := range []sheddingMetric{byMsgRate, byThroughput} {
+		maxID, minID := extremes(brokers, m.broker)
+		maxV, minV := m.broker(brokers[maxID]), m.broker(brokers[minID])
+		if math.Abs(minV) < 1e-6 {
+			minV = 1 // an idle broker: the difference is relative to 1
+		}
+		if !m.exceeded(lb, maxV, minV) {
+			continue
+		}
+		return s.pickSheddableLocked(brokers[maxID], maxID, minID, m, (maxV-minV)*lb.MaxUnloadPercentage, minV)
+	}
+	return nil
+}
+
+// overshoot is how far past what is still to move one bundle may go
+// (Pulsar's fixed delta, in the metric's own unit).
+const overshoot = 1000
+
+// pickSheddableLocked chooses the busiest broker's bundles that together
+// move about toMove of metric m.
+func (s *Service) pickSheddableLocked(d BrokerData, maxID, minID string, m sheddingMetric, toMove, minV float64) []shedBundle {
+	lb := s.cfg.LoadBalancer
+	if d.NumBundles < 2 || toMove < m.minimum(lb) {
+		return nil
+	}
+	reason := fmt.Sprintf("%s %.0f%s vs %.0f%s on %s", m.name, m.broker(d), m.unit, minV, m.unit, minID)
+	var plan []shedBundle
+	for _, name := range bundlesBy(d, m.bundle) {
+		if len(plan) == d.NumBundles-1 || (lb.MaxUnloadBundlesPerShedding > 0 && len(plan) >= lb.MaxUnloadBundlesPerShedding) {
+			break
+		}
+		v := m.bundle(d.LastStats[name])
+		if _, recent := s.mu.unloaded[name]; recent || v <= 0 || v > toMove+overshoot {
+			continue
+		}
+		plan = append(plan, shedBundle{maxID, name, reason})
+		toMove -= v
 	}
 	return plan
 }
@@ -335,11 +425,10 @@ func extremes(brokers map[string]BrokerData, metric func(BrokerData) float64) (m
 	return maxID, minID
 }
 
-// bundlesByRate lists a broker's bundles, busiest first.
-func bundlesByRate(d BrokerData) []string {
+// bundlesBy lists a broker's bundles by metric, highest first.
+func bundlesBy(d BrokerData, metric func(BundleStats) float64) []string {
 	names := append([]string{}, d.Bundles...)
-	rate := func(n string) float64 { st := d.LastStats[n]; return st.MsgRateIn + st.MsgRateOut }
-	sort.SliceStable(names, func(i, j int) bool { return rate(names[i]) > rate(names[j]) })
+	sort.SliceStable(names, func(i, j int) bool { return metric(d.LastStats[names[i]]) > metric(d.LastStats[names[j]]) })
 	return names
 }
 

@@ -19,34 +19,91 @@ func planner(now *time.Time) *Service {
 	return s
 }
 
+// Pulsar's UniformLoadShedder: 20% of the difference moves, in the
+// busiest bundles that each fit what is left to move plus 1000 msg/s.
 func TestShedsBusiestBrokerByRate(t *testing.T) {
 	now := time.Unix(1000, 0)
 	s := planner(&now)
-	busy := BrokerData{Load: Load{MsgRateIn: 9000, LastStats: map[string]BundleStats{
-		"t/ns/a": {MsgRateIn: 5000}, "t/ns/b": {MsgRateIn: 3000}, "t/ns/c": {MsgRateIn: 1000}}},
-		NumBundles: 3, Bundles: []string{"t/ns/a", "t/ns/b", "t/ns/c"}}
-	idle := BrokerData{Load: Load{MsgRateIn: 1000}, NumBundles: 1, Bundles: []string{"t/ns/d"}}
+	s.cfg.LoadBalancer = DefaultLoadBalancerConfig()
+	busy := BrokerData{Load: Load{MsgRateIn: 30000, LastStats: map[string]BundleStats{
+		"t/ns/a": {MsgRateIn: 20000}, "t/ns/b": {MsgRateIn: 4000}, "t/ns/c": {MsgRateIn: 3000}, "t/ns/d": {MsgRateIn: 2000}, "t/ns/e": {MsgRateIn: 1000}}},
+		NumBundles: 5, Bundles: []string{"t/ns/a", "t/ns/b", "t/ns/c", "t/ns/d", "t/ns/e"}}
+	idle := BrokerData{Load: Load{MsgRateIn: 10000}, NumBundles: 1, Bundles: []string{"t/ns/z"}}
+	// 20% of the 20,000/s difference is 4,000/s: a (20,000) is too big;
+	// b (4,000 <= 4,000+1,000) leaves 0; c (3,000 > 0+1,000) is too big;
+	// d too; e (1,000 <= 1,000) fits.
 	plan := s.sheddingPlan(map[string]BrokerData{"busy": busy, "idle": idle})
-	// Half the 8000/s difference is 4000/s: the busiest bundle covers it.
-	if fmt.Sprint(plan) != fmt.Sprint([]shedBundle{{"busy", "t/ns/a", plan[0].reason}}) {
+	if got := bundlesOf(plan); got != "[t/ns/b t/ns/e]" {
 		t.Fatalf("plan %v", plan)
 	}
-	// Within the grace period the same bundle is not shed again.
+	// Within the grace period the same bundles are not shed again.
 	now = now.Add(time.Minute)
-	plan = s.sheddingPlan(map[string]BrokerData{"busy": busy, "idle": idle})
-	if len(plan) != 2 || plan[0].bundle != "t/ns/b" || plan[1].bundle != "t/ns/c" {
-		t.Fatalf("plan during the grace period %v", plan)
+	if got := bundlesOf(s.sheddingPlan(map[string]BrokerData{"busy": busy, "idle": idle})); got != "[t/ns/c t/ns/d]" {
+		t.Fatalf("plan during the grace period %v", got)
 	}
-	// Balanced enough: nothing moves.
-	even := BrokerData{Load: Load{MsgRateIn: 6000}, NumBundles: 2, Bundles: []string{"x", "y"}}
+	// Balanced enough: 6,000 vs 4,000 is 50% of the lesser, not more.
+	even := BrokerData{Load: Load{MsgRateIn: 6000, LastStats: map[string]BundleStats{"x": {MsgRateIn: 3000}, "y": {MsgRateIn: 3000}}},
+		NumBundles: 2, Bundles: []string{"x", "y"}}
 	if plan := s.sheddingPlan(map[string]BrokerData{"a": even, "b": {Load: Load{MsgRateIn: 4000}}}); len(plan) != 0 {
-		t.Fatalf("shed with a 33%% difference: %v", plan)
+		t.Fatalf("shed with a 50%% difference: %v", plan)
+	}
+	// An imbalance whose fifth is under minUnloadMessage (1,000/s) moves
+	// nothing: 900 vs 0 is 90,000% of an idle broker's 1/s, but only
+	// 180/s to move.
+	small := BrokerData{Load: Load{MsgRateIn: 900, LastStats: map[string]BundleStats{"p": {MsgRateIn: 600}, "q": {MsgRateIn: 300}}},
+		NumBundles: 2, Bundles: []string{"p", "q"}}
+	if plan := s.sheddingPlan(map[string]BrokerData{"a": small, "b": {}}); len(plan) != 0 {
+		t.Fatalf("shed 180 msg/s against minUnloadMessage 1000: %v", plan)
+	}
+	// With no minimum (the fault suite's setting) the same moves what fits.
+	s.cfg.LoadBalancer.MinUnloadMessage = 0
+	if got := bundlesOf(s.sheddingPlan(map[string]BrokerData{"a": small, "b": {}})); got != "[p]" {
+		t.Fatalf("no minimum: plan %v", got)
 	}
 	// A broker's only bundle is never shed.
-	lone := BrokerData{Load: Load{MsgRateIn: 9000}, NumBundles: 1, Bundles: []string{"z"}}
+	lone := BrokerData{Load: Load{MsgRateIn: 90000, LastStats: map[string]BundleStats{"z": {MsgRateIn: 90000}}}, NumBundles: 1, Bundles: []string{"z"}}
 	if plan := s.sheddingPlan(map[string]BrokerData{"a": lone, "b": {}}); len(plan) != 0 {
 		t.Fatalf("shed a broker's only bundle: %v", plan)
 	}
+}
+
+// When message rates are even but bytes are not (big messages on one
+// broker), throughput past loadBalancerMsgThroughputMultiplierDifference-
+// ShedderThreshold times the least sheds by bytes, with
+// minUnloadMessageThroughput; maxUnloadBundleNumPerShedding caps a pass.
+func TestShedsByThroughputWhenRatesAreEven(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := planner(&now)
+	s.cfg.LoadBalancer = DefaultLoadBalancerConfig()
+	const mib = 1 << 20
+	heavy := BrokerData{Load: Load{MsgRateIn: 1000, MsgThroughputIn: 50 * mib, LastStats: map[string]BundleStats{
+		"h1": {MsgRateIn: 500, MsgThroughputIn: 40 * mib}, "h2": {MsgRateIn: 250, MsgThroughputIn: 6 * mib}, "h3": {MsgRateIn: 250, MsgThroughputIn: 4 * mib}}},
+		NumBundles: 3, Bundles: []string{"h1", "h2", "h3"}}
+	light := BrokerData{Load: Load{MsgRateIn: 1000, MsgThroughputIn: 10 * mib}, NumBundles: 1, Bundles: []string{"l1"}}
+	// 50 MiB/s is 5 x 10: 20% of the 40 MiB/s difference is 8 MiB/s; h1 is
+	// too big, h2 fits and leaves 2 MiB/s, h3 (4 MiB/s) does not fit.
+	if got := bundlesOf(s.sheddingPlan(map[string]BrokerData{"heavy": heavy, "light": light})); got != "[h2]" {
+		t.Fatalf("plan %v", got)
+	}
+	now = now.Add(time.Hour)
+	s.cfg.LoadBalancer.MaxUnloadPercentage = 1
+	s.cfg.LoadBalancer.MaxUnloadBundlesPerShedding = 1
+	if got := bundlesOf(s.sheddingPlan(map[string]BrokerData{"heavy": heavy, "light": light})); got != "[h1]" {
+		t.Fatalf("a whole difference to move, one bundle per pass: plan %v", got)
+	}
+	now = now.Add(time.Hour)
+	s.cfg.LoadBalancer.MsgThroughputMultiplierThreshold = 0
+	if plan := s.sheddingPlan(map[string]BrokerData{"heavy": heavy, "light": light}); len(plan) != 0 {
+		t.Fatalf("shedding by throughput turned off: %v", plan)
+	}
+}
+
+func bundlesOf(plan []shedBundle) string {
+	var names []string
+	for _, sb := range plan {
+		names = append(names, sb.bundle)
+	}
+	return fmt.Sprint(names)
 }
 
 func TestShedsByBundleCountWhenIdle(t *testing.T) {
