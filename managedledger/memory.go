@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -47,6 +48,7 @@ type MemoryFactory struct {
 	opts    MemoryOptions
 	mu      sync.Mutex
 	ledgers map[string]*memoryLedger
+	views   uint64     // owner views made (Owner)
 	side    memorySide // side.go
 }
 
@@ -61,11 +63,35 @@ func NewMemoryFactory(opts MemoryOptions) *MemoryFactory {
 	return &MemoryFactory{opts: opts, ledgers: map[string]*memoryLedger{}}
 }
 
-// Open returns the ledger called name, creating it if needed. Each call
-// is a new owner's handle: a ledger still open under an earlier handle is
-// taken over, as a bookie-backed ledger's new owner fences the old one
-// (see memoryHandle).
+// Open returns the ledger called name, creating it if needed, for the
+// factory's own owner (see Owner).
 func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, error) {
+	return f.openAs(ctx, name, 0)
+}
+
+// Owner returns a view of the factory for one more owner (a broker of an
+// in-process cluster sharing this storage). Opens through one view share
+// the ledger's handle while it is open, as one broker's do; an open
+// through another view takes the ledger over (see memoryHandle).
+func (f *MemoryFactory) Owner() Factory {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.views++
+	return &memoryOwner{MemoryFactory: f, view: f.views}
+}
+
+// memoryOwner is one owner's view (Owner); every other method of the
+// factory is its own.
+type memoryOwner struct {
+	*MemoryFactory
+	view uint64
+}
+
+func (o *memoryOwner) Open(ctx context.Context, name string) (ManagedLedger, error) {
+	return o.openAs(ctx, name, o.view)
+}
+
+func (f *MemoryFactory) openAs(ctx context.Context, name string, view uint64) (ManagedLedger, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -77,24 +103,25 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 		f.ledgers[name] = ml
 	}
 	ml.mu.Lock()
+	if !ml.closed && ml.handle != nil && ml.handle.view == view {
+		h := ml.handle // open by this owner already: one handle
+		ml.mu.Unlock()
+		f.mu.Unlock()
+		return h, nil
+	}
 	var woken []func()
-	if !ml.closed && ml.owner > 0 {
-		// Still open under the previous owner: its pending reads end
-		// as its close would have ended them.
+	if !ml.closed && ml.handle != nil {
+		// Still open under another owner: its pending reads end as its
+		// close would have ended them.
 		woken = ml.closeLocked()
 	}
-	if ml.closed {
-		// Opened again, as by a new owner: cursors resume from their
-		// first unacknowledged entry, as the ledger-backed ones recover.
-		// What the previous owner had read but not acknowledged is read
-		// again, not lost.
-		for _, c := range ml.cursors {
-			c.read = c.markDelete + 1
-		}
+	if ml.handle != nil {
+		ml.newOwnerLocked()
 	}
 	ml.closed = false
 	ml.owner++
-	h := &memoryHandle{memoryLedger: ml, owner: ml.owner}
+	ml.handle = &memoryHandle{memoryLedger: ml, owner: ml.owner, view: view}
+	h := ml.handle
 	ml.mu.Unlock()
 	f.mu.Unlock()
 	for _, w := range woken {
@@ -103,16 +130,38 @@ func (f *MemoryFactory) Open(ctx context.Context, name string) (ManagedLedger, e
 	return h, nil
 }
 
+// newOwnerLocked hands the cursors to a new handle, as a ledger-backed
+// open recovers them: each durable cursor is a new object resuming from
+// its first unacknowledged entry (what the previous owner had read but
+// not acknowledged is read again, not lost), and the previous owner's
+// cursor objects, durable or not, are fenced, so a late read, ack or
+// cancel of theirs cannot touch the new owner's.
+func (ml *memoryLedger) newOwnerLocked() {
+	for name, old := range ml.cursors {
+		c := &memoryCursor{ml: ml, name: old.name, durable: old.durable, ackState: ackState{
+			markDelete: old.markDelete, read: old.markDelete + 1, acked: slices.Clone(old.acked),
+			props: maps.Clone(old.props), batch: slices.Clone(old.batch)}}
+		old.fenced, old.waiter = true, nil
+		ml.cursors[name] = c
+	}
+	for c := range ml.nonDurable {
+		c.fenced, c.waiter = true, nil
+	}
+	ml.nonDurable = nil
+}
+
 // memoryHandle is one owner's view of a memory ledger. A factory shared by
-// several brokers (the in-process cluster tests) opens a ledger for its
-// new owner while the old owner may not have closed it yet: a bundle is
-// acquired elsewhere as soon as the old owner's session is gone, and the
-// old owner closes its topics a little later. That late close must not
-// close the new owner's ledger, and the old owner's adds and termination
-// fail with ledger.ErrFenced, as a fenced BookKeeper writer's do.
+// several brokers (the in-process cluster tests, through Owner) opens a
+// ledger for its new owner while the old owner may not have closed it yet:
+// a bundle is acquired elsewhere as soon as the old owner's session is
+// gone, and the old owner closes its topics a little later. That late
+// close must not close the new owner's ledger, and the old owner's adds,
+// cursors and metadata changes fail with ledger.ErrFenced, as a fenced
+// BookKeeper writer's do.
 type memoryHandle struct {
 	*memoryLedger
-	owner uint64
+	owner uint64 // the ledger's owner count when this handle was made
+	view  uint64 // the factory view that opened it (Owner)
 }
 
 func (h *memoryHandle) AddEntry(data []byte, cb func(Position, error)) {
@@ -127,6 +176,31 @@ func (h *memoryHandle) AddEntryInPlace(buf []byte, _ crc32c.Known, cb func(Posit
 
 func (h *memoryHandle) Terminate(ctx context.Context) (Position, error) {
 	return h.terminate(h.owner)
+}
+
+func (h *memoryHandle) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
+	return h.openCursor(ctx, h.owner, name, opts)
+}
+
+func (h *memoryHandle) NewNonDurableCursor(start Position) (Cursor, error) {
+	return h.newNonDurableCursor(h.owner, start)
+}
+
+func (h *memoryHandle) DeleteCursor(ctx context.Context, name string) error {
+	return h.deleteCursor(h.owner, name)
+}
+
+// UpdateProperties implements ManagedLedger.
+func (h *memoryHandle) UpdateProperties(_ context.Context, set map[string]string, remove []string) error {
+	return h.updateProperties(h.owner, set, remove)
+}
+
+// ownerLocked fails op for a handle another owner's open took over.
+func (ml *memoryLedger) ownerLocked(owner uint64, op string) error {
+	if owner != ml.owner {
+		return fmt.Errorf("%s: %s: a newer owner opened it: %w", ml.name, op, ledger.ErrFenced)
+	}
+	return nil
 }
 
 // Close implements ManagedLedger; an owner taken over has nothing left to
@@ -166,7 +240,8 @@ type memoryLedger struct {
 	cursors    map[string]*memoryCursor
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
-	owner      uint64 // the latest handle's (memoryHandle)
+	owner      uint64        // the latest handle's (memoryHandle)
+	handle     *memoryHandle // the latest handle
 	terminated bool
 	props      map[string]string
 	retention  Retention
@@ -184,7 +259,7 @@ func (ml *memoryLedger) add(owner uint64, data []byte, cb func(Position, error))
 	switch {
 	case owner != ml.owner:
 		ml.mu.Unlock()
-		cb(Position{}, fmt.Errorf("%s: add: a newer owner opened it: %w", ml.name, ledger.ErrFenced))
+		cb(Position{}, ml.ownerLocked(owner, "add"))
 		return
 	case ml.closed:
 		ml.mu.Unlock()
@@ -243,12 +318,15 @@ func (ml *memoryLedger) positionLocked(i int64) Position {
 	return Position{ml.ledgerID, ml.entryID - 1}
 }
 
-func (ml *memoryLedger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
+func (ml *memoryLedger) openCursor(ctx context.Context, owner uint64, name string, opts CursorOptions) (Cursor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if err := ml.ownerLocked(owner, "open cursor "+name); err != nil {
+		return nil, err
+	}
 	if ml.closed {
 		return nil, fmt.Errorf("%s: open cursor %s: %w", ml.name, name, ErrClosed)
 	}
@@ -264,9 +342,12 @@ func (ml *memoryLedger) OpenCursor(ctx context.Context, name string, opts Cursor
 	return c, nil
 }
 
-func (ml *memoryLedger) NewNonDurableCursor(start Position) (Cursor, error) {
+func (ml *memoryLedger) newNonDurableCursor(owner uint64, start Position) (Cursor, error) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if err := ml.ownerLocked(owner, "reader"); err != nil {
+		return nil, err
+	}
 	if ml.closed {
 		return nil, fmt.Errorf("%s: reader: %w", ml.name, ErrClosed)
 	}
@@ -282,9 +363,12 @@ func (ml *memoryLedger) NewNonDurableCursor(start Position) (Cursor, error) {
 	return c, nil
 }
 
-func (ml *memoryLedger) DeleteCursor(ctx context.Context, name string) error {
+func (ml *memoryLedger) deleteCursor(owner uint64, name string) error {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if err := ml.ownerLocked(owner, "delete cursor "+name); err != nil {
+		return err
+	}
 	c, ok := ml.cursors[name]
 	if !ok {
 		return fmt.Errorf("%s: delete cursor %s: %w", ml.name, name, ErrCursorNotFound)
@@ -343,8 +427,8 @@ func (ml *memoryLedger) Size() int64 {
 func (ml *memoryLedger) terminate(owner uint64) (Position, error) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if owner != ml.owner {
-		return Position{}, fmt.Errorf("%s: terminate: a newer owner opened it: %w", ml.name, ledger.ErrFenced)
+	if err := ml.ownerLocked(owner, "terminate"); err != nil {
+		return Position{}, err
 	}
 	ml.terminated = true
 	return ml.positionLocked(ml.endLocked() - 1), nil
@@ -357,10 +441,13 @@ func (ml *memoryLedger) Properties() map[string]string {
 	return maps.Clone(ml.props)
 }
 
-// UpdateProperties implements ManagedLedger.
-func (ml *memoryLedger) UpdateProperties(_ context.Context, set map[string]string, remove []string) error {
+// updateProperties changes the ledger's properties for the handle of owner.
+func (ml *memoryLedger) updateProperties(owner uint64, set map[string]string, remove []string) error {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
+	if err := ml.ownerLocked(owner, "update properties"); err != nil {
+		return err
+	}
 	if ml.props == nil {
 		ml.props = map[string]string{}
 	}

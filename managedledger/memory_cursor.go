@@ -3,6 +3,8 @@ package managedledger
 import (
 	"context"
 	"fmt"
+
+	"github.com/magnetar-io/magnetar/ledger"
 )
 
 // memoryCursor keeps its state in global indices (ackState). All fields
@@ -13,6 +15,7 @@ type memoryCursor struct {
 	name    string
 	durable bool
 	closed  bool
+	fenced  bool // its owner's ledger handle was taken over (newOwnerLocked)
 
 	waiter    func([]Entry, error)
 	waitN     int
@@ -24,6 +27,8 @@ func (c *memoryCursor) Durable() bool { return c.durable }
 
 func (c *memoryCursor) check() error {
 	switch {
+	case c.fenced:
+		return fmt.Errorf("%s: cursor %s: a newer owner opened the ledger: %w", c.ml.name, c.name, ledger.ErrFenced)
 	case c.ml.closed:
 		return fmt.Errorf("%s: cursor %s: %w", c.ml.name, c.name, ErrClosed)
 	case c.closed:

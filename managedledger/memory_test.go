@@ -561,15 +561,23 @@ func TestMemoryHoldsOnlyWhatCursorsNeed(t *testing.T) {
 func TestMemoryNewOwnerSurvivesTheOldOwnersClose(t *testing.T) {
 	ctx := context.Background()
 	f := NewMemoryFactory(MemoryOptions{})
-	old, err := f.Open(ctx, "public/default/persistent/t")
+	a, b := f.Owner(), f.Owner()
+	old, err := a.Open(ctx, "public/default/persistent/t")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if again, err := a.Open(ctx, "public/default/persistent/t"); err != nil || again != old {
+		t.Fatalf("the same owner's second open: %v, %v; want its open handle", again, err)
 	}
 	if _, err := old.OpenCursor(ctx, "s", CursorOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	addWait(t, old, "before")
-	owner, err := f.Open(ctx, "public/default/persistent/t")
+	oldCursor, err := old.OpenCursor(ctx, "s", CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := b.Open(ctx, "public/default/persistent/t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,5 +603,28 @@ func TestMemoryNewOwnerSurvivesTheOldOwnersClose(t *testing.T) {
 	}
 	if got := owner.Entries(); got != 2 {
 		t.Fatalf("after the old owner's add the new owner sees %d entries, want 2", got)
+	}
+	// The old owner's cursor is fenced: a late read, ack or cancel of its
+	// cannot take the new owner's entries or pending read.
+	waiting := make(chan error, 1)
+	c.ReadEntriesOrWait(10, 1<<20, func(_ []Entry, err error) { waiting <- err })
+	oldCursor.CancelPendingRead()
+	if _, err := oldCursor.ReadEntries(ctx, 10, 1<<20); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old owner's cursor read: %v, want ErrFenced", err)
+	}
+	if err := oldCursor.MarkDelete(ctx, c.ReadPosition()); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old owner's mark-delete: %v, want ErrFenced", err)
+	}
+	if _, err := old.OpenCursor(ctx, "s2", CursorOptions{}); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old owner's new cursor: %v, want ErrFenced", err)
+	}
+	addWait(t, owner, "woken")
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatalf("new owner's waiting read: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old owner's cancel dropped the new owner's waiting read")
 	}
 }

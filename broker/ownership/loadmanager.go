@@ -22,8 +22,9 @@ package ownership
 // idle broker counts as 1 msg/s), maxUnloadPercentage of the difference
 // is to move, and only if that is at least minUnloadMessage msg/s; the
 // busiest broker's bundles, busiest first, are unloaded when each is at
-// most what is still to move plus 1000 msg/s, so no single bundle
-// overshoots. Otherwise, when its throughput is more than
+// most what is still to move plus 1000 msg/s (so under light load, with
+// no minimum, every bundle qualifies: maxUnloadBundleNumPerShedding then
+// keeps a pass small). Otherwise, when its throughput is more than
 // loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold times the
 // least one's, the same by bytes (minUnloadMessageThroughput). At most
 // maxUnloadBundleNumPerShedding bundles per pass, never a broker's last
@@ -51,20 +52,23 @@ import (
 
 // LoadBalancerConfig carries Pulsar's loadBalancer* settings.
 type LoadBalancerConfig struct {
-	SheddingEnabled            bool          // loadBalancerSheddingEnabled (true)
-	SheddingInterval           time.Duration // loadBalancerSheddingIntervalMinutes (1 min)
-	SheddingGracePeriod        time.Duration // loadBalancerSheddingGracePeriodMinutes (30 min)
-	MsgRateDifferenceThreshold float64       // loadBalancerMsgRateDifferenceShedderThreshold (50 %)
+	SheddingEnabled     bool          // loadBalancerSheddingEnabled (true)
+	SheddingInterval    time.Duration // loadBalancerSheddingIntervalMinutes (1 min)
+	SheddingGracePeriod time.Duration // loadBalancerSheddingGracePeriodMinutes (30 min)
+	// loadBalancerMsgRateDifferenceShedderThreshold (50 %; 0 turns
+	// shedding by message rate off).
+	MsgRateDifferenceThreshold float64
 	// loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold (4;
 	// 0 turns shedding by throughput off).
 	MsgThroughputMultiplierThreshold float64
 	MaxUnloadPercentage              float64 // maxUnloadPercentage (0.2)
 	// minUnloadMessage (1000 msg/s) and minUnloadMessageThroughput
-	// (1 MiB/s): a smaller imbalance moves nothing. Zero is no minimum;
-	// the defaults are DefaultLoadBalancerConfig's.
+	// (1 MiB/s): a smaller imbalance moves nothing. Zero is no minimum.
 	MinUnloadMessage           float64
 	MinUnloadMessageThroughput float64
-	// maxUnloadBundleNumPerShedding (-1 or 0: no limit).
+	// maxUnloadBundleNumPerShedding (-1: no limit; 0 unloads nothing).
+	// The shedder's settings have Pulsar's defaults in
+	// DefaultLoadBalancerConfig; zero is a setting of its own.
 	MaxUnloadBundlesPerShedding    int
 	BrokerOverloadedThreshold      float64       // loadBalancerBrokerOverloadedThresholdPercentage (85 %)
 	AutoBundleSplitEnabled         bool          // loadBalancerAutoBundleSplitEnabled (true)
@@ -78,8 +82,9 @@ type LoadBalancerConfig struct {
 
 // DefaultLoadBalancerConfig is Pulsar's defaults.
 func DefaultLoadBalancerConfig() LoadBalancerConfig {
-	return LoadBalancerConfig{SheddingEnabled: true, AutoBundleSplitEnabled: true, MsgThroughputMultiplierThreshold: 4,
-		MinUnloadMessage: 1000, MinUnloadMessageThroughput: 1 << 20, MaxUnloadBundlesPerShedding: -1}.withDefaults()
+	return LoadBalancerConfig{SheddingEnabled: true, AutoBundleSplitEnabled: true, MsgRateDifferenceThreshold: 50,
+		MsgThroughputMultiplierThreshold: 4, MaxUnloadPercentage: 0.2, MinUnloadMessage: 1000, MinUnloadMessageThroughput: 1 << 20,
+		MaxUnloadBundlesPerShedding: -1}.withDefaults()
 }
 
 func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
@@ -96,8 +101,6 @@ func (c LoadBalancerConfig) withDefaults() LoadBalancerConfig {
 			*f = v
 		}
 	}
-	setF(&c.MsgRateDifferenceThreshold, 50)
-	setF(&c.MaxUnloadPercentage, 0.2)
 	setF(&c.BrokerOverloadedThreshold, 85)
 	setF(&c.NamespaceBundleMaxMsgRate, 30000)
 	setF(&c.NamespaceBundleMaxBandwidthMiB, 100)
@@ -299,10 +302,8 @@ func (s *Service) sheddingPlan(brokers map[string]BrokerData) []shedBundle {
 			delete(s.mu.unloaded, name)
 		}
 	}
-	var plan []shedBundle
-	if brokers[busiest].msgRate() >= negligibleRate {
-		plan = s.uniformPlanLocked(brokers)
-	} else {
+	plan := s.uniformPlanLocked(brokers)
+	if len(plan) == 0 && brokers[busiest].msgRate() < negligibleRate {
 		plan = s.countPlanLocked(brokers)
 	}
 	for _, sb := range plan {
@@ -368,13 +369,14 @@ func (s *Service) uniformPlanLocked(brokers map[string]BrokerData) []shedBundle 
 	for _, m := range []sheddingMetric{byMsgRate, byThroughput} {
 		maxID, minID := extremes(brokers, m.broker)
 		maxV, minV := m.broker(brokers[maxID]), m.broker(brokers[minID])
+		reason := fmt.Sprintf("%s %.0f%s vs %.0f%s on %s", m.name, maxV, m.unit, minV, m.unit, minID)
 		if math.Abs(minV) < 1e-6 {
 			minV = 1 // an idle broker: the difference is relative to 1
 		}
 		if !m.exceeded(lb, maxV, minV) {
 			continue
 		}
-		return s.pickSheddableLocked(brokers[maxID], maxID, minID, m, (maxV-minV)*lb.MaxUnloadPercentage, minV)
+		return s.pickSheddableLocked(brokers[maxID], maxID, m, (maxV-minV)*lb.MaxUnloadPercentage, reason)
 	}
 	return nil
 }
@@ -385,15 +387,14 @@ const overshoot = 1000
 
 // pickSheddableLocked chooses the busiest broker's bundles that together
 // move about toMove of metric m.
-func (s *Service) pickSheddableLocked(d BrokerData, maxID, minID string, m sheddingMetric, toMove, minV float64) []shedBundle {
+func (s *Service) pickSheddableLocked(d BrokerData, maxID string, m sheddingMetric, toMove float64, reason string) []shedBundle {
 	lb := s.cfg.LoadBalancer
 	if d.NumBundles < 2 || toMove < m.minimum(lb) {
 		return nil
 	}
-	reason := fmt.Sprintf("%s %.0f%s vs %.0f%s on %s", m.name, m.broker(d), m.unit, minV, m.unit, minID)
 	var plan []shedBundle
 	for _, name := range bundlesBy(d, m.bundle) {
-		if len(plan) == d.NumBundles-1 || (lb.MaxUnloadBundlesPerShedding > 0 && len(plan) >= lb.MaxUnloadBundlesPerShedding) {
+		if len(plan) == d.NumBundles-1 || (lb.MaxUnloadBundlesPerShedding >= 0 && len(plan) >= lb.MaxUnloadBundlesPerShedding) {
 			break
 		}
 		v := m.bundle(d.LastStats[name])

@@ -92,9 +92,22 @@ func TestShedsByThroughputWhenRatesAreEven(t *testing.T) {
 		t.Fatalf("a whole difference to move, one bundle per pass: plan %v", got)
 	}
 	now = now.Add(time.Hour)
+	s.cfg.LoadBalancer.MaxUnloadBundlesPerShedding = 0 // as Pulsar: none
+	if plan := s.sheddingPlan(map[string]BrokerData{"heavy": heavy, "light": light}); len(plan) != 0 {
+		t.Fatalf("maxUnloadBundleNumPerShedding 0: %v", plan)
+	}
+	s.cfg.LoadBalancer.MaxUnloadBundlesPerShedding = -1
 	s.cfg.LoadBalancer.MsgThroughputMultiplierThreshold = 0
 	if plan := s.sheddingPlan(map[string]BrokerData{"heavy": heavy, "light": light}); len(plan) != 0 {
 		t.Fatalf("shedding by throughput turned off: %v", plan)
+	}
+	// Big messages at under 1 msg/s are still shed by throughput.
+	s.cfg.LoadBalancer.MsgThroughputMultiplierThreshold = 4
+	slow := heavy
+	slow.MsgRateIn, slow.LastStats = 0.5, map[string]BundleStats{
+		"h1": {MsgRateIn: 0.3, MsgThroughputIn: 40 * mib}, "h2": {MsgRateIn: 0.1, MsgThroughputIn: 6 * mib}, "h3": {MsgRateIn: 0.1, MsgThroughputIn: 4 * mib}}
+	if got := bundlesOf(s.sheddingPlan(map[string]BrokerData{"heavy": slow, "light": {Load: Load{MsgThroughputIn: 10 * mib}, NumBundles: 1}})); got == "[]" {
+		t.Fatal("throughput imbalance at under 1 msg/s: nothing shed")
 	}
 }
 

@@ -107,7 +107,7 @@ func startProcessCluster(t *testing.T, stores clusterStores, n int) *processClus
 		"managedLedgerDefaultWriteQuorum=2", "managedLedgerDefaultAckQuorum=2",
 		"loadBalancerReportUpdateMinIntervalMillis=300", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.05", "loadBalancerSheddingGracePeriodMinutes=0.2",
-		"minUnloadMessage=0", "minUnloadMessageThroughput=0",
+		"minUnloadMessage=0", "minUnloadMessageThroughput=0", "maxUnloadBundleNumPerShedding=1",
 		"loadBalancerAutoBundleSplitEnabled=false", ""}, "\n"))
 	keepLogsOnFailure(t, func() map[string]string {
 		logs := map[string]string{}

@@ -136,7 +136,7 @@ func (c *stretchedCluster) brokerConf(t *testing.T, r *stretchedRegion, oneWay t
 		"bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true", "bookieAddressMap=" + strings.Join(remote, ","),
 		"loadBalancerReportUpdateMinIntervalMillis=300", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.05", "loadBalancerSheddingGracePeriodMinutes=0.2",
-		"minUnloadMessage=0", "minUnloadMessageThroughput=0",
+		"minUnloadMessage=0", "minUnloadMessageThroughput=0", "maxUnloadBundleNumPerShedding=1",
 		"loadBalancerAutoBundleSplitEnabled=false", ""}, "\n"))
 	return path
 }

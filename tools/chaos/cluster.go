@@ -296,14 +296,15 @@ func (c *Cluster) startBookies() error {
 func (c *Cluster) startBrokers() error {
 	conf := filepath.Join(c.opts.Dir, "broker.conf")
 	// Shedding every 6 s with no minimum imbalance (Pulsar's
-	// minUnloadMessage, 1000 msg/s, is more than the whole workload), so
+	// minUnloadMessage, 1000 msg/s, is more than the whole workload), one
+	// bundle per pass (with no minimum every light bundle qualifies), so
 	// bundles move while faults strike, as under production load.
 	if err := os.WriteFile(conf, []byte(strings.Join([]string{"clusterName=c1",
 		"metadataStoreSessionTimeoutMillis=4000", "managedLedgerDefaultEnsembleSize=3",
 		"managedLedgerDefaultWriteQuorum=3", "managedLedgerDefaultAckQuorum=2",
 		"loadBalancerReportUpdateMinIntervalMillis=1000", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.1", "loadBalancerSheddingGracePeriodMinutes=0.5",
-		"minUnloadMessage=0", "minUnloadMessageThroughput=0",
+		"minUnloadMessage=0", "minUnloadMessageThroughput=0", "maxUnloadBundleNumPerShedding=1",
 		"loadBalancerAutoBundleSplitEnabled=false", "transactionCoordinatorEnabled=true", ""}, "\n")), 0o644); err != nil {
 		return err
 	}
