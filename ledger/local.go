@@ -3,8 +3,10 @@ package ledger
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/magnetar-io/magnetar/bookie/client"
+	"github.com/magnetar-io/magnetar/internal/gopool"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -27,11 +29,14 @@ type LocalBookie interface {
 type LocalTransport struct {
 	mu    sync.RWMutex
 	cores map[string]LocalBookie
+	// Requests run on reused goroutines: a fresh one per add grew its
+	// stack through the entry log's write cache every time.
+	workers *gopool.Pool
 }
 
 // NewLocalTransport returns a transport with no bookies.
 func NewLocalTransport() *LocalTransport {
-	return &LocalTransport{cores: map[string]LocalBookie{}}
+	return &LocalTransport{cores: map[string]LocalBookie{}, workers: gopool.New(500 * time.Millisecond)}
 }
 
 // Add makes a bookie reachable under id (a nil interface removes it). A removed or
@@ -50,13 +55,13 @@ func (t *LocalTransport) Add(id string, core LocalBookie) {
 }
 
 // Send implements Transport. Handle may wait for the journal or storage,
-// so it runs on its own goroutine.
+// so it runs on a goroutine of its own (a pooled one).
 func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
 	t.mu.RLock()
 	core := t.cores[id]
 	t.mu.RUnlock()
 	r := *req
-	go func() {
+	t.workers.Go(func() {
 		if core == nil {
 			cb(nil, fmt.Errorf("%w: bookie %s is not in this process", client.ErrDisconnected, id))
 			return
@@ -74,5 +79,5 @@ func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callbac
 			}
 			cb(resp, client.StatusError(resp.Status))
 		})
-	}()
+	})
 }
