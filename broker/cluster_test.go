@@ -47,10 +47,10 @@ func startCluster(t *testing.T, n int) *testCluster {
 func startClusterWith(t *testing.T, n int, cfg Config) *testCluster {
 	t.Helper()
 	c := &testCluster{meta: metadata.NewMemoryServer(), logs: newFailureLog(t)}
-	ledgers := testLedgers(t, 50)
+	ledgers := testClusterLedgers(t, 50)
 	for i := range n {
 		logger := c.logs.logger().With("broker", i)
-		c.brokers = append(c.brokers, startClusterBrokerWith(t, c.meta, ownerView(ledgers), logger, cfg))
+		c.brokers = append(c.brokers, startClusterBrokerWith(t, c.meta, ledgers(), logger, cfg))
 	}
 	return c
 }
@@ -74,17 +74,6 @@ func startClusterBrokerWith(t *testing.T, meta *metadata.MemoryServer, ledgers m
 	cb := &clusterBroker{b: b, srv: srv, web: web, store: store, own: own}
 	t.Cleanup(cb.close)
 	return cb
-}
-
-// ownerView gives one broker of an in-process cluster its own view of
-// shared in-memory storage: a bundle's new owner opening a topic takes its
-// ledger over from the old owner, who may not have closed it yet, as on
-// bookies. (A bookie-backed factory is shared as it is.)
-func ownerView(f managedledger.Factory) managedledger.Factory {
-	if mf, ok := f.(*managedledger.MemoryFactory); ok {
-		return mf.Owner()
-	}
-	return f
 }
 
 // close stops the broker as its process exiting would (again is a no-op).
