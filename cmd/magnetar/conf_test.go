@@ -76,6 +76,10 @@ func TestBrokerConfigFileShipped(t *testing.T) {
 		f.lb.SheddingInterval != time.Minute || f.lb.SheddingGracePeriod != 30*time.Minute || f.sessionTimout != 30*time.Second {
 		t.Fatalf("conf/broker.conf applied wrongly: %+v", f)
 	}
+	if lb := f.lb; lb.MinUnloadMessage != 1000 || lb.MinUnloadMessageThroughput != 1<<20 || lb.MaxUnloadPercentage != 0.2 ||
+		lb.MsgThroughputMultiplierThreshold != 4 || lb.MaxUnloadBundlesPerShedding != -1 {
+		t.Fatalf("conf/broker.conf's UniformLoadShedder keys applied wrongly: %+v", lb)
+	}
 	if strings.Contains(logs.String(), "unknown") || strings.Contains(logs.String(), "not used") {
 		t.Fatalf("conf/broker.conf has keys we do not use: %s", logs.String())
 	}
