@@ -110,13 +110,14 @@ func (f *MemoryFactory) openAs(ctx context.Context, name string, view uint64) (M
 		return h, nil
 	}
 	var woken []func()
+	readers := ml.nonDurable // closeLocked drops them; newOwnerLocked fences them
 	if !ml.closed && ml.handle != nil {
 		// Still open under another owner: its pending reads end as its
 		// close would have ended them.
 		woken = ml.closeLocked()
 	}
 	if ml.handle != nil {
-		ml.newOwnerLocked()
+		ml.newOwnerLocked(readers)
 	}
 	ml.closed = false
 	ml.owner++
@@ -136,7 +137,7 @@ func (f *MemoryFactory) openAs(ctx context.Context, name string, view uint64) (M
 // not acknowledged is read again, not lost), and the previous owner's
 // cursor objects, durable or not, are fenced, so a late read, ack or
 // cancel of theirs cannot touch the new owner's.
-func (ml *memoryLedger) newOwnerLocked() {
+func (ml *memoryLedger) newOwnerLocked(readers map[*memoryCursor]struct{}) {
 	for name, old := range ml.cursors {
 		c := &memoryCursor{ml: ml, name: old.name, durable: old.durable, ackState: ackState{
 			markDelete: old.markDelete, read: old.markDelete + 1, acked: slices.Clone(old.acked),
@@ -144,7 +145,7 @@ func (ml *memoryLedger) newOwnerLocked() {
 		old.fenced, old.waiter = true, nil
 		ml.cursors[name] = c
 	}
-	for c := range ml.nonDurable {
+	for c := range readers {
 		c.fenced, c.waiter = true, nil
 	}
 	ml.nonDurable = nil

@@ -577,6 +577,10 @@ func TestMemoryNewOwnerSurvivesTheOldOwnersClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	oldReader, err := old.NewNonDurableCursor(Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	owner, err := b.Open(ctx, "public/default/persistent/t")
 	if err != nil {
 		t.Fatal(err)
@@ -611,6 +615,9 @@ func TestMemoryNewOwnerSurvivesTheOldOwnersClose(t *testing.T) {
 	oldCursor.CancelPendingRead()
 	if _, err := oldCursor.ReadEntries(ctx, 10, 1<<20); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("old owner's cursor read: %v, want ErrFenced", err)
+	}
+	if _, err := oldReader.ReadEntries(ctx, 10, 1<<20); !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("old owner's reader: %v, want ErrFenced", err)
 	}
 	if err := oldCursor.MarkDelete(ctx, c.ReadPosition()); !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("old owner's mark-delete: %v, want ErrFenced", err)
