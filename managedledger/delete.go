@@ -156,11 +156,6 @@ func (f *MemoryFactory) Delete(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("managedledger: delete %s: %w", name, ErrNotFound)
 	}
-	ml.mu.Lock()
-	woken := ml.closeLocked()
-	ml.mu.Unlock()
-	for _, w := range woken {
-		w()
-	}
+	ml.closeFor(nil)
 	return nil
 }

@@ -120,9 +120,8 @@ func (f *MemoryFactory) openAs(ctx context.Context, name string, view uint64) (M
 		ml.newOwnerLocked(readers)
 	}
 	ml.closed = false
-	ml.owner++
-	ml.handle = &memoryHandle{memoryLedger: ml, owner: ml.owner, view: view}
-	h := ml.handle
+	h := &memoryHandle{memoryLedger: ml, view: view}
+	ml.handle = h
 	ml.mu.Unlock()
 	f.mu.Unlock()
 	for _, w := range woken {
@@ -161,44 +160,43 @@ func (ml *memoryLedger) newOwnerLocked(readers map[*memoryCursor]struct{}) {
 // BookKeeper writer's do.
 type memoryHandle struct {
 	*memoryLedger
-	owner uint64 // the ledger's owner count when this handle was made
-	view  uint64 // the factory view that opened it (Owner)
+	view uint64 // the factory view that opened it (Owner)
 }
 
 func (h *memoryHandle) AddEntry(data []byte, cb func(Position, error)) {
-	h.add(h.owner, data, cb)
+	h.add(h, data, cb)
 }
 
 // AddEntryInPlace implements ManagedLedger: memory keeps the entry as it
 // is, without its headroom.
 func (h *memoryHandle) AddEntryInPlace(buf []byte, _ crc32c.Known, cb func(Position, error)) {
-	h.add(h.owner, buf[EntryHeadroom:], cb)
+	h.add(h, buf[EntryHeadroom:], cb)
 }
 
 func (h *memoryHandle) Terminate(ctx context.Context) (Position, error) {
-	return h.terminate(h.owner)
+	return h.terminate(h)
 }
 
 func (h *memoryHandle) OpenCursor(ctx context.Context, name string, opts CursorOptions) (Cursor, error) {
-	return h.openCursor(ctx, h.owner, name, opts)
+	return h.openCursor(ctx, h, name, opts)
 }
 
 func (h *memoryHandle) NewNonDurableCursor(start Position) (Cursor, error) {
-	return h.newNonDurableCursor(h.owner, start)
+	return h.newNonDurableCursor(h, start)
 }
 
 func (h *memoryHandle) DeleteCursor(ctx context.Context, name string) error {
-	return h.deleteCursor(h.owner, name)
+	return h.deleteCursor(h, name)
 }
 
 // UpdateProperties implements ManagedLedger.
 func (h *memoryHandle) UpdateProperties(_ context.Context, set map[string]string, remove []string) error {
-	return h.updateProperties(h.owner, set, remove)
+	return h.updateProperties(h, set, remove)
 }
 
 // ownerLocked fails op for a handle another owner's open took over.
-func (ml *memoryLedger) ownerLocked(owner uint64, op string) error {
-	if owner != ml.owner {
+func (ml *memoryLedger) ownerLocked(h *memoryHandle, op string) error {
+	if h != ml.handle {
 		return fmt.Errorf("%s: %s: a newer owner opened it: %w", ml.name, op, ledger.ErrFenced)
 	}
 	return nil
@@ -207,15 +205,7 @@ func (ml *memoryLedger) ownerLocked(owner uint64, op string) error {
 // Close implements ManagedLedger; an owner taken over has nothing left to
 // close.
 func (h *memoryHandle) Close(ctx context.Context) error {
-	h.mu.Lock()
-	var woken []func()
-	if h.owner == h.memoryLedger.owner {
-		woken = h.closeLocked()
-	}
-	h.mu.Unlock()
-	for _, w := range woken {
-		w()
-	}
+	h.closeFor(h)
 	return nil
 }
 
@@ -241,8 +231,7 @@ type memoryLedger struct {
 	cursors    map[string]*memoryCursor
 	nonDurable map[*memoryCursor]struct{}
 	closed     bool
-	owner      uint64        // the latest handle's (memoryHandle)
-	handle     *memoryHandle // the latest handle
+	handle     *memoryHandle // the latest owner's; older ones are fenced
 	terminated bool
 	props      map[string]string
 	retention  Retention
@@ -254,13 +243,13 @@ func (ml *memoryLedger) Name() string { return ml.name }
 // CreatedAt implements CreationTimer.
 func (ml *memoryLedger) CreatedAt() time.Time { return ml.created }
 
-// add appends data for the handle of owner.
-func (ml *memoryLedger) add(owner uint64, data []byte, cb func(Position, error)) {
+// add appends data for handle h.
+func (ml *memoryLedger) add(h *memoryHandle, data []byte, cb func(Position, error)) {
 	ml.mu.Lock()
 	switch {
-	case owner != ml.owner:
+	case h != ml.handle:
 		ml.mu.Unlock()
-		cb(Position{}, ml.ownerLocked(owner, "add"))
+		cb(Position{}, ml.ownerLocked(h, "add"))
 		return
 	case ml.closed:
 		ml.mu.Unlock()
@@ -319,13 +308,13 @@ func (ml *memoryLedger) positionLocked(i int64) Position {
 	return Position{ml.ledgerID, ml.entryID - 1}
 }
 
-func (ml *memoryLedger) openCursor(ctx context.Context, owner uint64, name string, opts CursorOptions) (Cursor, error) {
+func (ml *memoryLedger) openCursor(ctx context.Context, h *memoryHandle, name string, opts CursorOptions) (Cursor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err := ml.ownerLocked(owner, "open cursor "+name); err != nil {
+	if err := ml.ownerLocked(h, "open cursor "+name); err != nil {
 		return nil, err
 	}
 	if ml.closed {
@@ -343,10 +332,10 @@ func (ml *memoryLedger) openCursor(ctx context.Context, owner uint64, name strin
 	return c, nil
 }
 
-func (ml *memoryLedger) newNonDurableCursor(owner uint64, start Position) (Cursor, error) {
+func (ml *memoryLedger) newNonDurableCursor(h *memoryHandle, start Position) (Cursor, error) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err := ml.ownerLocked(owner, "reader"); err != nil {
+	if err := ml.ownerLocked(h, "reader"); err != nil {
 		return nil, err
 	}
 	if ml.closed {
@@ -364,10 +353,10 @@ func (ml *memoryLedger) newNonDurableCursor(owner uint64, start Position) (Curso
 	return c, nil
 }
 
-func (ml *memoryLedger) deleteCursor(owner uint64, name string) error {
+func (ml *memoryLedger) deleteCursor(h *memoryHandle, name string) error {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err := ml.ownerLocked(owner, "delete cursor "+name); err != nil {
+	if err := ml.ownerLocked(h, "delete cursor "+name); err != nil {
 		return err
 	}
 	c, ok := ml.cursors[name]
@@ -424,11 +413,11 @@ func (ml *memoryLedger) Size() int64 {
 	return ml.size
 }
 
-// terminate stops the stream for the handle of owner.
-func (ml *memoryLedger) terminate(owner uint64) (Position, error) {
+// terminate stops the stream for handle h.
+func (ml *memoryLedger) terminate(h *memoryHandle) (Position, error) {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err := ml.ownerLocked(owner, "terminate"); err != nil {
+	if err := ml.ownerLocked(h, "terminate"); err != nil {
 		return Position{}, err
 	}
 	ml.terminated = true
@@ -442,11 +431,11 @@ func (ml *memoryLedger) Properties() map[string]string {
 	return maps.Clone(ml.props)
 }
 
-// updateProperties changes the ledger's properties for the handle of owner.
-func (ml *memoryLedger) updateProperties(owner uint64, set map[string]string, remove []string) error {
+// updateProperties changes the ledger's properties for handle h.
+func (ml *memoryLedger) updateProperties(h *memoryHandle, set map[string]string, remove []string) error {
 	ml.mu.Lock()
 	defer ml.mu.Unlock()
-	if err := ml.ownerLocked(owner, "update properties"); err != nil {
+	if err := ml.ownerLocked(h, "update properties"); err != nil {
 		return err
 	}
 	if ml.props == nil {
@@ -457,6 +446,20 @@ func (ml *memoryLedger) updateProperties(owner uint64, set map[string]string, re
 		delete(ml.props, k)
 	}
 	return nil
+}
+
+// closeFor closes the ledger unless an owner newer than h took it over
+// (h nil: whoever holds it, as a delete), and ends its pending reads.
+func (ml *memoryLedger) closeFor(h *memoryHandle) {
+	ml.mu.Lock()
+	var woken []func()
+	if h == nil || h == ml.handle {
+		woken = ml.closeLocked()
+	}
+	ml.mu.Unlock()
+	for _, w := range woken {
+		w()
+	}
 }
 
 // closeLocked closes the ledger and returns its pending reads' callbacks,
