@@ -216,7 +216,6 @@ func (c *compactedCursor) readCompacted(ctx context.Context, n int, maxBytes int
 		}
 		c.idxOf = v.ledgerID
 	}
-	first := c.t.firstStored()
 	var size int64
 	for c.idx <= v.last && len(out) < n && (len(out) == 0 || size < maxBytes) {
 		e, err := readCompactedEntry(ctx, v, c.idx)
@@ -226,7 +225,7 @@ func (c *compactedCursor) readCompacted(ctx context.Context, n int, maxBytes int
 		c.idx++
 		next := managedledger.Position{LedgerID: e.Position.LedgerID, EntryID: e.Position.EntryID + 1}
 		c.next = &next
-		if !c.acknowledged(first, e.Position) {
+		if !c.acknowledged(e.Position) {
 			out = append(out, e)
 			size += int64(len(e.Data))
 		}
@@ -243,13 +242,23 @@ func (c *compactedCursor) readCompacted(ctx context.Context, n int, maxBytes int
 // IsAcknowledged also answers for positions before the first stored
 // entry, which the cursor counts acknowledged (trimmed): there, by the
 // stored compacted progress.
+//
+// The cursor is asked first and the first stored entry looked up after:
+// a trim may run between the two, and trimming only moves the first
+// stored entry forward, so a position still stored after the answer was
+// stored when the cursor gave it. Looked up before, a trim in between
+// made the cursor's "trimmed, so acknowledged" pass for a real
+// acknowledgement, and the read skipped keys nobody had read.
 func (c *compactedCursor) IsAcknowledged(pos managedledger.Position) bool {
-	return c.acknowledged(c.t.firstStored(), pos)
+	return c.acknowledged(pos)
 }
 
-func (c *compactedCursor) acknowledged(first, pos managedledger.Position) bool {
-	if pos.Compare(first) >= 0 {
-		return c.Cursor.IsAcknowledged(pos)
+func (c *compactedCursor) acknowledged(pos managedledger.Position) bool {
+	if !c.Cursor.IsAcknowledged(pos) {
+		return false
+	}
+	if !c.t.beforeFirstStored(pos) {
+		return true
 	}
 	props := c.Cursor.Properties()
 	l, ok := props[compactedReadLedgerKey]

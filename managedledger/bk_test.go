@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,4 +432,45 @@ func slowFaults(ft *fault.Transport, add, read time.Duration) []int {
 		ids = append(ids, ft.Inject(fault.Fault{Op: bkproto.OpRead, Match: plainRead, Action: fault.Delay, Delay: read}))
 	}
 	return ids
+}
+
+// TestBKFullAfterQueuedAddsRollsOver: adds made while a rollover runs go
+// to the next ledger together; when they fill it, the ledger rolls over
+// at once, so the add after them does not land in a ledger already over
+// MaxEntriesPerLedger (a ledger consumed up to its last queued entry is
+// then trimmable without waiting for one more).
+func TestBKFullAfterQueuedAddsRollsOver(t *testing.T) {
+	env := newBKEnv(t)
+	ctx := context.Background()
+	const per = 3
+	ml, err := env.factory(t, Config{MaxEntriesPerLedger: per, MinLedgerRolloverTime: time.Nanosecond}).Open(ctx, "public/default/persistent/queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close(ctx)
+	var wg sync.WaitGroup
+	pos := make([]Position, 40)
+	for i := range pos {
+		wg.Add(1)
+		ml.AddEntry([]byte(fmt.Sprintf("m%d", i)), func(p Position, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Error(err)
+			}
+			pos[i] = p
+		})
+	}
+	wg.Wait()
+	perLedger := map[int64]int{}
+	for _, p := range pos {
+		perLedger[p.LedgerID]++
+	}
+	last := pos[len(pos)-1].LedgerID
+	if perLedger[last] < per {
+		t.Skipf("the adds did not queue behind a rollover (ledgers %v)", perLedger)
+	}
+	next := addWait(t, ml, "after")
+	if next.LedgerID == last {
+		t.Fatalf("add after a ledger filled by queued adds (%d entries, max %d) went to it too: %v", perLedger[last], per, next)
+	}
 }
