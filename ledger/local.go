@@ -54,6 +54,10 @@ func (t *LocalTransport) Add(id string, core LocalBookie) {
 	t.cores[id] = core
 }
 
+// Close ends the transport's idle request goroutines now; requests under
+// way finish. Sends after Close still run, each on a goroutine of its own.
+func (t *LocalTransport) Close() { t.workers.Close() }
+
 // Send implements Transport. Handle may wait for the journal or storage,
 // so it runs on a goroutine of its own (a pooled one).
 func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callback) {

@@ -11,21 +11,34 @@
 // pool's linger time, so an idle pool holds nothing.
 package gopool
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Pool runs tasks on reused goroutines. The zero value is not usable: use
-// New. A Pool needs no closing; its goroutines end linger after their
-// last task.
+// New. A Pool needs no closing, its goroutines end linger after their
+// last task; Close ends them at once.
 type Pool struct {
 	// idle is unbuffered: a send succeeds only while a goroutine waits
 	// in receive, so a task is never queued behind another.
 	idle   chan func()
 	linger time.Duration
+	// quit, closed by Close, ends idle goroutines without their linger.
+	quit      chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a pool whose idle goroutines end after linger.
 func New(linger time.Duration) *Pool {
-	return &Pool{idle: make(chan func()), linger: linger}
+	return &Pool{idle: make(chan func()), linger: linger, quit: make(chan struct{})}
+}
+
+// Close ends the idle goroutines now rather than after the linger time;
+// running tasks finish. Go still works after Close: each task then runs
+// on a goroutine that ends with it.
+func (p *Pool) Close() {
+	p.closeOnce.Do(func() { close(p.quit) })
 }
 
 // Go runs fn on an idle goroutine of the pool, or on a new one.
@@ -44,10 +57,13 @@ func (p *Pool) work(fn func()) {
 	defer t.Stop()
 	for {
 		fn()
+		fn = nil // an idle goroutine must not keep its last task's data alive
 		t.Reset(p.linger)
 		select {
 		case fn = <-p.idle:
 		case <-t.C:
+			return
+		case <-p.quit:
 			return
 		}
 	}

@@ -67,3 +67,33 @@ func goroutineID() string {
 	f := strings.Fields(string(buf))
 	return f[1]
 }
+
+// Close ends the idle goroutines at once (a closed transport must not
+// keep grown stacks for the linger time), lets a running task finish,
+// and Go still runs tasks afterwards.
+func TestCloseEndsIdleGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	p := New(time.Hour)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); time.Sleep(10 * time.Millisecond) })
+	}
+	wg.Wait()
+	p.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left after Close with an hour's linger", runtime.NumGoroutine()-base)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ran := make(chan struct{})
+	p.Go(func() { close(ran) })
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a task given after Close did not run")
+	}
+	p.Close() // twice is fine
+}

@@ -131,6 +131,7 @@ type stack struct {
 	client   *ledger.Client
 	factory  *managedledger.BKFactory
 	clientSt metadata.Store
+	tr       *ledger.LocalTransport
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -152,6 +153,7 @@ func (s *stack) startBookie() error {
 func (s *stack) startFactory() error {
 	tr := ledger.NewLocalTransport()
 	tr.Add("perf", s.core)
+	s.tr = tr
 	s.clientSt = s.meta.NewSession()
 	var err error
 	if s.client, err = ledger.New(context.Background(), ledger.Config{Store: s.clientSt, Transport: tr, Logger: quiet()}); err != nil {
@@ -164,6 +166,7 @@ func (s *stack) startFactory() error {
 func (s *stack) stopFactory() {
 	s.client.Close()
 	s.clientSt.Close()
+	s.tr.Close() // its idle goroutines' grown stacks would count in the next measurement's heap
 }
 
 func (s *stack) stopBookie() error {
@@ -288,8 +291,9 @@ func appendPhase(s *stack, rep *Report) error {
 			}
 		}()
 	}
-	progress(cfg.Live, "append", start, deadline, &appended, &tailed)
+	stopProgress := progress(cfg.Live, "append", start, deadline, &appended, &tailed)
 	writers.Wait()
+	stopProgress()
 	elapsed := time.Since(start).Seconds()
 	select {
 	case err := <-errs:
@@ -371,15 +375,30 @@ func point(phase string, n int64, secs float64, size int) Point {
 		MiBPerSec: float64(n) * float64(size) / secs / (1 << 20)}
 }
 
-func progress(w io.Writer, phase string, start, deadline time.Time, a, b *atomic.Int64) {
+func progress(w io.Writer, phase string, start, deadline time.Time, a, b *atomic.Int64) (stop func()) {
 	if w == io.Discard {
-		return
+		return func() {}
 	}
+	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
-		for t := time.NewTicker(time.Second); time.Now().Before(deadline); <-t.C {
-			fmt.Fprintf(w, "  %s %4.1fs: appended %d, tailed %d\n", phase, time.Since(start).Seconds(), a.Load(), b.Load())
+		defer close(ended)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for time.Now().Before(deadline) {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "  %s %4.1fs: appended %d, tailed %d\n", phase, time.Since(start).Seconds(), a.Load(), b.Load())
+			}
 		}
 	}()
+	// The caller writes to w after the phase: the goroutine must be gone
+	// by then, not just past its deadline.
+	return func() {
+		close(done)
+		<-ended
+	}
 }
 
 // catchUpPhase writes a backlog, restarts the bookie cold and reads it.

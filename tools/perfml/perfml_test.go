@@ -1,6 +1,7 @@
 package perfml
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -53,5 +54,42 @@ func TestMeasureTopics(t *testing.T) {
 	t.Logf("%d topics: %.0f bytes each", rep.Topics, rep.BytesPerTopic)
 	if rep.Topics != 500 || rep.BytesPerTopic <= 0 {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// slowWriter counts writes in progress; each takes a while.
+type slowWriter struct{ busy, writes atomic.Int64 }
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.busy.Add(1)
+	defer w.busy.Add(-1)
+	w.writes.Add(1)
+	time.Sleep(300 * time.Millisecond)
+	return len(p), nil
+}
+
+// TestProgressStopWaitsForItsWrite: once stop returns, the progress
+// goroutine writes no more, also when a tick's write was under way (the
+// caller writes the next phase's lines to the same writer: CI's race
+// detector caught the two writing at once).
+func TestProgressStopWaitsForItsWrite(t *testing.T) {
+	w := &slowWriter{}
+	var a, b atomic.Int64
+	start := time.Now()
+	stop := progress(w, "append", start, start.Add(1500*time.Millisecond), &a, &b)
+	for w.busy.Load() == 0 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no progress line written")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	if w.busy.Load() != 0 {
+		t.Fatal("a progress line was still being written after stop returned")
+	}
+	n := w.writes.Load()
+	time.Sleep(1500 * time.Millisecond)
+	if w.writes.Load() != n {
+		t.Fatalf("%d progress lines written after stop", w.writes.Load()-n)
 	}
 }
