@@ -94,7 +94,7 @@ func (r *runner) runTxn(ctx context.Context) error {
 		// transactions' round trips, so one client process would measure
 		// the client (issue 37's rule: show the client is not the limit).
 		return r.perfSpread(ctx, t, label, "produce", max(1, r.o.txnClients), func(i int) []string {
-			args := append(maxArgs(topic), "--producers", itoa(r.o.txnProducers))
+			args := append(maxArgs(topic), "--producers", itoa(r.o.txnProducers), "--max-pending", itoa(r.o.txnMaxPending))
 			if size > 0 {
 				args = append(args, "--num-message-per-transaction", itoa(size))
 			}
