@@ -59,19 +59,19 @@ func (c *Coordinator) finish(st *txnState) {
 	m := st.meta
 	c.mu.Unlock()
 	commit := m.Status == Committing
-	var wg sync.WaitGroup
+	var ends []func()
 	for _, p := range m.Partitions {
-		wg.Go(func() {
+		ends = append(ends, func() {
 			c.retry(func(ctx context.Context) error { return c.cfg.Ender.EndPartition(ctx, p, m.ID, commit) }, m.ID, p)
 		})
 	}
 	for _, s := range m.Subs {
-		wg.Go(func() {
+		ends = append(ends, func() {
 			c.retry(func(ctx context.Context) error { return c.cfg.Ender.EndSubscription(ctx, s, m.ID, commit) },
 				m.ID, s.Topic+" / "+s.Name)
 		})
 	}
-	wg.Wait()
+	runAll(ends)
 	c.mu.Lock()
 	if c.ctx.Err() != nil || c.failed != nil {
 		st.endErr = c.closedErr()
@@ -95,6 +95,21 @@ func (c *Coordinator) finish(st *txnState) {
 	}
 	close(st.done)
 	_ = wait() // a failure fails the coordinator
+}
+
+// runAll runs fns side by side and returns when all have: the common
+// transaction, on one partition, runs on the caller's goroutine (a
+// goroutine per transaction grew its stack down the marker's write path).
+func runAll(fns []func()) {
+	if len(fns) == 1 {
+		fns[0]()
+		return
+	}
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Go(fn)
+	}
+	wg.Wait()
 }
 
 // retry runs end until it succeeds or the coordinator closes, pausing
