@@ -189,7 +189,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.txnProducers, "txn-producers", txnProducers, "transactions section: producers per client process, for plain and transactional runs alike")
 	fs.IntVar(&o.txnClients, "txn-clients", txnClients, "transactions section: client processes, for plain and transactional runs alike (each has its own handler per coordinator)")
 	fs.IntVar(&o.txnOpenAhead, "txn-open-ahead", txnOpenAhead, "transactions section: transactions each producer opens ahead in the pipelined 100-message runs")
-	fs.IntVar(&o.txnMaxPending, "txn-max-pending", maxWindow, "transactions section: each producer's window (--max-pending), for plain and transactional runs alike")
+	fs.IntVar(&o.txnMaxPending, "txn-max-pending", txnMaxPending, "transactions section: each producer's window (--max-pending), for plain and transactional runs alike")
 	fs.BoolVar(&o.txnJournalDevice, "txn-journal-device", false, "transactions section: the standalone's journal on /dev/"+zramDevice+
 		" (as the journal-device section; needs root), to see how much of a transaction's waits are the shared disk")
 	fs.IntVar(&o.txnCoordinators, "txn-coordinators", txnCoordinators, "transactions section: transaction coordinators (the Go client sends each one's requests one at a time)")
