@@ -457,9 +457,18 @@ func TestCompactedReadRacingTrim(t *testing.T) {
 	a, _ := policyAdmin(t, b)
 	c := newClient(t, url)
 	topic := "persistent://t/ns/compact-racing-trim"
+	tn := topicName(t, topic)
+	// A subscription at the start holds every ledger until the race is
+	// set up; the hook deletes it.
+	hold, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "hold",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold.Close()
 	sent := rounds(5, 10)
 	sendKeyed(t, c, topic, false, sent)
-	compactAndWait(t, a, topicName(t, topic))
+	compactAndWait(t, a, tn)
 	name, err := ParseTopicName(topic)
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +494,10 @@ func TestCompactedReadRacingTrim(t *testing.T) {
 		for i := range tail {
 			tail[i].value = "tail-" + tail[i].value
 		}
-		sendKeyed(t, c, topic, false, tail)
+		sendKeyed(t, c, topic, false, tail) // the horizon's ledger is closed, if it was not
+		if err := a.Subscriptions().Delete(tn, "hold"); err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, "the compacted entries' ledgers trimmed", func() error {
 			if !tp.beforeFirstStored(v.horizon) {
 				var md []string
