@@ -249,7 +249,7 @@ func (ml *bkLedger) rollover(cause error) {
 	// The queued adds may have filled the new ledger: roll now, as an add
 	// would, or the next add lands in it too and the ledger stays
 	// untrimmable one entry past what its cursors consumed.
-	if len(queued) > 0 && ml.shouldRollLocked() {
+	if ml.shouldRollLocked() {
 		ml.startRolloverLocked(nil)
 	}
 	ml.mu.Unlock()

@@ -45,17 +45,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
+
+	"github.com/magnetar-io/magnetar/tools/perfclient"
 )
 
 func main() {
-	// As magnetar perf's clients (perfClientGCPercent there): a load
-	// generator collects less often, so both systems' clients cost the
-	// shared cores alike.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(400)
-	}
+	perfclient.SetLoadGeneratorGC() // as magnetar perf's clients
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

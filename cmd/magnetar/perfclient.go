@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -77,7 +75,7 @@ func runPerfClient(mode string, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	loadGeneratorGC()
+	perfclient.SetLoadGeneratorGC()
 	// Ctrl-C ends the run early; the report then covers what ran.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -115,21 +113,4 @@ func (f clientPerfFlags) config(mode string, topics []string, stderr io.Writer) 
 	cfg.Duration, cfg.Warmup, cfg.NumMessages, cfg.Progress, cfg.Drain = *f.duration, *f.warmup, *f.numMessages, *f.progress, *f.drain
 	cfg.System, cfg.Variant, cfg.Logger = *f.system, *f.variant, perfLogger(stderr)
 	return cfg, cfg.Validate()
-}
-
-// perfClientGCPercent is the perf clients' GOGC. A load generator's live
-// heap is small (the messages in flight) and its allocation rate high
-// (a payload and the client's batch copies per message), so at Go's
-// default of 100 it collected several times a second and scanned every
-// goroutine's stack each time: 20-25% of a client's CPU, taken from the
-// server under test on a shared machine. At 400 (measured, 4 clients of 2
-// producers on 2 cores): plain 182K -> 202K msg/s, 100-message
-// transactions 116K -> 127K.
-const perfClientGCPercent = 400
-
-// loadGeneratorGC sets perfClientGCPercent unless GOGC is set.
-func loadGeneratorGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(perfClientGCPercent)
-	}
 }
