@@ -178,8 +178,9 @@ func (b *Broker) hostedCoordinators() map[uint64]*txn.Coordinator {
 	return out
 }
 
-// tickCoordinators aborts timed-out transactions, drops coordinators no
-// longer served here and, every tenth tick, trims the logs.
+// tickCoordinators aborts timed-out transactions, flushes the records
+// waiting for a ride, drops coordinators no longer served here and, every
+// tenth tick, trims the logs.
 func (b *Broker) tickCoordinators() {
 	b.txnCoords.mu.Lock()
 	b.txnCoords.ticks++
@@ -195,6 +196,7 @@ func (b *Broker) tickCoordinators() {
 			continue
 		}
 		c.Expire()
+		c.Flush()
 		if trim {
 			if err := c.Trim(b.ctx); err != nil {
 				b.log.Warn("transaction log not trimmed", "coordinator", tc, "err", err)

@@ -71,13 +71,22 @@ type Coordinator struct {
 	reserved uint64
 	failed   error // set once: the log refused a record
 	last     managedledger.Position
+	// Records waiting for a ride (appendLocked takes them along; Flush
+	// writes them when nothing else is appended): unlogged holds open
+	// transactions New has written nothing of (some may have been logged
+	// since), finals the final records of ended transactions.
+	unlogged []*txnState
+	finals   []Meta
 
 	recoverStart, recoverEnd              time.Time
 	created, committed, aborted, timedOut atomic.Int64
 }
 
 type txnState struct {
-	meta     Meta
+	meta Meta
+	// logged: a record of it was appended; first (once hasFirst) is
+	// where its first one is.
+	logged   bool
 	first    managedledger.Position
 	hasFirst bool
 	// done is closed when an End finishes (nil while open); endErr says
@@ -101,11 +110,13 @@ func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, txns: map[uint64]*txnState{}, recoverStart: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	err := cfg.Log.Replay(ctx, func(pos managedledger.Position, rec []byte) error {
-		m, err := decode(cfg.ID, rec)
+		ms, err := decodeEntry(cfg.ID, rec)
 		if err != nil {
 			return fmt.Errorf("transaction log of coordinator %d at %v: %w", cfg.ID, pos, err)
 		}
-		c.replayed(pos, m)
+		for _, m := range ms {
+			c.replayed(pos, m)
+		}
 		return nil
 	})
 	if err != nil {
@@ -117,11 +128,17 @@ func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.seq = max(c.seq, cfg.Log.SavedSequence())
 	c.reserved = c.seq
 	c.recoverEnd = cfg.Now()
+	// Collected first: a finish deletes its transaction from the map
+	// (under mu), which must not happen while this ranges over it.
+	var ending []*txnState
 	for _, st := range c.txns {
 		if st.meta.Status == Committing || st.meta.Status == Aborting {
 			st.done = make(chan struct{})
-			go c.finish(st)
+			ending = append(ending, st)
 		}
+	}
+	for _, st := range ending {
+		go c.finish(st)
 	}
 	return c, nil
 }
@@ -135,7 +152,7 @@ func (c *Coordinator) replayed(pos managedledger.Position, m Meta) {
 	}
 	st, ok := c.txns[m.ID.Least]
 	if !ok {
-		st = &txnState{first: pos, hasFirst: true}
+		st = &txnState{logged: true, first: pos, hasFirst: true}
 		c.txns[m.ID.Least] = st
 	}
 	st.meta = m
@@ -165,11 +182,13 @@ func (c *Coordinator) Failed() error {
 const sequenceBlock = 10000
 
 // New opens a transaction timing out after timeout. It answers once the
-// id is reserved, without waiting for its record: a record lost in a
-// crash makes the transaction unknown to the recovered coordinator, so the
-// client's next request for it fails (TransactionNotFound) before anything
-// of it is written anywhere, since adding a partition or subscription
-// waits for its record, which the log keeps only after this one.
+// id is reserved, and writes nothing: its record rides the coordinator's
+// next append (of any transaction; Flush's at the latest), so the common
+// transaction, given a partition at once, costs the log no entry for its
+// opening. A record lost in a crash makes the transaction unknown to the
+// recovered coordinator, so the client's next request for it fails
+// (TransactionNotFound) before anything of it is written anywhere, since
+// adding a partition or subscription waits for a record of it.
 func (c *Coordinator) New(timeout time.Duration) (ID, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,8 +208,7 @@ func (c *Coordinator) New(timeout time.Duration) (ID, error) {
 	now := c.cfg.Now()
 	st := &txnState{meta: Meta{ID: ID{c.cfg.ID, c.seq}, Status: Open, Start: now, Timeout: timeout, LastModified: now}}
 	c.txns[c.seq] = st
-	wait := c.appendLocked(st, true)
-	go func() { _ = wait() }() // a failure fails the coordinator
+	c.unlogged = append(c.unlogged, st)
 	c.created.Add(1)
 	return st.meta.ID, nil
 }
@@ -238,7 +256,7 @@ func (c *Coordinator) update(id ID, change func(*Meta) bool) error {
 		return nil
 	}
 	st.meta.LastModified = c.cfg.Now()
-	wait := c.appendLocked(st, false)
+	wait := c.appendLocked(st)
 	c.mu.Unlock()
 	return wait()
 }
@@ -261,18 +279,47 @@ func (c *Coordinator) closedErr() error {
 	return fmt.Errorf("transaction coordinator %d: %w (%v)", c.cfg.ID, ErrClosed, c.failed)
 }
 
-// appendLocked logs st's state; the returned wait reports how it went
-// (a failure fails the coordinator). Appended under mu so that the log's
-// order is the order of the changes.
-func (c *Coordinator) appendLocked(st *txnState, isFirst bool) func() error {
+// appendLocked logs st's state, with the records waiting for a ride, in
+// one entry; the returned wait reports how it went (a failure fails the
+// coordinator) and notes where the transactions logged for the first time
+// begin. Appended under mu so that the log's order is the order of the
+// changes. st may be nil (Flush); nothing is appended when no record is
+// due.
+func (c *Coordinator) appendLocked(st *txnState) func() error {
 	type result struct {
 		pos managedledger.Position
 		err error
 	}
+	var recs [][]byte
+	var firsts []*txnState
+	add := func(s *txnState) {
+		if !s.logged {
+			s.logged = true
+			firsts = append(firsts, s)
+		}
+		recs = append(recs, encode(s.meta))
+	}
+	if st != nil {
+		add(st)
+	}
+	for _, s := range c.unlogged {
+		if !s.logged && c.txns[s.meta.ID.Least] == s {
+			add(s)
+		}
+	}
+	clear(c.unlogged)
+	c.unlogged = c.unlogged[:0]
+	for _, m := range c.finals {
+		recs = append(recs, encode(m))
+	}
+	c.finals = c.finals[:0]
+	if len(recs) == 0 {
+		return func() error { return nil }
+	}
 	// The callback may run before Append returns (mu still held): it
 	// only hands the result over; wait applies it.
 	done := make(chan result, 1)
-	c.cfg.Log.Append(encode(st.meta), func(pos managedledger.Position, err error) { done <- result{pos, err} })
+	c.cfg.Log.Append(encodeEntry(recs), func(pos managedledger.Position, err error) { done <- result{pos, err} })
 	return func() error {
 		r := <-done
 		c.mu.Lock()
@@ -288,9 +335,24 @@ func (c *Coordinator) appendLocked(st *txnState, isFirst bool) func() error {
 		if r.pos.Compare(c.last) > 0 {
 			c.last = r.pos
 		}
-		if isFirst {
-			st.first, st.hasFirst = r.pos, true
+		for _, s := range firsts {
+			s.first, s.hasFirst = r.pos, true
 		}
 		return nil
 	}
+}
+
+// Flush appends the records waiting for a ride, if any (the broker calls
+// it every second): so an open transaction is in the log within a second
+// even when nothing else is written, and a crash makes the recovered
+// coordinator end again at most that much of what had already ended.
+func (c *Coordinator) Flush() {
+	c.mu.Lock()
+	if c.failed != nil {
+		c.mu.Unlock()
+		return
+	}
+	wait := c.appendLocked(nil)
+	c.mu.Unlock()
+	go func() { _ = wait() }() // a failure fails the coordinator
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,19 @@ func (e *recordingEnder) endedOn(id ID) map[string]bool {
 	return out
 }
 
+// count is how many times id was ended, over all its targets.
+func (e *recordingEnder) count(id ID) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for key, tries := range e.tries {
+		if strings.HasPrefix(key, id.String()) {
+			n += tries
+		}
+	}
+	return n
+}
+
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -80,6 +94,19 @@ type modelTxn struct {
 	status Status
 	parts  []string
 	subs   []Subscription
+	// logged: a record of it is in the log (New writes none; any append
+	// of the coordinator takes the waiting ones along).
+	logged bool
+}
+
+// allLogged notes an append that landed: every open transaction's record
+// rode it.
+func allLogged(model map[ID]*modelTxn) {
+	for _, m := range model {
+		if m.status == Open {
+			m.logged = true
+		}
+	}
 }
 
 // TestCoordinatorModel drives coordinators with random operations,
@@ -123,6 +150,7 @@ func runModel(t *testing.T, seed uint64) {
 			checkAnswer(t, step, "add partition", c.AddPartitions(id, []string{p}), model[id])
 			if m := model[id]; m.status == Open && !slices.Contains(m.parts, p) {
 				m.parts = append(m.parts, p)
+				allLogged(model)
 			}
 		case op < 5 && len(ids) > 0:
 			id := ids[rng.IntN(len(ids))]
@@ -130,11 +158,17 @@ func runModel(t *testing.T, seed uint64) {
 			checkAnswer(t, step, "add subscription", c.AddSubscriptions(id, []Subscription{s}), model[id])
 			if m := model[id]; m.status == Open && !slices.Contains(m.subs, s) {
 				m.subs = append(m.subs, s)
+				allLogged(model)
 			}
 		case op < 7 && len(ids) > 0:
 			id := ids[rng.IntN(len(ids))]
 			commit := rng.IntN(2) == 0
-			endInModel(t, step, c, ender, model[id], id, commit)
+			if endInModel(t, step, c, ender, model[id], id, commit) {
+				allLogged(model)
+			}
+		case op < 8 && rng.IntN(4) == 0:
+			c.Flush() // the memory log takes it before Flush returns
+			allLogged(model)
 		case op < 8:
 			clock.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
 			expireInModel(t, c, ender, model, clock.Now())
@@ -172,14 +206,16 @@ func checkAnswer(t *testing.T, step int, what string, err error, m *modelTxn) {
 	}
 }
 
-func endInModel(t *testing.T, step int, c *Coordinator, ender *recordingEnder, m *modelTxn, id ID, commit bool) {
+// endInModel ends id in the coordinator and the model; true when that
+// appended a record.
+func endInModel(t *testing.T, step int, c *Coordinator, ender *recordingEnder, m *modelTxn, id ID, commit bool) bool {
 	t.Helper()
 	err := c.End(context.Background(), id, commit)
 	if m.status.ended() {
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("step %d: end of ended %v answered %v, want not found", step, id, err)
 		}
-		return
+		return false
 	}
 	if err != nil {
 		t.Fatalf("step %d: end %v (commit %v): %v", step, id, commit, err)
@@ -189,6 +225,7 @@ func endInModel(t *testing.T, step int, c *Coordinator, ender *recordingEnder, m
 	if _, err := c.Get(id); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("step %d: %v still known after it ended: %v", step, id, err)
 	}
+	return true
 }
 
 func checkEndedEverywhere(t *testing.T, ender *recordingEnder, m *modelTxn, id ID, commit bool) {
@@ -210,7 +247,9 @@ func checkEndedEverywhere(t *testing.T, ender *recordingEnder, m *modelTxn, id I
 // coordinator to have done the same.
 func expireInModel(t *testing.T, c *Coordinator, ender *recordingEnder, model map[ID]*modelTxn, now time.Time) {
 	t.Helper()
-	c.Expire()
+	if c.Expire() > 0 {
+		defer allLogged(model) // each abort's ABORTING record took the waiting ones along
+	}
 	for id, m := range model {
 		if m.status != Open {
 			continue
@@ -256,11 +295,12 @@ func crashAndRecover(t *testing.T, rng *rand.Rand, c *Coordinator, cfg Config, l
 		}
 	}
 	log.SetFail(errors.New("injected: crash"))
-	// New answers before its record is durable: the record is lost, the
-	// coordinator fails, and the id is never issued again.
+	// New answers before its record is durable: the record (flushed) is
+	// lost, the coordinator fails, and the id is never issued again.
 	lost, err := c.New(time.Second)
 	if err == nil {
 		issued[lost] = true
+		c.Flush()
 		for deadline := time.Now().Add(5 * time.Second); c.Failed() == nil; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the coordinator did not fail after its log refused a record")
@@ -285,12 +325,24 @@ func checkRecovered(t *testing.T, c *Coordinator, ender *recordingEnder, model m
 	}
 	for id, m := range model {
 		if m.status.ended() {
-			if _, ok := live[id]; ok {
-				t.Fatalf("ended %v is live again after recovery", id)
+			// Its final record may have been waiting for a ride when the
+			// log failed: then it is ending again, the same way.
+			if meta, ok := live[id]; ok {
+				want := map[Status]Status{Committed: Committing, Aborted: Aborting}[m.status]
+				if meta.Status != want {
+					t.Fatalf("ended (%v) %v is live again after recovery as %v", m.status, id, meta.Status)
+				}
+				waitGone(t, c, id)
 			}
 			continue
 		}
 		meta, ok := live[id]
+		if !ok && !m.logged {
+			// Opened, never logged (nothing added to it): unknown now,
+			// as if it had ended with nothing to end.
+			m.status = Aborted
+			continue
+		}
 		if !ok {
 			t.Fatalf("open %v lost in recovery", id)
 		}
@@ -358,7 +410,7 @@ func TestTrimKeepsSequence(t *testing.T) {
 		last = id
 	}
 	open, _ := c.New(time.Minute)
-	// New's record settles in the background; Trim waits for it.
+	c.Flush() // New's record waits for a ride; Flush gives it one
 	for deadline := time.Now().Add(5 * time.Second); log.Len() != 1; time.Sleep(time.Millisecond) {
 		if err := c.Trim(context.Background()); err != nil {
 			t.Fatal(err)
@@ -429,4 +481,133 @@ func TestEndWhileEnding(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+}
+
+// Records ride together: New's record waits for the next append of the
+// coordinator, and a final (COMMITTED, ABORTED) record for the one after
+// its ending; so a transaction opened, given a partition and committed
+// takes two log entries, not four.
+func TestRecordsRideTogether(t *testing.T) {
+	log := &MemoryLog{}
+	ender := newRecordingEnder(0)
+	cfg := Config{ID: 4, Log: log, Ender: ender}
+	c := mustRecover(t, cfg)
+	var ids []ID
+	for range 10 {
+		id, err := c.New(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if n := log.Len(); n != 0 {
+		t.Fatalf("%d log entries after 10 News, want 0 (their records wait for a ride)", n)
+	}
+	for i, id := range ids {
+		if err := c.AddPartitions(id, []string{fmt.Sprint("p", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := log.Len(); n != 10 {
+		t.Fatalf("%d log entries after 10 News and 10 partitions added, want 10", n)
+	}
+	for _, id := range ids {
+		if err := c.End(context.Background(), id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := log.Len(); n != 20 {
+		t.Fatalf("%d log entries after 10 commits, want 20 (each COMMITTING carries the last one's COMMITTED)", n)
+	}
+	// Recovered now, only the last transaction (its COMMITTED still
+	// waiting) is ended again.
+	c.Close()
+	c = mustRecover(t, cfg)
+	waitGone(t, c, ids[9])
+	if got := c.List(); len(got) != 0 {
+		t.Fatalf("live after recovery: %v", got)
+	}
+	if got := ender.count(ids[9]); got != 2 {
+		t.Fatalf("%v ended %d times, want twice: its COMMITTED record was not written, so recovery ends it again", ids[9], got)
+	}
+	for _, id := range ids[:9] {
+		if got := ender.count(id); got != 1 {
+			t.Fatalf("%v ended %d times, want once: its COMMITTED record rode the next entry", id, got)
+		}
+	}
+}
+
+// Flush writes the records waiting for a ride: an open transaction
+// without a partition survives a crash once flushed.
+func TestFlushKeepsOpenTransaction(t *testing.T) {
+	log := &MemoryLog{}
+	cfg := Config{ID: 5, Log: log, Ender: newRecordingEnder(0)}
+	c := mustRecover(t, cfg)
+	id, err := c.New(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Flush()
+	for deadline := time.Now().Add(5 * time.Second); log.Len() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log has %d entries after Flush, want 1", log.Len())
+		}
+	}
+	c.Flush() // nothing waits: no entry
+	c.Close()
+	if n := log.Len(); n != 1 {
+		t.Fatalf("log has %d entries after a second Flush with nothing waiting, want 1", n)
+	}
+	c = mustRecover(t, cfg)
+	if m, err := c.Get(id); err != nil || m.Status != Open {
+		t.Fatalf("flushed open transaction after recovery: %+v, %v", m, err)
+	}
+}
+
+// An entry of several records decodes to each of them; garbage is a
+// corruption, never a panic.
+func TestEntryRoundTrip(t *testing.T) {
+	a := Meta{ID: ID{2, 1}, Status: Open, Start: time.UnixMilli(1), Timeout: time.Second, LastModified: time.UnixMilli(1)}
+	b := Meta{ID: ID{2, 2}, Status: Committed, Start: time.UnixMilli(2), Timeout: time.Second,
+		Partitions: []string{"x"}, LastModified: time.UnixMilli(3)}
+	for _, recs := range [][]Meta{{a}, {a, b}, {b, a, b}} {
+		var enc [][]byte
+		for _, m := range recs {
+			enc = append(enc, encode(m))
+		}
+		got, err := decodeEntry(2, encodeEntry(enc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(recs) {
+			t.Fatalf("decoded %+v, want %+v", got, recs)
+		}
+	}
+	if _, err := decodeEntry(2, []byte{byte(fBatch<<3 | 2), 5, 0x08}); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("truncated batch: %v", err)
+	}
+	bad := append(encodeEntry([][]byte{encode(a), encode(b)}), 0x08, 0x01)
+	if _, err := decodeEntry(2, bad); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("batch with a stray field: %v", err)
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	one := encode(Meta{ID: ID{1, 7}, Partitions: []string{"x"}})
+	f.Add(one)
+	f.Add(encodeEntry([][]byte{one, encode(Meta{ID: ID{1, 8}, Status: Aborted})}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, err := decodeEntry(1, b)
+		if err != nil {
+			return
+		}
+		var enc [][]byte
+		for _, m := range ms {
+			enc = append(enc, encode(m))
+		}
+		again, err := decodeEntry(1, encodeEntry(enc))
+		if err != nil || len(again) != len(ms) {
+			t.Fatalf("re-encoded entry of %d records: %d, %v", len(ms), len(again), err)
+		}
+	})
 }

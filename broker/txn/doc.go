@@ -14,8 +14,16 @@
 //
 // # Behaviour
 //
-//   - New, AddPartitions, AddSubscriptions and End answer once the log
-//     holds the change. A change the log could not take fails the
+//   - AddPartitions, AddSubscriptions and End answer once the log holds
+//     the change. New answers at once and writes nothing: its record
+//     rides the coordinator's next append, as does the final record of an
+//     ended transaction (both wait at most a second: the broker calls
+//     Flush every second). So a transaction that is opened, given a
+//     partition and committed costs the log two entries (the partition's
+//     record, the COMMITTING one), where it would cost four alone. A
+//     crash loses at most a second of either: an open transaction with
+//     nothing in it, whose client is then told TransactionNotFound, and
+//     final records, whose transactions recovery ends again (harmless). A change the log could not take fails the
 //     coordinator: it refuses everything after (ErrClosed) and the broker
 //     loads it again from the log, so the memory never runs ahead of it.
 //   - End(commit) of an open transaction logs COMMITTING, ends it on every
@@ -33,12 +41,17 @@
 //
 // Each record is the whole state of one transaction after a change, so
 // replay keeps the last record per transaction and drops those that ended.
+// An entry is one record, or several as repeated field 15 of a Batch
+// (Pulsar's transactionLogBatchedWriteEnabled, without its delay: what
+// waits for a ride is what nobody waits for); versions before batching do
+// not read Batch entries.
 // Encoded with protowire (field numbers frozen):
 //
 //	Record       { 1: uint64 least_bits; 2: uint32 status; 3: uint64 start_ms;
 //	               4: uint64 timeout_ms; 5: repeated string partitions;
 //	               6: repeated SubRecord subscriptions; 7: uint64 last_modified_ms }
 //	SubRecord    { 1: string topic; 2: string subscription }
+//	Batch        { 15: repeated bytes record }
 //
 // The log is trimmed below the first record of the oldest live
 // transaction; before trimming, the highest sequence number issued is

@@ -28,7 +28,7 @@ func (c *Coordinator) End(ctx context.Context, id ID, commit bool) error {
 	case Open:
 		st.meta.Status, st.meta.LastModified = want, c.cfg.Now()
 		st.done = make(chan struct{})
-		wait := c.appendLocked(st, false)
+		wait := c.appendLocked(st)
 		c.mu.Unlock()
 		if err := wait(); err != nil {
 			st.endErr = err
@@ -81,11 +81,12 @@ func (c *Coordinator) finish(st *txnState) {
 	}
 	st.meta.Status = map[bool]Status{true: Committed, false: Aborted}[commit]
 	st.meta.LastModified = c.cfg.Now()
-	wait := c.appendLocked(st, false)
 	// The outcome is decided (the COMMITTING or ABORTING record is
-	// durable) and applied everywhere: the caller is answered now. If the
-	// final record is lost, recovery ends the transaction again, which
-	// changes nothing.
+	// durable) and applied everywhere: the caller is answered now, and
+	// the final record rides the coordinator's next append (Flush's at
+	// the latest). If it is lost, recovery ends the transaction again,
+	// which changes nothing.
+	c.finals = append(c.finals, st.meta)
 	delete(c.txns, m.ID.Least)
 	c.mu.Unlock()
 	if commit {
@@ -94,7 +95,6 @@ func (c *Coordinator) finish(st *txnState) {
 		c.aborted.Add(1)
 	}
 	close(st.done)
-	_ = wait() // a failure fails the coordinator
 }
 
 // runAll runs fns side by side and returns when all have: the common
@@ -165,6 +165,9 @@ func (c *Coordinator) Trim(ctx context.Context) error {
 	c.mu.Lock()
 	before, seq, any := c.last, c.seq, c.last != (managedledger.Position{})
 	for _, st := range c.txns {
+		if !st.logged {
+			continue // nothing of it in the log: it needs nothing kept
+		}
 		if !st.hasFirst {
 			c.mu.Unlock()
 			return nil // a first record still being written: next time

@@ -93,6 +93,56 @@ func encode(m Meta) []byte {
 	return protowire.AppendVarint(b, uint64(m.LastModified.UnixMilli()))
 }
 
+// fBatch is the field of an entry holding several records, each one
+// length-delimited (never a record's first field: encode begins with
+// fLeast).
+const fBatch = 15
+
+// encodeEntry is the log entry of recs: the record itself when it is
+// alone (as every entry written before batching), else each as field
+// fBatch.
+func encodeEntry(recs [][]byte) []byte {
+	if len(recs) == 1 {
+		return recs[0]
+	}
+	var b []byte
+	for _, r := range recs {
+		b = protowire.AppendTag(b, fBatch, protowire.BytesType)
+		b = protowire.AppendBytes(b, r)
+	}
+	return b
+}
+
+// decodeEntry reads the records of a log entry of coordinator tc, in
+// order.
+func decodeEntry(tc uint64, b []byte) ([]Meta, error) {
+	if num, _, n := protowire.ConsumeTag(b); n < 0 || num != fBatch {
+		m, err := decode(tc, b)
+		if err != nil {
+			return nil, err
+		}
+		return []Meta{m}, nil
+	}
+	var out []Meta
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != fBatch || typ != protowire.BytesType {
+			return nil, fmt.Errorf("%w: batch entry: field %d type %d after %d records", ErrCorruptRecord, num, typ, len(out))
+		}
+		rec, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return nil, fmt.Errorf("%w: batch entry: record %d: %v", ErrCorruptRecord, len(out), protowire.ParseError(m))
+		}
+		meta, err := decode(tc, rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, meta)
+		b = b[n+m:]
+	}
+	return out, nil
+}
+
 // decode reads a record of coordinator tc; unknown fields are skipped.
 func decode(tc uint64, b []byte) (Meta, error) {
 	m := Meta{ID: ID{Most: tc}}
