@@ -76,9 +76,21 @@ var errTooManyTxns = errors.New("the coordinator has reached maxActiveTransactio
 // handler looks the coordinator up again only when its connection
 // closes, and would otherwise ask here for ever.
 func (c *serverConn) txnRequest(what string, fn func(ctx context.Context) error) error {
+	return c.txnRequestWithin(what, time.Minute, fn)
+}
+
+// txnRequestWithin is txnRequest with fn's context ending after within,
+// or only with the connection when within is 0: for the requests that
+// wait for nothing but the coordinator's loading (bounded there), whose
+// timer per request was a measurable part of a transaction's cost.
+func (c *serverConn) txnRequestWithin(what string, within time.Duration, fn func(ctx context.Context) error) error {
 	c.goSafe(what, func() {
-		ctx, cancel := context.WithTimeout(c.ctx, time.Minute)
-		defer cancel()
+		ctx := c.ctx
+		if within > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, within)
+			defer cancel()
+		}
 		if err := fn(ctx); errors.Is(err, errCoordinatorElsewhere) {
 			c.t.Close(fmt.Errorf("%s: %w", what, err))
 		}
@@ -87,7 +99,7 @@ func (c *serverConn) txnRequest(what string, fn func(ctx context.Context) error)
 }
 
 func (c *serverConn) handleTcClientConnect(cmd *pb.CommandTcClientConnectRequest) error {
-	return c.txnRequest("TC_CLIENT_CONNECT", func(ctx context.Context) error {
+	return c.txnRequestWithin("TC_CLIENT_CONNECT", 0, func(ctx context.Context) error {
 		_, err := c.b.coordinator(ctx, cmd.GetTcId())
 		if err == nil {
 			c.b.registerTCConn(cmd.GetTcId(), c)
@@ -100,7 +112,7 @@ func (c *serverConn) handleTcClientConnect(cmd *pb.CommandTcClientConnectRequest
 }
 
 func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
-	return c.txnRequest("NEW_TXN", func(ctx context.Context) error {
+	return c.txnRequestWithin("NEW_TXN", 0, func(ctx context.Context) error {
 		resp := &pb.CommandNewTxnResponse{RequestId: cmd.RequestId}
 		co, err := c.b.coordinator(ctx, cmd.GetTcId())
 		if err == nil && c.b.cfg.MaxActiveTransactionsPerCoordinator > 0 && co.Ongoing() >= c.b.cfg.MaxActiveTransactionsPerCoordinator {
@@ -123,7 +135,7 @@ func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
 
 func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) error {
 	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
-	return c.txnRequest("ADD_PARTITION_TO_TXN", func(ctx context.Context) error {
+	return c.txnRequestWithin("ADD_PARTITION_TO_TXN", 0, func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		for _, p := range cmd.GetPartitions() {
 			if err != nil {
@@ -148,7 +160,7 @@ func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) e
 
 func (c *serverConn) handleAddSubscriptionToTxn(cmd *pb.CommandAddSubscriptionToTxn) error {
 	id := txn.ID{Most: cmd.GetTxnidMostBits(), Least: cmd.GetTxnidLeastBits()}
-	return c.txnRequest("ADD_SUBSCRIPTION_TO_TXN", func(ctx context.Context) error {
+	return c.txnRequestWithin("ADD_SUBSCRIPTION_TO_TXN", 0, func(ctx context.Context) error {
 		co, err := c.b.coordinator(ctx, id.Most)
 		var subs []txn.Subscription
 		for _, s := range cmd.GetSubscription() {

@@ -97,6 +97,10 @@ func (b *Broker) coordinator(ctx context.Context, tc uint64) (*txn.Coordinator, 
 	if c := b.hostedCoordinator(tc); c != nil {
 		return c, nil
 	}
+	// Loading reads the log: bounded here, as the requests that ask for a
+	// coordinator may carry only their connection's context.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	n, err := b.partitions(ctx, assignTopic)
 	if err != nil {
 		return nil, err
@@ -130,7 +134,7 @@ func (b *Broker) loadCoordinator(ctx context.Context, tc uint64) (*txn.Coordinat
 	log, err := txn.OpenMLLog(ctx, ml)
 	if err == nil {
 		var c *txn.Coordinator
-		c, err = txn.Recover(ctx, txn.Config{ID: tc, Log: log, Ender: txnEnder{b}, Logger: b.log})
+		c, err = txn.Recover(ctx, txn.Config{ID: tc, Log: log, Ender: txnEnder{b}, Logger: b.log, Go: b.workers.Go})
 		if err == nil {
 			b.txnCoords.mu.Lock()
 			if b.txnCoords.loaded == nil {

@@ -56,6 +56,13 @@ type Config struct {
 	// transaction on a partition that failed (doubling to 5 s; 100 ms
 	// when zero).
 	RetryDelay time.Duration
+	// Go runs the coordinator's background work (the ending of each
+	// committed or aborted transaction, down the marker's write path)
+	// without blocking: the broker's goroutine pool, whose goroutines
+	// keep the stacks that path grew (a fresh goroutine per commit spent
+	// a thirtieth of the broker's CPU growing its stack). A go statement
+	// when nil.
+	Go func(func())
 }
 
 // Coordinator is one transaction coordinator (see the package doc).
@@ -107,6 +114,9 @@ func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 100 * time.Millisecond
 	}
+	if cfg.Go == nil {
+		cfg.Go = func(fn func()) { go fn() }
+	}
 	c := &Coordinator{cfg: cfg, txns: map[uint64]*txnState{}, recoverStart: cfg.Now()}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	err := cfg.Log.Replay(ctx, func(pos managedledger.Position, rec []byte) error {
@@ -138,7 +148,7 @@ func Recover(ctx context.Context, cfg Config) (*Coordinator, error) {
 		}
 	}
 	for _, st := range ending {
-		go c.finish(st)
+		cfg.Go(func() { c.finish(st) })
 	}
 	return c, nil
 }
@@ -354,5 +364,5 @@ func (c *Coordinator) Flush() {
 	}
 	wait := c.appendLocked(nil)
 	c.mu.Unlock()
-	go func() { _ = wait() }() // a failure fails the coordinator
+	c.cfg.Go(func() { _ = wait() }) // a failure fails the coordinator
 }

@@ -35,7 +35,7 @@ func (c *Coordinator) End(ctx context.Context, id ID, commit bool) error {
 			close(st.done)
 			return err
 		}
-		go c.finish(st)
+		c.cfg.Go(func() { c.finish(st) })
 	case want:
 		c.mu.Unlock()
 	default:
@@ -149,12 +149,12 @@ func (c *Coordinator) Expire() int {
 	}
 	c.mu.Unlock()
 	for _, id := range late {
-		go func() {
+		c.cfg.Go(func() {
 			if err := c.End(c.ctx, id, false); err == nil {
 				c.timedOut.Add(1)
 				c.cfg.Logger.Info("transaction timed out; aborted", "coordinator", c.cfg.ID, "txn", id.String())
 			}
-		}()
+		})
 	}
 	return len(late)
 }
