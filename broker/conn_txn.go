@@ -112,25 +112,38 @@ func (c *serverConn) handleTcClientConnect(cmd *pb.CommandTcClientConnectRequest
 }
 
 func (c *serverConn) handleNewTxn(cmd *pb.CommandNewTxn) error {
-	return c.txnRequestWithin("NEW_TXN", 0, func(ctx context.Context) error {
-		resp := &pb.CommandNewTxnResponse{RequestId: cmd.RequestId}
-		co, err := c.b.coordinator(ctx, cmd.GetTcId())
-		if err == nil && c.b.cfg.MaxActiveTransactionsPerCoordinator > 0 && co.Ongoing() >= c.b.cfg.MaxActiveTransactionsPerCoordinator {
-			err = fmt.Errorf("%w (%d)", errTooManyTxns, c.b.cfg.MaxActiveTransactionsPerCoordinator)
+	// txn_ttl_seconds carries milliseconds: every official client sends
+	// its timeout in milliseconds in it, and Pulsar reads it so.
+	timeout := time.Duration(cmd.GetTxnTtlSeconds()) * time.Millisecond
+	if co := c.b.readyCoordinator(cmd.GetTcId()); co != nil {
+		// The common case waits for nothing (the record rides a later
+		// append): answered here, without a hand-off.
+		id, done, err := co.TryNew(timeout)
+		if done || err != nil {
+			return c.answerNewTxn(cmd, id, err)
 		}
+	}
+	return c.txnRequestWithin("NEW_TXN", 0, func(ctx context.Context) error {
+		co, err := c.b.coordinator(ctx, cmd.GetTcId())
+		var id txn.ID
 		if err == nil {
-			// txn_ttl_seconds carries milliseconds: every official client
-			// sends its timeout in milliseconds in it, and Pulsar reads
-			// it so.
-			var id txn.ID
-			if id, err = co.New(time.Duration(cmd.GetTxnTtlSeconds()) * time.Millisecond); err == nil {
-				resp.TxnidMostBits, resp.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
+			if err = c.b.txnRoom(co); err == nil {
+				id, err = co.New(timeout)
 			}
 		}
-		resp.Error, resp.Message = errorFields(err)
-		_ = c.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN_RESPONSE.Enum(), NewTxnResponse: resp})
+		_ = c.answerNewTxn(cmd, id, err)
 		return err
 	})
+}
+
+// answerNewTxn sends NEW_TXN's response: id, or err.
+func (c *serverConn) answerNewTxn(cmd *pb.CommandNewTxn, id txn.ID, err error) error {
+	resp := &pb.CommandNewTxnResponse{RequestId: cmd.RequestId}
+	if err == nil {
+		resp.TxnidMostBits, resp.TxnidLeastBits = ptr(id.Most), ptr(id.Least)
+	}
+	resp.Error, resp.Message = errorFields(err)
+	return c.send(&pb.BaseCommand{Type: pb.BaseCommand_NEW_TXN_RESPONSE.Enum(), NewTxnResponse: resp})
 }
 
 func (c *serverConn) handleAddPartitionToTxn(cmd *pb.CommandAddPartitionToTxn) error {

@@ -111,6 +111,32 @@ func (b *Broker) coordinator(ctx context.Context, tc uint64) (*txn.Coordinator, 
 	return b.loadCoordinator(ctx, tc)
 }
 
+// readyCoordinator is coordinator tc if it is loaded here, working, and
+// its assign partition still served here, without waiting for anything
+// (nil otherwise, or when it has no room for another transaction: the
+// caller then takes the path that may wait, and answers its errors).
+func (b *Broker) readyCoordinator(tc uint64) *txn.Coordinator {
+	if !b.cfg.TransactionCoordinatorEnabled || !b.servesTopic(partitionName(assignTopic, int(tc))) {
+		return nil
+	}
+	b.txnCoords.mu.Lock()
+	h := b.txnCoords.loaded[tc]
+	b.txnCoords.mu.Unlock()
+	if h == nil || h.c.Failed() != nil || b.txnRoom(h.c) != nil {
+		return nil
+	}
+	return h.c
+}
+
+// txnRoom refuses another transaction past
+// maxActiveTransactionsPerCoordinator.
+func (b *Broker) txnRoom(c *txn.Coordinator) error {
+	if limit := b.cfg.MaxActiveTransactionsPerCoordinator; limit > 0 && c.Ongoing() >= limit {
+		return fmt.Errorf("%w (%d)", errTooManyTxns, limit)
+	}
+	return nil
+}
+
 func (b *Broker) hostedCoordinator(tc uint64) *txn.Coordinator {
 	b.txnCoords.mu.Lock()
 	h := b.txnCoords.loaded[tc]

@@ -214,13 +214,33 @@ func (c *Coordinator) New(timeout time.Duration) (ID, error) {
 		}
 		c.reserved = next
 	}
+	return c.newLocked(timeout), nil
+}
+
+// TryNew is New when it can answer without waiting (an id is reserved);
+// false when New must reserve more first, which waits for the log's
+// metadata. The broker answers NEW_TXN on the connection's event loop
+// with it.
+func (c *Coordinator) TryNew(timeout time.Duration) (ID, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return ID{}, true, c.closedErr()
+	}
+	if c.seq+1 > c.reserved {
+		return ID{}, false, nil
+	}
+	return c.newLocked(timeout), true, nil
+}
+
+func (c *Coordinator) newLocked(timeout time.Duration) ID {
 	c.seq++
 	now := c.cfg.Now()
 	st := &txnState{meta: Meta{ID: ID{c.cfg.ID, c.seq}, Status: Open, Start: now, Timeout: timeout, LastModified: now}}
 	c.txns[c.seq] = st
 	c.unlogged = append(c.unlogged, st)
 	c.created.Add(1)
-	return st.meta.ID, nil
+	return st.meta.ID
 }
 
 // AddPartitions adds the partitions an open transaction produces to.

@@ -611,3 +611,35 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// TryNew issues an id only when one is reserved (New reserves a block
+// first, a write TryNew must not wait for), and never the same one twice.
+func TestTryNewOnlyWithReservedIDs(t *testing.T) {
+	log := &MemoryLog{}
+	c := mustRecover(t, Config{ID: 6, Log: log, Ender: newRecordingEnder(0)})
+	if _, done, err := c.TryNew(time.Minute); done || err != nil {
+		t.Fatalf("TryNew with no id reserved: done %v, err %v; want not done", done, err)
+	}
+	first, err := c.New(time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[ID]bool{first: true}
+	for range sequenceBlock - 1 {
+		id, done, err := c.TryNew(time.Minute)
+		if !done || err != nil || seen[id] {
+			t.Fatalf("TryNew within the reserved block: %v, done %v, err %v (seen %v)", id, done, err, seen[id])
+		}
+		seen[id] = true
+	}
+	if _, done, _ := c.TryNew(time.Minute); done {
+		t.Fatalf("TryNew past the %d reserved ids issued one", sequenceBlock)
+	}
+	if log.SavedSequence() != sequenceBlock {
+		t.Fatalf("saved sequence %d, want %d: TryNew must not reserve", log.SavedSequence(), sequenceBlock)
+	}
+	c.Close()
+	if _, done, err := c.TryNew(time.Minute); !done || !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryNew on a closed coordinator: done %v, err %v; want ErrClosed", done, err)
+	}
+}
