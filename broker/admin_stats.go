@@ -10,9 +10,11 @@ package broker
 //     subscription: durable ones (also those whose cursor has no consumer
 //     since the topic loaded: type "None") and readers (isDurable false).
 //     Per-producer and per-consumer rates are not tracked: zero.
-//   - internalStats: what the ManagedLedger and Cursor interfaces expose.
-//     The ledger list, entriesAddedCounter, currentLedgerSize and cursor
-//     ledgers are not exposed and stay empty, zero or -1;
+//   - internalStats: what the ManagedLedger and Cursor interfaces expose,
+//     and entriesAddedCounter, the entries the topic stored since it
+//     loaded (as Pulsar's, counted since the managed ledger opened).
+//     currentLedgerSize and cursor ledgers are not exposed and stay zero
+//     or -1;
 //     currentLedgerEntries is the entry count of the ledger holding the
 //     last entry. A cursor's individually deleted ranges are found by
 //     reading at most maxAckScan entries after its mark-delete position.
@@ -181,7 +183,7 @@ func (b *Broker) InternalStats(ctx context.Context, name string) (admin.Internal
 
 func internalStatsOf(ctx context.Context, t *topic) (admin.InternalStats, error) {
 	last := t.ml.LastConfirmed()
-	st := admin.InternalStats{NumberOfEntries: t.ml.Entries(), TotalSize: t.ml.Size(),
+	st := admin.InternalStats{NumberOfEntries: t.ml.Entries(), TotalSize: t.ml.Size(), EntriesAddedCounter: t.entriesAdded.Load(),
 		CurrentLedgerEntries: max(last.EntryID+1, 0), LastConfirmedEntry: last.String(), State: "LedgerOpened",
 		Ledgers: []admin.LedgerInfo{}, Cursors: map[string]admin.CursorStats{}, SchemaLedgers: []struct{}{},
 		CompactedLedger: admin.CompactedLedger{LedgerID: -1, Entries: -1, Size: -1}}

@@ -508,6 +508,9 @@ func TestAdminInternalStatsAndMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := st.Cursors["sub"]
+	if st.EntriesAddedCounter != 6 {
+		t.Fatalf("entriesAddedCounter %d after 6 entries were added, want 6", st.EntriesAddedCounter)
+	}
 	if st.NumberOfEntries != 6 || st.LastConfirmedEntry != pos(5) || st.State != "LedgerOpened" || st.TotalSize == 0 ||
 		cur.MarkDeletePosition != pos(0) || cur.ReadPosition == "" ||
 		cur.IndividuallyDeletedMessages != "[("+pos(1)+".."+pos(3)+"]]" || cur.TotalNonContiguousDeletedMessagesRange != 1 {

@@ -31,6 +31,10 @@ type topic struct {
 
 	stats topicStats
 	rates rateWindow // updated every StatsUpdateFrequency
+	// entriesAdded counts the entries stored since the topic loaded
+	// (messages, batches and markers alike): internal stats'
+	// entriesAddedCounter.
+	entriesAdded atomic.Int64
 	// movedTo is the broker the topic's bundle is handed to while it
 	// closes (nil otherwise): its clients are told to reconnect there.
 	movedTo atomic.Pointer[ownership.LookupResult]
@@ -229,6 +233,9 @@ func (t *topic) addEntryFrom(entry []byte, owned bool, sum crc32c.Known, message
 	cb = func(pos managedledger.Position, err error) {
 		if err != nil && !errors.Is(err, managedledger.ErrTerminated) {
 			t.addFailed(err) // before anything else: the next SEND must see the fence
+		}
+		if err == nil {
+			t.entriesAdded.Add(1)
 		}
 		orig(pos, err)
 		t.endAdd()
