@@ -111,20 +111,25 @@ func (c *compactedCursor) rewindLocked() {
 	c.next, c.idxOf = &start, -1
 }
 
-// beforeFirstStored reports whether p is before the first stored entry.
+// beforeFirstStored reports whether p is before the first stored entry;
+// true when that cannot be looked up (the managed ledger refuses a
+// reader): every caller then falls back to the compacted progress, which
+// delivers again rather than skips.
 func (t *topic) beforeFirstStored(p managedledger.Position) bool {
-	return p.Compare(t.firstStored()) < 0
+	first, ok := t.firstStored()
+	return !ok || p.Compare(first) < 0
 }
 
 // firstStored is the position of the first stored entry (the next one
-// to be written when none is).
-func (t *topic) firstStored() managedledger.Position {
+// to be written when none is); false when the managed ledger refuses a
+// reader (closed, fenced).
+func (t *topic) firstStored() (managedledger.Position, bool) {
 	cur, err := t.ml.NewNonDurableCursor(managedledger.Position{LedgerID: -1, EntryID: -1})
 	if err != nil {
-		return managedledger.Position{}
+		return managedledger.Position{}, false
 	}
 	defer cur.Close(context.Background())
-	return cur.ReadPosition()
+	return cur.ReadPosition(), true
 }
 
 func (c *compactedCursor) ReadPosition() managedledger.Position {

@@ -508,7 +508,8 @@ func TestCompactedReadRacingTrim(t *testing.T) {
 				for _, x := range tp.ml.Cursors() {
 					md = append(md, x.Name()+"@"+x.MarkDeletePosition().String())
 				}
-				return fmt.Errorf("first stored %v, horizon %v (last %v, %d stored, cursors %v)", tp.firstStored(), v.horizon, tp.ml.LastConfirmed(), tp.ml.Entries(), md)
+				first, _ := tp.firstStored()
+				return fmt.Errorf("first stored %v, horizon %v (last %v, %d stored, cursors %v)", first, v.horizon, tp.ml.LastConfirmed(), tp.ml.Entries(), md)
 			}
 			return nil
 		})
@@ -527,5 +528,35 @@ func TestCompactedReadRacingTrim(t *testing.T) {
 			got = append(got, e.Position.String())
 		}
 		t.Fatalf("compacted read racing a trim gave %d entries %v, want the 5 keys' last values", len(entries), got)
+	}
+}
+
+// closedReaderML is a managed ledger that refuses new readers (closed or
+// fenced under a compacted read).
+type closedReaderML struct{ managedledger.ManagedLedger }
+
+func (closedReaderML) NewNonDurableCursor(managedledger.Position) (managedledger.Cursor, error) {
+	return nil, managedledger.ErrClosed
+}
+
+// trimmedCursor counts every position acknowledged, as a cursor does for
+// positions in trimmed ledgers, and has no compacted progress stored.
+type trimmedCursor struct{ managedledger.Cursor }
+
+func (trimmedCursor) IsAcknowledged(managedledger.Position) bool { return true }
+func (trimmedCursor) Properties() map[string]int64             { return nil }
+
+// When the first stored entry cannot be looked up (the managed ledger
+// refuses a reader), a compacted entry counts as not acknowledged: it is
+// delivered (at least once), never skipped. The lookup used to answer
+// position 0:0, before which no entry is, so every compacted entry
+// counted as acknowledged and a compacted read skipped them all.
+func TestCompactedAckWhenFirstStoredUnknown(t *testing.T) {
+	tp := &topic{ml: closedReaderML{}}
+	c := &compactedCursor{Cursor: trimmedCursor{}, t: tp, idxOf: -1}
+	for _, pos := range []managedledger.Position{{LedgerID: 3, EntryID: 0}, {LedgerID: 12, EntryID: 7}} {
+		if c.acknowledged(pos) {
+			t.Fatalf("compacted entry %v counted acknowledged with the first stored entry unknown", pos)
+		}
 	}
 }
