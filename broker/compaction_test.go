@@ -544,7 +544,7 @@ func (closedReaderML) NewNonDurableCursor(managedledger.Position) (managedledger
 type trimmedCursor struct{ managedledger.Cursor }
 
 func (trimmedCursor) IsAcknowledged(managedledger.Position) bool { return true }
-func (trimmedCursor) Properties() map[string]int64             { return nil }
+func (trimmedCursor) Properties() map[string]int64               { return nil }
 
 // When the first stored entry cannot be looked up (the managed ledger
 // refuses a reader), a compacted entry counts as not acknowledged: it is
