@@ -225,7 +225,13 @@ func (c *compactedCursor) readCompacted(ctx context.Context, n int, maxBytes int
 	for c.idx <= v.last && len(out) < n && (len(out) == 0 || size < maxBytes) {
 		e, err := readCompactedEntry(ctx, v, c.idx)
 		if err != nil {
-			return out, true, err
+			if len(out) > 0 {
+				// Hand out what was read (a read that fails is dropped
+				// whole, and next has moved past these): the failed
+				// entry is read again next time.
+				return out, true, nil
+			}
+			return nil, true, err
 		}
 		c.idx++
 		next := managedledger.Position{LedgerID: e.Position.LedgerID, EntryID: e.Position.EntryID + 1}
