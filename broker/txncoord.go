@@ -119,9 +119,7 @@ func (b *Broker) readyCoordinator(tc uint64) *txn.Coordinator {
 	if !b.cfg.TransactionCoordinatorEnabled || !b.servesTopic(partitionName(assignTopic, int(tc))) {
 		return nil
 	}
-	b.txnCoords.mu.Lock()
-	h := b.txnCoords.loaded[tc]
-	b.txnCoords.mu.Unlock()
+	h := b.loadedCoordinator(tc)
 	if h == nil || h.c.Failed() != nil || b.txnRoom(h.c) != nil {
 		return nil
 	}
@@ -137,10 +135,15 @@ func (b *Broker) txnRoom(c *txn.Coordinator) error {
 	return nil
 }
 
-func (b *Broker) hostedCoordinator(tc uint64) *txn.Coordinator {
+// loadedCoordinator is coordinator tc's entry, if it is loaded here.
+func (b *Broker) loadedCoordinator(tc uint64) *hostedCoordinator {
 	b.txnCoords.mu.Lock()
-	h := b.txnCoords.loaded[tc]
-	b.txnCoords.mu.Unlock()
+	defer b.txnCoords.mu.Unlock()
+	return b.txnCoords.loaded[tc]
+}
+
+func (b *Broker) hostedCoordinator(tc uint64) *txn.Coordinator {
+	h := b.loadedCoordinator(tc)
 	if h == nil {
 		return nil
 	}

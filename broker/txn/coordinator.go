@@ -313,8 +313,8 @@ func (c *Coordinator) closedErr() error {
 // one entry; the returned wait reports how it went (a failure fails the
 // coordinator) and notes where the transactions logged for the first time
 // begin. Appended under mu so that the log's order is the order of the
-// changes. st may be nil (Flush); nothing is appended when no record is
-// due.
+// changes. st may be nil (Flush): then nothing is appended, and wait is
+// nil, when no record is due.
 func (c *Coordinator) appendLocked(st *txnState) func() error {
 	type result struct {
 		pos managedledger.Position
@@ -342,9 +342,10 @@ func (c *Coordinator) appendLocked(st *txnState) func() error {
 	for _, m := range c.finals {
 		recs = append(recs, encode(m))
 	}
+	clear(c.finals)
 	c.finals = c.finals[:0]
 	if len(recs) == 0 {
-		return func() error { return nil }
+		return nil
 	}
 	// The callback may run before Append returns (mu still held): it
 	// only hands the result over; wait applies it.
@@ -384,5 +385,7 @@ func (c *Coordinator) Flush() {
 	}
 	wait := c.appendLocked(nil)
 	c.mu.Unlock()
-	c.cfg.Go(func() { _ = wait() }) // a failure fails the coordinator
+	if wait != nil {
+		c.cfg.Go(func() { _ = wait() }) // a failure fails the coordinator
+	}
 }
