@@ -625,6 +625,10 @@ func (b *Broker) loadTopic(ctx context.Context, name TopicName) (*topic, error) 
 		_ = ml.Close(ctx)
 		return nil, err
 	}
+	if err := t.openCompactionCursor(ctx); err != nil {
+		_ = ml.Close(ctx)
+		return nil, err
+	}
 	return b.addTopic(ctx, t)
 }
 

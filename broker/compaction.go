@@ -8,6 +8,9 @@ package broker
 //     CompactedTopicLedger names the compacted ledger (a side ledger of
 //     the managed-ledger factory). Both change in one cursor write, so a
 //     crash leaves the old pair or the new one.
+//   - A topic whose compaction threshold is set gets the cursor as it
+//     loads (or at the next retention check once the threshold is set), at
+//     the earliest entry, so nothing is trimmed before a run reads it.
 //   - A run is started by the admin API (PUT .../compaction; 409 while one
 //     runs; on a partitioned topic, one per partition, on its owner) or by the compaction monitor once the compaction cursor's
 //     backlog passes the topic's compactionThreshold (topic policy, else
@@ -370,6 +373,34 @@ func openCompactedView(ctx context.Context, side managedledger.SideLedgers, id i
 		return nil, fmt.Errorf("open compacted ledger %d: %w", id, err)
 	}
 	return &compactedView{ledgerID: id, horizon: horizon, reader: r, last: r.LastEntryID()}, nil
+}
+
+// openCompactionCursor creates the compaction cursor of a topic whose
+// compaction threshold is set, at the earliest entry still stored, if it
+// has none. Without it a topic with no subscription and no retention lets
+// its full ledgers go before the first compaction, which then compacts
+// nothing; so, as Pulsar does (#11672), the cursor is there before the
+// topic is served, or from the retention check after a threshold is set.
+func (t *topic) openCompactionCursor(ctx context.Context) error {
+	if !t.name.Persistent() || t.hasCompactionCursor() {
+		return nil
+	}
+	if _, ok := t.b.sideLedgers(); !ok || t.compactionThreshold(ctx) <= 0 {
+		return nil
+	}
+	if _, err := t.ml.OpenCursor(ctx, compactionCursor, managedledger.CursorOptions{Initial: managedledger.Earliest}); err != nil {
+		return fmt.Errorf("topic %s: compaction cursor: %w", t.name, err)
+	}
+	return nil
+}
+
+func (t *topic) hasCompactionCursor() bool {
+	for _, c := range t.ml.Cursors() {
+		if c.Name() == compactionCursor {
+			return true
+		}
+	}
+	return false
 }
 
 // compactionThreshold is the backlog (bytes) of the compaction cursor

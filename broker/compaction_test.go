@@ -299,12 +299,20 @@ func TestCompactionOfBatches(t *testing.T) {
 // (from the compacted ledger, whose positions are before the first stored
 // entry); a plain reader gets only what is still stored.
 func TestCompactedReadAfterTrim(t *testing.T) {
-	b, url := startPolicyBrokerWith(t, func(*resources.Policies) {}, 10, Config{})
+	// A compaction threshold (never reached) keeps what is sent before
+	// the first compaction: with no subscription and no retention, a
+	// topic without one may trim its full ledgers before the compaction
+	// reads them, as Pulsar's does.
+	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {
+		never := int64(1) << 40
+		p.CompactionThreshold = &never
+	}, 10, Config{})
 	a, _ := policyAdmin(t, b)
 	c := newClient(t, url)
 	topic := "persistent://t/ns/compact-trimmed"
 	sent := rounds(5, 10)
 	sendKeyed(t, c, topic, false, sent)
+	b.applyRetention(context.Background()) // a retention check: it trims what no cursor holds, in the background
 	compactAndWait(t, a, topicName(t, topic))
 	// Trimming runs when acknowledgements or retention checks let it:
 	// more entries roll ledgers over.
@@ -658,4 +666,69 @@ func TestCompactedReadFailingMidwayLosesNothing(t *testing.T) {
 	if want := "[3:0 3:2 3:4 3:6 3:8]"; fmt.Sprint(got) != want {
 		t.Fatalf("compacted read with one failed entry read delivered %v, want %s", got, want)
 	}
+}
+
+// TestCompactionCursorCreatedWithThreshold: a topic whose compaction
+// threshold is set gets the compaction cursor as it loads, before any
+// publish, so what it is sent stays until a compaction has read it (with
+// no subscription and no retention the topic would otherwise let its
+// full ledgers go before the first compaction, which then compacts
+// nothing: Pulsar's #11672). A threshold set later creates the cursor at
+// the next retention check.
+func TestCompactionCursorCreatedWithThreshold(t *testing.T) {
+	b, url := startPolicyBrokerWith(t, func(p *resources.Policies) {
+		never := int64(1) << 40 // the monitor never starts one by itself
+		p.CompactionThreshold = &never
+	}, 10, Config{})
+	a, _ := policyAdmin(t, b)
+	c := newClient(t, url)
+	topic := "persistent://t/ns/compact-precreated"
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if !hasCursor(t, b, topic, compactionCursor) {
+		t.Fatal("no compaction cursor after the topic loaded with a compaction threshold")
+	}
+	sent := rounds(5, 10)
+	sendKeyed(t, c, topic, false, sent)
+	b.applyRetention(context.Background()) // a retention check: it trims what no cursor holds, in the background
+	compactAndWait(t, a, topicName(t, topic))
+	checkCompactedRead(t, readAll(t, c, topic, true), sent, 0)
+
+	// A threshold set on a topic already loaded without one.
+	later := "persistent://t/ns/compact-later"
+	if err := a.Topics().SetCompactionThreshold(topicName(t, later), 0); err != nil {
+		t.Fatal(err)
+	}
+	sendKeyed(t, c, later, false, rounds(1, 1))
+	b.applyRetention(context.Background())
+	if hasCursor(t, b, later, compactionCursor) {
+		t.Fatal("a compaction cursor on a topic whose threshold is 0")
+	}
+	if err := a.Topics().SetCompactionThreshold(topicName(t, later), 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "compaction cursor created once the threshold is set", func() error {
+		b.applyRetention(context.Background())
+		if !hasCursor(t, b, later, compactionCursor) {
+			return errors.New("no compaction cursor yet")
+		}
+		return nil
+	})
+}
+
+func hasCursor(t *testing.T, b *Broker, topic, name string) bool {
+	t.Helper()
+	tp, err := b.existingAdminTopic(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tp.ml.Cursors() {
+		if c.Name() == name {
+			return true
+		}
+	}
+	return false
 }

@@ -114,8 +114,14 @@ func (t *topic) retention(ctx context.Context) managedledger.Retention {
 
 // applyRetention gives every loaded topic its current retention, which
 // also trims what it lets go (policies change without a topic reload).
+// A compaction threshold set since the topic loaded creates its
+// compaction cursor first, so the trim keeps what the cursor holds.
 func (b *Broker) applyRetention(ctx context.Context) {
 	for _, t := range b.loadedTopics() {
+		if err := t.openCompactionCursor(ctx); err != nil {
+			b.log.Warn("compaction cursor not created: messages may be trimmed before a compaction reads them",
+				"topic", t.name.String(), "err", err)
+		}
 		t.ml.SetRetention(t.retention(ctx))
 	}
 	b.checkOffloads(ctx)
