@@ -111,3 +111,44 @@ func TestReadAheadWindowAdapts(t *testing.T) {
 		t.Fatalf("half way through quickly: plan from %d ok %v, window %d; want the next window, twice as large", from, ok, ra.window)
 	}
 }
+
+// TestAddsCachedOnlyWithCursors: an added entry goes to the cache only
+// while the managed ledger has a cursor (durable, or a reader's) that may
+// read it, as Pulsar caches adds only with active cursors. A topic
+// written with no subscription (a coordinator's log, a topic nobody reads
+// yet) would otherwise fill the cache with entries nobody asks for,
+// pushing out those that tailing readers of other topics need.
+func TestAddsCachedOnlyWithCursors(t *testing.T) {
+	e := newBKEnv(t)
+	ctx := context.Background()
+	f := e.factory(t, Config{})
+	ml, err := f.Open(ctx, "t/ns/persistent/cache-no-cursor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close(ctx)
+	bk := ml.(*bkLedger)
+	cached := func(p Position) bool { _, ok := f.cache.peek(cacheKey{bk.id, p}); return ok }
+	if p := addWait(t, ml, "nobody reads"); cached(p) {
+		t.Fatalf("entry %v added with no cursor is in the cache", p)
+	}
+	r, err := ml.NewNonDurableCursor(ml.LastConfirmed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := addWait(t, ml, "a reader tails"); !cached(p) {
+		t.Fatalf("entry %v added with a reader open is not in the cache", p)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := addWait(t, ml, "reader gone"); cached(p) {
+		t.Fatalf("entry %v added after the reader closed is in the cache", p)
+	}
+	if _, err := ml.OpenCursor(ctx, "sub", CursorOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p := addWait(t, ml, "a subscription"); !cached(p) {
+		t.Fatalf("entry %v added with a durable cursor is not in the cache", p)
+	}
+}

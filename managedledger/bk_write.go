@@ -158,13 +158,27 @@ func (ml *bkLedger) onAdded(w *ledger.WriteHandle, data []byte, cb func(Position
 	cur.meta.Size += int64(len(data))
 	ml.mu.failures = 0 // stored: the run of failures is over
 	pos := Position{w.ID(), entryID}
-	ml.f.cache.put(cacheKey{ml.id, pos}, data)
+	ml.cacheAddedLocked(pos, data)
 	woken := ml.takeWaitersLocked()
 	ml.mu.Unlock()
 	cb(pos, nil)
 	for _, wake := range woken {
 		wake()
 	}
+}
+
+// cacheAddedLocked puts an entry just added into the cache if a cursor
+// may read it: a subscription's or a reader's. As Pulsar (which caches
+// adds only with active cursors), a managed ledger nobody reads (a
+// topic with no subscription yet, a coordinator's log) keeps its entries
+// out of the cache, where they would push out what tailing readers of
+// other topics need and hold the heap at the cache's size for nothing.
+// A reader that comes later reads them from the bookies.
+func (ml *bkLedger) cacheAddedLocked(pos Position, data []byte) {
+	if len(ml.mu.cursors) == 0 && len(ml.mu.nonDurable) == 0 {
+		return
+	}
+	ml.f.cache.put(cacheKey{ml.id, pos}, data)
 }
 
 // addFailedLocked handles the first failed add of a writer: the adds
@@ -290,7 +304,7 @@ func (ml *bkLedger) recoverFailed(ctx context.Context, w *ledger.WriteHandle) er
 		pos := Position{cur.meta.ID, cur.meta.Entries}
 		cur.meta.Entries++
 		cur.meta.Size += int64(len(q.data))
-		ml.f.cache.put(cacheKey{ml.id, pos}, q.data)
+		ml.cacheAddedLocked(pos, q.data)
 		done = append(done, func() { q.cb(pos, nil) })
 	}
 	done = append(done, ml.takeWaitersLocked()...)
