@@ -77,6 +77,11 @@
 //     standalone's 50% rate and 20,000, 40,000 and 60,000 msg/s, each
 //     against in-memory storage at the same rate.
 //
+// A run spread over several client processes (many topics, transactions)
+// starts their warm-up together: each creates its producers, says ready in
+// a barrier directory and waits until all are (perf --start-barrier), so no
+// process measures while another still loads its topics.
+//
 // --only selects sections (machine, standalone, catchup (the cold catch-up alone), pinned, journaldev, cluster, nats, tls,
 // proxy, metadata, geo, syncgeo, txn), e.g. --only tls,proxy,metadata,geo.
 //

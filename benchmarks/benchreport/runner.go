@@ -76,24 +76,37 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 // against t, process i with args(i), and sums their reports
 // (perfclient.MergeReports: the latencies are those of every message of
 // every process). ClientCores is the processes' CPU summed: below 1 per
-// core they ran on, the clients were not the limit.
+// core they ran on, the clients were not the limit. The processes start
+// their warm-up together (a start barrier, released once every one has
+// created its clients): otherwise one that created its producers first
+// measures while the others still load their topics.
 func (r *runner) perfSpread(ctx context.Context, t target, label, mode string, n int, args func(i int) []string) (Run, error) {
 	if n <= 1 {
 		return r.perf(ctx, t, label, mode, args(0)...)
 	}
+	barrier, err := os.MkdirTemp("", "benchreport-barrier-")
+	if err != nil {
+		return Run{}, err
+	}
+	defer os.RemoveAll(barrier)
 	m := meterCPU(t.servers...)
 	reps := make([]perfclient.Report, n)
 	cpus := make([]clientCPU, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	oneExited := make(chan struct{}, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			full := append(append([]string{"perf", mode}, r.clientArgs(t)...), args(i)...)
+			defer func() { oneExited <- struct{}{} }()
+			full := append(append([]string{"perf", mode, "--start-barrier", barrier}, r.clientArgs(t)...), args(i)...)
 			bin, full := t.pin.command(r.o.magnetar, full)
 			reps[i], cpus[i], errs[i] = r.client(ctx, fmt.Sprintf("%s, client %d of %d", label, i+1, n), bin, full...)
 		}()
+	}
+	if err := releaseBarrier(ctx, barrier, n, oneExited); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", label, err)
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -220,3 +233,33 @@ func splitComma(s string) []string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }
+
+// releaseBarrier creates the barrier's go file once n processes said
+// ready, or at once if one of them exited first (it failed: the others
+// must not wait for ever) or ctx ended.
+func releaseBarrier(ctx context.Context, dir string, n int, exited <-chan struct{}) error {
+	waitReady(ctx, dir, n, exited)
+	if err := os.WriteFile(filepath.Join(dir, perfclient.GoFile), nil, 0o644); err != nil {
+		return fmt.Errorf("release the start barrier: %w", err)
+	}
+	return nil
+}
+
+// waitReady returns once n processes said ready in dir, one exited, or
+// ctx ended.
+func waitReady(ctx context.Context, dir string, n int, exited <-chan struct{}) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ready, err := perfclient.ReadyCount(dir); err != nil || ready >= n {
+			return
+		}
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

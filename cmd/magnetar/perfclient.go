@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ type clientPerfFlags struct {
 	duration, warmup, progress, batchDelay, drain      *time.Duration
 	batching, asJSON, tlsInsecure                      *bool
 	tlsTrust, authToken                                *string
+	startBarrier                                       *string
 }
 
 func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
@@ -64,6 +66,8 @@ func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 		profile:          fl.String("profile", "", "write CPU and allocation profiles of the run into this directory"),
 		system:           fl.String("system-label", def.System, "the report's system"),
 		variant:          fl.String("variant", "", "the report's variant: free text naming what this run tried"),
+		startBarrier: fl.String("start-barrier", "", "a directory: once every producer and consumer exists, create ready-<pid> in it and wait for a file named go "+
+			"before the warm-up (several processes then measure the same window; benchreport's spread runs)"),
 	}
 }
 
@@ -112,5 +116,11 @@ func (f clientPerfFlags) config(mode string, topics []string, stderr io.Writer) 
 	cfg.BatchDelay, cfg.MaxPending, cfg.TxnSize, cfg.TxnOpenAhead = *f.batchDelay, *f.maxPending, *f.txnSize, *f.txnOpenAhead
 	cfg.Duration, cfg.Warmup, cfg.NumMessages, cfg.Progress, cfg.Drain = *f.duration, *f.warmup, *f.numMessages, *f.progress, *f.drain
 	cfg.System, cfg.Variant, cfg.Logger = *f.system, *f.variant, perfLogger(stderr)
+	if *f.startBarrier != "" {
+		if st, err := os.Stat(*f.startBarrier); err != nil || !st.IsDir() {
+			return cfg, fmt.Errorf("--start-barrier %s: want an existing directory (%v)", *f.startBarrier, err)
+		}
+		cfg.StartBarrier = perfclient.FileBarrier(*f.startBarrier)
+	}
 	return cfg, cfg.Validate()
 }

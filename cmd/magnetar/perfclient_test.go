@@ -23,6 +23,7 @@ func TestPerfClientBadFlags(t *testing.T) {
 		{[]string{"consume", "--topics", "0"}, "--topics"},
 		{[]string{"produce", "--no-such-flag"}, "no-such-flag"},
 		{[]string{"e2e", "--size", "4"}, "size 4"},
+		{[]string{"produce", "--start-barrier", "/nonexistent/barrier"}, "--start-barrier"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := runPerf(tc.args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.flag) {

@@ -1,6 +1,7 @@
 package perfclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,12 @@ type Config struct {
 	// Drain is how long e2e waits, after the last acknowledgement, for
 	// the consumers to receive what was published.
 	Drain time.Duration
+	// StartBarrier, when set, is waited for once every producer and
+	// consumer exists and before the warm-up starts: processes of one
+	// spread run (FileBarrier) then warm up and measure together, none
+	// while another still creates its producers (10,000 topics take
+	// seconds to load).
+	StartBarrier func(context.Context) error
 
 	System, Variant string       // copied into the report
 	Logger          *slog.Logger // the Pulsar client's log (nil: none)

@@ -110,6 +110,11 @@ func Run(ctx context.Context, cfg Config, live io.Writer) (Report, error) {
 		}
 		defer closeProducers(producers)
 	}
+	if cfg.StartBarrier != nil {
+		if err := cfg.StartBarrier(ctx); err != nil {
+			return Report{}, fmt.Errorf("perfclient: start barrier: %w", err)
+		}
+	}
 	if live == nil {
 		live = io.Discard
 	}
