@@ -278,7 +278,9 @@ func testReplicatedSubscriptionMove(t *testing.T, clusters []string, to string, 
 	eventuallyWithin(t, 30*time.Second, "group moved in "+to, func() error {
 		cur := cl[to].cursorOf(topic, "group")
 		if cur == nil || cur.MarkDeletePosition().Compare(startB) <= 0 {
-			return fmt.Errorf("group in %s not moved", to)
+			// The state of both sides, so that a failure says which step
+			// (the update written in a, carried, or applied) did not happen.
+			return fmt.Errorf("group in %s not moved; %s; %s", to, replSubState(cl["a"], topic), replSubState(cl[to], topic))
 		}
 		return nil
 	})
@@ -669,4 +671,24 @@ func consumeHalfOfEach(t *testing.T, url, topic string, partOf map[string]int, p
 		ackedIn[p]++
 	}
 	return acked, ackedIn
+}
+
+// replSubState describes a cluster's side of a replicated subscription
+// for a failure message: its cursors' positions, its replicators'
+// connections and backlogs, and its completed snapshots.
+func replSubState(c *geoCluster, topicName string) string {
+	tp := c.loadedTopic(topicName)
+	if tp == nil {
+		return c.name + ": topic not loaded"
+	}
+	out := fmt.Sprintf("%s: last %v, snapshots completed %d, cursors", c.name, tp.ml.LastConfirmed(), tp.rsubs.completed.Load())
+	for _, cur := range tp.ml.Cursors() {
+		out += fmt.Sprintf(" %s@%v(backlog %d)", cur.Name(), cur.MarkDeletePosition(), cur.Backlog())
+	}
+	tp.repl.mu.Lock()
+	defer tp.repl.mu.Unlock()
+	for remote, r := range tp.repl.m {
+		out += fmt.Sprintf(", replicator to %s connected %v", remote, r.connected.Load())
+	}
+	return out
 }
