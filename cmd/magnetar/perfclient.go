@@ -67,7 +67,7 @@ func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 		system:           fl.String("system-label", def.System, "the report's system"),
 		variant:          fl.String("variant", "", "the report's variant: free text naming what this run tried"),
 		startBarrier: fl.String("start-barrier", "", "a directory: once every producer and consumer exists, create ready-<pid> in it and wait for a file named go "+
-			"before the warm-up (several processes then measure the same window; benchreport's spread runs)"),
+			"before the warm-up, at most 10 minutes (several processes then measure the same window; benchreport's spread runs)"),
 	}
 }
 

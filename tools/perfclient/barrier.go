@@ -22,13 +22,25 @@ const (
 // under the warm-up, so the processes start within this of each other.
 const barrierPoll = 5 * time.Millisecond
 
-// FileBarrier is a StartBarrier through files in dir (which must exist).
+// BarrierTimeout bounds the wait for GoFile: a run whose other processes
+// never got ready (or whose driver died) ends with an error instead of
+// waiting for ever.
+const BarrierTimeout = 10 * time.Minute
+
+// FileBarrier is a StartBarrier through files in dir (which must exist),
+// waiting at most BarrierTimeout.
 func FileBarrier(dir string) func(context.Context) error {
+	return fileBarrier(dir, BarrierTimeout)
+}
+
+func fileBarrier(dir string, timeout time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ready := filepath.Join(dir, fmt.Sprintf("%s%d", ReadyFilePrefix, os.Getpid()))
 		if err := os.WriteFile(ready, nil, 0o644); err != nil {
 			return fmt.Errorf("say ready: %w", err)
 		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		return WaitForFile(ctx, filepath.Join(dir, GoFile))
 	}
 }

@@ -46,4 +46,8 @@ func TestFileBarrier(t *testing.T) {
 	if err := FileBarrier(t.TempDir())(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled wait: %v, want context.Canceled", err)
 	}
+	// Nobody ever creates the go file: the wait is bounded.
+	if err := fileBarrier(t.TempDir(), 20*time.Millisecond)(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait with no go file: %v, want its deadline", err)
+	}
 }
