@@ -214,15 +214,21 @@ func (c *Cache[T]) get(ctx context.Context, path string, fresh bool) (value T, s
 		return value, stat, false, fmt.Errorf("metadata cache %s: path %s is outside it", c.prefix, path)
 	}
 	c.mu.Lock()
-	e, hit := c.entries[path]
-	if fresh && c.stale {
-		hit = false
+	if e, hit := c.entries[path]; hit && !(fresh && c.stale) {
+		c.mu.Unlock()
+		return e.value, e.stat, e.found, nil
 	}
 	gen, epoch, live := c.gen[path], c.epoch, c.entries != nil
 	c.mu.Unlock()
-	if hit {
-		return e.value, e.stat, e.found, nil
-	}
+	return c.fill(ctx, path, gen, epoch, live)
+}
+
+// fill reads path from the store and caches it unless an invalidation
+// (gen) or a new watch (epoch) came meanwhile. Apart from get so that the
+// entry it decodes into (whose address the decoder takes, so it lives on
+// the heap) is not allocated on every cache hit too.
+func (c *Cache[T]) fill(ctx context.Context, path string, gen, epoch uint64, live bool) (value T, stat Stat, found bool, err error) {
+	var e cacheEntry[T]
 	raw, stat, err := c.store.Get(ctx, path)
 	switch {
 	case errors.Is(err, ErrNotFound):
