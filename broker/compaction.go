@@ -337,17 +337,12 @@ func (t *topic) compactedView(ctx context.Context) (*compactedView, error) {
 	if loaded {
 		return v, nil
 	}
-	var cur managedledger.Cursor
-	for _, x := range t.ml.Cursors() {
-		if x.Name() == compactionCursor {
-			cur = x
-		}
-	}
+	cur := t.compactionCursorOf()
 	if cur == nil {
-		return nil, nil // never compacted (the cursor is created by the first run)
+		return nil, nil // never compacted, nor a threshold set (openCompactionCursor)
 	}
 	id, ok := cur.Properties()[compactedLedgerKey]
-	if !ok {
+	if !ok { // created for a threshold, not compacted yet
 		return nil, nil
 	}
 	side, ok := t.b.sideLedgers()
@@ -382,7 +377,7 @@ func openCompactedView(ctx context.Context, side managedledger.SideLedgers, id i
 // nothing; so, as Pulsar does (#11672), the cursor is there before the
 // topic is served, or from the retention check after a threshold is set.
 func (t *topic) openCompactionCursor(ctx context.Context) error {
-	if !t.name.Persistent() || t.hasCompactionCursor() {
+	if !t.name.Persistent() || t.compactionCursorOf() != nil {
 		return nil
 	}
 	if _, ok := t.b.sideLedgers(); !ok || t.compactionThreshold(ctx) <= 0 {
@@ -394,13 +389,14 @@ func (t *topic) openCompactionCursor(ctx context.Context) error {
 	return nil
 }
 
-func (t *topic) hasCompactionCursor() bool {
+// compactionCursorOf is the topic's compaction cursor, nil if it has none.
+func (t *topic) compactionCursorOf() managedledger.Cursor {
 	for _, c := range t.ml.Cursors() {
 		if c.Name() == compactionCursor {
-			return true
+			return c
 		}
 	}
-	return false
+	return nil
 }
 
 // compactionThreshold is the backlog (bytes) of the compaction cursor
@@ -436,10 +432,8 @@ func (b *Broker) checkCompactions(ctx context.Context) {
 			continue
 		}
 		backlog := t.ml.Size() // never compacted: everything is unread
-		for _, c := range t.ml.Cursors() {
-			if c.Name() == compactionCursor {
-				backlog = c.BacklogSize()
-			}
+		if c := t.compactionCursorOf(); c != nil {
+			backlog = c.BacklogSize()
 		}
 		if backlog < limit {
 			continue

@@ -105,7 +105,7 @@ func (r *runner) perfSpread(ctx context.Context, t target, label, mode string, n
 			reps[i], cpus[i], errs[i] = r.client(ctx, fmt.Sprintf("%s, client %d of %d", label, i+1, n), bin, full...)
 		}()
 	}
-	if err := releaseBarrier(ctx, barrier, n, oneExited); err != nil {
+	if err := perfclient.ReleaseBarrier(ctx, barrier, n, oneExited); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", label, err)
 	}
 	wg.Wait()
@@ -233,33 +233,3 @@ func splitComma(s string) []string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }
-
-// releaseBarrier creates the barrier's go file once n processes said
-// ready, or at once if one of them exited first (it failed: the others
-// must not wait for ever) or ctx ended.
-func releaseBarrier(ctx context.Context, dir string, n int, exited <-chan struct{}) error {
-	waitReady(ctx, dir, n, exited)
-	if err := os.WriteFile(filepath.Join(dir, perfclient.GoFile), nil, 0o644); err != nil {
-		return fmt.Errorf("release the start barrier: %w", err)
-	}
-	return nil
-}
-
-// waitReady returns once n processes said ready in dir, one exited, or
-// ctx ended.
-func waitReady(ctx context.Context, dir string, n int, exited <-chan struct{}) {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if ready, err := perfclient.ReadyCount(dir); err != nil || ready >= n {
-			return
-		}
-		select {
-		case <-exited:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
