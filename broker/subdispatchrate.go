@@ -41,13 +41,14 @@ func (b *Broker) refreshDispatchRates(ctx context.Context) {
 	// copy per read, and a pass over 10,000 topics of one namespace made
 	// 10,000 of them a second (a tenth of a many-topics standalone's
 	// allocation, TUNING.md).
-	namespaces := map[string]resources.Policies{}
+	type nsKey struct{ tenant, namespace string } // no string built per topic
+	namespaces := map[nsKey]resources.Policies{}
 	for _, t := range b.loadedTopics() {
 		if !t.name.Persistent() {
 			continue
 		}
 		// Both reads are cached: a pass over 10,000 topics stays in memory.
-		key := t.name.Tenant + "/" + t.name.Namespace
+		key := nsKey{t.name.Tenant, t.name.Namespace}
 		ns, seen := namespaces[key]
 		if !seen {
 			ns = t.namespacePolicies(ctx)

@@ -74,6 +74,11 @@ type topic struct {
 	// producers are refused. The managed ledger refuses adds by itself;
 	// this flag is not rebuilt when the topic loads again.
 	terminated atomic.Bool
+	// policiesRef is where the topic's own policies are (those of its
+	// partitioned topic for a partition), or policiesRefErr why its name
+	// has none; fixed at load (ownPolicies).
+	policiesRef    resources.TopicPoliciesRef
+	policiesRefErr error
 	// txns is the transaction buffer (txnbuffer.go): nil until the topic
 	// has had a transaction; txnInit serializes its creation.
 	txns    atomic.Pointer[txnBuffer]
@@ -135,6 +140,7 @@ var (
 func newTopic(b *Broker, name TopicName, ml managedledger.ManagedLedger) *topic {
 	t := &topic{b: b, name: name, ml: ml, producers: map[*producer]struct{}{}, subs: map[string]*subscription{},
 		readers: map[*subscription]struct{}{}, loadedAt: time.Now()}
+	t.policiesRef, t.policiesRefErr = resources.NewTopicPoliciesRef(resourceTopic(policyName(name)))
 	// A topic terminated before this load (here or on another broker)
 	// stays terminated: the managed ledger stores it.
 	t.terminated.Store(ml.Terminated())

@@ -323,7 +323,10 @@ func (t *topic) ownPoliciesOrErr(ctx context.Context) (resources.TopicPolicies, 
 	if res == nil {
 		return resources.TopicPolicies{}, nil
 	}
-	return res.TopicPoliciesShared(ctx, resourceTopic(policyName(t.name)))
+	if t.policiesRefErr != nil {
+		return resources.TopicPolicies{}, t.policiesRefErr
+	}
+	return res.TopicPoliciesAt(ctx, t.policiesRef)
 }
 
 // topicPolicy is the topic's own value of policy in this cluster.

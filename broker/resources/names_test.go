@@ -2,6 +2,7 @@ package resources
 
 import (
 	"errors"
+	"regexp"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -20,6 +21,23 @@ func TestValidateName(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrInvalid on namespace", bad, err)
 		}
 	}
+}
+
+// ValidateName accepts exactly what Pulsar's NamedEntity pattern does
+// (made non-empty; "." and ".." refused), on random strings of name bytes,
+// other ASCII, non-ASCII and invalid UTF-8.
+func TestValidateNameMatchesPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[-=:.\w]+$`)
+	rapid.Check(t, func(t *rapid.T) {
+		name := rapid.StringOfN(rapid.OneOf(rapid.RuneFrom([]rune("aZ09_-=:./ *\xe4\u00a0")), rapid.Rune()), 0, 12, -1).Draw(t, "name")
+		if rapid.Bool().Draw(t, "invalid utf-8") {
+			name += "\xff"
+		}
+		want := pattern.MatchString(name) && name != "." && name != ".."
+		if got := ValidateName("tenant", name) == nil; got != want {
+			t.Fatalf("ValidateName(%q) accepted=%v, the pattern says %v", name, got, want)
+		}
+	})
 }
 
 // Encoding matches Java's URLEncoder on the cases that differ from Go's
@@ -48,5 +66,32 @@ func TestLocalNameEncoding(t *testing.T) {
 	})
 	if _, err := decodeLocalName("bad%2"); err == nil {
 		t.Error("truncated escape decoded")
+	}
+}
+
+// A topic's reference reads what TopicPoliciesShared reads, refuses a name
+// that has no policies, and a cached read through it allocates nothing
+// (TopicPoliciesShared builds the node's path on every call).
+func TestTopicPoliciesRef(t *testing.T) {
+	f := newFixture(t)
+	topic := TopicName{Domain: DomainPersistent, Tenant: "t", Namespace: "ns", Local: "a b"}
+	must(t, f.r.SetTopicPolicy(f.ctx, topic, "", "maxMessageSize", []byte("512")))
+	ref, err := NewTopicPoliciesRef(topic)
+	must(t, err)
+	want, err := f.r.TopicPoliciesShared(f.ctx, topic)
+	must(t, err)
+	got, err := f.r.TopicPoliciesAt(f.ctx, ref)
+	must(t, err)
+	if v, ok := TopicPolicy[int64](got, "c1", "maxMessageSize"); !ok || v != 512 {
+		t.Fatalf("through the reference: maxMessageSize %d (set: %v), want 512; TopicPoliciesShared read %+v", v, ok, want)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = f.r.TopicPoliciesAt(f.ctx, ref) }); allocs != 0 {
+		t.Errorf("a cached read through the reference allocated %.1f times", allocs)
+	}
+	if _, err := NewTopicPoliciesRef(TopicName{Domain: DomainPersistent, Tenant: "t", Namespace: "n s", Local: "x"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("invalid namespace: got %v, want ErrInvalid", err)
+	}
+	if _, err := f.r.TopicPoliciesAt(f.ctx, TopicPoliciesRef{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("zero reference: got %v, want ErrInvalid", err)
 	}
 }
