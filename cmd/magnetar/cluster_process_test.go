@@ -82,7 +82,7 @@ type processCluster struct {
 // startProcessCluster initialises c1 in the configuration store, starts
 // 3 bookies and n brokers (metadata sessions of 4 s, ensembles of 2, load
 // shedding every 3 s) and waits until all are ready.
-func startProcessCluster(t *testing.T, stores clusterStores, n int) *processCluster {
+func startProcessCluster(t *testing.T, stores clusterStores, n int, brokerConf ...string) *processCluster {
 	t.Helper()
 	skipProcessesIfShort(t)
 	c := &processCluster{stores: stores, dir: t.TempDir()}
@@ -102,13 +102,13 @@ func startProcessCluster(t *testing.T, stores clusterStores, n int) *processClus
 			"--bookie-port", strconv.Itoa(freePort(t)), "--http-port", strconv.Itoa(freePort(t)), "--io-backend", "std"))
 	}
 	c.brConf = filepath.Join(c.dir, "broker.conf")
-	writeFile(t, c.brConf, strings.Join([]string{"clusterName=c1",
+	writeFile(t, c.brConf, strings.Join(append([]string{"clusterName=c1",
 		"metadataStoreSessionTimeoutMillis=4000", "managedLedgerDefaultEnsembleSize=2",
 		"managedLedgerDefaultWriteQuorum=2", "managedLedgerDefaultAckQuorum=2",
 		"loadBalancerReportUpdateMinIntervalMillis=300", "statsUpdateFrequencyInSecs=1",
 		"loadBalancerSheddingIntervalMinutes=0.05", "loadBalancerSheddingGracePeriodMinutes=0.2",
 		"minUnloadMessage=0", "minUnloadMessageThroughput=0", "maxUnloadBundleNumPerShedding=1",
-		"loadBalancerAutoBundleSplitEnabled=false", ""}, "\n"))
+		"loadBalancerAutoBundleSplitEnabled=false"}, brokerConf...), "\n")+"\n")
 	keepLogsOnFailure(t, func() map[string]string {
 		logs := map[string]string{}
 		for i, b := range bookies {
