@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config, live io.Writer) (Report, error) {
 		}
 		defer closeConsumers(consumers)
 	}
-	var producers []pulsar.Producer
+	var producers [][]pulsar.Producer
 	if cfg.producing() {
 		if producers, err = r.createProducers(client); err != nil {
 			return Report{}, fmt.Errorf("perfclient: %w", err)
@@ -141,7 +141,7 @@ func clientLogger(l *slog.Logger) plog.Logger {
 }
 
 // run drives the clients through warm-up, window and drain.
-func (r *runner) run(ctx context.Context, producers []pulsar.Producer, consumers []pulsar.Consumer, live io.Writer) Report {
+func (r *runner) run(ctx context.Context, producers [][]pulsar.Producer, consumers []pulsar.Consumer, live io.Writer) Report {
 	r.begin(time.Now())
 	stopConsumers := r.startConsumers(consumers)
 	stopLive := r.live(live)

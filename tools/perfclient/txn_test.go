@@ -1,0 +1,82 @@
+package perfclient
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/magnetar-io/magnetar/broker"
+)
+
+// TestTxnSendsKeepTransactionsApart sends in two transactions through
+// one lane, as a lane that opens transactions ahead does, with a batch
+// delay long enough that the first transaction's messages still wait in
+// their batch while the second fills; one transaction is committed and
+// the other aborted. Only the committed one's messages may reach a
+// consumer. Through one Go client producer all of them went out in one
+// batch tagged with the first message's transaction, so the aborted
+// transaction's messages were delivered with the committed one.
+func TestTxnSendsKeepTransactionsApart(t *testing.T) {
+	url, _ := startBrokerWith(t, broker.Config{TransactionCoordinatorEnabled: true})
+	topic := "persistent://public/default/perf-txn-apart"
+	cfg := testConfig(ModeProduce, url, topic)
+	cfg.TxnSize, cfg.BatchDelay = 3, 300*time.Millisecond
+	r := newRunner(cfg)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, EnableTransaction: true, Logger: clientLogger(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	r.client = client
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	lanes, err := r.createProducers(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeProducers(lanes)
+	lane, pace, stop := newTxnLane(lanes[0]), newPacer(0), make(chan struct{})
+	kept, ok1 := r.openTxn(lane.first, nil, pace, stop)
+	dropped, ok2 := r.openTxn(lane.first, nil, pace, stop)
+	if !ok1 || !ok2 || !kept.more || !dropped.more {
+		t.Fatal("could not open two transactions and send their first messages")
+	}
+	r.fillTxn(lane, &kept, pace, stop)
+	r.fillTxn(lane, &dropped, pace, stop)
+	if len(kept.sends) != 3 || len(dropped.sends) != 3 {
+		t.Fatalf("sent %d and %d messages, want 3 in each transaction", len(kept.sends), len(dropped.sends))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	aborted := make(chan error, 1)
+	go func() { aborted <- dropped.tx.Abort(ctx) }()
+	if err := kept.tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := <-aborted; err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	var got []pulsar.MessageID
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := cons.Receive(rctx)
+		rcancel()
+		if err != nil {
+			break
+		}
+		got = append(got, m.ID())
+		_ = cons.Ack(m)
+	}
+	if len(got) != 3 {
+		t.Fatalf("received %d messages %v, want the committed transaction's 3 only", len(got), got)
+	}
+	if !slices.ContainsFunc(got, func(id pulsar.MessageID) bool { return id.BatchIdx() == 1 }) {
+		t.Errorf("received %v: want the committed transaction's last two messages in one batch", got)
+	}
+}
