@@ -97,14 +97,22 @@ func appendMetadataHead(dst []byte, md *pb.MessageMetadata) ([]byte, error) {
 // metadata copies no payload. The metadata must not be empty.
 func AppendEntryHead(dst, payload []byte, metadata ...[]byte) []byte {
 	start := len(dst)
+	out := appendHeadParts(dst, metadata...)
+	crc := crc32.Update(crc32.Checksum(out[start+magicLen+crcLen:], castagnoli), castagnoli, payload)
+	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
+	return out
+}
+
+// appendHeadParts appends magic, a zero CRC, metadataSize and the
+// metadata parts.
+func appendHeadParts(dst []byte, metadata ...[]byte) []byte {
+	start := len(dst)
 	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
 	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
 	for _, part := range metadata {
 		out = append(out, part...)
 	}
 	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(len(out)-start-entryHeaderLen))
-	crc := crc32.Update(crc32.Checksum(out[start+magicLen+crcLen:], castagnoli), castagnoli, payload)
-	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
 	return out
 }
 

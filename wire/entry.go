@@ -89,18 +89,43 @@ func (e Entry) WithMetadata(dst []byte, md *pb.MessageMetadata) ([]byte, crc32c.
 		return dst[:start], crc32c.Known{}, err
 	}
 	payload := e.Payload()
-	head := crc32c.Checksum(out[start+magicLen+crcLen:])
-	var crc uint32
-	if len(payload) >= crc32c.CombineWorthFrom {
-		oldHead := crc32c.Checksum(e.raw[magicLen+crcLen : e.metadataEnd()])
-		crc = crc32c.Combine(head, crc32c.Uncombine(e.Checksum(), oldHead, len(payload)), len(payload))
-	} else {
-		crc = crc32c.Update(head, payload)
-	}
+	crc := e.withPayload(crc32c.Checksum(out[start+magicLen+crcLen:]))
 	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
 	out = append(out, payload...)
 	sum := crc32c.Of(crc).After(out[start:start+magicLen+crcLen], len(out)-start-magicLen-crcLen)
 	return out, sum, nil
+}
+
+// AppendHeadWith appends to dst e's head with extra appended to its
+// metadata — what AppendEntryHead(dst, e.Payload(), e.Metadata(), extra...)
+// appends — for e's payload, which it does not append. The payload's
+// checksum is taken out of the producer's where that is cheaper than
+// reading the payload again (crc32c.CombineWorthFrom): call it only on an
+// entry whose checksum was verified (a stored entry was, on receipt). The
+// replicator re-frames every entry it forwards with it.
+func (e Entry) AppendHeadWith(dst []byte, extra ...[]byte) []byte {
+	start := len(dst)
+	out := appendHeadParts(dst, e.Metadata())
+	for _, part := range extra {
+		out = append(out, part...)
+	}
+	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(len(out)-start-entryHeaderLen))
+	crc := e.withPayload(crc32c.Checksum(out[start+magicLen+crcLen:]))
+	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
+	return out
+}
+
+// withPayload returns the CRC32C of H‖payload from head = CRC32C(H): the
+// payload's own checksum taken out of the producer's when that is cheaper
+// than hashing it (crc32c.CombineWorthFrom), which is only right once the
+// producer's checksum was verified.
+func (e Entry) withPayload(head uint32) uint32 {
+	payload := e.Payload()
+	if len(payload) < crc32c.CombineWorthFrom {
+		return crc32c.Update(head, payload)
+	}
+	oldHead := crc32c.Checksum(e.raw[magicLen+crcLen : e.metadataEnd()])
+	return crc32c.Combine(head, crc32c.Uncombine(e.Checksum(), oldHead, len(payload)), len(payload))
 }
 
 // VerifyChecksum reports a *ChecksumMismatchError when the entry's CRC does

@@ -65,3 +65,31 @@ func TestWithMetadataKeepsAValidEntry(t *testing.T) {
 		}
 	})
 }
+
+// AppendHeadWith appends the same bytes as AppendEntryHead given the
+// entry's metadata, the extra parts and its payload, whether the payload's
+// checksum is hashed (small) or taken out of the producer's (large), after
+// bytes already in dst.
+func TestAppendHeadWithMatchesAppendEntryHead(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 3*crc32c.CombineWorthFrom).Draw(t, "payload length")
+		payload := rapid.SliceOfN(rapid.Byte(), n, n).Draw(t, "payload")
+		md := &pb.MessageMetadata{ProducerName: proto.String(rapid.StringN(1, 20, -1).Draw(t, "producer")),
+			SequenceId: proto.Uint64(rapid.Uint64().Draw(t, "seq")), PublishTime: proto.Uint64(rapid.Uint64().Draw(t, "time"))}
+		raw, err := AppendEntry(nil, md, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := ParseEntry(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra := rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 30), 0, 3).Draw(t, "extra")
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "prefix")
+		got := e.AppendHeadWith(bytes.Clone(prefix), extra...)
+		want := AppendEntryHead(bytes.Clone(prefix), payload, append([][]byte{e.Metadata()}, extra...)...)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("AppendHeadWith\n%x\nwant\n%x", got, want)
+		}
+	})
+}

@@ -455,12 +455,13 @@ func (r Replicated) Bytes() []byte { return append(append([]byte{}, r.Head...), 
 // stored metadata bytes are kept as they are and the field appended
 // (protobuf takes the last value of a field), so nothing the original
 // producer set is lost, fields this broker does not know included. The
-// payload is not copied (wire.AppendEntryHead).
+// payload is neither copied nor read: its checksum is taken out of the
+// stored one (wire.Entry.AppendHeadWith), which the broker verified when
+// it took the entry.
 func MarkReplicated(e wire.Entry, cluster string) Replicated {
-	md, payload := e.Metadata(), e.Payload()
 	extra := protowire.AppendString(protowire.AppendTag(nil, replicatedFromField, protowire.BytesType), cluster)
-	head := wire.AppendEntryHead(make([]byte, 0, 10+len(md)+len(extra)), payload, md, extra)
-	return Replicated{Head: head, Payload: payload}
+	head := e.AppendHeadWith(make([]byte, 0, 10+len(e.Metadata())+len(extra)), extra)
+	return Replicated{Head: head, Payload: e.Payload()}
 }
 
 func ptr[T any](v T) *T { return &v }
