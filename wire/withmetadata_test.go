@@ -18,21 +18,8 @@ import (
 // taken out of the producer's above it), after bytes already in dst.
 func TestWithMetadataKeepsAValidEntry(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 3*crc32c.CombineWorthFrom).Draw(t, "payload length")
-		payload := make([]byte, n)
-		for i := range payload {
-			payload[i] = byte(i*7 + n)
-		}
-		md := &pb.MessageMetadata{ProducerName: proto.String(rapid.StringN(1, 20, -1).Draw(t, "producer")),
-			SequenceId: proto.Uint64(rapid.Uint64().Draw(t, "seq")), PublishTime: proto.Uint64(rapid.Uint64().Draw(t, "time"))}
-		raw, err := AppendEntry(nil, md, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := ParseEntry(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, md, payload := drawEntry(t)
+		n := len(payload)
 		with := proto.Clone(md).(*pb.MessageMetadata)
 		with.TxnidMostBits, with.TxnidLeastBits = proto.Uint64(rapid.Uint64().Draw(t, "most")), proto.Uint64(rapid.Uint64().Draw(t, "least"))
 		prefix := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "prefix")
@@ -72,18 +59,7 @@ func TestWithMetadataKeepsAValidEntry(t *testing.T) {
 // bytes already in dst.
 func TestAppendHeadWithMatchesAppendEntryHead(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 3*crc32c.CombineWorthFrom).Draw(t, "payload length")
-		payload := rapid.SliceOfN(rapid.Byte(), n, n).Draw(t, "payload")
-		md := &pb.MessageMetadata{ProducerName: proto.String(rapid.StringN(1, 20, -1).Draw(t, "producer")),
-			SequenceId: proto.Uint64(rapid.Uint64().Draw(t, "seq")), PublishTime: proto.Uint64(rapid.Uint64().Draw(t, "time"))}
-		raw, err := AppendEntry(nil, md, payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := ParseEntry(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e, _, payload := drawEntry(t)
 		extra := rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 30), 0, 3).Draw(t, "extra")
 		prefix := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "prefix")
 		got := e.AppendHeadWith(bytes.Clone(prefix), extra...)
@@ -92,4 +68,27 @@ func TestAppendHeadWithMatchesAppendEntryHead(t *testing.T) {
 			t.Fatalf("AppendHeadWith\n%x\nwant\n%x", got, want)
 		}
 	})
+}
+
+// drawEntry draws an entry with a payload of 0 to 3 x CombineWorthFrom
+// bytes (its checksum hashed below that, combined above), returning it,
+// its metadata and its payload.
+func drawEntry(t *rapid.T) (Entry, *pb.MessageMetadata, []byte) {
+	n := rapid.IntRange(0, 3*crc32c.CombineWorthFrom).Draw(t, "payload length")
+	seed := rapid.Byte().Draw(t, "payload seed")
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i*7+n) ^ seed
+	}
+	md := &pb.MessageMetadata{ProducerName: proto.String(rapid.StringN(1, 20, -1).Draw(t, "producer")),
+		SequenceId: proto.Uint64(rapid.Uint64().Draw(t, "seq")), PublishTime: proto.Uint64(rapid.Uint64().Draw(t, "time"))}
+	raw, err := AppendEntry(nil, md, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ParseEntry(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, md, payload
 }
