@@ -90,21 +90,11 @@ func appendMetadataHead(dst []byte, md *pb.MessageMetadata) ([]byte, error) {
 	return out, nil
 }
 
-// AppendEntryHead appends an entry's head — magic, CRC32C, metadataSize
-// and the metadata, given as parts that are concatenated — for payload,
-// which the checksum covers but which is not appended: a writer sends it
-// from where it is (a vectored write), so re-framing an entry with new
-// metadata copies no payload. The metadata must not be empty.
-func AppendEntryHead(dst, payload []byte, metadata ...[]byte) []byte {
-	start := len(dst)
-	out := appendHeadParts(dst, metadata...)
-	crc := crc32.Update(crc32.Checksum(out[start+magicLen+crcLen:], castagnoli), castagnoli, payload)
-	binary.BigEndian.PutUint32(out[start+magicLen:], crc)
-	return out
-}
-
-// appendHeadParts appends magic, a zero CRC, metadataSize and the
-// metadata parts.
+// appendHeadParts appends an entry's head but for its CRC — magic, a zero
+// CRC, metadataSize and the metadata, given as parts that are
+// concatenated — so that a writer can send the payload from where it is
+// (a vectored write) and re-framing an entry copies no payload. The
+// metadata must not be empty.
 func appendHeadParts(dst []byte, metadata ...[]byte) []byte {
 	start := len(dst)
 	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)

@@ -7,9 +7,10 @@ import (
 	"github.com/magnetar-io/magnetar/wire/pb"
 )
 
-// AppendEntryHead with the payload sent apart is the entry AppendEntry
-// writes whole: same bytes, same checksum.
-func TestAppendEntryHeadMatchesAppendEntry(t *testing.T) {
+// An entry's head re-framed with nothing added (AppendHeadWith), with the
+// payload sent apart, is the entry AppendEntry writes whole: same bytes,
+// same checksum.
+func TestAppendHeadWithNothingIsTheEntry(t *testing.T) {
 	name, seq := "p", uint64(7)
 	md := &pb.MessageMetadata{ProducerName: &name, SequenceId: &seq, PublishTime: &seq}
 	whole, err := AppendEntry(nil, md, []byte("the payload"))
@@ -20,8 +21,7 @@ func TestAppendEntryHeadMatchesAppendEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := e.Metadata()
-	head := AppendEntryHead([]byte("x"), e.Payload(), m[:3], m[3:])
+	head := e.AppendHeadWith([]byte("x"))
 	if got := append(head[1:], e.Payload()...); !bytes.Equal(got, whole) {
 		t.Fatalf("head+payload\n%x\nwant\n%x", got, whole)
 	}

@@ -97,8 +97,8 @@ func (e Entry) WithMetadata(dst []byte, md *pb.MessageMetadata) ([]byte, crc32c.
 }
 
 // AppendHeadWith appends to dst e's head with extra appended to its
-// metadata — what AppendEntryHead(dst, e.Payload(), e.Metadata(), extra...)
-// appends — for e's payload, which it does not append. The payload's
+// metadata — the head a re-encoding of the whole entry would have — for
+// e's payload, which it does not append. The payload's
 // checksum is taken out of the producer's where that is cheaper than
 // reading the payload again (crc32c.CombineWorthFrom): call it only on an
 // entry whose checksum was verified (a stored entry was, on receipt). The

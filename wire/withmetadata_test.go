@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -53,17 +54,18 @@ func TestWithMetadataKeepsAValidEntry(t *testing.T) {
 	})
 }
 
-// AppendHeadWith appends the same bytes as AppendEntryHead given the
-// entry's metadata, the extra parts and its payload, whether the payload's
-// checksum is hashed (small) or taken out of the producer's (large), after
-// bytes already in dst.
-func TestAppendHeadWithMatchesAppendEntryHead(t *testing.T) {
+// AppendHeadWith appends the head a whole re-encoding would have — the
+// entry's metadata and the extra parts, with the CRC32C hashed over
+// metadataSize, them and the payload — whether it hashes the payload's
+// checksum (small) or takes it out of the producer's (large), after bytes
+// already in dst.
+func TestAppendHeadWithMatchesHashing(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		e, _, payload := drawEntry(t)
 		extra := rapid.SliceOfN(rapid.SliceOfN(rapid.Byte(), 0, 30), 0, 3).Draw(t, "extra")
 		prefix := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "prefix")
 		got := e.AppendHeadWith(bytes.Clone(prefix), extra...)
-		want := AppendEntryHead(bytes.Clone(prefix), payload, append([][]byte{e.Metadata()}, extra...)...)
+		want := hashedHead(bytes.Clone(prefix), payload, append([][]byte{e.Metadata()}, extra...)...)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("AppendHeadWith\n%x\nwant\n%x", got, want)
 		}
@@ -91,4 +93,18 @@ func drawEntry(t *rapid.T) (Entry, *pb.MessageMetadata, []byte) {
 		t.Fatal(err)
 	}
 	return e, md, payload
+}
+
+// hashedHead is an entry's head for payload with the metadata parts, its
+// CRC32C hashed over everything it covers.
+func hashedHead(dst, payload []byte, metadata ...[]byte) []byte {
+	var md []byte
+	for _, part := range metadata {
+		md = append(md, part...)
+	}
+	covered := binary.BigEndian.AppendUint32(nil, uint32(len(md)))
+	covered = append(append(covered, md...), payload...)
+	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
+	out = binary.BigEndian.AppendUint32(out, crc32c.Checksum(covered))
+	return append(out, covered[:len(covered)-len(payload)]...)
 }
