@@ -563,7 +563,10 @@ func TestAdminInternalStatsAndMessages(t *testing.T) {
 	}
 }
 
-// Batched and compressed entries come back as their messages.
+// Batched and compressed entries come back as their messages. The four
+// messages are one batch because the test flushes them: a batch timer
+// short enough to fire between the sends split them (CI, 6 Dec: "2
+// messages" with 50 ms).
 func TestAdminMessageBatchesAndCompression(t *testing.T) {
 	env := startAdminBroker(t, testLedgers(t, 0), false)
 	subs := env.admin.Subscriptions()
@@ -571,7 +574,7 @@ func TestAdminMessageBatchesAndCompression(t *testing.T) {
 	for _, codec := range []pulsar.CompressionType{pulsar.NoCompression, pulsar.LZ4, pulsar.ZLib, pulsar.ZSTD} {
 		name := fmt.Sprintf("persistent://public/default/adm-batch-%d", codec)
 		p := newProducer(t, client, name, pulsar.ProducerOptions{CompressionType: codec,
-			BatchingMaxPublishDelay: 50 * time.Millisecond, BatchingMaxMessages: 4})
+			BatchingMaxPublishDelay: time.Hour, BatchingMaxMessages: 4})
 		var wg sync.WaitGroup
 		var first pulsar.MessageID
 		for i := range 4 {
@@ -586,6 +589,9 @@ func TestAdminMessageBatchesAndCompression(t *testing.T) {
 						first = id
 					}
 				})
+		}
+		if err := p.Flush(); err != nil {
+			t.Fatalf("%v: flush: %v", codec, err)
 		}
 		wg.Wait()
 		msgs, err := subs.GetMessagesByID(topicName(t, name), first.LedgerID(), first.EntryID())
