@@ -90,22 +90,6 @@ func appendMetadataHead(dst []byte, md *pb.MessageMetadata) ([]byte, error) {
 	return out, nil
 }
 
-// appendHeadParts appends an entry's head but for its CRC — magic, a zero
-// CRC, metadataSize and the metadata, given as parts that are
-// concatenated — so that a writer can send the payload from where it is
-// (a vectored write) and re-framing an entry copies no payload. The
-// metadata must not be empty.
-func appendHeadParts(dst []byte, metadata ...[]byte) []byte {
-	start := len(dst)
-	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
-	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
-	for _, part := range metadata {
-		out = append(out, part...)
-	}
-	binary.BigEndian.PutUint32(out[start+magicLen+crcLen:], uint32(len(out)-start-entryHeaderLen))
-	return out
-}
-
 // appendCommand appends [totalSize placeholder][commandSize][cmd]; the caller
 // fills totalSize once it knows what follows.
 func appendCommand(dst []byte, cmd *pb.BaseCommand) ([]byte, error) {

@@ -105,7 +105,9 @@ func (e Entry) WithMetadata(dst []byte, md *pb.MessageMetadata) ([]byte, crc32c.
 // replicator re-frames every entry it forwards with it.
 func (e Entry) AppendHeadWith(dst []byte, extra ...[]byte) []byte {
 	start := len(dst)
-	out := appendHeadParts(dst, e.Metadata())
+	out := binary.BigEndian.AppendUint16(dst, MagicChecksum)
+	out = append(out, 0, 0, 0, 0, 0, 0, 0, 0) // CRC and metadataSize, filled below
+	out = append(out, e.Metadata()...)
 	for _, part := range extra {
 		out = append(out, part...)
 	}

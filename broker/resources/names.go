@@ -13,6 +13,17 @@ func isNameByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_-=:.", c) >= 0
 }
 
+// isName says whether name is one or more name bytes (a byte of a
+// multi-byte UTF-8 sequence never is one).
+func isName(name string) bool {
+	for i := range len(name) {
+		if !isNameByte(name[i]) {
+			return false
+		}
+	}
+	return name != ""
+}
+
 // GlobalCluster is Pulsar's pseudo-cluster of v1 global namespaces: it
 // may appear in a tenant's allowed clusters but is never a real cluster.
 const GlobalCluster = "global"
@@ -20,7 +31,7 @@ const GlobalCluster = "global"
 // ValidateName checks a tenant, namespace or cluster name as Pulsar does;
 // kind ("tenant", "namespace", "cluster") names the field in the error.
 func ValidateName(kind, name string) error {
-	if name == "" || strings.IndexFunc(name, func(r rune) bool { return r >= 0x80 || !isNameByte(byte(r)) }) >= 0 {
+	if !isName(name) {
 		return invalidf(kind, "invalid name %q: want one or more of letters, digits, '_', '-', '=', ':' and '.'", name)
 	}
 	// The pattern allows them, but they are not node names in any store.
