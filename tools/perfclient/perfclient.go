@@ -55,6 +55,7 @@ type runner struct {
 	draining        atomic.Bool    // producers stopped sending
 	warned          sync.Map       // kinds of failure already logged
 	txn             txnTimes
+	outgoing        *outgoings // reused messages (outgoing.go)
 }
 
 // txnTimes sums the phases of transactions (TxnPhases), in ns.
@@ -126,9 +127,11 @@ func newRunner(cfg Config) *runner {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &runner{cfg: cfg, log: logger, template: newTemplate(cfg.Size),
+	r := &runner{cfg: cfg, log: logger, template: newTemplate(cfg.Size),
 		sends: newBudget(cfg.NumMessages), receipts: newBudget(cfg.NumMessages),
 		pub: newLatencies(len(cfg.Topics) * cfg.Producers), e2e: newLatencies(len(cfg.Topics) * cfg.Consumers)}
+	r.outgoing = newOutgoings(r)
+	return r
 }
 
 // clientLogger passes the client's log to l (nil: nowhere); l's level

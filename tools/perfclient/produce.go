@@ -2,7 +2,6 @@ package perfclient
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -182,22 +181,16 @@ func (r *runner) produceLoop(lane []pulsar.Producer, client int, pace *pacer, st
 // by the same send time, carried in the payload.
 func (r *runner) send(p pulsar.Producer, client int) bool {
 	now := time.Now()
-	sentAt := now.UnixNano()
-	inWindow := sentAt >= r.windowStartNanos
+	inWindow := now.UnixNano() >= r.windowStartNanos
 	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
 		return false
 	}
-	payload := make([]byte, len(r.template)) // the client may hold it until the callback
-	copy(payload, r.template)
-	binary.BigEndian.PutUint64(payload, uint64(sentAt))
+	m := r.outgoing.get(now)
+	m.client, m.inWindow, m.txn = client, inWindow, false
 	r.inflight.Add(1)
 	// The context only bounds the SendAsync call; a canceled run still
 	// lets messages already handed over finish, so it is not passed.
-	p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload},
-		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			defer r.inflight.Done()
-			r.acked(client, now, len(payload), inWindow, err)
-		})
+	p.SendAsync(context.Background(), &m.msg, m.onReceipt)
 	return true
 }
 

@@ -26,7 +26,6 @@ package perfclient
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,20 +303,13 @@ func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) 
 	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
 		return txnSend{}, false
 	}
-	payload := make([]byte, len(r.template))
-	copy(payload, r.template)
-	binary.BigEndian.PutUint64(payload, uint64(sentAt))
+	m := r.outgoing.get(now)
+	m.txn, m.holder = true, h
+	m.msg.Transaction = tx
 	if h != nil {
 		h.sending()
 	}
-	p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload, Transaction: tx},
-		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			if h != nil {
-				h.received()
-			}
-			if err != nil {
-				r.warnOnce("publish in a transaction", err)
-			}
-		})
-	return txnSend{sent: now, bytes: len(payload), inWindow: inWindow}, true
+	bytes := len(m.payload)
+	p.SendAsync(context.Background(), &m.msg, m.onReceipt)
+	return txnSend{sent: now, bytes: bytes, inWindow: inWindow}, true
 }
