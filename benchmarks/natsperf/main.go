@@ -51,7 +51,12 @@ import (
 )
 
 func main() {
-	perfclient.SetLoadGeneratorGC() // as magnetar perf's clients
+	// The same runtime settings as magnetar perf's clients, so both
+	// systems' load generators cost the shared cores alike.
+	if err := perfclient.ExecAsLoadGenerator(); err != nil {
+		fmt.Fprintf(os.Stderr, "natsperf: %v; going on with the runtime's default\n", err)
+	}
+	perfclient.SetLoadGeneratorGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/magnetar-io/magnetar/tools/perfclient"
 )
 
 // version is set at build time: -ldflags "-X main.version=...".
@@ -34,6 +36,12 @@ func commands() []command {
 }
 
 func main() {
+	if args := os.Args[1:]; len(args) > 0 && args[0] == "perf" && isPulsarLoad(args[1:]) {
+		// Replaces this process when it re-executes (perfclient.LoadGeneratorGODEBUG).
+		if err := perfclient.ExecAsLoadGenerator(); err != nil {
+			fmt.Fprintf(os.Stderr, "magnetar perf: %v; going on with the runtime's default\n", err)
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

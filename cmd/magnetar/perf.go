@@ -24,7 +24,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		return runPerfLedger(args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "managedledger":
 		return runPerfManagedLedger(args[1:], stdout, stderr)
-	case len(args) > 0 && (args[0] == "produce" || args[0] == "consume" || args[0] == "e2e"):
+	case isPulsarLoad(args):
 		return runPerfClient(args[0], args[1:], stdout, stderr)
 	}
 	fmt.Fprintln(stderr, "usage: magnetar perf disk|journal|bookie|ledger|managedledger|produce|consume|e2e [flags]")
@@ -116,4 +116,11 @@ func parseSizes(s string) ([]int, error) {
 		return nil, fmt.Errorf("no sizes given")
 	}
 	return out, nil
+}
+
+// isPulsarLoad says whether perf args run the Pulsar client load
+// generator (produce, consume, e2e), as opposed to the storage benchmarks,
+// which measure server code and keep the runtime's defaults.
+func isPulsarLoad(args []string) bool {
+	return len(args) > 0 && (args[0] == "produce" || args[0] == "consume" || args[0] == "e2e")
 }

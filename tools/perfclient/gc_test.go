@@ -3,6 +3,7 @@ package perfclient
 import (
 	"os"
 	"runtime/debug"
+	"slices"
 	"testing"
 )
 
@@ -28,5 +29,35 @@ func unsetenv(t *testing.T, key string) {
 	t.Helper()
 	if err := os.Unsetenv(key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// LoadGeneratorEnv adds madvdontneed=0 to GODEBUG, keeping what GODEBUG
+// already says, and leaves an environment that sets madvdontneed alone
+// (so a re-executed load generator does not re-execute again).
+func TestLoadGeneratorEnv(t *testing.T) {
+	for _, c := range []struct {
+		env     []string
+		want    []string
+		changed bool
+	}{
+		{[]string{"PATH=/bin"}, []string{"PATH=/bin", "GODEBUG=madvdontneed=0"}, true},
+		{[]string{"GODEBUG=", "A=1"}, []string{"GODEBUG=madvdontneed=0", "A=1"}, true},
+		{[]string{"GODEBUG=gctrace=1"}, []string{"GODEBUG=gctrace=1,madvdontneed=0"}, true},
+		{[]string{"GODEBUG=gctrace=1,madvdontneed=1"}, []string{"GODEBUG=gctrace=1,madvdontneed=1"}, false},
+		{[]string{"GODEBUG=madvdontneed=0"}, []string{"GODEBUG=madvdontneed=0"}, false},
+		{[]string{"XGODEBUG=madvdontneed=1"}, []string{"XGODEBUG=madvdontneed=1", "GODEBUG=madvdontneed=0"}, true},
+	} {
+		orig := slices.Clone(c.env)
+		got, changed := LoadGeneratorEnv(c.env)
+		if !slices.Equal(got, c.want) || changed != c.changed {
+			t.Errorf("LoadGeneratorEnv(%q) = %q, %v; want %q, %v", c.env, got, changed, c.want, c.changed)
+		}
+		if !slices.Equal(c.env, orig) {
+			t.Errorf("LoadGeneratorEnv changed its argument: %q, was %q", c.env, orig)
+		}
+		if again, more := LoadGeneratorEnv(got); more || !slices.Equal(again, got) {
+			t.Errorf("LoadGeneratorEnv(%q) changes it again: %q", got, again)
+		}
 	}
 }
