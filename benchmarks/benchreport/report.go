@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/magnetar-io/magnetar/tools/perfclient"
 	"github.com/magnetar-io/magnetar/tools/perfkit"
 )
 
@@ -660,6 +661,9 @@ func writeNotes(w io.Writer, res *Results) {
 		shared += ", except in \"Server and clients on separate cores\" and the geo section's pinned passes"
 	}
 	notes = append(notes, shared+".")
+	notes = append(notes, fmt.Sprintf("The load generators (`magnetar perf`, natsperf) run with GOGC=%d and GODEBUG=%s "+
+		"unless the environment sets them (tools/perfclient/gc.go); the servers with the Go runtime's defaults.",
+		perfclient.LoadGeneratorGCPercent, perfclient.LoadGeneratorGODEBUG))
 	fmt.Fprintf(w, "## Notes\n\n")
 	for _, n := range notes {
 		fmt.Fprintf(w, "- %s\n", n)
