@@ -1,6 +1,7 @@
 package perfclient
 
 import (
+	"bytes"
 	"encoding/binary"
 	"sync"
 	"time"
@@ -26,9 +27,9 @@ type outgoing struct {
 	sent     time.Time
 	client   int
 	inWindow bool
-	// txn sends: their outcome counts at the commit; holder, if not
-	// nil, is told of the receipt.
-	txn    bool
+	// holder, if not nil, holds the producer for the message's
+	// transaction and is told of the receipt. A message in a transaction
+	// (msg.Transaction set) counts at its commit, not at its receipt.
 	holder *holder
 	// onReceipt is o.receipted, bound once so that a send allocates no
 	// closure.
@@ -43,7 +44,10 @@ type outgoings struct {
 func newOutgoings(r *runner) *outgoings {
 	o := &outgoings{}
 	o.pool.New = func() any {
-		m := &outgoing{runner: r, payload: make([]byte, len(r.template))}
+		// The template is copied once: only the stamp changes between
+		// sends (the client reads a payload, never writes it).
+		m := &outgoing{runner: r, payload: bytes.Clone(r.template)}
+		m.msg.Payload = m.payload
 		m.onReceipt = m.receipted
 		return m
 	}
@@ -53,22 +57,22 @@ func newOutgoings(r *runner) *outgoings {
 // get returns a message whose payload is the template stamped with sent.
 func (o *outgoings) get(sent time.Time) *outgoing {
 	m := o.pool.Get().(*outgoing)
-	copy(m.payload, m.runner.template)
 	binary.BigEndian.PutUint64(m.payload, uint64(sent.UnixNano()))
-	m.msg = pulsar.ProducerMessage{Payload: m.payload}
 	m.sent = sent
 	return m
 }
 
+// put returns m to the pool with nothing of its send left (a transaction
+// it was in can be collected).
 func (o *outgoings) put(m *outgoing) {
-	m.msg, m.holder = pulsar.ProducerMessage{}, nil
+	m.msg, m.holder = pulsar.ProducerMessage{Payload: m.payload}, nil
 	o.pool.Put(m)
 }
 
 // receipted records the send's outcome and returns m to its pool.
 func (m *outgoing) receipted(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 	r := m.runner
-	if m.txn {
+	if m.msg.Transaction != nil {
 		if m.holder != nil {
 			m.holder.received()
 		}

@@ -19,7 +19,7 @@ func TestOutgoingReuseStartsClean(t *testing.T) {
 	first := time.Unix(0, 1_000_000_123)
 	m := r.outgoing.get(first)
 	checkStamped(t, r, m, first)
-	m.txn, m.holder = true, &holder{}
+	m.holder = &holder{}
 	m.msg.Transaction = struct{ pulsar.Transaction }{}
 	m.msg.Properties = map[string]string{"k": "v"}
 	r.outgoing.put(m)

@@ -181,17 +181,28 @@ func (r *runner) produceLoop(lane []pulsar.Producer, client int, pace *pacer, st
 // by the same send time, carried in the payload.
 func (r *runner) send(p pulsar.Producer, client int) bool {
 	now := time.Now()
-	inWindow := now.UnixNano() >= r.windowStartNanos
-	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
+	inWindow, ok := r.admit(now)
+	if !ok {
 		return false
 	}
 	m := r.outgoing.get(now)
-	m.client, m.inWindow, m.txn = client, inWindow, false
+	m.client, m.inWindow = client, inWindow
 	r.inflight.Add(1)
 	// The context only bounds the SendAsync call; a canceled run still
 	// lets messages already handed over finish, so it is not passed.
 	p.SendAsync(context.Background(), &m.msg, m.onReceipt)
 	return true
+}
+
+// admit says whether a message sent now belongs to the window, and
+// whether it may be sent at all: not once a timed window has ended or the
+// window's NumMessages were sent.
+func (r *runner) admit(now time.Time) (inWindow, ok bool) {
+	inWindow = now.UnixNano() >= r.windowStartNanos
+	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
+		return inWindow, false
+	}
+	return inWindow, true
 }
 
 func (r *runner) acked(client int, sent time.Time, bytes int, inWindow bool, err error) {

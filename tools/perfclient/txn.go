@@ -298,14 +298,12 @@ func (r *runner) commit(tx pulsar.Transaction, sends []txnSend, client int) {
 // and is told of the receipt.
 func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) (txnSend, bool) {
 	now := time.Now()
-	sentAt := now.UnixNano()
-	inWindow := sentAt >= r.windowStartNanos
-	if inWindow && (r.pastWindow(now) || !r.sends.take()) {
+	inWindow, ok := r.admit(now)
+	if !ok {
 		return txnSend{}, false
 	}
 	m := r.outgoing.get(now)
-	m.txn, m.holder = true, h
-	m.msg.Transaction = tx
+	m.holder, m.msg.Transaction = h, tx
 	if h != nil {
 		h.sending()
 	}
