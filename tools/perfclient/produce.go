@@ -114,6 +114,9 @@ func (r *runner) createProducers(client pulsar.Client) ([][]pulsar.Producer, err
 			for i := range perLane {
 				opts := r.producerOptions(topic)
 				opts.DisableBatching = opts.DisableBatching || (perLane > 1 && i == 0) // a lane's first producer
+				if perLane > 1 && i > 0 {
+					opts.BatchingMaxPublishDelay = max(opts.BatchingMaxPublishDelay, txnBatchTimer)
+				}
 				p, err := client.CreateProducer(opts)
 				if err != nil {
 					closeProducers(append(out, lane))
