@@ -20,27 +20,7 @@ import (
 // batch tagged with the first message's transaction, so the aborted
 // transaction's messages were delivered with the committed one.
 func TestTxnSendsKeepTransactionsApart(t *testing.T) {
-	url, _ := startBrokerWith(t, broker.Config{TransactionCoordinatorEnabled: true})
-	topic := "persistent://public/default/perf-txn-apart"
-	cfg := testConfig(ModeProduce, url, topic)
-	cfg.TxnSize, cfg.BatchDelay = 3, 300*time.Millisecond
-	r := newRunner(cfg)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, EnableTransaction: true, Logger: clientLogger(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	r.client = client
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	lanes, err := r.createProducers(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeProducers(lanes)
+	_, r, cons, lanes := txnTestSetup(t, "persistent://public/default/perf-txn-apart", 3, 300*time.Millisecond)
 	lane, pace, stop := newTxnLane(lanes[0]), newPacer(0), make(chan struct{})
 	kept, ok1 := r.openTxn(lane.first, nil, pace, stop)
 	dropped, ok2 := r.openTxn(lane.first, nil, pace, stop)
@@ -89,27 +69,7 @@ func TestTxnSendsKeepTransactionsApart(t *testing.T) {
 // of the benchmark as 1.7 on average), and every entry costs the broker
 // and the client more than its messages do.
 func TestTxnMessagesGoAsOneBatch(t *testing.T) {
-	url, _ := startBrokerWith(t, broker.Config{TransactionCoordinatorEnabled: true})
-	topic := "persistent://public/default/perf-txn-one-batch"
-	cfg := testConfig(ModeProduce, url, topic)
-	cfg.TxnSize, cfg.BatchDelay = 20, time.Millisecond
-	r := newRunner(cfg)
-	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, EnableTransaction: true, Logger: clientLogger(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	r.client = client
-	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	lanes, err := r.createProducers(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeProducers(lanes)
+	cfg, r, cons, lanes := txnTestSetup(t, "persistent://public/default/perf-txn-one-batch", 20, time.Millisecond)
 	lane, pace, stop := newTxnLane(lanes[0]), newPacer(1000), make(chan struct{})
 	o, ok := r.openHeld(lane, pace, stop)
 	if !ok || !o.more {
@@ -136,4 +96,33 @@ func TestTxnMessagesGoAsOneBatch(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("the transaction's %d messages were stored as %d entries %v, want one batch", cfg.TxnSize, len(entries), entries)
 	}
+}
+
+// txnTestSetup starts a broker with transactions, and a runner in
+// transaction mode (txnSize messages per transaction, batch delay delay)
+// on topic with its lanes of producers, and a consumer subscribed to the
+// topic; all closed when the test ends.
+func txnTestSetup(t *testing.T, topic string, txnSize int, delay time.Duration) (Config, *runner, pulsar.Consumer, [][]pulsar.Producer) {
+	t.Helper()
+	url, _ := startBrokerWith(t, broker.Config{TransactionCoordinatorEnabled: true})
+	cfg := testConfig(ModeProduce, url, topic)
+	cfg.TxnSize, cfg.BatchDelay = txnSize, delay
+	r := newRunner(cfg)
+	client, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, EnableTransaction: true, Logger: clientLogger(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	r.client = client
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cons.Close)
+	lanes, err := r.createProducers(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeProducers(lanes) })
+	return cfg, r, cons, lanes
 }
