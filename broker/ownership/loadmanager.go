@@ -31,7 +31,10 @@ package ownership
 // one. When rates are all negligible, a broker holding two or more
 // bundles more than the emptiest one gives one up (ours: so a broker that
 // joins an idle cluster gets work too). A shed bundle is not shed again
-// for loadBalancerSheddingGracePeriodMinutes.
+// for loadBalancerSheddingGracePeriodMinutes. A pass sheds nothing while a
+// broker's report is late by its own time (lateReport: more than a report
+// interval and a half old): that broker may be cut from the metadata
+// store, and would take the shed bundle without being able to serve it.
 //
 // Splitting (splitBundles): a bundle with more topics, sessions, message
 // rate or bandwidth than the loadBalancerNamespaceBundleMax* thresholds
@@ -42,6 +45,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -272,13 +276,7 @@ func (s *Service) shedLoad(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
-	live := s.liveLocked(brokers)
-	s.mu.Unlock()
-	if len(live) < 2 {
-		return
-	}
-	for _, sb := range s.sheddingPlan(live) {
+	for _, sb := range s.shedPass(brokers) {
 		owner := brokers[sb.broker]
 		if err := s.unloadAt(ctx, owner, sb.bundle, "unload"); err != nil {
 			s.log.Warn("load shedding: unload failed", "bundle", sb.bundle, "broker", sb.broker, "err", err)
@@ -289,6 +287,45 @@ func (s *Service) shedLoad(ctx context.Context) {
 }
 
 type shedBundle struct{ broker, bundle, reason string }
+
+// shedPass is one shedding pass's plan over the registered brokers:
+// nothing when fewer than two still report, or while one's report is late
+// (lateReport).
+func (s *Service) shedPass(brokers map[string]BrokerData) []shedBundle {
+	s.mu.Lock()
+	live := s.liveLocked(brokers)
+	s.mu.Unlock()
+	if len(live) < 2 {
+		return nil
+	}
+	if id, age, late := s.lateReport(live); late {
+		s.log.Info("load shedding skipped: a broker's load report is late, and it may be cut off from the metadata store",
+			"broker", id, "report_age", age.Round(time.Millisecond), "report_interval", s.cfg.ReportInterval)
+		return nil
+	}
+	return s.sheddingPlan(live)
+}
+
+// lateReport finds a broker whose report is older, by its own time, than
+// a report interval and half of one more (at least 500 ms). Shedding
+// waits then: a broker cut from the metadata store still looks live for
+// two intervals after the leader last saw its report change (liveLocked),
+// and longer when the leader had not looked for a while, with a report
+// that soon understates its load; a pass then unloads a healthy broker's
+// bundle, placement sends it to the cut one, and its clients are refused
+// until that broker's session ends. The report's own time is the broker's
+// clock: skew beyond the slack delays shedding (which the log line says),
+// never placement.
+func (s *Service) lateReport(brokers map[string]BrokerData) (string, time.Duration, bool) {
+	limit := s.cfg.ReportInterval + max(s.cfg.ReportInterval/2, 500*time.Millisecond)
+	now := s.cfg.Now()
+	for _, id := range slices.Sorted(maps.Keys(brokers)) {
+		if age := now.Sub(time.UnixMilli(brokers[id].LastUpdate)); age > limit {
+			return id, age, true
+		}
+	}
+	return "", 0, false
+}
 
 // sheddingPlan decides which bundles to unload; it records them for the
 // grace period.

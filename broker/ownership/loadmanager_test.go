@@ -241,3 +241,42 @@ func TestRegistrationSurvivesStaleNode(t *testing.T) {
 		t.Fatalf("%v %v", brokers, err)
 	}
 }
+
+// A broker cut from the metadata store at 25.44 s still had its last report
+// (written just before) in the store when the leader's shedding pass ran at
+// 27.09 s. The leader had not looked at the reports since its previous pass,
+// 6 s earlier, so that report was new to it: "still reporting", and the
+// least loaded. The pass unloaded a bundle from a healthy broker, placement
+// sent it to the cut broker, and its producers were refused for 6.1 s until
+// the session ended (chaos partition-broker-zk, CI of 6 Dec 17:28; the
+// bound is the session timeout + 2 s). A pass must not shed while a
+// broker's report is older than a report interval and some slack, by the
+// report's own time.
+func TestSheddingWaitsWhileAReportIsLate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := planner(&now)
+	s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s.cfg.ReportInterval = time.Second
+	// The chaos suite's shedder: no minimum imbalance, one bundle a pass.
+	s.cfg.LoadBalancer = DefaultLoadBalancerConfig()
+	s.cfg.LoadBalancer.MinUnloadMessage, s.cfg.LoadBalancer.MaxUnloadBundlesPerShedding = 0, 1
+	at := func(ago time.Duration) int64 { return now.Add(-ago).UnixMilli() }
+	busy := BrokerData{Load: Load{MsgRateIn: 900, LastStats: map[string]BundleStats{"t/ns/a": {MsgRateIn: 600}, "t/ns/b": {MsgRateIn: 300}}},
+		NumBundles: 2, Bundles: []string{"t/ns/a", "t/ns/b"}}
+	quiet := BrokerData{}
+	brokers := func() map[string]BrokerData { return map[string]BrokerData{"busy": busy, "quiet": quiet} }
+	busy.LastUpdate, quiet.LastUpdate = at(100*time.Millisecond), at(300*time.Millisecond)
+	if plan := s.shedPass(brokers()); len(plan) == 0 {
+		t.Fatal("both reports current: nothing shed from the busy broker")
+	}
+	now = now.Add(6 * time.Second) // the next pass; the leader has not looked since
+	busy.LastUpdate, quiet.LastUpdate = at(100*time.Millisecond), at(1650*time.Millisecond)
+	s.mu.unloaded = map[string]time.Time{}
+	if plan := s.shedPass(brokers()); len(plan) != 0 {
+		t.Fatalf("shed while the quiet broker's report is 1.65 s old (interval 1 s): %v", plan)
+	}
+	quiet.LastUpdate = at(200 * time.Millisecond) // it reports again
+	if plan := s.shedPass(brokers()); len(plan) == 0 {
+		t.Fatal("reports current again: nothing shed")
+	}
+}
