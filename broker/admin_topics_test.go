@@ -329,12 +329,23 @@ func TestAdminTerminate(t *testing.T) {
 	topics := env.admin.Topics()
 	const name = "persistent://public/default/adm-term"
 	tn := topicName(t, name)
-	client := newClient(t, env.url)
+	closing := logSignal{msg: "Closing producer", seen: make(chan struct{}), once: &sync.Once{}}
+	client := newClientLogging(t, env.url, log.NewLoggerWithSlog(slog.New(closing)))
 	p := newProducer(t, client, name, pulsar.ProducerOptions{SendTimeout: time.Second})
 	ids := sendN(t, p, 3)
 	last, err := topics.Terminate(tn)
 	if err != nil || last.LedgerID != ids[2].LedgerID() || last.EntryID != ids[2].EntryID() {
 		t.Fatalf("terminate = %+v, %v; last sent %v", last, err, ids[2])
+	}
+	// The broker closes the topic's producers and refuses them back as
+	// terminated, and the client then closes its producer. A send made
+	// while it closes is never answered, and races with the close on the
+	// client's channels (pulsar-client-go v0.19: CI hung here for 10
+	// minutes, with the race detector's report): the send waits for it.
+	select {
+	case <-closing.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not close its producer of the terminated topic in 30 s")
 	}
 	if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte("late")}); err == nil {
 		t.Fatal("send after terminate succeeded")
@@ -803,3 +814,23 @@ func TestTopicStatsOptionsAndFlowTime(t *testing.T) {
 			len(st.Publishers), len(st.Subscriptions["s"].Consumers))
 	}
 }
+
+// logSignal is a slog handler that closes seen the first time a record's
+// message is msg (a client's log line as the sign that it got somewhere).
+type logSignal struct {
+	msg  string
+	seen chan struct{}
+	once *sync.Once
+}
+
+func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+func (h logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logSignal) WithGroup(string) slog.Handler      { return h }

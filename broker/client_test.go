@@ -48,8 +48,14 @@ func serveTestBroker(t *testing.T, b *Broker) string {
 
 func newClient(t *testing.T, url string) pulsar.Client {
 	t.Helper()
+	return newClientLogging(t, url, log.DefaultNopLogger())
+}
+
+// newClientLogging is newClient with the client's log going to logger.
+func newClientLogging(t *testing.T, url string, logger log.Logger) pulsar.Client {
+	t.Helper()
 	c, err := pulsar.NewClient(pulsar.ClientOptions{URL: url, OperationTimeout: 10 * time.Second,
-		ConnectionTimeout: 5 * time.Second, Logger: log.DefaultNopLogger()})
+		ConnectionTimeout: 5 * time.Second, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
