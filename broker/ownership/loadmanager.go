@@ -320,6 +320,9 @@ func (s *Service) lateReport(brokers map[string]BrokerData) (string, time.Durati
 	limit := s.cfg.ReportInterval + max(s.cfg.ReportInterval/2, 500*time.Millisecond)
 	now := s.cfg.Now()
 	for _, id := range slices.Sorted(maps.Keys(brokers)) {
+		if brokers[id].LastUpdate == 0 {
+			continue // a report without its time: nothing to judge by
+		}
 		if age := now.Sub(time.UnixMilli(brokers[id].LastUpdate)); age > limit {
 			return id, age, true
 		}

@@ -279,4 +279,11 @@ func TestSheddingWaitsWhileAReportIsLate(t *testing.T) {
 	if plan := s.shedPass(brokers()); len(plan) == 0 {
 		t.Fatal("reports current again: nothing shed")
 	}
+	// A report without its time (LastUpdate 0) does not hold shedding up.
+	s.mu.unloaded = map[string]time.Time{}
+	untimed := brokers()
+	untimed["untimed"] = BrokerData{NumBundles: 1, Bundles: []string{"t/ns/u"}}
+	if plan := s.shedPass(untimed); len(plan) == 0 {
+		t.Fatal("a report without a time stopped shedding")
+	}
 }
