@@ -287,29 +287,25 @@ func (r *runner) maxCommits() int {
 	return max(1, min(64, r.cfg.MaxPending/max(r.cfg.TxnSize, 1)))
 }
 
-// commitTxn sends o's batch, then commits o. The lane's batched
-// producers wait txnBatchTimer before sending a batch on their own, so a
-// transaction's messages go as one batch when it is filled rather than
-// as many as batch-timer ticks passed while it filled (a 100-message
-// transaction made 1.7 entries on the 1 ms timer, and an entry costs the
-// broker and the client more than its messages do). The client's Commit
-// waits for the receipts anyway; Flush only stops it waiting for a timer.
+// commitTxn sends o's batch, then commits o, and counts its messages.
+// The lane's batched producers wait txnBatchTimer before sending a batch
+// on their own, so a transaction's messages go as one batch when it is
+// filled rather than as many as batch-timer ticks passed while it filled
+// (a 100-message transaction made 1.7 entries on the 1 ms timer, and an
+// entry costs the broker and the client more than its messages do). The
+// commit phase includes the flush: the client's Commit waits for the
+// receipts anyway, and Flush only stops it waiting for a timer.
 func (r *runner) commitTxn(o openedTxn, client int) {
+	began := time.Now()
 	if o.h != nil {
 		// A failed flush fails the messages' sends, and so the commit,
 		// which reports it.
 		_ = o.h.p.FlushWithCtx(context.Background())
 	}
-	r.commit(o.tx, o.sends, client)
-}
-
-// commit commits tx and counts its messages.
-func (r *runner) commit(tx pulsar.Transaction, sends []txnSend, client int) {
-	began := time.Now()
-	err := tx.Commit(context.Background())
+	err := o.tx.Commit(context.Background())
 	done := time.Now()
 	r.txn.commitNs.Add(int64(done.Sub(began)))
-	for _, s := range sends {
+	for _, s := range o.sends {
 		r.n.acked(s.bytes, s.inWindow, err, done.Sub(r.start))
 		if err == nil {
 			r.pub.record(client, done.Sub(s.sent), s.inWindow)
