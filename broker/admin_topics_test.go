@@ -329,7 +329,7 @@ func TestAdminTerminate(t *testing.T) {
 	topics := env.admin.Topics()
 	const name = "persistent://public/default/adm-term"
 	tn := topicName(t, name)
-	closing := logSignal{msg: "Closing producer", seen: make(chan struct{}), once: &sync.Once{}}
+	closing := &logSignal{msg: "Closing producer", seen: make(chan struct{})}
 	client := newClientLogging(t, env.url, log.NewLoggerWithSlog(slog.New(closing)))
 	p := newProducer(t, client, name, pulsar.ProducerOptions{SendTimeout: time.Second})
 	ids := sendN(t, p, 3)
@@ -820,17 +820,17 @@ func TestTopicStatsOptionsAndFlowTime(t *testing.T) {
 type logSignal struct {
 	msg  string
 	seen chan struct{}
-	once *sync.Once
+	once sync.Once
 }
 
-func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logSignal) Enabled(context.Context, slog.Level) bool { return true }
 
-func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+func (h *logSignal) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == h.msg {
 		h.once.Do(func() { close(h.seen) })
 	}
 	return nil
 }
 
-func (h logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h logSignal) WithGroup(string) slog.Handler      { return h }
+func (h *logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logSignal) WithGroup(string) slog.Handler      { return h }

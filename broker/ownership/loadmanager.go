@@ -170,6 +170,13 @@ func (s *Service) reportSilence() time.Duration {
 	return max(2*s.cfg.ReportInterval, 2*time.Second)
 }
 
+// reportLate is the age, by a report's own time, past which shedding
+// waits for it (lateReport): a report interval and half of one more, at
+// least 500 ms of slack for a loaded host's late write.
+func (s *Service) reportLate() time.Duration {
+	return s.cfg.ReportInterval + max(s.cfg.ReportInterval/2, 500*time.Millisecond)
+}
+
 // liveLocked returns the brokers whose reports still change. A broker cut
 // from the metadata store keeps its registration until its session
 // expires, with a last report that soon understates its load: placed
@@ -307,7 +314,7 @@ func (s *Service) shedPass(brokers map[string]BrokerData) []shedBundle {
 }
 
 // lateReport finds a broker whose report is older, by its own time, than
-// a report interval and half of one more (at least 500 ms). Shedding
+// reportLate. Shedding
 // waits then: a broker cut from the metadata store still looks live for
 // two intervals after the leader last saw its report change (liveLocked),
 // and longer when the leader had not looked for a while, with a report
@@ -317,8 +324,7 @@ func (s *Service) shedPass(brokers map[string]BrokerData) []shedBundle {
 // clock: skew beyond the slack delays shedding (which the log line says),
 // never placement.
 func (s *Service) lateReport(brokers map[string]BrokerData) (string, time.Duration, bool) {
-	limit := s.cfg.ReportInterval + max(s.cfg.ReportInterval/2, 500*time.Millisecond)
-	now := s.cfg.Now()
+	limit, now := s.reportLate(), s.cfg.Now()
 	for _, id := range slices.Sorted(maps.Keys(brokers)) {
 		if brokers[id].LastUpdate == 0 {
 			continue // a report without its time: nothing to judge by

@@ -113,8 +113,10 @@ func (r *runner) createProducers(client pulsar.Client) ([][]pulsar.Producer, err
 			lane := make([]pulsar.Producer, 0, perLane)
 			for i := range perLane {
 				opts := r.producerOptions(topic)
-				opts.DisableBatching = opts.DisableBatching || (perLane > 1 && i == 0) // a lane's first producer
-				if perLane > 1 && i > 0 {
+				switch {
+				case perLane > 1 && i == 0: // a lane's first producer
+					opts.DisableBatching = true
+				case perLane > 1: // a lane's batched producers
 					opts.BatchingMaxPublishDelay = max(opts.BatchingMaxPublishDelay, txnBatchTimer)
 				}
 				p, err := client.CreateProducer(opts)
