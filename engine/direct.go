@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"unsafe"
 
@@ -27,8 +28,16 @@ import (
 // size of any device we run on); buffers may sit anywhere: a write whose
 // buffers are not all DirectAlign-aligned is copied into an aligned bounce
 // buffer of the file system (reused, outside the Go heap) in chunks of
-// bounceSize. Reads keep going through the page cache (the file's own
-// descriptor), so they need no alignment.
+// bounceSize. ReadAt keeps going through the page cache (the file's own
+// descriptor) and needs no alignment; ReadDirect reads past it, into the
+// caller's aligned buffer, through a third descriptor opened on first use.
+//
+// Direct reads, why: on the same VM a cold buffered read of 1 GiB cost 1.8
+// CPU seconds in the kernel (allocating and filling new page-cache pages),
+// a direct read of it 0.04-0.08. Entry logs are written direct, so their
+// pages are never cached and a buffered read always takes that path; the
+// bookie's read cache, not the page cache, keeps what readers come back for
+// (as BookKeeper's direct-I/O entry logger does).
 
 // DirectAlign is the alignment of a direct write's offset and length.
 const DirectAlign = 4096
@@ -104,6 +113,27 @@ func aligned(bufs [][]byte) bool {
 	return true
 }
 
+// AlignedBuffer returns an n-byte buffer from the Go heap whose address is
+// DirectAlign-aligned, for ReadDirect. The heap never moves it, and a read
+// holds it until the kernel is done with it, so it may receive DMA.
+func AlignedBuffer(n int) []byte {
+	b := make([]byte, n+DirectAlign)
+	skip := (DirectAlign - int(uintptr(unsafe.Pointer(&b[0]))%DirectAlign)) % DirectAlign
+	return b[skip : skip+n : skip+n]
+}
+
+// checkDirectRead fails a direct read whose buffer address, length or
+// offset is unaligned.
+func checkDirectRead(p []byte, off int64) error {
+	if err := checkDirect(off, len(p)); err != nil {
+		return err
+	}
+	if len(p) > 0 && uintptr(unsafe.Pointer(&p[0]))%DirectAlign != 0 {
+		return fmt.Errorf("%w: buffer at %p", ErrUnaligned, &p[0])
+	}
+	return nil
+}
+
 // checkDirect fails a direct write whose offset or length is unaligned.
 func checkDirect(off int64, total int) error {
 	if off%DirectAlign != 0 || total%DirectAlign != 0 {
@@ -137,15 +167,75 @@ func (f *osFile) DirectWrites() error {
 	return nil
 }
 
-// closeDirect closes the direct descriptor, if any. Caller holds ops.Lock.
-func (f *osFile) closeDirect() error {
-	if f.direct == nil {
-		return nil
+// ReadDirect implements File: it reads through a descriptor opened with
+// O_DIRECT on first use (through /proc/self/fd, as DirectWrites), kept
+// until Close.
+func (f *osFile) ReadDirect(p []byte, off int64) (int, error) {
+	if err := f.begin("read direct"); err != nil {
+		return 0, err
 	}
-	d := f.direct
-	f.direct = nil
-	f.fs.io.detach(d)
-	return unix.Close(d.fd)
+	defer f.end()
+	if err := checkDirectRead(p, off); err != nil {
+		return 0, f.err("read direct", err)
+	}
+	d, err := f.directReader()
+	if err != nil {
+		return 0, f.err("open direct", err)
+	}
+	done := 0
+	for done < len(p) {
+		n, err := f.fs.io.pread(d, p[done:], off+int64(done))
+		done += n
+		if err != nil {
+			return done, f.err("read direct", err)
+		}
+		// A direct read stops short only at the end of the file; the next
+		// one would start unaligned there.
+		if n == 0 || done%DirectAlign != 0 {
+			return done, io.EOF
+		}
+	}
+	return done, nil
+}
+
+// directReader returns the O_DIRECT read descriptor, opening it the first
+// time. Caller holds ops.RLock (so Close, which takes ops.Lock, waits);
+// readMu makes concurrent first reads open it once.
+func (f *osFile) directReader() (*osFile, error) {
+	if d := f.directRead.Load(); d != nil {
+		return d, nil
+	}
+	f.readMu.Lock()
+	defer f.readMu.Unlock()
+	if d := f.directRead.Load(); d != nil {
+		return d, nil
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(f.fd), unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) {
+		return nil, fmt.Errorf("%w: %w", ErrDirectUnsupported, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := &osFile{fs: f.fs, fd: fd, path: f.path, fixed: -1}
+	f.fs.io.attach(d)
+	f.directRead.Store(d)
+	return d, nil
+}
+
+// closeDirect closes the direct descriptors, if any. Caller holds ops.Lock.
+func (f *osFile) closeDirect() error {
+	var errs []error
+	if d := f.direct; d != nil {
+		f.direct = nil
+		f.fs.io.detach(d)
+		errs = append(errs, unix.Close(d.fd))
+	}
+	if d := f.directRead.Swap(nil); d != nil {
+		f.fs.io.detach(d)
+		errs = append(errs, unix.Close(d.fd))
+	}
+	return errors.Join(errs...)
 }
 
 // writeDirect writes bufs at off through the direct descriptor, datasyncing

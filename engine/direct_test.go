@@ -3,9 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/magnetar-io/magnetar/engine"
 )
@@ -176,4 +178,79 @@ func TestDirectWritesAlignedBuffers(t *testing.T) {
 			t.Fatal("aligned direct writes read back differently")
 		}
 	})
+}
+
+// ReadDirect returns what was written, direct or buffered, on a file opened
+// for reading only too; a read past the end stops at the end with io.EOF.
+func TestReadDirectReadsWhatWasWritten(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, fs engine.FS, dir string) {
+		rng := rand.New(rand.NewSource(11))
+		name := filepath.Join(dir, "d")
+		f := directFile(t, fs, name)
+		bufs, want := randomBufs(rng, 40*engine.DirectAlign)
+		if _, err := f.WriteAtSync(bufs, 0); err != nil {
+			t.Fatal(err)
+		}
+		tail := make([]byte, 100) // a buffered file may end inside a block
+		rng.Read(tail)
+		buffered, err := fs.OpenReadWrite(name)
+		must(t, err)
+		t.Cleanup(func() { buffered.Close() })
+		if _, err := buffered.WriteAtSync([][]byte{tail}, int64(len(want))); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, tail...)
+		ro, err := fs.Open(name)
+		must(t, err)
+		t.Cleanup(func() { ro.Close() })
+		for _, file := range []engine.File{f, ro} {
+			got := engine.AlignedBuffer(8 * engine.DirectAlign)
+			if n, err := file.ReadDirect(got, 4*engine.DirectAlign); err != nil || n != len(got) {
+				t.Fatalf("ReadDirect in the middle = %d, %v", n, err)
+			}
+			if !bytes.Equal(got, want[4*engine.DirectAlign:12*engine.DirectAlign]) {
+				t.Fatal("ReadDirect returned other bytes than were written")
+			}
+			end := engine.AlignedBuffer(2 * engine.DirectAlign)
+			n, err := file.ReadDirect(end, 40*engine.DirectAlign)
+			if !errors.Is(err, io.EOF) || n != len(tail) || !bytes.Equal(end[:n], tail) {
+				t.Fatalf("ReadDirect over the end = %d, %v; want %d bytes and io.EOF", n, err, len(tail))
+			}
+		}
+	})
+}
+
+// Unaligned offsets, lengths and buffers fail with ErrUnaligned.
+func TestReadDirectRejectsUnaligned(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, fs engine.FS, dir string) {
+		f := directFile(t, fs, filepath.Join(dir, "d"))
+		if _, err := f.WriteAtSync([][]byte{make([]byte, 4*engine.DirectAlign)}, 0); err != nil {
+			t.Fatal(err)
+		}
+		buf := engine.AlignedBuffer(3 * engine.DirectAlign)
+		cases := []struct {
+			name string
+			p    []byte
+			off  int64
+		}{
+			{"offset", buf[:engine.DirectAlign], 512},
+			{"length", buf[:100], 0},
+			{"buffer", buf[512 : 512+engine.DirectAlign], 0},
+		}
+		for _, c := range cases {
+			if _, err := f.ReadDirect(c.p, c.off); !errors.Is(err, engine.ErrUnaligned) {
+				t.Errorf("%s: ReadDirect = %v, want ErrUnaligned", c.name, err)
+			}
+		}
+	})
+}
+
+// AlignedBuffer's address is aligned whatever the size.
+func TestAlignedBuffer(t *testing.T) {
+	for _, n := range []int{1, 100, engine.DirectAlign, 3*engine.DirectAlign + 7, 1 << 20} {
+		b := engine.AlignedBuffer(n)
+		if len(b) != n || cap(b) != n || uintptr(unsafe.Pointer(&b[0]))%engine.DirectAlign != 0 {
+			t.Fatalf("AlignedBuffer(%d): len %d cap %d at %p", n, len(b), cap(b), &b[0])
+		}
+	}
 }

@@ -117,6 +117,15 @@ type File interface {
 	// ErrDirectUnsupported where the file system has no direct I/O; the
 	// file then stays as it was.
 	DirectWrites() error
+	// ReadDirect reads into p from off past the page cache (O_DIRECT), in
+	// any mode: p's address, len(p) and off must be multiples of
+	// DirectAlign (AlignedBuffer gives such a buffer), or it fails with
+	// ErrUnaligned. Like ReadAt it returns io.EOF when the file ends
+	// before p is full. It fails with ErrDirectUnsupported where the file
+	// system has no direct I/O. For files written with DirectWrites, whose
+	// pages are never cached: a buffered read would fill new cache pages
+	// (direct.go says what that costs).
+	ReadDirect(p []byte, off int64) (int, error)
 	// DropCache asks the kernel to evict the file's clean cached pages
 	// (posix_fadvise DONTNEED), so later reads measure or exercise the disk.
 	DropCache() error

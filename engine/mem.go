@@ -611,6 +611,24 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	if err := f.beginLocked("read", false); err != nil {
 		return 0, err
 	}
+	return f.readLocked(p, off)
+}
+
+// ReadDirect implements File: there is no page cache to bypass, but the
+// alignment rule is enforced, as DirectWrites does.
+func (f *memFile) ReadDirect(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.beginLocked("read direct", false); err != nil {
+		return 0, err
+	}
+	if err := checkDirectRead(p, off); err != nil {
+		return 0, f.fs.err("read direct", f.name, err)
+	}
+	return f.readLocked(p, off)
+}
+
+func (f *memFile) readLocked(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, f.fs.err("read", f.name, unix.EINVAL)
 	}

@@ -157,6 +157,10 @@ type osFile struct {
 	// called: every write goes through it (direct.go). Set and cleared under
 	// ops.Lock, read under ops.RLock.
 	direct *osFile
+	// directRead is the file opened O_RDONLY|O_DIRECT for ReadDirect, on
+	// its first call (under readMu); closed by Close.
+	directRead atomic.Pointer[osFile]
+	readMu     sync.Mutex
 
 	size   atomic.Int64 // logical end: max written end, or truncated size
 	ops    sync.RWMutex

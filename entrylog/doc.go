@@ -25,7 +25,10 @@
 // blocks, and no block holding a record that may be committed is ever
 // written again (a torn rewrite could damage it). Readers find records only
 // through the index, so padding is never parsed; a log written buffered has
-// none, and both kinds read the same.
+// none, and both kinds read the same. Logs written direct are read direct
+// too (the whole blocks around a run of records; their pages are never in
+// the page cache, and a buffered read would fill new ones), compaction's
+// reads included; buffered logs are read through the page cache.
 //
 //	header block:
 //	  0  magic        [8]byte  "MGENTLOG"

@@ -273,8 +273,8 @@ func (s *shard) readRecords(id uint64, chunk []located) ([]outRecord, error) {
 			j++
 		}
 		start := chunk[i].loc.offset
-		buf := make([]byte, chunk[j-1].loc.offset+chunk[j-1].loc.recordSize()-start)
-		if _, err := lf.f.ReadAt(buf, start); err != nil {
+		buf, err := s.readSpan(lf, start, chunk[j-1].loc.offset+chunk[j-1].loc.recordSize())
+		if err != nil {
 			return nil, fmt.Errorf("entrylog %s: compacting %s: read at %d: %w", s.dir, lf.path, start, err)
 		}
 		for _, c := range chunk[i:j] {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/magnetar-io/magnetar/engine"
@@ -66,11 +67,16 @@ type logSet struct {
 	// the next write starts on a fresh one.
 	direct bool
 	tail   []byte
+	// directReads: records are read with direct I/O (shard.readSpan), set
+	// while logs are written direct; cleared for good where the file system
+	// has none. Read by every reader, so atomic.
+	directReads atomic.Bool
 }
 
 func newLogSet(fs engine.FS, dir string, opts *Options, log *slog.Logger) *logSet {
 	s := &logSet{fs: fs, dir: dir, limit: opts.LogSizeLimit, step: opts.PreallocSize, space: opts.Space,
 		log: log, hook: opts.hook, direct: !opts.BufferedWrites}
+	s.directReads.Store(s.direct)
 	s.mu.files = make(map[uint64]*logFile)
 	return s
 }
@@ -264,6 +270,7 @@ func (s *logSet) directWrites(f engine.File) error {
 	err := f.DirectWrites()
 	if errors.Is(err, engine.ErrDirectUnsupported) {
 		s.direct = false
+		s.directReads.Store(false)
 		s.log.Warn("entry log: the file system has no direct I/O; writing through the page cache", "dir", s.dir, "err", err)
 		return nil
 	}

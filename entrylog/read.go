@@ -124,13 +124,8 @@ func extendsRun(run []located, loc location, maxBytes int64) bool {
 func (s *shard) readRun(lf *logFile, run []located, epoch uint64) ([]byte, error) {
 	first := run[0].loc
 	last := run[len(run)-1].loc
-	buf := make([]byte, last.offset+last.recordSize()-first.offset)
-	n, err := lf.f.ReadAt(buf, first.offset)
-	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
-		if errors.Is(err, io.EOF) {
-			err = engine.CorruptionErrorf("entry log %s: the index points at offset %d length %d, past its end (%d bytes read)",
-				lf.path, first.offset, first.length, n)
-		}
+	buf, err := s.readSpan(lf, first.offset, last.offset+last.recordSize())
+	if err != nil {
 		return nil, fmt.Errorf("ledger %d entry %d: %w", run[0].key.ledgerID, run[0].key.entryID, err)
 	}
 	s.stats.logReads.Add(1)
@@ -151,6 +146,50 @@ func (s *shard) readRun(lf *logFile, run []located, epoch uint64) ([]byte, error
 	}
 	s.rc.put(epoch, keys, payloads)
 	return payloads[0], nil
+}
+
+// readSpan reads bytes [off, end) of lf into a buffer of their own. Logs
+// written direct are read direct too (their pages are never in the page
+// cache, and a buffered read would fill new ones: engine/direct.go says
+// what that costs; the read cache keeps what readers come back for): the
+// whole blocks around the span are read and the span returned from them.
+// A file system without direct reads turns the set to buffered reads for
+// good, said once.
+func (s *shard) readSpan(lf *logFile, off, end int64) ([]byte, error) {
+	if s.logs.directReads.Load() {
+		from := off &^ (engine.DirectAlign - 1)
+		buf := engine.AlignedBuffer(int(alignBlock(end) - from))
+		n, err := lf.f.ReadDirect(buf, from)
+		if !errors.Is(err, engine.ErrDirectUnsupported) {
+			if err := spanRead(lf, off, end, int64(n)+from, err); err != nil {
+				return nil, err
+			}
+			return buf[off-from : end-from], nil
+		}
+		if s.logs.directReads.Swap(false) {
+			s.log.Warn("entry log: the file system has no direct I/O; reading through the page cache", "dir", s.dir, "err", err)
+		}
+	}
+	buf := make([]byte, end-off)
+	n, err := lf.f.ReadAt(buf, off)
+	if err := spanRead(lf, off, end, off+int64(n), err); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// spanRead judges a read meant to cover [off, end) that reached got: the
+// end of the file before end means the index points past the log's end.
+func spanRead(lf *logFile, off, end, got int64, err error) error {
+	switch {
+	case err == nil || errors.Is(err, io.EOF) && got >= end:
+		return nil
+	case errors.Is(err, io.EOF):
+		return engine.CorruptionErrorf("entry log %s: the index points at offset %d length %d, past its end (%d bytes read)",
+			lf.path, off, end-off, max(got-off, 0))
+	default:
+		return err
+	}
 }
 
 // checkRecord decodes the record the index located and checks it is the

@@ -362,6 +362,13 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	return f.inner.ReadAt(p, off)
 }
 
+func (f *file) ReadDirect(p []byte, off int64) (int, error) {
+	if _, err := f.fs.check(OpRead, f.Name()); err != nil {
+		return 0, err
+	}
+	return f.inner.ReadDirect(p, off)
+}
+
 func (f *file) Datasync() error {
 	if _, err := f.fs.check(OpSync, f.Name()); err != nil {
 		return err
