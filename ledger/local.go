@@ -28,15 +28,72 @@ type LocalBookie interface {
 // bookie this way). Requests run the same bookie code as over the network.
 type LocalTransport struct {
 	mu    sync.RWMutex
-	cores map[string]LocalBookie
-	// Requests run on reused goroutines: a fresh one per add grew its
-	// stack through the entry log's write cache every time.
+	cores map[string]*localBookie
+	// Requests other than adds run on reused goroutines: a fresh one per
+	// request grew its stack through the bookie's code every time.
 	workers *gopool.Pool
+	closed  bool // guarded by mu: adds go to workers after Close
+}
+
+// localBookie is a bookie of this process and the goroutine that runs its
+// adds. Adds run one after another on that goroutine, in the order sent:
+// under load it finds the next add queued and runs it without a hand-off,
+// where a goroutine per add had each wait for the scheduler (on two busy
+// cores, most of an add's time in the broker). A full queue, or an add
+// sent while the goroutine is stopping, runs on a pooled goroutine
+// instead, so Send never blocks.
+type localBookie struct {
+	core LocalBookie
+	adds chan func()
+	quit chan struct{} // closed (under the transport's mu) to stop run
+}
+
+// addQueue bounds the adds waiting for a bookie's add goroutine.
+const addQueue = 1024
+
+func newLocalBookie(core LocalBookie) *localBookie {
+	b := &localBookie{core: core, adds: make(chan func(), addQueue), quit: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+// run handles queued adds until quit, then those queued before it.
+func (b *localBookie) run() {
+	for {
+		select {
+		case task := <-b.adds:
+			task()
+		case <-b.quit:
+			for {
+				select {
+				case task := <-b.adds:
+					task()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// stop ends run once the adds queued so far are handled. Caller holds the
+// transport's mu for writing, so no Send queues after it.
+func (b *localBookie) stop() { close(b.quit) }
+
+// queue hands task to run unless the queue is full. Caller holds the
+// transport's mu for reading.
+func (b *localBookie) queue(task func()) bool {
+	select {
+	case b.adds <- task:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewLocalTransport returns a transport with no bookies.
 func NewLocalTransport() *LocalTransport {
-	return &LocalTransport{cores: map[string]LocalBookie{}, workers: gopool.New(500 * time.Millisecond)}
+	return &LocalTransport{cores: map[string]*localBookie{}, workers: gopool.New(500 * time.Millisecond)}
 }
 
 // Add makes a bookie reachable under id (a nil interface removes it). A removed or
@@ -47,41 +104,62 @@ func NewLocalTransport() *LocalTransport {
 func (t *LocalTransport) Add(id string, core LocalBookie) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if core == nil {
+	if old := t.cores[id]; old != nil {
+		old.stop()
 		delete(t.cores, id)
-		return
 	}
-	t.cores[id] = core
+	if core != nil {
+		t.cores[id] = newLocalBookie(core)
+	}
 }
 
 // Close ends the transport's idle request goroutines now; requests under
 // way finish. Sends after Close still run, each on a goroutine of its own.
-func (t *LocalTransport) Close() { t.workers.Close() }
+func (t *LocalTransport) Close() {
+	t.mu.Lock()
+	if !t.closed {
+		t.closed = true
+		for _, b := range t.cores {
+			b.stop()
+		}
+	}
+	t.mu.Unlock()
+	t.workers.Close()
+}
 
 // Send implements Transport. Handle may wait for the journal or storage,
-// so it runs on a goroutine of its own (a pooled one).
+// so it never runs on the caller's goroutine: adds on the bookie's add
+// goroutine (localBookie), other requests on a pooled one.
 func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callback) {
-	t.mu.RLock()
-	core := t.cores[id]
-	t.mu.RUnlock()
 	r := *req
-	t.workers.Go(func() {
-		if core == nil {
-			cb(nil, fmt.Errorf("%w: bookie %s is not in this process", client.ErrDisconnected, id))
+	t.mu.RLock()
+	b := t.cores[id]
+	task := func() { t.handle(id, b, &r, cb) }
+	queued := b != nil && !t.closed && r.Op == bkproto.OpAdd && b.queue(task)
+	t.mu.RUnlock()
+	if !queued {
+		t.workers.Go(task)
+	}
+}
+
+// handle runs one request on b (nil: the bookie is not in this process).
+func (t *LocalTransport) handle(id string, b *localBookie, r *bkproto.Request, cb client.Callback) {
+	if b == nil {
+		cb(nil, fmt.Errorf("%w: bookie %s is not in this process", client.ErrDisconnected, id))
+		return
+	}
+	b.core.Handle(r, func(resp *bkproto.Response) {
+		// Checked after the bookie made the answer true (an add is
+		// answered after its journal sync): a removal that comes later
+		// comes after that.
+		t.mu.RLock()
+		cur := t.cores[id]
+		t.mu.RUnlock()
+		live := cur != nil && cur.core == b.core
+		if !live {
+			cb(nil, fmt.Errorf("%w: bookie %s left this process before answering", client.ErrDisconnected, id))
 			return
 		}
-		core.Handle(&r, func(resp *bkproto.Response) {
-			// Checked after the bookie made the answer true (an add is
-			// answered after its journal sync): a removal that comes later
-			// comes after that.
-			t.mu.RLock()
-			live := t.cores[id] == core
-			t.mu.RUnlock()
-			if !live {
-				cb(nil, fmt.Errorf("%w: bookie %s left this process before answering", client.ErrDisconnected, id))
-				return
-			}
-			cb(resp, client.StatusError(resp.Status))
-		})
+		cb(resp, client.StatusError(resp.Status))
 	})
 }
