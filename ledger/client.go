@@ -18,6 +18,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/bookie/registry"
+	"github.com/magnetar-io/magnetar/internal/gopool"
 	"github.com/magnetar-io/magnetar/metadata"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
@@ -132,6 +133,9 @@ type Client struct {
 	// too large (its limit is below ours), so that entry is refused before
 	// it is sent next time instead of failing a ledger again.
 	maxFrame atomic.Int64
+	// deliveries runs the handles' delivery goroutines on reused
+	// goroutines (WriteHandle.signal).
+	deliveries *gopool.Pool
 }
 
 // New returns a client. It reads the registered bookies and keeps
@@ -141,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, errors.New("ledger: Config.Store is required")
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg, log: cfg.Logger, meta: metaStore{cfg.Store}}
+	c := &Client{cfg: cfg, log: cfg.Logger, meta: metaStore{cfg.Store}, deliveries: gopool.New(500 * time.Millisecond)}
 	c.maxFrame.Store(int64(cfg.MaxFrameSize))
 	reg, err := startRegistry(ctx, cfg.Store, cfg.Logger)
 	if err != nil {
@@ -163,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // Close stops the client (not its handles' ledgers: close those first).
 func (c *Client) Close() {
 	c.reg.close()
+	c.deliveries.Close()
 	if c.ownNet != nil {
 		c.ownNet.Close()
 	}
