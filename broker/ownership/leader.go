@@ -11,7 +11,12 @@ import (
 
 // electLoop runs the leader election: whoever creates the ephemeral
 // leader node leads until its session ends or it closes; the others watch
-// the node and try again when it goes.
+// the node and try again when it goes. The watch is set before the create
+// so that no deletion is missed, which means it may also hold events from
+// before this broker's node existed: a node that names this broker is
+// this broker's (lead and the ErrExists case check it), so such an event,
+// or a lead ended by a lost watch, never leaves the node standing with no
+// one leading.
 func (s *Service) electLoop() {
 	ctx := context.Background()
 	value, _ := json.Marshal(LeaderInfo{ServiceURL: s.cfg.WebServiceURL, BrokerID: s.cfg.BrokerID})
@@ -26,6 +31,8 @@ func (s *Service) electLoop() {
 		_, _, err = s.store.Create(ctx, leaderPath, value, metadata.CreateOptions{Ephemeral: true})
 		switch {
 		case err == nil:
+			s.lead(w)
+		case errors.Is(err, metadata.ErrExists) && s.leaderIsUs(ctx):
 			s.lead(w)
 		case errors.Is(err, metadata.ErrExists):
 			s.waitForLeaderChange(w)
@@ -55,7 +62,7 @@ func (s *Service) lead(w *metadata.Watcher) {
 		case <-s.stop:
 			return
 		case ev, ok := <-w.Events():
-			if !ok || (ev.Path == leaderPath && ev.Type == metadata.EventDeleted) {
+			if !ok || (ev.Path == leaderPath && ev.Type == metadata.EventDeleted && !s.leaderIsUs(context.Background())) {
 				s.log.Warn("leadership lost", "broker", s.cfg.BrokerID)
 				return
 			}
@@ -86,6 +93,14 @@ func (s *Service) waitForLeaderChange(w *metadata.Watcher) {
 			}
 		}
 	}
+}
+
+// leaderIsUs reports whether the leader node names this broker: the node
+// this broker created (in this or an earlier pass of the election; two
+// live brokers never share an id). A failed read says no.
+func (s *Service) leaderIsUs(ctx context.Context) bool {
+	li, found, err := s.Leader(ctx)
+	return err == nil && found && li.BrokerID == s.cfg.BrokerID
 }
 
 func (s *Service) setLeader(v bool) {

@@ -1107,3 +1107,54 @@ func TestStoppingBrokerHandsItsBundlesOverTogether(t *testing.T) {
 		t.Fatalf("%d of %d bundle closes waited 2 s for the others to begin: bundles were handed over one at a time", waitedOut, bundles)
 	}
 }
+
+// A leader node that comes and goes between a broker's watch and its own
+// create leaves a deletion queued on the watch that is older than the
+// broker's node. Found under CPU load (TestLeaderFailover, 1 in ~150): the
+// new leader read that deletion as its own, stopped leading and, its node
+// still there, waited for ever for a leader change. Here another session
+// creates and loses the node inside the broker's first create, every time.
+func TestLeaderIgnoresADeletionFromBeforeItsNode(t *testing.T) {
+	c := newCluster(t, 0, LoadBalancerConfig{})
+	var once sync.Once
+	c.wrap = func(st metadata.Store) metadata.Store {
+		return racedLeaderCreate{Store: st, before: func() {
+			once.Do(func() {
+				other := c.srv.NewSession()
+				if _, _, err := other.Create(context.Background(), leaderPath, []byte(`{}`),
+					metadata.CreateOptions{Ephemeral: true}); err != nil {
+					t.Errorf("the other session's create: %v", err)
+				}
+				c.srv.ExpireSession(other)
+			})
+		}}
+	}
+	s := c.add(t, 0, LoadBalancerConfig{})
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.IsLeader() {
+		if time.Now().After(deadline) {
+			li, found, err := s.Leader(context.Background())
+			t.Fatalf("not the leader after 5 s; leader node %+v found %v err %v", li, found, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range 100 {
+		if !s.IsLeader() {
+			t.Fatal("the broker stopped leading while its leader node stands")
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+}
+
+// racedLeaderCreate runs before ahead of each create of the leader node.
+type racedLeaderCreate struct {
+	metadata.Store
+	before func()
+}
+
+func (r racedLeaderCreate) Create(ctx context.Context, path string, value []byte, opts metadata.CreateOptions) (string, metadata.Stat, error) {
+	if path == leaderPath {
+		r.before()
+	}
+	return r.Store.Create(ctx, path, value, opts)
+}
