@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"unsafe"
 
@@ -182,20 +181,7 @@ func (f *osFile) ReadDirect(p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, f.err("open direct", err)
 	}
-	done := 0
-	for done < len(p) {
-		n, err := f.fs.io.pread(d, p[done:], off+int64(done))
-		done += n
-		if err != nil {
-			return done, f.err("read direct", err)
-		}
-		// A direct read stops short only at the end of the file; the next
-		// one would start unaligned there.
-		if n == 0 || done%DirectAlign != 0 {
-			return done, io.EOF
-		}
-	}
-	return done, nil
+	return f.readFull(d, p, off, "read direct")
 }
 
 // directReader returns the O_DIRECT read descriptor, opening it the first

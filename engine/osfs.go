@@ -277,14 +277,23 @@ func (f *osFile) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.end()
+	return f.readFull(f, p, off, "read")
+}
+
+// readFull reads p from off through from (f itself, or its direct read
+// descriptor) until p is full or the file ends (io.EOF). A direct read
+// stops short only at the end of the file (the next one would start
+// unaligned there), so a short read that ends off a block ends the file
+// too. Caller holds ops.RLock.
+func (f *osFile) readFull(from *osFile, p []byte, off int64, op string) (int, error) {
 	done := 0
 	for done < len(p) {
-		n, err := f.fs.io.pread(f, p[done:], off+int64(done))
+		n, err := f.fs.io.pread(from, p[done:], off+int64(done))
 		done += n
 		if err != nil {
-			return done, f.err("read", err)
+			return done, f.err(op, err)
 		}
-		if n == 0 {
+		if n == 0 || (from != f && done%DirectAlign != 0) {
 			return done, io.EOF
 		}
 	}

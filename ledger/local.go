@@ -109,7 +109,11 @@ func (t *LocalTransport) Add(id string, core LocalBookie) {
 		delete(t.cores, id)
 	}
 	if core != nil {
-		t.cores[id] = newLocalBookie(core)
+		b := newLocalBookie(core)
+		if t.closed {
+			b.stop() // adds after Close go to pooled goroutines: nothing will feed it
+		}
+		t.cores[id] = b
 	}
 }
 
