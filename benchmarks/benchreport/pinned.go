@@ -116,8 +116,11 @@ func pinnedTargetRows(res *Results) []targetRow {
 			rows = append(rows, tail)
 		}
 	}
-	if c := p.Durable.CatchUp; c != nil && res.Disk.ColdReadMiBSec > 0 {
-		row := catchUpTarget(c, res.Disk.ColdReadMiBSec)
+	for i, row := range catchUpTargets(&p.Durable, res.Disk.ColdReadMiBSec) {
+		c := p.Durable.CatchUp
+		if i == 1 {
+			c = p.Durable.CatchUpWarm
+		}
 		row.name = pinnedPrefix + row.name
 		row.why = pinnedWhy(c)
 		rows = append(rows, row)
@@ -172,6 +175,10 @@ func writePinned(w io.Writer, res *Results) {
 	if c := p.Durable.CatchUp; c != nil {
 		fmt.Fprintf(w, "\nCold catch-up of %.0f MiB: %.0f msg/s, %.1f MiB/s; server %.2f cores, client %.2f.\n",
 			p.Durable.BacklogMiB, c.Report.ConsumePS, c.Report.ConsumeMiB, c.ServerCores, c.ClientCores)
+		if warm := p.Durable.CatchUpWarm; warm != nil {
+			fmt.Fprintf(w, "The same broker then read the second backlog: %.0f msg/s, %.1f MiB/s; server %.2f cores, client %.2f.\n",
+				warm.Report.ConsumePS, warm.Report.ConsumeMiB, warm.ServerCores, warm.ClientCores)
+		}
 	}
 	fmt.Fprintln(w)
 }

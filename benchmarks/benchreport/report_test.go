@@ -523,3 +523,45 @@ func TestLatencyTargetsSayWhenTheRunFellShort(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpOfAWarmBroker: the second backlog's read gets a row of its
+// own, judged on its own numbers, and the first row says what the two
+// reads cost the broker per GiB.
+func TestCatchUpOfAWarmBroker(t *testing.T) {
+	res := sampleResults()
+	first := sampleRun("catch-up", 1024, 0, 230000, 1000)
+	first.Report.ConsumeMiB, first.Report.Seconds, first.ServerCores = 240, 4, 0.75 // 3.00 CPU s per GiB
+	warm := sampleRun("catch-up, warm", 1024, 0, 330000, 1000)
+	warm.Report.ConsumeMiB, warm.Report.Seconds, warm.ServerCores = 330, 3, 0.45 // 1.35 CPU s per GiB
+	res.Standalone.CatchUp, res.Standalone.CatchUpWarm, res.Standalone.BacklogMiB = &first, &warm, 1024
+	var rows []targetRow
+	for _, r := range targetRows(res) {
+		if strings.Contains(r.name, "catch-up") {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d catch-up rows, want 2: %+v", len(rows), rows)
+	}
+	if rows[0].ratio != "0.40" || rows[0].met || !strings.Contains(rows[0].why, "3.00 CPU s per GiB here and 1.35") {
+		t.Errorf("first read's row: %+v", rows[0])
+	}
+	if !strings.Contains(rows[1].name, "read before") || rows[1].ratio != "0.55" || !rows[1].met {
+		t.Errorf("warm read's row: %+v", rows[1])
+	}
+	var b strings.Builder
+	writeCatchUp(&b, res)
+	if out := b.String(); !strings.Contains(out, "second backlog") || !strings.Contains(out, "330.0 MiB/s") {
+		t.Errorf("catch-up section: %s", out)
+	}
+	res.Standalone.CatchUpWarm = nil // a results.json of before: one row, as it was
+	n := 0
+	for _, r := range targetRows(res) {
+		if strings.Contains(r.name, "catch-up") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d catch-up rows without the warm read, want 1", n)
+	}
+}

@@ -224,7 +224,11 @@ type Deployment struct {
 	Fixed      []Run   `json:"fixed"`      // e2e at fixed rates
 	Topics     []Run   `json:"topics"`     // many topics
 	CatchUp    *Run    `json:"catchUp"`    // backlog read after a cold restart
-	BacklogMiB float64 `json:"backlogMiB"` // what CatchUp read
+	BacklogMiB float64 `json:"backlogMiB"` // what CatchUp read (and CatchUpWarm)
+	// CatchUpWarm is a second backlog, as large and as cold (never read
+	// since the restart), read right after CatchUp by the same process:
+	// the catch-up of a broker whose heap has its working size.
+	CatchUpWarm *Run `json:"catchUpWarm,omitempty"`
 	// PeakRSSMiB is the highest over the deployments its runs started
 	// (one per run) of their processes' peak resident memory, summed.
 	PeakRSSMiB float64 `json:"peakRssMiB"`
