@@ -116,13 +116,8 @@ func pinnedTargetRows(res *Results) []targetRow {
 			rows = append(rows, tail)
 		}
 	}
-	for i, row := range catchUpTargets(&p.Durable, res.Disk.ColdReadMiBSec) {
-		c := p.Durable.CatchUp
-		if i == 1 {
-			c = p.Durable.CatchUpWarm
-		}
+	for _, row := range catchUpTargets(&p.Durable, res.Disk.ColdReadMiBSec, pinnedWhy) {
 		row.name = pinnedPrefix + row.name
-		row.why = pinnedWhy(c)
 		rows = append(rows, row)
 	}
 	for i := range p.Durable.Topics {

@@ -155,7 +155,7 @@ func targetRows(res *Results) []targetRow {
 			rows = append(rows, tail)
 		}
 	}
-	rows = append(rows, catchUpTargets(&sa, res.Disk.ColdReadMiBSec)...)
+	rows = append(rows, catchUpTargets(&sa, res.Disk.ColdReadMiBSec, nil)...)
 	for i := range sa.Topics {
 		if run := &sa.Topics[i]; run.Report.Topics*max(run.Report.Producers, 1) == targetTopics {
 			rows = append(rows, topicsTarget(run))
@@ -364,35 +364,39 @@ func catchUpTarget(c *Run, diskMiB float64) targetRow {
 }
 
 // catchUpTargets are the catch-up rows: the read right after the start
-// and, when it ran, the same broker's read of the second backlog.
-func catchUpTargets(d *Deployment, diskMiB float64) []targetRow {
-	c := d.CatchUp
+// and, when it ran, the same broker's read of the second backlog. why, if
+// set, gives each row's explanation from its run instead.
+func catchUpTargets(d *Deployment, diskMiB float64, why func(*Run) string) []targetRow {
+	c, w := d.CatchUp, d.CatchUpWarm
 	if c == nil || diskMiB <= 0 {
 		return nil
 	}
-	first := catchUpTarget(c, diskMiB)
-	w := d.CatchUpWarm
-	if w == nil {
-		return []targetRow{first}
+	rows := []targetRow{catchUpTarget(c, diskMiB)}
+	if w != nil {
+		rows[0].why += fmt.Sprintf(" The broker had just started: its heap grew to its working size during this read, and "+
+			"this VM charges the first touch of each page; it used %.2f CPU s per GiB here and %.2f on the next backlog (next row).",
+			d.cpuPerGiB(c), d.cpuPerGiB(w))
+		second := catchUpTarget(w, diskMiB)
+		second.name = fmt.Sprintf("cold catch-up read by a broker that has read before (a second backlog, never read since the restart) "+
+			"≥ %.1f × the disk's cold sequential read", targetCatchUpVsDisk)
+		second.why = fmt.Sprintf("the broker used %.2f CPU s per GiB (%.2f cores) and the Go consumer %.2f cores on the same two cores: "+
+			"the consumer, not the disk, sets the pace.", d.cpuPerGiB(w), w.ServerCores, w.ClientCores)
+		rows = append(rows, second)
 	}
-	gib := d.BacklogMiB / 1024
-	first.why += fmt.Sprintf(" The broker had just started: its heap grew to its working size during this read, and "+
-		"this VM charges the first touch of each page; it used %.2f CPU s per GiB here and %.2f on the next backlog (next row).",
-		cpuPerGiB(c, gib), cpuPerGiB(w, gib))
-	second := catchUpTarget(w, diskMiB)
-	second.name = fmt.Sprintf("cold catch-up read by a broker that has read before (a second backlog, never read since the restart) "+
-		"≥ %.1f × the disk's cold sequential read", targetCatchUpVsDisk)
-	second.why = fmt.Sprintf("the broker used %.2f CPU s per GiB (%.2f cores) and the Go consumer %.2f cores on the same two cores: "+
-		"the consumer, not the disk, sets the pace.", cpuPerGiB(w, gib), w.ServerCores, w.ClientCores)
-	return []targetRow{first, second}
+	if why != nil {
+		for i, run := range []*Run{c, w}[:len(rows)] {
+			rows[i].why = why(run)
+		}
+	}
+	return rows
 }
 
-// cpuPerGiB is a catch-up's server CPU seconds per GiB read.
-func cpuPerGiB(c *Run, gib float64) float64 {
-	if gib <= 0 {
+// cpuPerGiB is a catch-up's server CPU seconds per GiB of the backlog.
+func (d *Deployment) cpuPerGiB(c *Run) float64 {
+	if d.BacklogMiB <= 0 {
 		return 0
 	}
-	return c.ServerCores * c.Report.Seconds / gib
+	return c.ServerCores * c.Report.Seconds / (d.BacklogMiB / 1024)
 }
 
 // topicsTarget: 10,000 topics, a producer each at 1 msg/s, publish p99.
@@ -633,13 +637,12 @@ func writeCatchUp(w io.Writer, res *Results) {
 		"%.2f × the disk's cold sequential read (%.0f MiB/s).\n\n",
 		res.Standalone.BacklogMiB, c.Report.ConsumePS, c.Report.ConsumeMiB, c.Report.Seconds, ratio, res.Disk.ColdReadMiBSec)
 	if warm := res.Standalone.CatchUpWarm; warm != nil {
-		gib := res.Standalone.BacklogMiB / 1024
 		fmt.Fprintf(w, "The same broker then read a second backlog as large, written in the same fill and never read since "+
 			"the restart: **%.0f msg/s, %.1f MiB/s** in %.1f s. The broker used %.2f CPU s per GiB on the first backlog and %.2f "+
 			"on the second: a process that has just started grows its heap to its working size during its first read, and "+
 			"this VM charges the first touch of each page (TUNING.md, \"Fresh memory\"); the second read is what a broker that "+
 			"has been serving pays. The consumer, a fresh process both times, used %.2f and %.2f cores.\n\n",
-			warm.Report.ConsumePS, warm.Report.ConsumeMiB, warm.Report.Seconds, cpuPerGiB(c, gib), cpuPerGiB(warm, gib),
+			warm.Report.ConsumePS, warm.Report.ConsumeMiB, warm.Report.Seconds, res.Standalone.cpuPerGiB(c), res.Standalone.cpuPerGiB(warm),
 			c.ClientCores, warm.ClientCores)
 	}
 }
