@@ -129,6 +129,10 @@ func (c *bkCursor) ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, err
 		return
 	}
 	c.ml.mu.Unlock()
+	if entries, ok := c.readCached(n, maxBytes); ok {
+		cb(entries, nil) // on this goroutine, as the in-memory ledger answers
+		return
+	}
 	go func() {
 		entries, err := c.ReadEntries(context.Background(), n, maxBytes)
 		if err == nil && len(entries) == 0 {
@@ -137,6 +141,52 @@ func (c *bkCursor) ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, err
 		}
 		cb(entries, err)
 	}()
+}
+
+// readCached is readOnce for a read whose entries are all in the cache:
+// it waits for nothing (no bookie, no read-ahead), so ReadEntriesOrWait
+// answers a tailing reader on the goroutine that added the entry instead
+// of a goroutine of its own, one wake-up per entry fewer on the durable
+// path (TUNING.md, "Wake-ups per entry"). ok false: something planned is
+// not cached; nothing was read and the read position did not move past
+// what planLocked moves it to.
+func (c *bkCursor) readCached(n int, maxBytes int64) (entries []Entry, ok bool) {
+	ml := c.ml
+	ml.mu.Lock()
+	if c.checkLocked() != nil {
+		ml.mu.Unlock()
+		return nil, false
+	}
+	indices := c.planLocked(min(n, ml.entriesForLocked(maxBytes)))
+	positions := make([]Position, len(indices))
+	for i, idx := range indices {
+		positions[i] = ml.positionLocked(idx)
+	}
+	gen := c.readGen
+	ml.mu.Unlock()
+	if len(indices) == 0 {
+		return nil, false
+	}
+	entries = make([]Entry, 0, len(indices))
+	var bytes int64
+	for _, p := range positions {
+		if len(entries) > 0 && bytes >= maxBytes {
+			break
+		}
+		data, hit := ml.f.cache.getIfCached(cacheKey{ml.id, p})
+		if !hit {
+			return nil, false
+		}
+		entries = append(entries, Entry{Position: p, Data: data})
+		bytes += int64(len(data))
+	}
+	ml.mu.Lock()
+	if c.readGen == gen {
+		c.read = max(c.read, indices[len(entries)-1]+1)
+	}
+	ml.mu.Unlock()
+	ml.maybeReadAhead(indices[len(entries)-1] + 1)
+	return entries, true
 }
 
 func (c *bkCursor) CancelPendingRead() bool {

@@ -71,6 +71,19 @@ func (c *entryCache) peek(k cacheKey) ([]byte, bool) {
 	return it.data, true
 }
 
+// getIfCached is get that counts a hit but not a miss: a probe whose
+// miss is then read, and counted, by get.
+func (c *entryCache) getIfCached(k cacheKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it := c.entries[k]
+	if it == nil {
+		return nil, false
+	}
+	c.hits++
+	return it.data, true
+}
+
 func (c *entryCache) get(k cacheKey) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

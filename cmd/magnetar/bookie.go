@@ -345,7 +345,7 @@ func serveBookie(ctx context.Context, f bookieFlags, log *slog.Logger, stdout io
 }
 
 func (rb *runningBookie) start(ctx context.Context, f bookieFlags, c bookie.Cookie, log *slog.Logger) error {
-	bfs, err := openBookieFS(f.ioBackend, log)
+	bfs, err := openBookieFS(f.ioBackend, f.journal.ioBackend, log)
 	if err != nil {
 		return err
 	}
@@ -573,10 +573,16 @@ type journalSettings struct {
 	bufferedWrites, bufferedEntries, queueSize int
 	maxSizeMB, preallocMB                      int64
 	syncData, reuseFiles, directWrites         bool
+	// ioBackend is journalIOBackend (ours): the journals' io backend,
+	// apart from ioBackend's for the entry logs. std by default: a
+	// journal is one goroutine writing and syncing one file in turn, and
+	// through io_uring each direct write and datasync went to a kernel
+	// worker thread and back (TUNING.md, "The journal's system calls").
+	ioBackend string
 }
 
 func defaultJournalSettings() journalSettings {
-	return journalSettings{syncData: true, reuseFiles: true, directWrites: true}
+	return journalSettings{syncData: true, reuseFiles: true, directWrites: true, ioBackend: engine.BackendStd}
 }
 
 func (j *journalSettings) confKeys() map[string]confSetter {
@@ -590,6 +596,7 @@ func (j *journalSettings) confKeys() map[string]confSetter {
 		"journalSyncData":                 setBool(&j.syncData),
 		"journalReuseFiles":               setBool(&j.reuseFiles),
 		"journalDirectWrites":             setBool(&j.directWrites),
+		"journalIOBackend":                setString(&j.ioBackend),
 	}
 }
 

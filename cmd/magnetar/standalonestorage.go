@@ -45,7 +45,7 @@ func startStandaloneStorage(ctx context.Context, store metadata.Store, dir strin
 	if err != nil {
 		return nil, err
 	}
-	bfs, err := openBookieFS(engine.BackendAuto, log)
+	bfs, err := openBookieFS(engine.BackendAuto, f.journal.ioBackend, log)
 	if err != nil {
 		return nil, err
 	}

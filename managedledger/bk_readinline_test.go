@@ -1,0 +1,108 @@
+package managedledger
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestReadEntriesOrWaitAnswersCachedReadsInline: a read whose entries are
+// all in the cache is answered on the caller's goroutine, before
+// ReadEntriesOrWait returns, as the in-memory ledger answers; a tailing
+// reader is then served on the adding goroutine, with no goroutine of its
+// own per entry (TUNING.md, "Wake-ups per entry"). The fetch hook blocks
+// any read that goes through the bookie path until the check is done, so
+// a read handed to a goroutine cannot be mistaken for an inline one. A
+// read that misses the cache (a reopened ledger, an empty cache) still
+// completes, through the bookie.
+func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
+	ctx := context.Background()
+	env := newBKEnv(t)
+	f := env.factory(t, Config{})
+	const name = "public/default/persistent/inline-read"
+	ml, err := f.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addWait(t, ml, "a")
+	addWait(t, ml, "b")
+	release := make(chan struct{})
+	ml.(*bkLedger).testHookBeforeFetch = func() { <-release }
+	got := make(chan []Entry, 1)
+	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	})
+	select {
+	case es := <-got:
+		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b"}) {
+			t.Fatalf("cached read got %v, want [a b]", s)
+		}
+	default:
+		close(release)
+		t.Fatal("a read of cached entries was not answered before ReadEntriesOrWait returned")
+	}
+	if p := c.ReadPosition(); p.EntryID != 2 {
+		t.Fatalf("read position after the inline read: %v, want entry 2", p)
+	}
+
+	// Caught up: the read waits, and the add that ends the wait answers it
+	// from the cache (the bookie path is still held by the hook).
+	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) { got <- es })
+	addWait(t, ml, "c")
+	select {
+	case es := <-got:
+		if s := entryStrings(es); !slices.Equal(s, []string{"c"}) {
+			t.Fatalf("tailing read got %v, want [c]", s)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("a tailing read woken by an add was not answered from the cache")
+	}
+	close(release)
+	ml.(*bkLedger).testHookBeforeFetch = nil
+	if err := ml.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fresh factory: nothing cached, so the read goes to the bookie.
+	f2 := env.factory(t, Config{})
+	ml2, err := f2.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml2.Close(ctx)
+	c2, err := ml2.OpenCursor(ctx, "sub2", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	})
+	select {
+	case es := <-got:
+		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b", "c"}) {
+			t.Fatalf("uncached read got %v, want [a b c]", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read that missed the cache never completed")
+	}
+}
+
+func entryStrings(es []Entry) []string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		out = append(out, string(e.Data))
+	}
+	return out
+}
