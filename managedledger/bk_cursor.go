@@ -173,13 +173,14 @@ func (c *bkCursor) readCached(n int, maxBytes int64) (entries []Entry, ok bool) 
 		if len(entries) > 0 && bytes >= maxBytes {
 			break
 		}
-		data, hit := ml.f.cache.getIfCached(cacheKey{ml.id, p})
+		data, hit := ml.f.cache.peek(cacheKey{ml.id, p})
 		if !hit {
 			return nil, false
 		}
 		entries = append(entries, Entry{Position: p, Data: data})
 		bytes += int64(len(data))
 	}
+	ml.f.cache.countHits(len(entries))
 	ml.mu.Lock()
 	if c.readGen == gen {
 		c.read = max(c.read, indices[len(entries)-1]+1)

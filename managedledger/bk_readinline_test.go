@@ -34,6 +34,7 @@ func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
 	release := make(chan struct{})
 	ml.(*bkLedger).testHookBeforeFetch = func() { <-release }
 	got := make(chan []Entry, 1)
+	_, hits0, misses0 := f.cache.stats()
 	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
 		if err != nil {
 			t.Error(err)
@@ -44,6 +45,9 @@ func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
 	case es := <-got:
 		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b"}) {
 			t.Fatalf("cached read got %v, want [a b]", s)
+		}
+		if _, hits, misses := f.cache.stats(); hits-hits0 != 2 || misses != misses0 {
+			t.Fatalf("cache counted %d hits and %d misses for a read of 2 cached entries", hits-hits0, misses-misses0)
 		}
 	default:
 		close(release)

@@ -71,17 +71,12 @@ func (c *entryCache) peek(k cacheKey) ([]byte, bool) {
 	return it.data, true
 }
 
-// getIfCached is get that counts a hit but not a miss: a probe whose
-// miss is then read, and counted, by get.
-func (c *entryCache) getIfCached(k cacheKey) ([]byte, bool) {
+// countHits counts n hits found by peek (a probe that counts only once
+// it has all it looked for: a miss is then read, and counted, by get).
+func (c *entryCache) countHits(n int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	it := c.entries[k]
-	if it == nil {
-		return nil, false
-	}
-	c.hits++
-	return it.data, true
+	c.hits += int64(n)
+	c.mu.Unlock()
 }
 
 func (c *entryCache) get(k cacheKey) ([]byte, bool) {
