@@ -102,6 +102,13 @@ func (c *bkCursor) readOnce(ctx context.Context, n int, maxBytes int64) ([]Entry
 	if err != nil && (len(entries) == 0 || !errors.Is(err, errTrimmed)) {
 		return nil, err
 	} // else: what was read before the trimmed entries
+	return c.takeRead(gen, indices, entries, maxBytes), nil
+}
+
+// takeRead keeps the entries of a read (entries[i] is indices[i]) up to
+// maxBytes, never fewer than one, and moves the read position past them
+// unless a seek came since the read was planned (gen).
+func (c *bkCursor) takeRead(gen int64, indices []int64, entries []Entry, maxBytes int64) []Entry {
 	var bytes int64
 	k := 0
 	for k < len(entries) && (k == 0 || bytes < maxBytes) {
@@ -113,23 +120,30 @@ func (c *bkCursor) readOnce(ctx context.Context, n int, maxBytes int64) ([]Entry
 		c.read = max(c.read, indices[k-1]+1)
 	}
 	c.ml.mu.Unlock()
-	return entries[:k], nil
+	return entries[:k]
 }
 
 func (c *bkCursor) ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, error)) {
-	c.ml.mu.Lock()
+	ml := c.ml
+	ml.mu.Lock()
 	if err := c.checkLocked(); err != nil {
-		c.ml.mu.Unlock()
+		ml.mu.Unlock()
 		cb(nil, err)
 		return
 	}
-	if len(c.planLocked(1)) == 0 {
+	indices := c.planLocked(min(n, ml.entriesForLocked(maxBytes)))
+	if len(indices) == 0 {
 		c.waiter, c.waitN, c.waitBytes = cb, n, maxBytes
-		c.ml.mu.Unlock()
+		ml.mu.Unlock()
 		return
 	}
-	c.ml.mu.Unlock()
-	if entries, ok := c.readCached(n, maxBytes); ok {
+	positions := make([]Position, len(indices))
+	for i, idx := range indices {
+		positions[i] = ml.positionLocked(idx)
+	}
+	gen := c.readGen
+	ml.mu.Unlock()
+	if entries, ok := c.readCached(gen, indices, positions, maxBytes); ok {
 		cb(entries, nil) // on this goroutine, as the in-memory ledger answers
 		return
 	}
@@ -143,30 +157,15 @@ func (c *bkCursor) ReadEntriesOrWait(n int, maxBytes int64, cb func([]Entry, err
 	}()
 }
 
-// readCached is readOnce for a read whose entries are all in the cache:
-// it waits for nothing (no bookie, no read-ahead), so ReadEntriesOrWait
-// answers a tailing reader on the goroutine that added the entry instead
-// of a goroutine of its own, one wake-up per entry fewer on the durable
-// path (TUNING.md, "Wake-ups per entry"). ok false: something planned is
-// not cached; nothing was read and the read position did not move past
-// what planLocked moves it to.
-func (c *bkCursor) readCached(n int, maxBytes int64) (entries []Entry, ok bool) {
+// readCached takes a planned read (indices at positions) from the cache
+// when every entry of it up to maxBytes is there: it waits for nothing
+// (no bookie, no read-ahead), so ReadEntriesOrWait answers a tailing
+// reader on the goroutine that added the entry instead of a goroutine of
+// its own, one wake-up per entry fewer on the durable path (TUNING.md,
+// "Wake-ups per entry"). ok false: something is not cached, nothing was
+// taken, and the caller reads through readOnce.
+func (c *bkCursor) readCached(gen int64, indices []int64, positions []Position, maxBytes int64) (entries []Entry, ok bool) {
 	ml := c.ml
-	ml.mu.Lock()
-	if c.checkLocked() != nil {
-		ml.mu.Unlock()
-		return nil, false
-	}
-	indices := c.planLocked(min(n, ml.entriesForLocked(maxBytes)))
-	positions := make([]Position, len(indices))
-	for i, idx := range indices {
-		positions[i] = ml.positionLocked(idx)
-	}
-	gen := c.readGen
-	ml.mu.Unlock()
-	if len(indices) == 0 {
-		return nil, false
-	}
 	entries = make([]Entry, 0, len(indices))
 	var bytes int64
 	for _, p := range positions {
@@ -181,11 +180,7 @@ func (c *bkCursor) readCached(n int, maxBytes int64) (entries []Entry, ok bool) 
 		bytes += int64(len(data))
 	}
 	ml.f.cache.countHits(len(entries))
-	ml.mu.Lock()
-	if c.readGen == gen {
-		c.read = max(c.read, indices[len(entries)-1]+1)
-	}
-	ml.mu.Unlock()
+	entries = c.takeRead(gen, indices, entries, maxBytes)
 	ml.maybeReadAhead(indices[len(entries)-1] + 1)
 	return entries, true
 }
