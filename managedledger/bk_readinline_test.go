@@ -110,3 +110,55 @@ func entryStrings(es []Entry) []string {
 	}
 	return out
 }
+
+// TestInlineReadThatFallsBackCountsEachHitOnce: a read whose first entry
+// is cached and second is not goes to the bookie path; the cache counts
+// the first entry's hit once, there, not also for the inline probe that
+// found it before giving up.
+func TestInlineReadThatFallsBackCountsEachHitOnce(t *testing.T) {
+	ctx := context.Background()
+	env := newBKEnv(t)
+	f := env.factory(t, Config{})
+	ml, err := f.Open(ctx, "public/default/persistent/inline-fallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close(ctx)
+	c, err := ml.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addWait(t, ml, "a")
+	second := addWait(t, ml, "b")
+	dropCached(f.cache, cacheKey{ml.(*bkLedger).id, second})
+	_, hits0, misses0 := f.cache.stats()
+	got := make(chan []Entry, 1)
+	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	})
+	select {
+	case es := <-got:
+		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b"}) {
+			t.Fatalf("read got %v, want [a b]", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read that missed the cache never completed")
+	}
+	if _, hits, misses := f.cache.stats(); hits-hits0 != 1 || misses-misses0 != 1 {
+		t.Fatalf("cache counted %d hits and %d misses, want 1 and 1", hits-hits0, misses-misses0)
+	}
+}
+
+// dropCached removes one entry from the cache, as an eviction would.
+func dropCached(c *entryCache, k cacheKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if it := c.entries[k]; it != nil {
+		it.gone = true
+		delete(c.entries, k)
+		c.size -= int64(len(it.data))
+	}
+}
