@@ -22,30 +22,52 @@ import (
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testPorts.take(t)
 }
 
-// freePorts returns n distinct free ports: every listener stays open until
-// all are chosen. freePort called n times can answer one port twice when
-// the process it was meant for has not bound it yet (CI of 4 Dec: two
-// bookies of a test on one port).
+// freePorts returns n distinct free ports.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	ports := make([]int, 0, n)
 	for range n {
+		ports = append(ports, freePort(t))
+	}
+	return ports
+}
+
+// portBook hands out loopback ports that the servers and child processes of
+// the tests bind later. bind(0) readily answers a port again once its
+// listener closed, often within a few dozen draws, while the process the
+// port was meant for may not have bound it yet (CI of 4 and 7 Dec: two
+// bookies of one test on one port). So the book remembers every port it gave
+// in this test binary and never gives one twice.
+type portBook struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// testPorts is the test binary's one book: tests run in parallel, and a
+// port must not go to two of them either.
+var testPorts = &portBook{given: map[int]bool{}}
+
+func (b *portBook) take(t *testing.T) int {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for range 1000 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !b.given[p] {
+			b.given[p] = true
+			return p
+		}
 	}
-	return ports
+	t.Fatalf("no loopback port that was not handed out before in 1000 tries (%d given)", len(b.given))
+	return 0
 }
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
