@@ -14,21 +14,27 @@ import (
 // opens; it records the adds' entry ids in the order handled, and which
 // goroutines ran them (by how many ran at once).
 type gateBookie struct {
-	gate    chan struct{}
-	mu      sync.Mutex
-	order   []int64
-	running int
-	maxRun  int
+	gate     chan struct{}
+	mu       sync.Mutex
+	order    []int64
+	inHandle int
+	maxRun   int
+}
+
+func (b *gateBookie) running() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inHandle
 }
 
 func (b *gateBookie) Handle(r *bkproto.Request, reply func(*bkproto.Response)) {
 	b.mu.Lock()
-	b.running++
-	b.maxRun = max(b.maxRun, b.running)
+	b.inHandle++
+	b.maxRun = max(b.maxRun, b.inHandle)
 	b.mu.Unlock()
 	<-b.gate
 	b.mu.Lock()
-	b.running--
+	b.inHandle--
 	if r.Op == bkproto.OpAdd {
 		b.order = append(b.order, r.EntryID)
 	}
@@ -95,9 +101,7 @@ func TestLocalAddsRunInOrderOnOneGoroutine(t *testing.T) {
 	// The read runs beside the add that holds the add goroutine.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b.mu.Lock()
-		run := b.running
-		b.mu.Unlock()
+		run := b.running()
 		if run == 2 {
 			break
 		}
@@ -136,13 +140,18 @@ func TestLocalAddsPastAFullQueueRunAside(t *testing.T) {
 	for e := range int64(n) {
 		sendWithin(t, tr, "b", &bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1, EntryID: e}, a.cb())
 	}
+	// Every add waits at the gate, so the ones run aside and the add
+	// goroutine's first meet there; checked before the gate opens (after
+	// it, the adds may run one after another: CI of 7 Dec failed so).
+	for deadline := time.Now().Add(10 * time.Second); b.running() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no add ran beside the add goroutine although its queue was full")
+		}
+	}
 	close(b.gate)
 	a.wait(t)
 	if len(b.order) != n {
 		t.Fatalf("%d adds handled, want %d", len(b.order), n)
-	}
-	if b.maxRun < 2 {
-		t.Fatal("no add ran beside the add goroutine although its queue was full")
 	}
 }
 
