@@ -64,7 +64,8 @@ type crashRun struct {
 func crashOnce(seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 0x6a6f75726e616c))
 	opts := Options{MaxFileSize: int64(8+rng.IntN(64)) << 10, PreallocSize: 16 << 10,
-		Pipeline: rng.IntN(2) == 0, NoFileReuse: rng.IntN(2) == 0, MaxRecycledFiles: 1 + rng.IntN(2)}
+		Pipeline: rng.IntN(2) == 0, NoFileReuse: rng.IntN(2) == 0, MaxRecycledFiles: 1 + rng.IntN(2),
+		ZeroFill: rng.IntN(2) == 0, ZeroFillRate: 1 << 30}
 	if rng.IntN(2) == 0 {
 		// Small groups fill up, so adds queue behind full groups and one
 		// write + datasync carries several: a crash tears them together.

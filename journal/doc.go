@@ -12,7 +12,12 @@
 // A journal directory holds files named by a 16-digit hex id,
 // "%016x.journal", written in id order, plus "checkpoint" (the last
 // checkpointed Mark) and recycled files "recycle-%016x.journal" waiting
-// for reuse. Every file starts with a header block, followed by groups.
+// for reuse. With Options.ZeroFill, a spare being filled with zeros is
+// "spare-%016x.journal" until it is synced and renamed into the recycled
+// pool (its id is taken from the journal's file ids, so it is unique);
+// replay never reads a spare, and Open removes one left by a crash. Every
+// file starts with a header block, followed by groups (a spare's first
+// block is zeros until the writer reuses it).
 // Groups start at multiples of BlockSize; the bytes between a group's last
 // record and the next block boundary are padding.
 //

@@ -14,7 +14,7 @@ func (j *Journal) path(name string) string { return filepath.Join(j.dir, name) }
 
 // rotate opens the next journal file as the current one (at Open).
 func (j *Journal) rotate() error {
-	seg, err := j.createSegment(j.nextID)
+	seg, err := j.createSegment(j.takeID())
 	if err != nil {
 		return err
 	}
@@ -24,7 +24,6 @@ func (j *Journal) rotate() error {
 
 // use makes seg the current file.
 func (j *Journal) use(seg *segment) {
-	j.nextID++
 	j.cur = seg
 	j.mu.Lock()
 	j.curID = seg.id
@@ -32,6 +31,17 @@ func (j *Journal) use(seg *segment) {
 		j.lastMark = Mark{FileID: seg.id, Offset: BlockSize}
 	}
 	j.mu.Unlock()
+	j.wakeSpareFiller() // the pool may be empty now
+}
+
+// takeID returns a new file id. An id taken for a file that was not made
+// leaves a gap, which replay does not mind.
+func (j *Journal) takeID() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	id := j.nextID
+	j.nextID++
+	return id
 }
 
 // rotateForWrite opens the next file, then closes the current one once
@@ -41,7 +51,7 @@ func (j *Journal) use(seg *segment) {
 // torn group). The next file is made first so that a full disk leaves the
 // current file in place (commit tries again with the next group).
 func (j *Journal) rotateForWrite() error {
-	seg, err := j.createSegment(j.nextID)
+	seg, err := j.createSegment(j.takeID())
 	if err != nil {
 		return err
 	}
@@ -106,7 +116,7 @@ func (j *Journal) createSegment(id uint64) (*segment, error) {
 		return nil, fmt.Errorf("journal: init %s: %w", name, err)
 	}
 	j.addLive(id)
-	return &segment{id: id, f: f, offset: BlockSize, allocated: BlockSize + step}, nil
+	return &segment{id: id, f: f, offset: BlockSize, allocated: BlockSize + step, written: BlockSize}, nil
 }
 
 // preallocFreeShare: no preallocation takes more than this share of the
@@ -203,7 +213,8 @@ func (j *Journal) reuse(r, id uint64, hdr []byte) (*segment, error) {
 		return nil, err
 	}
 	j.addLive(id)
-	return &segment{id: id, f: f, offset: BlockSize, allocated: max(f.Size(), BlockSize)}, nil
+	size := max(f.Size(), BlockSize)
+	return &segment{id: id, f: f, offset: BlockSize, allocated: size, written: size}, nil
 }
 
 // ensureAllocated grows the current file's preallocation to hold span
@@ -228,6 +239,26 @@ func (j *Journal) addLive(id uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.live = append(j.live, id)
+}
+
+// leaveForWritten reports whether the writer should move to a pooled file
+// before writing span more bytes: ZeroFill is on, the group would leave
+// the current file's written blocks, and the pool has a file.
+func (j *Journal) leaveForWritten(span int64) bool {
+	if j.spare == nil || j.cur.offset == BlockSize || j.cur.offset+span <= j.cur.written {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.recycled) > 0
+}
+
+// addRecycled puts file id in the recycled pool, kept in id order.
+func (j *Journal) addRecycled(id uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.recycled = append(j.recycled, id)
+	slices.Sort(j.recycled)
 }
 
 func (j *Journal) popRecycled() (uint64, bool) {
@@ -303,9 +334,6 @@ func (j *Journal) retire(id uint64) error {
 	if err := j.fs.Rename(name, j.path(recycledName(id))); err != nil {
 		return fmt.Errorf("journal: recycle %s: %w", name, err)
 	}
-	j.mu.Lock()
-	j.recycled = append(j.recycled, id)
-	slices.Sort(j.recycled)
-	j.mu.Unlock()
+	j.addRecycled(id)
 	return nil
 }

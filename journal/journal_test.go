@@ -70,10 +70,12 @@ func addSync(t *testing.T, j *Journal, ledger, entry int64, payload []byte) (Mar
 
 func modes() map[string]Options {
 	return map[string]Options{
-		"serial":   {},
-		"pipeline": {Pipeline: true},
-		"skipsync": {SkipSync: true, SyncInterval: 5 * time.Millisecond},
-		"noreuse":  {NoFileReuse: true},
+		"serial":            {},
+		"pipeline":          {Pipeline: true},
+		"skipsync":          {SkipSync: true, SyncInterval: 5 * time.Millisecond},
+		"noreuse":           {NoFileReuse: true},
+		"zerofill":          {ZeroFill: true, MaxFileSize: 1 << 20, ZeroFillRate: 1 << 30},
+		"zerofill-pipeline": {ZeroFill: true, MaxFileSize: 1 << 20, ZeroFillRate: 1 << 30, Pipeline: true},
 	}
 }
 

@@ -70,6 +70,12 @@ func (j *Journal) listFiles() ([]uint64, error) {
 			ids = append(ids, id)
 		} else if id, ok := parseRecycledName(n); ok {
 			j.recycled = append(j.recycled, id)
+		} else if isSpareName(n) {
+			// A spare being filled when the bookie stopped: never a
+			// journal file, so nothing to keep.
+			if err := j.fs.Remove(j.path(n)); err != nil && !engine.IsNotExist(err) {
+				return nil, fmt.Errorf("journal %s: remove unfinished spare %s: %w", j.dir, n, err)
+			}
 		}
 	}
 	slices.Sort(ids)

@@ -194,7 +194,7 @@ func (j *Journal) commit(gs []group) {
 			reqs = append(reqs, g.reqs...)
 		}
 	}
-	if j.cur.offset+span > j.opts.MaxFileSize && j.cur.offset > BlockSize {
+	if (j.cur.offset+span > j.opts.MaxFileSize && j.cur.offset > BlockSize) || j.leaveForWritten(span) {
 		if err := j.rotateForWrite(); err != nil {
 			j.answer(reqs, Mark{}, j.fail(err))
 			return

@@ -573,6 +573,12 @@ type journalSettings struct {
 	bufferedWrites, bufferedEntries, queueSize int
 	maxSizeMB, preallocMB                      int64
 	syncData, reuseFiles, directWrites         bool
+	// zeroFill is journalZeroFill (ours): a spare journal file of written
+	// zeros is kept ready, so a group's datasync commits no extent
+	// conversion (TUNING.md, "Journal files zero-filled ahead of the
+	// writer"). On by default; journalZeroFillRateMB paces the fill.
+	zeroFill     bool
+	zeroFillRate int64
 	// ioBackend is journalIOBackend (ours): the journals' io backend,
 	// apart from ioBackend's for the entry logs. std by default: a
 	// journal is one goroutine writing and syncing one file in turn, and
@@ -582,7 +588,7 @@ type journalSettings struct {
 }
 
 func defaultJournalSettings() journalSettings {
-	return journalSettings{syncData: true, reuseFiles: true, directWrites: true, ioBackend: engine.BackendStd}
+	return journalSettings{syncData: true, reuseFiles: true, directWrites: true, zeroFill: true, ioBackend: engine.BackendStd}
 }
 
 func (j *journalSettings) confKeys() map[string]confSetter {
@@ -597,6 +603,8 @@ func (j *journalSettings) confKeys() map[string]confSetter {
 		"journalReuseFiles":               setBool(&j.reuseFiles),
 		"journalDirectWrites":             setBool(&j.directWrites),
 		"journalIOBackend":                setString(&j.ioBackend),
+		"journalZeroFill":                 setBool(&j.zeroFill),
+		"journalZeroFillRateMB":           setInt64(&j.zeroFillRate),
 	}
 }
 
@@ -636,5 +644,5 @@ func (j journalSettings) options(log *slog.Logger) journal.Options {
 	return journal.Options{MaxGroupWait: j.maxGroupWait, BufferedWritesThreshold: j.bufferedWrites,
 		BufferedEntriesThreshold: j.bufferedEntries, MaxFileSize: j.maxSizeMB << 20, PreallocSize: j.preallocMB << 20,
 		QueueSize: j.queueSize, SkipSync: !j.syncData, NoFileReuse: !j.reuseFiles, BufferedWrites: !j.directWrites,
-		Logger: log}
+		ZeroFill: j.zeroFill, ZeroFillRate: j.zeroFillRate << 20, Logger: log}
 }

@@ -82,3 +82,21 @@ func TestJournalIOBackend(t *testing.T) {
 		t.Fatalf("journalIOBackend=fast: %v, want an error naming the key and the value", err)
 	}
 }
+
+// TestJournalZeroFillSettings: the spare journal files are on by default,
+// and journalZeroFill and journalZeroFillRateMB reach the journal's options.
+func TestJournalZeroFillSettings(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o := defaultJournalSettings().options(quiet); !o.ZeroFill || o.WithDefaults().ZeroFillRate != 32<<20 {
+		t.Fatalf("defaults: ZeroFill %v at %d B/s, want on at 32 MiB/s", o.ZeroFill, o.WithDefaults().ZeroFillRate)
+	}
+	path := filepath.Join(t.TempDir(), "bk.conf")
+	writeFile(t, path, "metadataServiceUri=zk:zk1:2181\njournalZeroFill=false\njournalZeroFillRateMB=64\n")
+	f, err := parseBookieFlags("magnetar bookie", []string{"--config", path}, io.Discard, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := f.journal.options(quiet); o.ZeroFill || o.ZeroFillRate != 64<<20 {
+		t.Fatalf("journalZeroFill=false, journalZeroFillRateMB=64 read as ZeroFill %v at %d B/s", o.ZeroFill, o.ZeroFillRate)
+	}
+}
