@@ -142,10 +142,10 @@ func (j *Journal) makeSpare(s *spareFiller) error {
 	return err
 }
 
-// spareSize is spareMaxSize (at most MaxFileSize) when the disk has room for it under the rule
-// that one preallocation takes at most an eighth of the free space, and
-// Options.Space allows it; else 0: no spare, new files are preallocated
-// as they grow.
+// spareSize is spareMaxSize (at most MaxFileSize) when the disk has room
+// for it under the rule that one preallocation takes at most an eighth of
+// the free space, and Options.Space allows it; else 0: no spare, new files
+// are preallocated as they grow.
 func (j *Journal) spareSize() (int64, error) {
 	size := alignUp(min(j.opts.MaxFileSize, spareMaxSize))
 	free, err := j.fs.FreeSpace(j.dir)
@@ -190,22 +190,12 @@ func (j *Journal) fillSpare(s *spareFiller, f engine.File, size int64) error {
 	return f.Datasync()
 }
 
+// sleepUntil waits until t (at once when t has passed) unless Close comes.
 func (s *spareFiller) sleepUntil(t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		select {
-		case <-s.quit:
-			return errSpareStopped
-		default:
-			return nil
-		}
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	select {
 	case <-s.quit:
 		return errSpareStopped
-	case <-timer.C:
+	case <-time.After(time.Until(t)):
 		return nil
 	}
 }

@@ -35,12 +35,7 @@ func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
 	ml.(*bkLedger).testHookBeforeFetch = func() { <-release }
 	got := make(chan []Entry, 1)
 	_, hits0, misses0 := f.cache.stats()
-	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		got <- es
-	})
+	readOrWaitInto(t, c, got)
 	select {
 	case es := <-got:
 		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b"}) {
@@ -59,17 +54,9 @@ func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
 
 	// Caught up: the read waits, and the add that ends the wait answers it
 	// from the cache (the bookie path is still held by the hook).
-	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) { got <- es })
+	readOrWaitInto(t, c, got)
 	addWait(t, ml, "c")
-	select {
-	case es := <-got:
-		if s := entryStrings(es); !slices.Equal(s, []string{"c"}) {
-			t.Fatalf("tailing read got %v, want [c]", s)
-		}
-	case <-time.After(10 * time.Second):
-		close(release)
-		t.Fatal("a tailing read woken by an add was not answered from the cache")
-	}
+	wantRead(t, got, []string{"c"}, "a tailing read woken by an add, answered from the cache", func() { close(release) })
 	close(release)
 	ml.(*bkLedger).testHookBeforeFetch = nil
 	if err := ml.Close(ctx); err != nil {
@@ -87,19 +74,35 @@ func TestReadEntriesOrWaitAnswersCachedReadsInline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
+	readOrWaitInto(t, c2, got)
+	wantRead(t, got, []string{"a", "b", "c"}, "a read that missed the cache", nil)
+}
+
+// readOrWaitInto starts a ReadEntriesOrWait of up to 10 entries that
+// sends what it read to got (an error fails the test).
+func readOrWaitInto(t *testing.T, c Cursor, got chan<- []Entry) {
+	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
 		if err != nil {
 			t.Error(err)
 		}
 		got <- es
 	})
+}
+
+// wantRead waits up to 10 s for a read's entries on got and checks them;
+// onTimeout, when set, runs before the test fails (to release a hook).
+func wantRead(t *testing.T, got <-chan []Entry, want []string, what string, onTimeout func()) {
+	t.Helper()
 	select {
 	case es := <-got:
-		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b", "c"}) {
-			t.Fatalf("uncached read got %v, want [a b c]", s)
+		if s := entryStrings(es); !slices.Equal(s, want) {
+			t.Fatalf("%s got %v, want %v", what, s, want)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a read that missed the cache never completed")
+		if onTimeout != nil {
+			onTimeout()
+		}
+		t.Fatalf("%s never completed", what)
 	}
 }
 
@@ -133,20 +136,8 @@ func TestInlineReadThatFallsBackCountsEachHitOnce(t *testing.T) {
 	dropCached(f.cache, cacheKey{ml.(*bkLedger).id, second})
 	_, hits0, misses0 := f.cache.stats()
 	got := make(chan []Entry, 1)
-	c.ReadEntriesOrWait(10, 1<<20, func(es []Entry, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		got <- es
-	})
-	select {
-	case es := <-got:
-		if s := entryStrings(es); !slices.Equal(s, []string{"a", "b"}) {
-			t.Fatalf("read got %v, want [a b]", s)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a read that missed the cache never completed")
-	}
+	readOrWaitInto(t, c, got)
+	wantRead(t, got, []string{"a", "b"}, "a read that missed the cache", nil)
 	if _, hits, misses := f.cache.stats(); hits-hits0 != 1 || misses-misses0 != 1 {
 		t.Fatalf("cache counted %d hits and %d misses, want 1 and 1", hits-hits0, misses-misses0)
 	}

@@ -30,12 +30,7 @@ func TestJournalIOBackend(t *testing.T) {
 	if got := defaultJournalSettings().ioBackend; got != engine.BackendStd {
 		t.Fatalf("journalIOBackend defaults to %q, want std", got)
 	}
-	path := filepath.Join(t.TempDir(), "bk.conf")
-	writeFile(t, path, "metadataServiceUri=zk:zk1:2181\njournalIOBackend=uring\n")
-	f, err := parseBookieFlags("magnetar bookie", []string{"--config", path}, io.Discard, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := parseBookieConf(t, "journalIOBackend=uring\n")
 	if f.journal.ioBackend != engine.BackendUring {
 		t.Fatalf("journalIOBackend=uring read as %q", f.journal.ioBackend)
 	}
@@ -90,13 +85,21 @@ func TestJournalZeroFillSettings(t *testing.T) {
 	if o := defaultJournalSettings().options(quiet); !o.ZeroFill || o.WithDefaults().ZeroFillRate != 32<<20 {
 		t.Fatalf("defaults: ZeroFill %v at %d B/s, want on at 32 MiB/s", o.ZeroFill, o.WithDefaults().ZeroFillRate)
 	}
-	path := filepath.Join(t.TempDir(), "bk.conf")
-	writeFile(t, path, "metadataServiceUri=zk:zk1:2181\njournalZeroFill=false\njournalZeroFillRateMB=64\n")
-	f, err := parseBookieFlags("magnetar bookie", []string{"--config", path}, io.Discard, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := parseBookieConf(t, "journalZeroFill=false\njournalZeroFillRateMB=64\n")
 	if o := f.journal.options(quiet); o.ZeroFill || o.ZeroFillRate != 64<<20 {
 		t.Fatalf("journalZeroFill=false, journalZeroFillRateMB=64 read as ZeroFill %v at %d B/s", o.ZeroFill, o.ZeroFillRate)
 	}
+}
+
+// parseBookieConf parses a bookie's flags from a config file of conf's
+// lines (and a metadata store, which every bookie needs).
+func parseBookieConf(t *testing.T, conf string) bookieFlags {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bk.conf")
+	writeFile(t, path, "metadataServiceUri=zk:zk1:2181\n"+conf)
+	f, err := parseBookieFlags("magnetar bookie", []string{"--config", path}, io.Discard, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
