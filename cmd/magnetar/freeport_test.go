@@ -17,3 +17,24 @@ func TestFreePortNeverAnswersAPortTwice(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// TestFreePortIsOutsideTheEphemeralRange: a port from the kernel's
+// ephemeral range can be taken by any process's bind(0) or outgoing
+// connection between freePort and the child's bind (CI of 7 Dec: "bind:
+// address already in use" for a broker of TestThreeClustersOneInstance),
+// so freePort takes ports below that range, where the kernel never
+// assigns one by itself.
+func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
+	low, _, err := ephemeralPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if low <= testPortsLow {
+		t.Skipf("the ephemeral range starts at %d, below the book's range: the kernel picks here", low)
+	}
+	for range 100 {
+		if p := freePort(t); p >= low {
+			t.Fatalf("freePort answered %d, inside the ephemeral range starting at %d", p, low)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -36,28 +37,48 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // portBook hands out loopback ports that the servers and child processes of
-// the tests bind later. bind(0) readily answers a port again once its
-// listener closed, often within a few dozen draws, while the process the
-// port was meant for may not have bound it yet (CI of 4 and 7 Dec: two
-// bookies of one test on one port). So the book remembers every port it gave
-// in this test binary and never gives one twice.
+// the tests bind later. Two races stand between the choice and the bind:
+//   - bind(0) readily answers a port again once its listener closed, while
+//     the process it was meant for has not bound it yet (CI of 4 and 7 Dec:
+//     two bookies of one test on one port). So the book never gives a port
+//     twice in this test binary.
+//   - any process's bind(0) or outgoing connection may take a port of the
+//     kernel's ephemeral range meanwhile (CI of 7 Dec: a broker's "address
+//     already in use"). So the ports come from [testPortsLow, 20000): below
+//     the ephemeral range, where the kernel never assigns one by itself, and
+//     below the range scripts/testports.sh gives the ZooKeeper and etcd
+//     servers (20000-31999). Where the ephemeral range starts lower than
+//     that, the kernel picks, as bind(0) does.
 type portBook struct {
 	mu    sync.Mutex
 	given map[int]bool
+	rng   *rand.Rand
 }
+
+// testPortsLow is the first port of the book's range, below scripts/testports.sh's.
+const testPortsLow = 10000
 
 // testPorts is the test binary's one book: tests run in parallel, and a
 // port must not go to two of them either.
-var testPorts = &portBook{given: map[int]bool{}}
+var testPorts = &portBook{given: map[int]bool{}, rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
 
 func (b *portBook) take(t *testing.T) int {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	low, _, err := ephemeralPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := min(low, 20000) // scripts/testports.sh's range starts there
 	for range 1000 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if high > testPortsLow {
+			addr = fmt.Sprintf("127.0.0.1:%d", testPortsLow+b.rng.IntN(high-testPortsLow))
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Fatal(err)
+			continue // in use
 		}
 		p := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
@@ -66,8 +87,20 @@ func (b *portBook) take(t *testing.T) int {
 			return p
 		}
 	}
-	t.Fatalf("no loopback port that was not handed out before in 1000 tries (%d given)", len(b.given))
+	t.Fatalf("no free loopback port in [%d, %d) not handed out before, in 1000 tries (%d given)", testPortsLow, high, len(b.given))
 	return 0
+}
+
+// ephemeralPorts is the kernel's range for bind(0) and outgoing connections.
+func ephemeralPorts() (low, high int, err error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0, 0, fmt.Errorf("ip_local_port_range %q: %w", b, err)
+	}
+	return low, high, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
