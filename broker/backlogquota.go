@@ -98,7 +98,7 @@ func (t *topic) admitProducer(ctx context.Context) (pb.ServerError, error) {
 
 // enforceBacklogQuotas is the periodic check.
 func (b *Broker) enforceBacklogQuotas(ctx context.Context) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if !t.overQuota() {
 			continue
 		}

@@ -126,7 +126,7 @@ func (b *Broker) closeBundle(ctx context.Context, bundle ownership.Bundle, to *o
 func (b *Broker) loadReport() ownership.Load {
 	svc := b.own.Load()
 	load := ownership.Load{LastStats: map[string]ownership.BundleStats{}}
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		r := t.rates.current()
 		producers, consumers, _, _ := t.counts()
 		load.MsgRateIn += r.MsgRateIn

@@ -423,7 +423,7 @@ func (b *Broker) checkCompactions(ctx context.Context) {
 	if _, ok := b.sideLedgers(); !ok {
 		return
 	}
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if !t.name.Persistent() {
 			continue
 		}

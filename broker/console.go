@@ -67,7 +67,7 @@ func (b *Broker) ConsoleSession(r *http.Request) (console.Session, error) {
 // charts (every console.HistoryInterval).
 func (b *Broker) sampleHistory() {
 	now := time.Now()
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		t.history.Record(t.consoleCounters(), now)
 	}
 }

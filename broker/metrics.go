@@ -102,7 +102,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // topic's failure costs that topic's series of this scrape only.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, t := range m.b.loadedTopics() {
+	for t := range m.b.topicPass() {
 		m.collectTopicSafely(ch, t, now)
 	}
 	m.collectCoordinators(ch)

@@ -91,7 +91,7 @@ func applyOffloadPolicies(def managedledger.OffloadPolicy, op *resources.Offload
 
 // checkOffloads applies each loaded persistent topic's offload policy.
 func (b *Broker) checkOffloads(ctx context.Context) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		o, ok := t.ml.(managedledger.Offloadable)
 		if !ok || !t.name.Persistent() {
 			continue

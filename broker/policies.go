@@ -117,7 +117,7 @@ func (t *topic) retention(ctx context.Context) managedledger.Retention {
 // A compaction threshold set since the topic loaded creates its
 // compaction cursor first, so the trim keeps what the cursor holds.
 func (b *Broker) applyRetention(ctx context.Context) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if err := t.openCompactionCursor(ctx); err != nil {
 			b.log.Warn("compaction cursor not created: messages may be trimmed before a compaction reads them",
 				"topic", t.name.String(), "err", err)
@@ -129,7 +129,7 @@ func (b *Broker) applyRetention(ctx context.Context) {
 
 // expireByPolicy applies each loaded topic's TTL.
 func (b *Broker) expireByPolicy(ctx context.Context, now time.Time) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if ttl := t.messageTTL(ctx); ttl > 0 {
 			t.expireBefore(ctx, now.Add(-ttl))
 		}

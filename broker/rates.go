@@ -49,7 +49,7 @@ func (w *rateWindow) current() topicRates {
 // updateRates refreshes every loaded topic's rates.
 func (b *Broker) updateRates() {
 	now := time.Now()
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		t.rates.update(&t.stats, now)
 		t.updateReplicationRates(now)
 	}

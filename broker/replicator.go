@@ -131,11 +131,10 @@ type replicationPolicy struct {
 // and those over the broker's. The error wraps resources.ErrNotFound
 // when the namespace does not exist.
 func (t *topic) replicationPolicy(ctx context.Context) (replicationPolicy, error) {
-	base := t.name
-	if b, _, isPartition := partitionOf(t.name); isPartition {
-		base = b
-	}
-	own, err := t.b.cfg.Resources.GetTopicPolicies(ctx, resourceTopic(base))
+	// Cached (the partitioned topic's policies for a partition): the
+	// periodic check reads them for every loaded topic, and a read through
+	// to the store cost 5 us a topic.
+	own, err := t.ownPoliciesOrErr(ctx)
 	if err != nil {
 		return replicationPolicy{}, fmt.Errorf("topic %s: topic policies: %w", t.name, err)
 	}
@@ -336,7 +335,7 @@ func (t *topic) countInbound(cluster string, msgs, size int64) {
 
 // checkReplication reconciles every loaded topic's replicators.
 func (b *Broker) checkReplication() {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		t.reconcileReplication(b.ctx)
 	}
 }

@@ -125,7 +125,7 @@ func (t *topic) noteData() { t.rsubs.lastDataNs.Store(time.Now().UnixNano()) }
 // that needs one.
 func (b *Broker) snapshotReplicatedSubscriptions() {
 	now := time.Now()
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		t.startSnapshot(now)
 	}
 }

@@ -43,7 +43,7 @@ func (b *Broker) refreshDispatchRates(ctx context.Context) {
 	// allocation, TUNING.md).
 	type nsKey struct{ tenant, namespace string } // no string built per topic
 	namespaces := map[nsKey]resources.Policies{}
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if !t.name.Persistent() {
 			continue
 		}

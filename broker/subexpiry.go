@@ -20,7 +20,7 @@ import (
 // expireSubscriptions deletes the inactive subscriptions of every loaded
 // persistent topic.
 func (b *Broker) expireSubscriptions(ctx context.Context, now time.Time) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if !t.name.Persistent() {
 			continue
 		}

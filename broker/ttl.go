@@ -27,7 +27,7 @@ import (
 // expireMessages acknowledges, on every durable subscription of every
 // loaded topic, the entries published before cutoff.
 func (b *Broker) expireMessages(ctx context.Context, cutoff time.Time) {
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		t.expireBefore(ctx, cutoff)
 	}
 }

@@ -236,7 +236,7 @@ func (b *Broker) tickCoordinators() {
 			}
 		}
 	}
-	for _, t := range b.loadedTopics() {
+	for t := range b.topicPass() {
 		if tb := t.txns.Load(); tb != nil {
 			tb.maybeSave()
 		}

@@ -118,6 +118,11 @@ func crashOnce(seed uint64) (string, error) {
 		hook:               r.hook,
 		sequential:         true,
 	}
+	// Half the runs commit a flush's index in batches of one to four
+	// entries, so crashes fall between the batches of one flush too.
+	if r.rng.IntN(2) == 0 {
+		r.opts.commitChunk = 1 + r.rng.IntN(4)
+	}
 	// A third of the runs write through the page cache, the rest direct
 	// (block-padded flushes): both layouts must survive every crash point.
 	r.opts.BufferedWrites = r.rng.IntN(3) == 0

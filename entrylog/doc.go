@@ -82,7 +82,8 @@
 //  2. swaps the halves and writes the full one's records, sorted by
 //     (ledger, entry), with large vectored writes into the current log;
 //  3. datasyncs the log (sealing a full log syncs it too);
-//  4. commits the index batch (locations and log usage), synced;
+//  4. commits the index (locations and log usage) in batches of up to
+//     commitChunk entries, each whole on its own, the last synced;
 //  5. releases the half (reads found the entries there until now);
 //  6. once every directory has done 1-5: CompleteCheckpoint(cp).
 //

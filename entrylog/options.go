@@ -116,6 +116,9 @@ type Options struct {
 	// sequential, when set (tests), makes flushes and compactions visit the
 	// directories one after the other, so a seeded run is reproducible.
 	sequential bool
+	// commitChunk, when set (tests), replaces the const commitChunk, so
+	// small flushes commit their index in several batches.
+	commitChunk int
 }
 
 func (o Options) withDefaults(fs engine.FS) Options {
@@ -136,6 +139,7 @@ func (o Options) withDefaults(fs engine.FS) Options {
 	setDefault(&o.MajorCompactionInterval, 24*time.Hour)
 	setDefault(&o.IndexCacheSize, 16<<20)
 	setDefault(&o.IndexMemTableSize, 16<<20)
+	setDefault(&o.commitChunk, commitChunk)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
