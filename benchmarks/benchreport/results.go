@@ -207,8 +207,9 @@ type Run struct {
 	// MachineCores is the CPU the whole machine was busy with (servers,
 	// clients, the kernel's I/O threads), on average; 0 if unknown.
 	MachineCores float64 `json:"machineCores,omitempty"`
-	// ClientCores is the CPU the client processes used, summed, each on
-	// average over its life; ClientProcesses how many ran at once.
+	// ClientCores is the CPU the client processes used, summed, each over
+	// its measured window (over its life for a client that does not report
+	// it, natsperf's); ClientProcesses how many ran at once.
 	ClientCores     float64 `json:"clientCores,omitempty"`
 	ClientProcesses int     `json:"clientProcesses,omitempty"`
 	Percent         int     `json:"percentOfMax,omitempty"`

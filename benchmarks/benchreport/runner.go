@@ -68,7 +68,7 @@ func (r *runner) perf(ctx context.Context, t target, label, mode string, args ..
 	if err != nil {
 		return Run{}, err
 	}
-	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores(), ClientCores: cpu.cores(),
+	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores(), ClientCores: clientCores(rep, cpu),
 		ClientProcesses: 1}, nil
 }
 
@@ -117,11 +117,20 @@ func (r *runner) perfSpread(ctx context.Context, t target, label, mode string, n
 		return Run{}, fmt.Errorf("%s: %w", label, err)
 	}
 	var cores float64
-	for _, c := range cpus {
-		cores += c.cores()
+	for i, c := range cpus {
+		cores += clientCores(reps[i], c)
 	}
 	return Run{Label: label, Report: rep, ServerCores: m.cores(), MachineCores: m.machineCores(), ClientCores: cores,
 		ClientProcesses: n}, nil
+}
+
+// clientCores is the CPU a client process used in its measured window
+// (its report's own figure), else over its life.
+func clientCores(rep perfclient.Report, life clientCPU) float64 {
+	if rep.CPUCores > 0 {
+		return rep.CPUCores
+	}
+	return life.cores()
 }
 
 // clientCPU is a client process's CPU time (user + system) and how long

@@ -36,6 +36,7 @@ func MergeReports(reps []Report) (Report, error) {
 		out.Topics += r.Topics
 		out.TargetRate += r.TargetRate
 		out.Seconds = max(out.Seconds, r.Seconds)
+		out.CPUCores += r.CPUCores
 		out.Published += r.Published
 		out.PublishErr += r.PublishErr
 		out.PublishPS += r.PublishPS

@@ -56,6 +56,7 @@ type runner struct {
 	warned          sync.Map       // kinds of failure already logged
 	txn             txnTimes
 	outgoing        *outgoings // reused messages (outgoing.go)
+	cpu             windowCPU
 }
 
 // txnTimes sums the phases of transactions (TxnPhases), in ns.
@@ -151,12 +152,14 @@ func (r *runner) run(ctx context.Context, producers [][]pulsar.Producer, consume
 	var seconds float64
 	if len(producers) > 0 {
 		r.produce(producers, ctx.Done())
+		r.cpu.stop()
 		seconds = r.producedSeconds(time.Now())
 		if len(consumers) > 0 {
 			r.drain(ctx)
 		}
 	} else {
 		seconds = r.awaitWindow(ctx)
+		r.cpu.stop()
 	}
 	timeline := stopLive()
 	stopConsumers()
@@ -168,6 +171,7 @@ func (r *runner) begin(now time.Time) {
 	r.start = now
 	r.windowStart = now.Add(r.cfg.Warmup)
 	r.windowStartNanos = r.windowStart.UnixNano()
+	r.cpu.startAt(r.windowStart)
 	if r.cfg.NumMessages == 0 {
 		r.windowEnd = r.windowStart.Add(r.cfg.Duration)
 	}

@@ -16,6 +16,10 @@ type Report struct {
 	MessageSize int     `json:"messageSize"` // payload bytes
 	TargetRate  float64 `json:"targetRate"`  // msg/s over all producers, 0 = unthrottled
 	Seconds     float64 `json:"seconds"`     // measured window (warm-up excluded)
+	// CPUCores is the client process's CPU (user + system, all threads)
+	// over the window, per second of it: near 1 per core the process may
+	// use, the client was the limit. Merged reports sum it. 0: not measured.
+	CPUCores float64 `json:"cpuCores,omitempty"`
 
 	Published  int64   `json:"published"` // messages acknowledged by the server in the window
 	PublishErr int64   `json:"publishErrors"`

@@ -13,7 +13,8 @@ import (
 func (r *runner) report(seconds float64, timeline []Interval) Report {
 	c := r.cfg
 	rep := Report{System: c.System, Variant: c.Variant, Mode: c.Mode, Topics: len(c.Topics), Partitions: c.Partitions,
-		MessageSize: c.Size, TargetRate: c.Rate, Seconds: seconds, Timeline: timeline}
+		MessageSize: c.Size, TargetRate: c.Rate, Seconds: seconds, Timeline: timeline,
+		CPUCores: r.cpu.value()}
 	if c.producing() {
 		rep.Producers = c.Producers
 		rep.Published, rep.PublishErr = r.n.published.Load(), r.n.pubErrs.Load()
@@ -92,7 +93,11 @@ func Format(w io.Writer, rep Report) {
 	if rep.Variant != "" {
 		fmt.Fprintf(w, " [%s]", rep.Variant)
 	}
-	fmt.Fprintf(w, "\nwindow %.2fs\n", rep.Seconds)
+	fmt.Fprintf(w, "\nwindow %.2fs", rep.Seconds)
+	if rep.CPUCores > 0 {
+		fmt.Fprintf(w, ", client CPU %.2f cores", rep.CPUCores)
+	}
+	fmt.Fprintln(w)
 	if rep.Producers > 0 {
 		fmt.Fprintf(w, "published %10d msgs %10.0f msg/s %8.2f MiB/s  errors %d\n",
 			rep.Published, rep.PublishPS, rep.PublishMiB, rep.PublishErr)
