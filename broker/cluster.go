@@ -28,6 +28,7 @@ import (
 	"github.com/magnetar-io/magnetar/broker/admin"
 	"github.com/magnetar-io/magnetar/broker/ownership"
 	"github.com/magnetar-io/magnetar/broker/resources"
+	"github.com/magnetar-io/magnetar/internal/proccpu"
 )
 
 // errNotOwner is the error of a topic load for a bundle this broker does
@@ -169,11 +170,10 @@ type cpuSampler struct {
 }
 
 func (c *cpuSampler) sample() ownership.ResourceUsage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	busy, err := proccpu.Used()
+	if err != nil {
 		return ownership.ResourceUsage{}
 	}
-	busy := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	now := time.Now()
 	limit := float64(100 * runtime.NumCPU())
 	c.mu.Lock()

@@ -32,7 +32,7 @@ func TestYieldingVisitsEveryItemOnce(t *testing.T) {
 }
 
 // TestYieldingLetsReadiedGoroutinesRun: on one P, a goroutine readied
-// during a pass runs within the pass's first chunk after it. A loop that
+// during a pass runs within a few chunks after it. A loop that
 // never yields (a plain range, checked too) finishes its thousand items
 // first: it is far shorter than the runtime's 10 ms preemption.
 func TestYieldingLetsReadiedGoroutinesRun(t *testing.T) {
@@ -57,8 +57,10 @@ func TestYieldingLetsReadiedGoroutinesRun(t *testing.T) {
 		}
 		return seen
 	}
-	if seen := firstSeen(yielding(items, 64)); seen < 0 || seen > 64 {
-		t.Fatalf("the readied goroutine ran at item %d of a yielding pass, want by item 64", seen)
+	// Within a few chunks, not the first: one schedule in 61 takes the
+	// global run queue first, where Gosched put the pass itself.
+	if seen := firstSeen(yielding(items, 64)); seen < 0 || seen > 4*64 {
+		t.Fatalf("the readied goroutine ran at item %d of a yielding pass, want within its first four chunks", seen)
 	}
 	plain := func(yield func(int) bool) {
 		for _, it := range items {

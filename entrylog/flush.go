@@ -138,22 +138,19 @@ const commitChunk = 512
 // newer add or a deletion wins. Nothing is changed in memory unless a
 // batch is committed; the caller fails the storage on an error.
 func (s *shard) commitLocations(keys []entryKeyID, locs, old []location) error {
-	chunk := s.opts.commitChunk
-	for start := 0; start < len(keys) || start == 0; start += chunk {
-		end := min(start+chunk, len(keys))
+	for start := 0; ; start += s.opts.commitChunk {
+		end := min(start+s.opts.commitChunk, len(keys))
 		var o []location
 		if old != nil {
 			o = old[start:end]
 		}
-		if err := s.commitBatch(keys[start:end], locs[start:end], o, end == len(keys)); err != nil {
+		last := end == len(keys) // an empty flush commits one empty, synced batch
+		if err := s.commitBatch(keys[start:end], locs[start:end], o, last); err != nil || last {
 			return err
 		}
-		if end < len(keys) {
-			s.hook("index:batch-committed")
-			runtime.Gosched()
-		}
+		s.hook("index:batch-committed")
+		runtime.Gosched()
 	}
-	return nil
 }
 
 // commitBatch is one batch of commitLocations, synced if sync.

@@ -2,8 +2,9 @@ package perfclient
 
 import (
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/magnetar-io/magnetar/internal/proccpu"
 )
 
 // windowCPU is this process's CPU time over the measured window, so a
@@ -14,8 +15,7 @@ import (
 type windowCPU struct {
 	mu         sync.Mutex
 	startCPU   time.Duration
-	startWall  time.Time
-	started    bool
+	startWall  time.Time // zero until the window starts
 	timer      *time.Timer
 	cores      float64 // set by stop
 	stopCalled bool
@@ -31,7 +31,7 @@ func (w *windowCPU) startAt(at time.Time) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if ok && !w.stopCalled {
-			w.startCPU, w.startWall, w.started = cpu, time.Now(), true
+			w.startCPU, w.startWall = cpu, time.Now()
 		}
 	})
 }
@@ -50,7 +50,7 @@ func (w *windowCPU) stop() {
 	if w.timer != nil {
 		w.timer.Stop()
 	}
-	if wall := now.Sub(w.startWall); ok && w.started && wall > 0 {
+	if wall := now.Sub(w.startWall); ok && !w.startWall.IsZero() && wall > 0 {
 		w.cores = (cpu - w.startCPU).Seconds() / wall.Seconds()
 	}
 }
@@ -61,11 +61,7 @@ func (w *windowCPU) value() float64 {
 	return w.cores
 }
 
-// processCPU is the user + system time of every thread of this process.
 func processCPU() (time.Duration, bool) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, false
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+	d, err := proccpu.Used()
+	return d, err == nil
 }
