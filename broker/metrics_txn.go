@@ -16,13 +16,9 @@ var (
 	descTxnCommitted  = prometheus.NewDesc("pulsar_txn_committed_count", "Transactions the coordinator committed since it loaded here.", coordinatorLabels, nil)
 	descTxnAborted    = prometheus.NewDesc("pulsar_txn_aborted_count", "Transactions the coordinator aborted since it loaded here (timeouts included).", coordinatorLabels, nil)
 	descTxnTimeout    = prometheus.NewDesc("pulsar_txn_timeout_count", "Transactions the coordinator aborted at their timeout since it loaded here.", coordinatorLabels, nil)
-	descTbActive      = prometheus.NewDesc("pulsar_txn_tb_active_total", "Transactions with messages in the topic that have not ended.", topicLabels, nil)
-	descTbCommitted   = prometheus.NewDesc("pulsar_txn_tb_committed_total", "Transactions committed on the topic since it loaded.", topicLabels, nil)
-	descTbAborted     = prometheus.NewDesc("pulsar_txn_tb_aborted_total", "Transactions aborted on the topic since it loaded.", topicLabels, nil)
 )
 
-var txnDescs = []*prometheus.Desc{descTxnActive, descTxnCreated, descTxnCommitted, descTxnAborted, descTxnTimeout,
-	descTbActive, descTbCommitted, descTbAborted}
+var txnDescs = []*prometheus.Desc{descTxnActive, descTxnCreated, descTxnCommitted, descTxnAborted, descTxnTimeout}
 
 // collectCoordinators emits the coordinators' series.
 func (m *Metrics) collectCoordinators(ch chan<- prometheus.Metric) {
@@ -37,15 +33,15 @@ func (m *Metrics) collectCoordinators(ch chan<- prometheus.Metric) {
 	}
 }
 
-// collectTxnBuffer emits a topic's buffer series (none for a topic that
+// sampleTxnBuffer adds a topic's buffer series (none for a topic that
 // never had a transaction).
-func (m *Metrics) collectTxnBuffer(ch chan<- prometheus.Metric, t *topic, labels []string) {
+func sampleTxnBuffer(s *topicSample, t *topic) {
 	tb := t.txns.Load()
 	if tb == nil {
 		return
 	}
 	st := tb.stats()
-	m.emit(ch, descTbActive, prometheus.GaugeValue, float64(st.Ongoing), labels)
-	m.emit(ch, descTbCommitted, prometheus.CounterValue, float64(st.Committed), labels)
-	m.emit(ch, descTbAborted, prometheus.CounterValue, float64(st.AbortedN), labels)
+	s.set(sTbActive, float64(st.Ongoing))
+	s.set(sTbCommitted, float64(st.Committed))
+	s.set(sTbAborted, float64(st.AbortedN))
 }

@@ -490,7 +490,7 @@ func (rb *runningBookie) stop(log *slog.Logger) {
 // endpoints.
 func serveBookieHTTP(addr string, reg *prometheus.Registry, core *bookie.Core, id string, log *slog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
-	addOpsHandlers(mux, reg)
+	addOpsHandlers(mux, registryHandler(reg))
 	mux.HandleFunc("/api/v1/bookie/state", func(w http.ResponseWriter, _ *http.Request) {
 		ro, why := core.ReadOnly()
 		writeJSON(w, map[string]any{"running": true, "readOnly": ro, "reason": why, "outOfSpace": core.OutOfSpace(), "bookieId": id})

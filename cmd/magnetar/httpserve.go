@@ -15,12 +15,17 @@ import (
 )
 
 // addOpsHandlers adds what every server's HTTP port offers operators:
-// /metrics from reg and /debug/pprof.
-func addOpsHandlers(mux *http.ServeMux, reg *prometheus.Registry) {
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+// /metrics (metrics) and /debug/pprof.
+func addOpsHandlers(mux *http.ServeMux, metrics http.Handler) {
+	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// registryHandler serves reg's metrics.
+func registryHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 // serveHTTP listens on addr and serves mux in the background; what names

@@ -191,7 +191,7 @@ func serveProxy(ctx context.Context, f proxyFlags, log *slog.Logger, stdout io.W
 	}
 	defer p.Close()
 	mux := http.NewServeMux()
-	addOpsHandlers(mux, reg)
+	addOpsHandlers(mux, registryHandler(reg))
 	mux.Handle("/", p.HTTPHandler())
 	var ready []string
 	var webs []*http.Server

@@ -259,11 +259,13 @@ func webMux(b *broker.Broker, extra ...prometheus.Collector) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/", b.HTTPHandler())
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		broker.NewMetrics(b))
+	topics := broker.NewMetrics(b)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), topics)
 	reg.MustRegister(extra...)
 	ops := http.NewServeMux()
-	addOpsHandlers(ops, reg)
+	// The topics' series are written as text, not gathered: 10,000 topics
+	// cost a scrape 2 s of CPU through the registry (broker/metricstext.go).
+	addOpsHandlers(ops, broker.MetricsHandler(reg, topics))
 	mux.Handle("/metrics", ops)
 	mux.Handle("/debug/pprof/", b.RequireSuperUser(ops))
 	return mux

@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// flatten lists a gathering's samples as "name{labels} value" lines,
+// sorted, for comparing two ways of producing them.
+func flatten(mfs map[string]*dto.MetricFamily) []string {
+	var out []string
+	for name, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			slices.Sort(labels)
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			out = append(out, fmt.Sprintf("%s %s{%s} %v", name, mf.GetType(), strings.Join(labels, ","), v))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func parseText(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		t.Fatalf("parse the text format: %v", err)
+	}
+	return mfs
+}
+
+// TestWriteTopicsMatchesCollector: the text writer writes the samples the
+// collector gathers, family by family.
+func TestWriteTopicsMatchesCollector(t *testing.T) {
+	b, url := startBroker(t)
+	c := newClient(t, url)
+	for _, topic := range []string{"text-a", "text-b", "non-persistent://public/default/text-c"} {
+		cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		produce(t, c, topic, 5, false)
+		receive(t, cons, 5, true)
+	}
+	m := NewMetrics(b)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	gathered, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCollector := map[string]*dto.MetricFamily{}
+	for _, mf := range gathered {
+		if strings.HasPrefix(mf.GetName(), "pulsar_") && !strings.HasPrefix(mf.GetName(), "pulsar_txn_") ||
+			strings.HasPrefix(mf.GetName(), "pulsar_txn_tb_") {
+			fromCollector[mf.GetName()] = mf
+		}
+	}
+	var buf bytes.Buffer
+	if err := m.WriteTopics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	fromText := parseText(t, &buf)
+	want, got := flatten(fromCollector), flatten(fromText)
+	if len(want) < 3*10 {
+		t.Fatalf("the collector gathered %d topic samples; want at least 10 for each of 3 topics", len(want))
+	}
+	if !slices.Equal(want, got) {
+		t.Fatalf("text samples differ from the collector's:\ncollector %q\ntext      %q", want, got)
+	}
+}
+
+// TestAppendSampleAsExpfmt: a sample line and a family header, with
+// labels and values drawn at random (quotes, backslashes, newlines,
+// non-ASCII; infinities, NaN, integers, tiny and huge values), are the
+// bytes expfmt's own encoder writes.
+func TestAppendSampleAsExpfmt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 39))
+	alphabet := []string{"a", "Z", "0", "/", ":", "-", "\"", "\\", "\n", "é", "日", " ", "{", "}", "="}
+	text := func() string {
+		var b strings.Builder
+		for range rng.IntN(12) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	values := []float64{0, 1, -1, 10, 1e21, 1.5e-7, 123456789, math.Inf(1), math.Inf(-1), math.NaN(), math.MaxFloat64, math.SmallestNonzeroFloat64}
+	for i := range 2000 {
+		s := topicSample{cluster: text(), namespace: text(), topic: text()}
+		remote := ""
+		if i%3 == 0 {
+			remote = "r" + text()
+		}
+		v := values[rng.IntN(len(values))]
+		if i%2 == 0 {
+			v = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(30)-15))
+		}
+		def := topicSeries[rng.IntN(numTopicSeries)]
+		def.help = text()
+		got := appendFamilyHeader(nil, def)
+		got = appendSample(got, def.name, topicLabelText(s), remote, v)
+
+		labels := []*dto.LabelPair{{Name: ptr("cluster"), Value: ptr(s.cluster)}, {Name: ptr("namespace"), Value: ptr(s.namespace)},
+			{Name: ptr("topic"), Value: ptr(s.topic)}}
+		if remote != "" {
+			labels = append(labels, &dto.LabelPair{Name: ptr("remote_cluster"), Value: ptr(remote)})
+		}
+		metric := &dto.Metric{Label: labels}
+		mf := &dto.MetricFamily{Name: ptr(def.name), Help: ptr(def.help), Metric: []*dto.Metric{metric}}
+		if def.typ == prometheus.CounterValue {
+			mf.Type = dto.MetricType_COUNTER.Enum()
+			metric.Counter = &dto.Counter{Value: ptr(v)}
+		} else {
+			mf.Type = dto.MetricType_GAUGE.Enum()
+			metric.Gauge = &dto.Gauge{Value: ptr(v)}
+		}
+		var want bytes.Buffer
+		if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("case %d:\nours   %q\nexpfmt %q", i, got, want.Bytes())
+		}
+	}
+}
+
+// TestMetricsHandler: /metrics carries the registry's families and the
+// topics' once each (a family written twice does not parse), plain and
+// gzipped.
+func TestMetricsHandler(t *testing.T) {
+	b, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "served", 3, false)
+	m := NewMetrics(b)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, prometheus.NewGoCollector())
+	srv := httptest.NewServer(MetricsHandler(reg, m))
+	defer srv.Close()
+	for _, zipped := range []bool{false, true} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if zipped {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body io.Reader = resp.Body
+		if zipped {
+			if resp.Header.Get("Content-Encoding") != "gzip" {
+				t.Fatalf("Content-Encoding %q; want gzip", resp.Header.Get("Content-Encoding"))
+			}
+			zr, err := gzip.NewReader(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = zr
+		}
+		mfs := parseText(t, body)
+		resp.Body.Close()
+		for _, name := range []string{"go_goroutines", "pulsar_in_messages_total", "magnetar_broker_recovered_panics_total"} {
+			if mfs[name] == nil {
+				t.Fatalf("gzip %v: no %s family", zipped, name)
+			}
+		}
+		in := mfs["pulsar_in_messages_total"].GetMetric()
+		if len(in) != 1 || in[0].GetCounter().GetValue() != 3 {
+			t.Fatalf("gzip %v: pulsar_in_messages_total %v; want one series of 3", zipped, in)
+		}
+	}
+}
