@@ -107,35 +107,34 @@ func topicLabelText(s topicSample) string {
 func appendLabel(b []byte, name, value string) []byte {
 	b = append(b, name...)
 	b = append(b, '=', '"')
-	for i := 0; i < len(value); i++ {
-		switch c := value[i]; c {
-		case '\\':
+	b = appendEscaped(b, value, true)
+	return append(b, '"')
+}
+
+// appendEscaped appends s escaped as the text format wants it: a label
+// value (quoted) escapes backslashes, newlines and double quotes, a HELP
+// text the first two.
+func appendEscaped(b []byte, s string, quoted bool) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
 			b = append(b, '\\', '\\')
-		case '"':
-			b = append(b, '\\', '"')
-		case '\n':
+		case c == '\n':
 			b = append(b, '\\', 'n')
+		case c == '"' && quoted:
+			b = append(b, '\\', '"')
 		default:
 			b = append(b, c)
 		}
 	}
-	return append(b, '"')
+	return b
 }
 
 func appendFamilyHeader(b []byte, def series) []byte {
 	b = append(b, "# HELP "...)
 	b = append(b, def.name...)
 	b = append(b, ' ')
-	for i := 0; i < len(def.help); i++ {
-		switch c := def.help[i]; c {
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		default:
-			b = append(b, c)
-		}
-	}
+	b = appendEscaped(b, def.help, false)
 	b = append(b, "\n# TYPE "...)
 	b = append(b, def.name...)
 	if def.typ == prometheus.CounterValue {
