@@ -262,6 +262,11 @@ type Config struct {
 	// InProcessBookieDisks reports standalone's in-process bookie's disks
 	// (it is registered without an HTTP address to ask).
 	InProcessBookieDisks func() console.Disks
+	// MetricsByNamespace is exposeTopicLevelMetricsInPrometheus=false:
+	// /metrics sums the per-topic families per namespace (labels cluster
+	// and namespace, plus pulsar_topics_count), as Pulsar does, for
+	// brokers whose topics are too many to export one by one.
+	MetricsByNamespace bool
 	// ConsoleDisabled (consoleEnabled=false) turns /console off;
 	// ConsoleReadOnly (consoleReadOnly) lets the console show but change
 	// nothing (console.Config.ReadOnly).

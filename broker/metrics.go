@@ -40,6 +40,9 @@ type Metrics struct {
 	mu           sync.Mutex
 	last         map[string]rateSample
 	topicsAsText bool // Collect leaves the topic series to WriteTopics
+	// byNamespace (exposeTopicLevelMetricsInPrometheus=false): the topic
+	// families are summed per namespace.
+	byNamespace bool
 }
 
 type rateSample struct {
@@ -49,11 +52,16 @@ type rateSample struct {
 
 // NewMetrics returns a collector for b; register it with a Prometheus
 // registry.
-func NewMetrics(b *Broker) *Metrics { return &Metrics{b: b, last: map[string]rateSample{}} }
+func NewMetrics(b *Broker) *Metrics {
+	return &Metrics{b: b, last: map[string]rateSample{}, byNamespace: b.cfg.MetricsByNamespace}
+}
 
 var (
-	topicLabels = []string{"cluster", "namespace", "topic"}
-	replLabels  = []string{"cluster", "namespace", "topic", "remote_cluster"}
+	topicLabels   = []string{"cluster", "namespace", "topic"}
+	replLabels    = []string{"cluster", "namespace", "topic", "remote_cluster"}
+	nsLabels      = []string{"cluster", "namespace"}
+	nsReplLabels  = []string{"cluster", "namespace", "remote_cluster"}
+	nsTopicsCount = newSeries("pulsar_topics_count", "Topics of the namespace loaded here.", prometheus.GaugeValue, nsLabels)
 
 	descOwnedBundles = prometheus.NewDesc("magnetar_broker_owned_bundles", "Namespace bundles this broker owns.", []string{"cluster"}, nil)
 	descPanics       = prometheus.NewDesc("magnetar_broker_recovered_panics_total",
@@ -155,6 +163,20 @@ var replSeries = [numReplSeries]series{
 		prometheus.GaugeValue, replLabels),
 }
 
+// nsTopicSeries and nsReplSeries are the same families summed per
+// namespace (MetricsByNamespace), without the topic label.
+var nsTopicSeries, nsReplSeries = namespaceSeries()
+
+func namespaceSeries() (topics [numTopicSeries]series, repl [numReplSeries]series) {
+	for i, s := range topicSeries {
+		topics[i] = newSeries(s.name, s.help, s.typ, nsLabels)
+	}
+	for i, s := range replSeries {
+		repl[i] = newSeries(s.name, s.help, s.typ, nsReplLabels)
+	}
+	return topics, repl
+}
+
 // topicSample is one topic's values at a scrape: has says which families
 // it has a series in (a topic never compacted has no compaction series:
 // 10,000 topics would otherwise add 40,000 zero ones).
@@ -163,6 +185,8 @@ type topicSample struct {
 	values                    [numTopicSeries]float64
 	has                       [numTopicSeries]bool
 	repl                      []replSample // by remote cluster
+	// topics > 0 marks a namespace's sum (topic is empty): its topics.
+	topics int
 }
 
 type replSample struct {
@@ -172,13 +196,25 @@ type replSample struct {
 
 func (s *topicSample) set(i int, v float64) { s.values[i], s.has[i] = v, true }
 
+// series returns the topic and replication families of m's mode.
+func (m *Metrics) series() (topics *[numTopicSeries]series, repl *[numReplSeries]series) {
+	if m.byNamespace {
+		return &nsTopicSeries, &nsReplSeries
+	}
+	return &topicSeries, &replSeries
+}
+
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, s := range topicSeries {
+	topics, repl := m.series()
+	for _, s := range topics {
 		ch <- s.desc
 	}
-	for _, s := range replSeries {
+	for _, s := range repl {
 		ch <- s.desc
+	}
+	if m.byNamespace {
+		ch <- nsTopicsCount.desc
 	}
 	ch <- descOwnedBundles
 	ch <- descPanics
@@ -195,7 +231,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	asText := m.topicsAsText
 	m.mu.Unlock()
 	if !asText {
-		for _, s := range m.sampleTopics(time.Now()) {
+		for _, s := range m.samples(time.Now()) {
 			m.emitTopic(ch, s)
 		}
 	}
@@ -206,6 +242,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for b := range numBoundaries {
 		ch <- prometheus.MustNewConstMetric(descPanics, prometheus.CounterValue, float64(m.b.panics.get(b)), b.String())
 	}
+}
+
+// samples are the topics' samples, or their namespaces' sums.
+func (m *Metrics) samples(now time.Time) []topicSample {
+	s := m.sampleTopics(now)
+	if m.byNamespace {
+		return sumByNamespace(s)
+	}
+	return s
 }
 
 // sampleTopics samples every loaded topic, and forgets the rate samples
@@ -297,18 +342,75 @@ func (m *Metrics) swapRateSample(topic string, cur rateSample) (prev rateSample,
 
 // emitTopic sends s's series as const metrics.
 func (m *Metrics) emitTopic(ch chan<- prometheus.Metric, s topicSample) {
+	topics, repl := m.series()
 	labels := []string{s.cluster, s.namespace, s.topic}
-	for i, def := range topicSeries {
+	if s.topics > 0 {
+		labels = labels[:2]
+		m.emit(ch, nsTopicsCount.desc, nsTopicsCount.typ, float64(s.topics), labels)
+	}
+	for i, def := range topics {
 		if s.has[i] {
 			m.emit(ch, def.desc, def.typ, s.values[i], labels)
 		}
 	}
 	for _, r := range s.repl {
 		rl := append(slices.Clone(labels), r.remote)
-		for i, def := range replSeries {
+		for i, def := range repl {
 			m.emit(ch, def.desc, def.typ, r.values[i], rl)
 		}
 	}
+}
+
+// sumByNamespace sums samples per namespace: a family is in a namespace's
+// sum when one of its topics has it; a quota and a replication delay are
+// the largest of its topics', the rest add up.
+func sumByNamespace(samples []topicSample) []topicSample {
+	index := map[string]int{}
+	var out []topicSample
+	for _, s := range samples {
+		i, ok := index[s.namespace]
+		if !ok {
+			i = len(out)
+			index[s.namespace] = i
+			out = append(out, topicSample{cluster: s.cluster, namespace: s.namespace})
+		}
+		sum := &out[i]
+		sum.topics++
+		for f := range numTopicSeries {
+			if !s.has[f] {
+				continue
+			}
+			if f == sBacklogQuota {
+				sum.values[f] = max(sum.values[f], s.values[f])
+			} else {
+				sum.values[f] += s.values[f]
+			}
+			sum.has[f] = true
+		}
+		for _, r := range s.repl {
+			sum.repl = addRepl(sum.repl, r)
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].repl, func(a, b replSample) int { return strings.Compare(a.remote, b.remote) })
+	}
+	return out
+}
+
+func addRepl(sums []replSample, r replSample) []replSample {
+	for i := range sums {
+		if sums[i].remote == r.remote {
+			for f := range numReplSeries {
+				if f == rDelay {
+					sums[i].values[f] = max(sums[i].values[f], r.values[f])
+				} else {
+					sums[i].values[f] += r.values[f]
+				}
+			}
+			return sums
+		}
+	}
+	return append(sums, r)
 }
 
 // emit sends one sample; one that cannot be made (a label Prometheus

@@ -37,9 +37,10 @@ func (m *Metrics) TopicsAsText() {
 }
 
 // WriteTopics writes every loaded topic's series in the Prometheus text
-// format: the families of Collect's topic series, the same samples.
+// format (or each namespace's sums, MetricsByNamespace): the families of
+// Collect's topic series, the same samples.
 func (m *Metrics) WriteTopics(w io.Writer) error {
-	samples := m.sampleTopics(time.Now())
+	samples := m.samples(time.Now())
 	slices.SortFunc(samples, func(a, b topicSample) int {
 		return cmp.Or(strings.Compare(a.namespace, b.namespace), strings.Compare(a.topic, b.topic))
 	})
@@ -56,7 +57,17 @@ func (m *Metrics) WriteTopics(w io.Writer) error {
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line []byte
-	for i, def := range topicSeries {
+	if m.byNamespace && len(kept) > 0 {
+		line = appendFamilyHeader(line, nsTopicsCount)
+		for j, s := range kept {
+			line = appendSample(line, nsTopicsCount.name, labels[j], "", float64(s.topics))
+		}
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+	}
+	topics, repl := m.series()
+	for i, def := range topics {
 		header := false
 		for j, s := range kept {
 			if !s.has[i] {
@@ -74,7 +85,7 @@ func (m *Metrics) WriteTopics(w io.Writer) error {
 			}
 		}
 	}
-	for i, def := range replSeries {
+	for i, def := range repl {
 		header := false
 		for j, s := range kept {
 			for _, r := range s.repl {
@@ -93,14 +104,17 @@ func (m *Metrics) WriteTopics(w io.Writer) error {
 	return bw.Flush()
 }
 
-// topicLabelText is s's labels as they go between the braces.
+// topicLabelText is s's labels as they go between the braces (no topic
+// in a namespace's sum).
 func topicLabelText(s topicSample) string {
 	var b []byte
 	b = appendLabel(b, "cluster", s.cluster)
 	b = append(b, ',')
 	b = appendLabel(b, "namespace", s.namespace)
-	b = append(b, ',')
-	b = appendLabel(b, "topic", s.topic)
+	if s.topics == 0 {
+		b = append(b, ',')
+		b = appendLabel(b, "topic", s.topic)
+	}
 	return string(b)
 }
 

@@ -190,3 +190,79 @@ func TestMetricsHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsByNamespace: with exposeTopicLevelMetricsInPrometheus=false the
+// topic families are summed per namespace, with no topic label, the same by
+// the collector and by the text writer, and pulsar_topics_count counts the
+// namespace's topics.
+func TestMetricsByNamespace(t *testing.T) {
+	b, url := startBroker(t)
+	c := newClient(t, url)
+	produce(t, c, "ns-sum-a", 4, false)
+	produce(t, c, "ns-sum-b", 6, false)
+	m := NewMetrics(b)
+	m.byNamespace = true
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	gathered, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCollector := map[string]*dto.MetricFamily{}
+	for _, mf := range gathered {
+		if strings.HasPrefix(mf.GetName(), "pulsar_") && !strings.HasPrefix(mf.GetName(), "pulsar_txn_") {
+			fromCollector[mf.GetName()] = mf
+		}
+	}
+	var buf bytes.Buffer
+	if err := m.WriteTopics(&buf); err != nil {
+		t.Fatal(err)
+	}
+	fromText := parseText(t, &buf)
+	if want, got := flatten(fromCollector), flatten(fromText); !slices.Equal(want, got) {
+		t.Fatalf("text samples differ from the collector's:\ncollector %q\ntext      %q", want, got)
+	}
+	for name, want := range map[string]float64{"pulsar_in_messages_total": 10, "pulsar_topics_count": 2, "pulsar_producers_count": 0} {
+		series := fromText[name].GetMetric()
+		if len(series) != 1 {
+			t.Fatalf("%s: %d series, want one for public/default", name, len(series))
+		}
+		var labels []string
+		for _, l := range series[0].GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		if v := series[0].GetCounter().GetValue() + series[0].GetGauge().GetValue(); v != want ||
+			!slices.Equal(labels, []string{"cluster=test", "namespace=public/default"}) {
+			t.Fatalf("%s %v = %v, want %v for cluster test, namespace public/default", name, labels, v, want)
+		}
+	}
+}
+
+// TestSumByNamespace: sums add up per namespace, a quota and a
+// replication delay are the largest, and a family is in a sum when one
+// of the namespace's topics has it.
+func TestSumByNamespace(t *testing.T) {
+	a := topicSample{cluster: "c", namespace: "t/x", topic: "persistent://t/x/a",
+		repl: []replSample{{remote: "r", values: [numReplSeries]float64{rRateOut: 1, rDelay: 5}}}}
+	a.set(sInTotal, 3)
+	a.set(sBacklogQuota, 100)
+	bb := topicSample{cluster: "c", namespace: "t/x", topic: "persistent://t/x/b",
+		repl: []replSample{{remote: "r", values: [numReplSeries]float64{rRateOut: 2, rDelay: 7}}}}
+	bb.set(sInTotal, 4)
+	bb.set(sBacklogQuota, 50)
+	bb.set(sCompactSucceeded, 1)
+	other := topicSample{cluster: "c", namespace: "t/y", topic: "persistent://t/y/a"}
+	other.set(sInTotal, 9)
+	got := sumByNamespace([]topicSample{a, bb, other})
+	if len(got) != 2 || got[0].namespace != "t/x" || got[0].topics != 2 || got[1].topics != 1 {
+		t.Fatalf("sums %+v", got)
+	}
+	x := got[0]
+	if x.values[sInTotal] != 7 || x.values[sBacklogQuota] != 100 || !x.has[sCompactSucceeded] || x.has[sOffloaded] ||
+		len(x.repl) != 1 || x.repl[0].values[rRateOut] != 3 || x.repl[0].values[rDelay] != 7 {
+		t.Fatalf("t/x sum %+v", x)
+	}
+	if got[1].values[sInTotal] != 9 || got[1].has[sCompactSucceeded] {
+		t.Fatalf("t/y sum %+v", got[1])
+	}
+}

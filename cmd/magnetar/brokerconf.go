@@ -76,6 +76,7 @@ type brokerSettings struct {
 	txnSnapshotCount, txnSnapshotMs int
 	// consoleEnabled and consoleReadOnly are the web console's keys.
 	consoleEnabled, consoleReadOnly bool
+	exposeTopicMetrics              bool // exposeTopicLevelMetricsInPrometheus
 	maxActiveTxns                   int
 	// offloadDriver, offloadRoot (fileSystemURI), offloadSize, offloadAge
 	// and offloadLag are managedLedgerOffloadDriver, fileSystemURI,
@@ -115,7 +116,7 @@ type brokerSettings struct {
 // mean something else (for the limits below, no limit).
 func defaultBrokerSettings() brokerSettings {
 	return brokerSettings{maxUnackedPerCons: 50000, maxUnackedPerSub: 200000, dedupSnapshotSecs: 120,
-		delayedEnabled: true, delayedTick: time.Second, consoleEnabled: true, offloadSize: -1, offloadAge: -1, offloadLag: 4 * 3600 * 1000}
+		delayedEnabled: true, delayedTick: time.Second, consoleEnabled: true, exposeTopicMetrics: true, offloadSize: -1, offloadAge: -1, offloadLag: 4 * 3600 * 1000}
 }
 
 func (s *brokerSettings) setters() map[string]confSetter {
@@ -159,6 +160,7 @@ func (s *brokerSettings) setters() map[string]confSetter {
 		"brokerEntryMetadataInterceptors":                         setString(&s.entryInterceptors),
 		"exposingBrokerEntryMetadataToClientEnabled":              setBool(&s.exposeEntryMetadata),
 		"acknowledgmentAtBatchIndexLevelEnabled":                  setBool(&s.batchIndexAcks),
+		"exposeTopicLevelMetricsInPrometheus":                     setBool(&s.exposeTopicMetrics),
 		"brokerDeduplicationEntriesInterval":                      setInt(&s.dedupInterval),
 		"brokerDeduplicationSnapshotIntervalSeconds":              setNonNegInt(&s.dedupSnapshotSecs),
 		"subscriptionExpirationTimeMinutes":                       setNonNegInt(&s.subExpiryMinutes),
@@ -341,6 +343,7 @@ func (s *brokerSettings) brokerConfig(cluster, advertised string, configStore me
 		CompactionThreshold:                          s.compactionThreshold,
 		TransactionCoordinatorEnabled:                s.txnEnabled,
 		ConsoleDisabled:                              !s.consoleEnabled,
+		MetricsByNamespace:                           !s.exposeTopicMetrics,
 		ConsoleReadOnly:                              s.consoleReadOnly,
 		TransactionBufferSnapshotMaxTransactionCount: s.txnSnapshotCount,
 		TransactionBufferSnapshotMinTime:             time.Duration(s.txnSnapshotMs) * time.Millisecond,

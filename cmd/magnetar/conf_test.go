@@ -113,6 +113,20 @@ func TestBrokerConfigFileShipped(t *testing.T) {
 			t.Fatalf("bookieAddressMap=%s accepted", bad)
 		}
 	}
+	// exposeTopicLevelMetricsInPrometheus: on by default, as Pulsar's;
+	// off sums the topic metrics per namespace.
+	for conf, byNamespace := range map[string]bool{"": false, "exposeTopicLevelMetricsInPrometheus=false\n": true} {
+		g, err := parseBrokerFlags([]string{"--config", writeConf(t, conf), "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := metadata.NewMemoryServer().NewSession()
+		cfg, err := g.brokerConfig("c", "localhost:6650", store, nil, log)
+		store.Close()
+		if err != nil || cfg.MetricsByNamespace != byNamespace {
+			t.Fatalf("%q: MetricsByNamespace %v (%v), want %v", conf, cfg.MetricsByNamespace, err, byNamespace)
+		}
+	}
 	// A bad quorum is refused.
 	p := writeConf(t, "managedLedgerDefaultEnsembleSize=2\nmanagedLedgerDefaultWriteQuorum=3\n")
 	if _, err := parseBrokerFlags([]string{"--config", p, "--metadata-store", "memory:", "--cluster", "c"}, io.Discard, log); err == nil {
