@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/klauspost/compress/gzhttp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -55,53 +56,46 @@ func (m *Metrics) WriteTopics(w io.Writer) error {
 		kept = append(kept, s)
 		labels = append(labels, topicLabelText(s))
 	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	var line []byte
-	if m.byNamespace && len(kept) > 0 {
-		line = appendFamilyHeader(line, nsTopicsCount)
+	tw := &textWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	if m.byNamespace {
 		for j, s := range kept {
-			line = appendSample(line, nsTopicsCount.name, labels[j], "", float64(s.topics))
-		}
-		if _, err := bw.Write(line); err != nil {
-			return err
+			tw.sample(nsTopicsCount, labels[j], "", float64(s.topics))
 		}
 	}
 	topics, repl := m.series()
 	for i, def := range topics {
-		header := false
 		for j, s := range kept {
-			if !s.has[i] {
-				continue
-			}
-			if !header {
-				line = appendFamilyHeader(line[:0], def)
-				header = true
-			} else {
-				line = line[:0]
-			}
-			line = appendSample(line, def.name, labels[j], "", s.values[i])
-			if _, err := bw.Write(line); err != nil {
-				return err
+			if s.has[i] {
+				tw.sample(def, labels[j], "", s.values[i])
 			}
 		}
 	}
 	for i, def := range repl {
-		header := false
 		for j, s := range kept {
 			for _, r := range s.repl {
-				line = line[:0]
-				if !header {
-					line = appendFamilyHeader(line, def)
-					header = true
-				}
-				line = appendSample(line, def.name, labels[j], r.remote, r.values[i])
-				if _, err := bw.Write(line); err != nil {
-					return err
-				}
+				tw.sample(def, labels[j], r.remote, r.values[i])
 			}
 		}
 	}
-	return bw.Flush()
+	return tw.w.Flush() // bufio keeps the first write error
+}
+
+// textWriter writes samples family by family: a family's HELP and TYPE
+// go before its first sample.
+type textWriter struct {
+	w      *bufio.Writer
+	family string // the family whose header is written
+	line   []byte
+}
+
+func (tw *textWriter) sample(def series, labels, remote string, v float64) {
+	tw.line = tw.line[:0]
+	if tw.family != def.name {
+		tw.line = appendFamilyHeader(tw.line, def)
+		tw.family = def.name
+	}
+	tw.line = appendSample(tw.line, def.name, labels, remote, v)
+	_, _ = tw.w.Write(tw.line) // an error stays in w for Flush
 }
 
 // topicLabelText is s's labels as they go between the braces (no topic
@@ -188,36 +182,23 @@ func appendSample(b []byte, name, labels, remote string, v float64) []byte {
 func MetricsHandler(g prometheus.Gatherer, m *Metrics) http.Handler {
 	m.TopicsAsText()
 	format := expfmt.NewFormat(expfmt.TypeTextPlain)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	gzipped, err := gzhttp.NewWrapper(gzhttp.CompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		panic(fmt.Sprintf("gzhttp options: %v", err)) // constant options: a bug
+	}
+	return gzipped(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mfs, err := g.Gather()
 		if err != nil {
 			http.Error(w, fmt.Sprintf("gather metrics: %v", err), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", string(format))
-		var out io.Writer = w
-		if acceptsGzip(r) {
-			w.Header().Set("Content-Encoding", "gzip")
-			gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level: no error
-			defer gz.Close()
-			out = gz
-		}
-		enc := expfmt.NewEncoder(out, format)
+		enc := expfmt.NewEncoder(w, format)
 		for _, mf := range mfs {
 			if err := enc.Encode(mf); err != nil {
 				return // the scraper went away
 			}
 		}
-		_ = m.WriteTopics(out) // an error here is the scraper gone
-	})
-}
-
-func acceptsGzip(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		enc, _, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(enc, "gzip") {
-			return true
-		}
-	}
-	return false
+		_ = m.WriteTopics(w) // an error here is the scraper gone
+	}))
 }

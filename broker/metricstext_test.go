@@ -63,7 +63,19 @@ func TestWriteTopicsMatchesCollector(t *testing.T) {
 		produce(t, c, topic, 5, false)
 		receive(t, cons, 5, true)
 	}
-	m := NewMetrics(b)
+	want, got, _ := collectorAndText(t, NewMetrics(b))
+	if len(want) < 3*10 {
+		t.Fatalf("the collector gathered %d topic samples; want at least 10 for each of 3 topics", len(want))
+	}
+	if !slices.Equal(want, got) {
+		t.Fatalf("text samples differ from the collector's:\ncollector %q\ntext      %q", want, got)
+	}
+}
+
+// collectorAndText gathers m's topic families through a registry and
+// writes them with WriteTopics: both flattened, and the text parsed.
+func collectorAndText(t *testing.T, m *Metrics) (collector, text []string, parsed map[string]*dto.MetricFamily) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 	gathered, err := reg.Gather()
@@ -81,14 +93,8 @@ func TestWriteTopicsMatchesCollector(t *testing.T) {
 	if err := m.WriteTopics(&buf); err != nil {
 		t.Fatal(err)
 	}
-	fromText := parseText(t, &buf)
-	want, got := flatten(fromCollector), flatten(fromText)
-	if len(want) < 3*10 {
-		t.Fatalf("the collector gathered %d topic samples; want at least 10 for each of 3 topics", len(want))
-	}
-	if !slices.Equal(want, got) {
-		t.Fatalf("text samples differ from the collector's:\ncollector %q\ntext      %q", want, got)
-	}
+	parsed = parseText(t, &buf)
+	return flatten(fromCollector), flatten(parsed), parsed
 }
 
 // TestAppendSampleAsExpfmt: a sample line and a family header, with
@@ -157,20 +163,18 @@ func TestMetricsHandler(t *testing.T) {
 	reg.MustRegister(m, prometheus.NewGoCollector())
 	srv := httptest.NewServer(MetricsHandler(reg, m))
 	defer srv.Close()
-	for _, zipped := range []bool{false, true} {
+	for accept, zipped := range map[string]bool{"": false, "gzip": true, "gzip;q=0": false, "deflate, gzip;q=0.5": true} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-		if zipped {
-			req.Header.Set("Accept-Encoding", "gzip")
-		}
+		req.Header.Set("Accept-Encoding", accept)
 		resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var body io.Reader = resp.Body
+		if got := resp.Header.Get("Content-Encoding"); (got == "gzip") != zipped {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q, want gzip %v", accept, got, zipped)
+		}
 		if zipped {
-			if resp.Header.Get("Content-Encoding") != "gzip" {
-				t.Fatalf("Content-Encoding %q; want gzip", resp.Header.Get("Content-Encoding"))
-			}
 			zr, err := gzip.NewReader(resp.Body)
 			if err != nil {
 				t.Fatal(err)
@@ -181,12 +185,12 @@ func TestMetricsHandler(t *testing.T) {
 		resp.Body.Close()
 		for _, name := range []string{"go_goroutines", "pulsar_in_messages_total", "magnetar_broker_recovered_panics_total"} {
 			if mfs[name] == nil {
-				t.Fatalf("gzip %v: no %s family", zipped, name)
+				t.Fatalf("Accept-Encoding %q: no %s family", accept, name)
 			}
 		}
 		in := mfs["pulsar_in_messages_total"].GetMetric()
 		if len(in) != 1 || in[0].GetCounter().GetValue() != 3 {
-			t.Fatalf("gzip %v: pulsar_in_messages_total %v; want one series of 3", zipped, in)
+			t.Fatalf("Accept-Encoding %q: pulsar_in_messages_total %v; want one series of 3", accept, in)
 		}
 	}
 }
@@ -202,24 +206,8 @@ func TestMetricsByNamespace(t *testing.T) {
 	produce(t, c, "ns-sum-b", 6, false)
 	m := NewMetrics(b)
 	m.byNamespace = true
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m)
-	gathered, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromCollector := map[string]*dto.MetricFamily{}
-	for _, mf := range gathered {
-		if strings.HasPrefix(mf.GetName(), "pulsar_") && !strings.HasPrefix(mf.GetName(), "pulsar_txn_") {
-			fromCollector[mf.GetName()] = mf
-		}
-	}
-	var buf bytes.Buffer
-	if err := m.WriteTopics(&buf); err != nil {
-		t.Fatal(err)
-	}
-	fromText := parseText(t, &buf)
-	if want, got := flatten(fromCollector), flatten(fromText); !slices.Equal(want, got) {
+	want, got, fromText := collectorAndText(t, m)
+	if !slices.Equal(want, got) {
 		t.Fatalf("text samples differ from the collector's:\ncollector %q\ntext      %q", want, got)
 	}
 	for name, want := range map[string]float64{"pulsar_in_messages_total": 10, "pulsar_topics_count": 2, "pulsar_producers_count": 0} {
