@@ -7,6 +7,7 @@ import (
 
 	"github.com/magnetar-io/magnetar/bookie/client"
 	"github.com/magnetar-io/magnetar/internal/gopool"
+	"github.com/magnetar-io/magnetar/internal/stage"
 	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
@@ -33,6 +34,10 @@ type LocalTransport struct {
 	// request grew its stack through the bookie's code every time.
 	workers *gopool.Pool
 	closed  bool // guarded by mu: adds go to workers after Close
+	// stages, when set, times each add's wait for its bookie's add
+	// goroutine (stage.BookieQueue): under load the adds are quick and
+	// the wait is for a processor, which nothing else shows.
+	stages *stage.Recorder // guarded by mu
 }
 
 // localBookie is a bookie of this process and the goroutine that runs its
@@ -96,6 +101,14 @@ func NewLocalTransport() *LocalTransport {
 	return &LocalTransport{cores: map[string]*localBookie{}, workers: gopool.New(500 * time.Millisecond)}
 }
 
+// RecordStages times the adds' wait for their bookie's add goroutine
+// from now on (stage.BookieQueue); nil stops it.
+func (t *LocalTransport) RecordStages(r *stage.Recorder) {
+	t.mu.Lock()
+	t.stages = r
+	t.mu.Unlock()
+}
+
 // Add makes a bookie reachable under id (a nil interface removes it). A removed or
 // replaced bookie's answers to requests it is still handling are lost, as
 // a closed connection's would be: the callers get ErrDisconnected. So
@@ -139,6 +152,10 @@ func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callbac
 	t.mu.RLock()
 	b := t.cores[id]
 	task := func() { t.handle(id, b, &r, cb) }
+	if st := t.stages; st != nil && r.Op == bkproto.OpAdd {
+		sent, run := time.Now(), task
+		task = func() { st.Since(stage.BookieQueue, sent); run() }
+	}
 	queued := b != nil && !t.closed && r.Op == bkproto.OpAdd && b.queue(task)
 	t.mu.RUnlock()
 	if !queued {

@@ -97,6 +97,10 @@ type completion struct {
 	cb      AddCallback
 	entryID int64
 	err     error
+	// acked is when the quorum acknowledged the entry (zero for a
+	// refusal or failure): deliver times the wait from there to the
+	// callback (stage.LedgerDeliver).
+	acked time.Time
 }
 
 func newWriteHandle(c *Client, id int64, md *Metadata, version int64, password []byte, recovery bool, lac, lacLength int64) (*WriteHandle, error) {
@@ -193,7 +197,7 @@ func (h *WriteHandle) appendAsync(payload, buf []byte, ps crc32c.Known, cb AddCa
 	}
 	h.mu.Lock()
 	if h.mu.err != nil {
-		h.mu.done = append(h.mu.done, completion{cb, -1, h.mu.err})
+		h.mu.done = append(h.mu.done, completion{cb: cb, entryID: -1, err: h.mu.err})
 		h.mu.Unlock()
 		h.signal()
 		return
@@ -229,7 +233,7 @@ func (h *WriteHandle) addFrameSize(n int) int {
 // entry id or ending the handle: its callback runs after those of the
 // entries appended before it. Unlocks mu.
 func (h *WriteHandle) refuseLocked(cb AddCallback, err error) {
-	c := completion{cb, -1, err}
+	c := completion{cb: cb, entryID: -1, err: err}
 	if n := len(h.mu.pending); n > 0 {
 		h.mu.pending[n-1].then = append(h.mu.pending[n-1].then, c)
 	} else {
@@ -248,7 +252,7 @@ func (h *WriteHandle) appendEncoded(e Entry, data []byte, cb AddCallback) {
 		if err == nil {
 			err = fmt.Errorf("ledger %d: recovery wrote entry %d, expected %d", h.id, e.EntryID, h.mu.nextEntry)
 		}
-		h.mu.done = append(h.mu.done, completion{cb, -1, err})
+		h.mu.done = append(h.mu.done, completion{cb: cb, entryID: -1, err: err})
 		h.mu.Unlock()
 		h.signal()
 		return
@@ -369,11 +373,15 @@ func (h *WriteHandle) drainLocked() {
 	if h.mu.changing {
 		return
 	}
+	var acked time.Time // read once per drain, and only when timed
 	for len(h.mu.pending) > 0 && h.mu.pending[0].ackCount >= h.a && h.ackSpreadLocked(h.mu.pending[0]) {
 		pa := h.mu.pending[0]
 		h.mu.pending = h.mu.pending[1:]
 		h.mu.lac, h.mu.lacLength = pa.entryID, pa.length
-		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, nil})
+		if acked.IsZero() && h.c.cfg.Stages != nil {
+			acked = time.Now()
+		}
+		h.mu.done = append(h.mu.done, completion{cb: pa.cb, entryID: pa.entryID, acked: acked})
 		h.mu.done = append(h.mu.done, pa.then...)
 	}
 	if len(h.mu.pending) == 0 && h.mu.idle != nil {
@@ -390,7 +398,7 @@ func (h *WriteHandle) failLocked(err error) {
 	}
 	h.mu.err = err
 	for _, pa := range h.mu.pending {
-		h.mu.done = append(h.mu.done, completion{pa.cb, pa.entryID, err})
+		h.mu.done = append(h.mu.done, completion{cb: pa.cb, entryID: pa.entryID, err: err})
 		h.mu.done = append(h.mu.done, pa.then...)
 	}
 	h.mu.pending = nil
@@ -703,6 +711,9 @@ func (h *WriteHandle) deliver() {
 		}
 		h.mu.Unlock()
 		for _, c := range done {
+			if !c.acked.IsZero() {
+				h.c.cfg.Stages.Since(stage.LedgerDeliver, c.acked)
+			}
 			c.cb(c.entryID, c.err)
 		}
 	}

@@ -409,7 +409,8 @@ func topicsTarget(run *Run) targetRow {
 	p99 := float64(l.P99) / 1000
 	why := fmt.Sprintf("the server used %.2f cores and the %d client process(es) %.2f; the %d producers of a process share its "+
 		"connection's one reader and writer.", run.ServerCores, max(run.ClientProcesses, 1), run.ClientCores, targetTopics)
-	if st := stageList(run.Stages, "receipt", "ledger_add", "bookie_add", "journal_queue", "journal_write"); st != "" {
+	if st := stageList(run.Stages, "receipt", "ledger_add", "bookie_queue", "bookie_add", "journal_queue",
+		"journal_write", "ledger_deliver"); st != "" {
 		why += " In the broker at p99 (producer creation included): " + st + "."
 	}
 	return targetRow{name: name, measured: fmt.Sprintf("p99 %.2f ms", p99), ratio: fmt.Sprintf("%.2f", p99/targetTopicsP99Ms),

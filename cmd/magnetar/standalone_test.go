@@ -181,8 +181,8 @@ func TestStandaloneServesClients(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, st := range []string{"broker_to_storage", "ml_queue", "ledger_add", "bookie_add", "journal_queue", "journal_write",
-		"storage_add", "receipt"} {
+	for _, st := range []string{"broker_to_storage", "ml_queue", "ledger_add", "bookie_queue", "bookie_add", "journal_queue",
+		"journal_write", "ledger_deliver", "storage_add", "receipt"} {
 		if !regexp.MustCompile(`magnetar_publish_stage_seconds_count\{stage="` + st + `"\} [1-9]`).Match(body) {
 			t.Errorf("/metrics has no %s stage observation", st)
 		}

@@ -116,6 +116,7 @@ func (s *standaloneStorage) connect(ctx context.Context, store metadata.Store, f
 			"so there is no broker-to-bookie traffic to encrypt")
 	}
 	tr := ledger.NewLocalTransport()
+	tr.RecordStages(stages)
 	tr.Add(standaloneBookieID, s.core)
 	if s.ledgers, err = ledger.New(ctx, ledger.Config{Store: store, Transport: tr, MaxFrameSize: f.bookieFrameSize(), Stages: stages,
 		Logger: log}); err != nil {

@@ -10,11 +10,17 @@
 //	broker_to_storage   SEND parsed -> managed-ledger add called (dedup, checks)
 //	ml_queue            managed-ledger add -> handed to the ledger writer
 //	                    (non-zero while a ledger rolls over)
-//	ledger_add          ledger append -> quorum acknowledged
+//	ledger_add          ledger append -> its callback runs (quorum
+//	                    acknowledged, then delivered in entry order)
+//	bookie_queue        in-process bookie (standalone): add sent -> the
+//	                    bookie's add goroutine starts it
 //	bookie_add          bookie received an add -> answered it
 //	journal_queue       journal add queued -> taken into a group
 //	journal_write       group written (and, unpipelined, datasynced)
 //	journal_sync        group datasynced (pipelined journals)
+//	ledger_deliver      quorum acknowledged -> the append's callback
+//	                    runs (the delivery goroutine's wait for a
+//	                    processor, and earlier entries' callbacks)
 //	storage_add         managed-ledger add -> its callback (all of storage)
 //	receipt             SEND parsed -> SEND_RECEIPT handed to the connection
 //
@@ -35,17 +41,19 @@ const (
 	BrokerToStorage Stage = iota
 	MLQueue
 	LedgerAdd
+	BookieQueue
 	BookieAdd
 	JournalQueue
 	JournalWrite
 	JournalSync
+	LedgerDeliver
 	StorageAdd
 	Receipt
 	numStages
 )
 
-var names = [numStages]string{"broker_to_storage", "ml_queue", "ledger_add", "bookie_add", "journal_queue",
-	"journal_write", "journal_sync", "storage_add", "receipt"}
+var names = [numStages]string{"broker_to_storage", "ml_queue", "ledger_add", "bookie_queue", "bookie_add",
+	"journal_queue", "journal_write", "journal_sync", "ledger_deliver", "storage_add", "receipt"}
 
 func (s Stage) String() string { return names[s] }
 
