@@ -105,18 +105,15 @@ func newTemplate(size int) []byte {
 func (r *runner) createProducers(client pulsar.Client) ([][]pulsar.Producer, error) {
 	perLane := 1
 	if r.cfg.TxnSize > 0 {
-		perLane = 1 + txnFillProducers
+		perLane = txnBatchedProducers(r.cfg)
 	}
 	var out [][]pulsar.Producer
 	for _, topic := range r.cfg.Topics {
 		for range r.cfg.Producers {
 			lane := make([]pulsar.Producer, 0, perLane)
-			for i := range perLane {
+			for range perLane {
 				opts := r.producerOptions(topic)
-				switch {
-				case perLane > 1 && i == 0: // a lane's first producer
-					opts.DisableBatching = true
-				case perLane > 1: // a lane's batched producers
+				if r.cfg.TxnSize > 0 { // a lane's batched producers (txn.go)
 					opts.BatchingMaxPublishDelay = max(opts.BatchingMaxPublishDelay, txnBatchTimer)
 				}
 				p, err := client.CreateProducer(opts)

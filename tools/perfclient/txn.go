@@ -8,21 +8,22 @@ package perfclient
 // transaction changes, Pulsar #8415). A message sent in transaction B
 // while A's messages wait in the producer's batch is stored as A's,
 // committed or aborted with A. So one producer must never hold two
-// transactions' messages at once, and each of cfg.Producers is a lane:
-//   - txnFillProducers batched producers send the messages; a transaction
-//     takes one that no other transaction's unreceipted messages are in,
-//     and gives it back once its own are all receipted (its batch then
-//     holds none of them);
-//   - with TxnOpenAhead, an unbatched producer sends the first message of
-//     each transaction opened ahead (the send that waits for the
-//     coordinator to add the partition): a message alone is a SEND with
-//     its own transaction id, so they may go at any time, and the opened
-//     transaction takes a batched producer only to fill. One at a time, a
-//     transaction takes its batched producer before it opens and sends
-//     all its messages there. The Go client's key-based batcher would also
-//     keep transactions apart, with a transaction's id as ordering key,
-//     but it grows a fresh buffer per key and batch: measured, 12% more
-//     client CPU per message and 15-20% less throughput here.
+// transactions' messages at once, and each of cfg.Producers is a lane of
+// batched producers: a transaction takes one that no other transaction's
+// unreceipted messages are in before it sends its first message, sends
+// all its messages there, and gives it back once they are all receipted
+// (its batch then holds none of them). The first send is the one that
+// waits for the coordinator to add the partition; with TxnOpenAhead the
+// transactions opened ahead make it early, each holding its producer
+// until it is filled, so a lane has a producer for each of them besides
+// txnFillProducers. Every transaction is then one batch, one entry.
+// (Until 7 Dec the transactions opened ahead sent their first message
+// alone through an unbatched producer: two entries per transaction, and
+// 9-18% less throughput at 32 ahead, TUNING.md.) The Go client's
+// key-based batcher would also keep transactions apart, with a
+// transaction's id as ordering key, but it grows a fresh buffer per key
+// and batch: measured, 12% more client CPU per message and 15-20% less
+// throughput here.
 //
 // A transaction's batch is sent when the transaction is filled
 // (commitTxn flushes its producer before committing); the batched
@@ -38,10 +39,16 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 )
 
-// txnFillProducers is how many batched producers a lane has: enough that
-// a transaction rarely waits for an earlier one's receipts before it can
-// fill, few enough that their batch timers cost little.
+// txnFillProducers is how many batched producers a lane has besides one
+// per transaction opened ahead: enough that a transaction rarely waits
+// for an earlier one's receipts before it can fill, few enough that their
+// batch timers cost little.
 const txnFillProducers = 4
+
+// txnBatchedProducers is how many batched producers a lane has:
+// txnFillProducers, and one more for each transaction opened ahead,
+// which holds a producer of its own from its first message on.
+func txnBatchedProducers(c Config) int { return txnFillProducers + max(c.TxnOpenAhead, 0) }
 
 // txnBatchTimer is the batch timer of a lane's batched producers:
 // commitTxn sends a transaction's batch when it is filled, so the timer
@@ -51,15 +58,13 @@ const txnBatchTimer = time.Second
 
 // txnLane is one producer slot's producers in transaction mode.
 type txnLane struct {
-	first pulsar.Producer      // unbatched: each transaction's first message
-	free  chan pulsar.Producer // batched producers holding no unreceipted message
+	free chan pulsar.Producer // batched producers holding no unreceipted message
 }
 
-// newTxnLane makes a lane of producers[0] (unbatched, createProducers)
-// and the batched rest.
+// newTxnLane makes a lane of producers (batched, createProducers).
 func newTxnLane(producers []pulsar.Producer) *txnLane {
-	l := &txnLane{first: producers[0], free: make(chan pulsar.Producer, len(producers)-1)}
-	for _, p := range producers[1:] {
+	l := &txnLane{free: make(chan pulsar.Producer, len(producers))}
+	for _, p := range producers {
 		l.free <- p
 	}
 	return l
@@ -136,7 +141,7 @@ func (r *runner) produceTxnLoop(l *txnLane, client int, pace *pacer, stop <-chan
 			return
 		}
 		filling := time.Now()
-		r.fillTxn(l, &o, pace, stop)
+		r.fillTxn(&o, pace, stop)
 		r.txn.n.Add(1)
 		r.txn.newNs.Add(int64(o.newTook))
 		r.txn.firstNs.Add(int64(o.firstTook))
@@ -149,20 +154,9 @@ func (r *runner) produceTxnLoop(l *txnLane, client int, pace *pacer, stop <-chan
 }
 
 // fillTxn sends o's messages after its first, up to cfg.TxnSize, through
-// the batched producer of l that o holds, or takes one; o.more turns
-// false when the run stops.
-func (r *runner) fillTxn(l *txnLane, o *openedTxn, pace *pacer, stop <-chan struct{}) {
-	if o.h == nil {
-		if !o.more || len(o.sends) >= r.cfg.TxnSize {
-			return
-		}
-		p, ok := l.take(stop)
-		if !ok {
-			o.more = false
-			return
-		}
-		o.h = l.hold(p)
-	}
+// the producer o holds, then lets go of it; o.more turns false when the
+// run stops.
+func (r *runner) fillTxn(o *openedTxn, pace *pacer, stop <-chan struct{}) {
 	defer o.h.release()
 	for o.more && len(o.sends) < r.cfg.TxnSize {
 		if !pace.wait(stop) || closed(stop) {
@@ -181,16 +175,16 @@ func (r *runner) fillTxn(l *txnLane, o *openedTxn, pace *pacer, stop <-chan stru
 // openedTxn is a transaction opened with its first message sent.
 type openedTxn struct {
 	tx                 pulsar.Transaction
-	h                  *holder // the batched producer it holds, if any
+	h                  *holder // the batched producer it holds
 	sends              []txnSend
 	more               bool // the run goes on: fill it
 	newTook, firstTook time.Duration
 }
 
 // openTxn opens a transaction and sends its first message through the
-// producer h holds, or else through the lane's unbatched first; false
-// when the run stopped before a transaction could be opened.
-func (r *runner) openTxn(first pulsar.Producer, h *holder, pace *pacer, stop <-chan struct{}) (openedTxn, bool) {
+// producer h holds; false when the run stopped before a transaction
+// could be opened.
+func (r *runner) openTxn(h *holder, pace *pacer, stop <-chan struct{}) (openedTxn, bool) {
 	for !closed(stop) {
 		began := time.Now()
 		tx, err := r.client.NewTransaction(time.Minute)
@@ -203,12 +197,8 @@ func (r *runner) openTxn(first pulsar.Producer, h *holder, pace *pacer, stop <-c
 		}
 		opened := time.Now()
 		o := openedTxn{tx: tx, h: h, newTook: opened.Sub(began)}
-		p := first
-		if h != nil {
-			p = h.p
-		}
 		if pace.wait(stop) && !closed(stop) {
-			s, ok := r.sendInTxn(p, tx, h)
+			s, ok := r.sendInTxn(h.p, tx, h)
 			o.more = ok
 			if ok {
 				o.sends = append(o.sends, s)
@@ -243,7 +233,7 @@ func (r *runner) txnOpener(l *txnLane, pace *pacer, stop <-chan struct{}) (next 
 					return
 				default:
 				}
-				o, ok := r.openTxn(l.first, nil, pace, stop)
+				o, ok := r.openHeld(l, pace, stop)
 				if !ok {
 					return
 				}
@@ -266,15 +256,14 @@ func (r *runner) txnOpener(l *txnLane, pace *pacer, stop <-chan struct{}) (next 
 }
 
 // openHeld opens a transaction whose messages, the first too, go through
-// one batched producer it takes from l: one at a time, a transaction is
-// filled only after it opened, so its first message need not go alone.
+// one batched producer it takes from l and holds until it is filled.
 func (r *runner) openHeld(l *txnLane, pace *pacer, stop <-chan struct{}) (openedTxn, bool) {
 	p, ok := l.take(stop)
 	if !ok {
 		return openedTxn{}, false
 	}
 	h := l.hold(p)
-	o, ok := r.openTxn(l.first, h, pace, stop)
+	o, ok := r.openTxn(h, pace, stop)
 	if !ok {
 		h.release()
 	}
@@ -317,8 +306,8 @@ func (r *runner) commitTxn(o openedTxn, client int) {
 }
 
 // sendInTxn sends one message in tx unless the window has closed (as
-// send); its outcome counts at the commit. h, if not nil, holds p for tx
-// and is told of the receipt.
+// send); its outcome counts at the commit. h holds p for tx and is told
+// of the receipt.
 func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) (txnSend, bool) {
 	now := time.Now()
 	inWindow, ok := r.admit(now)
@@ -327,9 +316,7 @@ func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) 
 	}
 	m := r.outgoing.get(now)
 	m.holder, m.msg.Transaction = h, tx
-	if h != nil {
-		h.sending()
-	}
+	h.sending()
 	bytes := len(m.payload)
 	p.SendAsync(context.Background(), &m.msg, m.onReceipt)
 	return txnSend{sent: now, bytes: bytes, inWindow: inWindow}, true
