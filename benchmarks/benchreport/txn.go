@@ -97,9 +97,10 @@ func (r *runner) runTxn(ctx context.Context) error {
 		"producers each (the same for plain and transactional runs), 1 KiB, batching on, unthrottled; each transaction "+
 		"committed in the background while the next fills; a transactional message's latency runs to its commit; plain "+
 		"and 100-message runs alternated; in the pipelined runs each producer opens %d transactions ahead (perf "+
-		"--txn-open-ahead) instead of one at a time, their first messages sent unbatched; a transactional producer is a lane of "+
-		"producers so that no batch holds two transactions' messages (the Go client tags a batch with its first message's "+
-		"transaction: tools/perfclient/txn.go), and a transaction's messages sent as one batch when it is filled", journalOn, r.o.txnCoordinators, r.o.txnClients, r.o.txnProducers, r.o.txnOpenAhead)
+		"--txn-open-ahead) instead of one at a time, each holding a batched producer of its own from its first message on; a "+
+		"transactional producer is a lane of producers so that no batch holds two transactions' messages (the Go client tags a "+
+		"batch with its first message's transaction: tools/perfclient/txn.go), and a transaction's messages go as one batch "+
+		"when it is filled", journalOn, r.o.txnCoordinators, r.o.txnClients, r.o.txnProducers, r.o.txnOpenAhead)
 	d.OpenAhead = r.o.txnOpenAhead
 	run := func(label, topic string, size, ahead int) (Run, error) {
 		// The same load for plain and transactional runs, spread over

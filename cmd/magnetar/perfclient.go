@@ -55,7 +55,7 @@ func newClientPerfFlags(fl *flag.FlagSet) clientPerfFlags {
 		batchDelay:       fl.Duration("batch-delay", def.BatchDelay, "longest a batch waits before it is sent"),
 		maxPending:       fl.Int("max-pending", def.MaxPending, "messages a producer has in flight (MaxPendingMessages)"),
 		txnSize:          fl.Int("num-message-per-transaction", 0, "> 0: publish in transactions of this many messages (the broker needs transactionCoordinatorEnabled); latency runs to the commit"),
-		txnOpenAhead:     fl.Int("txn-open-ahead", 0, "> 0: each producer opens this many transactions ahead (and sends their first message) while the current one fills: the Go client waits for the coordinator when a transaction opens and in its first send to a partition"),
+		txnOpenAhead:     fl.Int("txn-open-ahead", 0, "> 0: each producer opens this many transactions ahead (and sends their first message, each through a batched producer it holds until filled) while the current one fills: the Go client waits for the coordinator when a transaction opens and in its first send to a partition"),
 		compression:      fl.String("compression", "none", "none, lz4, zlib, zstd or snappy"),
 		duration:         fl.Duration("duration", def.Duration, "measured time (after the warm-up), unless --num-messages is set"),
 		warmup:           fl.Duration("warmup", def.Warmup, "unmeasured load first"),
