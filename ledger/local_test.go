@@ -85,6 +85,18 @@ func sendWithin(t *testing.T, tr *LocalTransport, id string, req *bkproto.Reques
 	}
 }
 
+// sendAddsThenRead sends n adds (entries 0 to n-1 of ledger 1) to bookie
+// id, then a read of entry 0, and returns their answers.
+func sendAddsThenRead(t *testing.T, tr *LocalTransport, id string, n int64) (adds, read *answers) {
+	t.Helper()
+	adds, read = &answers{}, &answers{}
+	for e := range n {
+		sendWithin(t, tr, id, &bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1, EntryID: e}, adds.cb())
+	}
+	sendWithin(t, tr, id, &bkproto.Request{Op: bkproto.OpRead, LedgerID: 1, EntryID: 0}, read.cb())
+	return adds, read
+}
+
 // Adds run one at a time on the bookie's add goroutine, in the order sent;
 // other requests do not wait behind them.
 func TestLocalAddsRunInOrderOnOneGoroutine(t *testing.T) {
@@ -92,12 +104,7 @@ func TestLocalAddsRunInOrderOnOneGoroutine(t *testing.T) {
 	tr := NewLocalTransport()
 	defer tr.Close()
 	tr.Add("b", b)
-	var a answers
-	for e := int64(0); e < 200; e++ {
-		sendWithin(t, tr, "b", &bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1, EntryID: e}, a.cb())
-	}
-	var read answers
-	sendWithin(t, tr, "b", &bkproto.Request{Op: bkproto.OpRead, LedgerID: 1, EntryID: 0}, read.cb())
+	a, read := sendAddsThenRead(t, tr, "b", 200)
 	// The read runs beside the add that holds the add goroutine.
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/internal/stage"
-	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 // stageTotals is how many observations stage name has in r and their sum
@@ -45,12 +44,7 @@ func TestLocalTransportTimesTheWaitForTheAddGoroutine(t *testing.T) {
 	defer tr.Close()
 	tr.RecordStages(rec)
 	tr.Add("b", b)
-	var a answers
-	for e := int64(0); e < 3; e++ {
-		sendWithin(t, tr, "b", &bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1, EntryID: e}, a.cb())
-	}
-	var read answers
-	sendWithin(t, tr, "b", &bkproto.Request{Op: bkproto.OpRead, LedgerID: 1, EntryID: 0}, read.cb())
+	a, read := sendAddsThenRead(t, tr, "b", 3)
 	time.Sleep(hold)
 	close(b.gate)
 	a.wait(t)
