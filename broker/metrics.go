@@ -75,10 +75,27 @@ type series struct {
 	name, help string
 	typ        prometheus.ValueType
 	desc       *prometheus.Desc
+	// byMax: a namespace's sum (MetricsByNamespace) takes the largest of
+	// its topics' values, where the others add up (a quota, a delay).
+	byMax bool
 }
 
 func newSeries(name, help string, typ prometheus.ValueType, labels []string) series {
 	return series{name: name, help: help, typ: typ, desc: prometheus.NewDesc(name, help, labels, nil)}
+}
+
+// summedByMax is s summed per namespace as the largest value.
+func summedByMax(s series) series {
+	s.byMax = true
+	return s
+}
+
+// add is v added into a namespace's sum of the series.
+func (s series) add(sum, v float64) float64 {
+	if s.byMax {
+		return max(sum, v)
+	}
+	return sum + v
 }
 
 // The per-topic families, in the order they are written.
@@ -134,8 +151,8 @@ var topicSeries = [numTopicSeries]series{
 	sBacklogSize: newSeries("pulsar_storage_backlog_size",
 		"Bytes of the largest backlog of a durable subscription or replicator: what the backlog quota is checked against.",
 		prometheus.GaugeValue, topicLabels),
-	sBacklogQuota: newSeries("pulsar_storage_backlog_quota_limit", "The topic's backlog quota in bytes (exported when one is set).",
-		prometheus.GaugeValue, topicLabels),
+	sBacklogQuota: summedByMax(newSeries("pulsar_storage_backlog_quota_limit", "The topic's backlog quota in bytes (exported when one is set).",
+		prometheus.GaugeValue, topicLabels)),
 	sProducers: newSeries("pulsar_producers_count", "Connected producers.", prometheus.GaugeValue, topicLabels),
 	sConsumers: newSeries("pulsar_consumers_count", "Connected consumers.", prometheus.GaugeValue, topicLabels),
 	sSubs:      newSeries("pulsar_subscriptions_count", "Subscriptions.", prometheus.GaugeValue, topicLabels),
@@ -159,8 +176,8 @@ var replSeries = [numReplSeries]series{
 	rTputIn:  newSeries("pulsar_replication_throughput_in", "Bytes/s stored here by the remote cluster's replicator.", prometheus.GaugeValue, replLabels),
 	rTputOut: newSeries("pulsar_replication_throughput_out", "Bytes/s replicated to the remote cluster.", prometheus.GaugeValue, replLabels),
 	rBacklog: newSeries("pulsar_replication_backlog", "Entries not yet replicated to the remote cluster.", prometheus.GaugeValue, replLabels),
-	rDelay: newSeries("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet confirmed by the remote cluster.",
-		prometheus.GaugeValue, replLabels),
+	rDelay: summedByMax(newSeries("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet confirmed by the remote cluster.",
+		prometheus.GaugeValue, replLabels)),
 }
 
 // nsTopicSeries and nsReplSeries are the same families summed per
@@ -169,10 +186,12 @@ var nsTopicSeries, nsReplSeries = namespaceSeries()
 
 func namespaceSeries() (topics [numTopicSeries]series, repl [numReplSeries]series) {
 	for i, s := range topicSeries {
-		topics[i] = newSeries(s.name, s.help, s.typ, nsLabels)
+		topics[i] = s
+		topics[i].desc = prometheus.NewDesc(s.name, s.help, nsLabels, nil)
 	}
 	for i, s := range replSeries {
-		repl[i] = newSeries(s.name, s.help, s.typ, nsReplLabels)
+		repl[i] = s
+		repl[i].desc = prometheus.NewDesc(s.name, s.help, nsReplLabels, nil)
 	}
 	return topics, repl
 }
@@ -362,8 +381,7 @@ func (m *Metrics) emitTopic(ch chan<- prometheus.Metric, s topicSample) {
 }
 
 // sumByNamespace sums samples per namespace: a family is in a namespace's
-// sum when one of its topics has it; a quota and a replication delay are
-// the largest of its topics', the rest add up.
+// sum when one of its topics has it, summed as its series says (add).
 func sumByNamespace(samples []topicSample) []topicSample {
 	index := map[string]int{}
 	var out []topicSample
@@ -380,11 +398,7 @@ func sumByNamespace(samples []topicSample) []topicSample {
 			if !s.has[f] {
 				continue
 			}
-			if f == sBacklogQuota {
-				sum.values[f] = max(sum.values[f], s.values[f])
-			} else {
-				sum.values[f] += s.values[f]
-			}
+			sum.values[f] = topicSeries[f].add(sum.values[f], s.values[f])
 			sum.has[f] = true
 		}
 		for _, r := range s.repl {
@@ -401,11 +415,7 @@ func addRepl(sums []replSample, r replSample) []replSample {
 	for i := range sums {
 		if sums[i].remote == r.remote {
 			for f := range numReplSeries {
-				if f == rDelay {
-					sums[i].values[f] = max(sums[i].values[f], r.values[f])
-				} else {
-					sums[i].values[f] += r.values[f]
-				}
+				sums[i].values[f] = replSeries[f].add(sums[i].values[f], r.values[f])
 			}
 			return sums
 		}

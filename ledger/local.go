@@ -151,10 +151,16 @@ func (t *LocalTransport) Send(id string, req *bkproto.Request, cb client.Callbac
 	r := *req
 	t.mu.RLock()
 	b := t.cores[id]
-	task := func() { t.handle(id, b, &r, cb) }
-	if st := t.stages; st != nil && r.Op == bkproto.OpAdd {
-		sent, run := time.Now(), task
-		task = func() { st.Since(stage.BookieQueue, sent); run() }
+	st := t.stages
+	var sent time.Time // timed adds only; one closure either way
+	if st != nil && r.Op == bkproto.OpAdd {
+		sent = time.Now()
+	}
+	task := func() {
+		if !sent.IsZero() {
+			st.Since(stage.BookieQueue, sent)
+		}
+		t.handle(id, b, &r, cb)
 	}
 	queued := b != nil && !t.closed && r.Op == bkproto.OpAdd && b.queue(task)
 	t.mu.RUnlock()

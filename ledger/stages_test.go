@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/magnetar-io/magnetar/internal/stage"
+	"github.com/magnetar-io/magnetar/wire/bkproto"
 )
 
 // stageTotals is how many observations stage name has in r and their sum
@@ -103,4 +104,33 @@ func TestDeliverTimesTheWaitForEarlierCallbacks(t *testing.T) {
 	if n, _ := stageTotals(t, rec, "ledger_add"); n != 5 {
 		t.Fatalf("ledger_add has %d observations, want 5", n)
 	}
+}
+
+// Timing the adds' queue costs Send no allocation: the add's task is one
+// closure with the timing or without.
+func TestTimedLocalSendAllocatesNoMore(t *testing.T) {
+	allocs := func(rec *stage.Recorder) float64 {
+		tr := NewLocalTransport()
+		defer tr.Close()
+		tr.RecordStages(rec)
+		tr.Add("b", okBookie{})
+		done := make(chan struct{}, 1)
+		cb := func(*bkproto.Response, error) { done <- struct{}{} }
+		req := &bkproto.Request{Op: bkproto.OpAdd, LedgerID: 1}
+		return testing.AllocsPerRun(200, func() {
+			tr.Send("b", req, cb)
+			<-done
+		})
+	}
+	plain, timed := allocs(nil), allocs(stage.NewRecorder())
+	if timed > plain {
+		t.Fatalf("a timed add allocates %.1f times per Send, an untimed one %.1f: want no more", timed, plain)
+	}
+}
+
+// okBookie answers every request at once with StatusOK.
+type okBookie struct{}
+
+func (okBookie) Handle(r *bkproto.Request, reply func(*bkproto.Response)) {
+	reply(&bkproto.Response{Op: r.Op, RequestID: r.RequestID, Status: bkproto.StatusOK})
 }
