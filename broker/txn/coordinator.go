@@ -84,6 +84,9 @@ type Coordinator struct {
 	// since), finals the final records of ended transactions.
 	unlogged []*txnState
 	finals   []Meta
+	// The log entry in flight (nil: none) and the one waiting for it to
+	// land (appendLocked).
+	appending, next *logBatch
 
 	recoverStart, recoverEnd              time.Time
 	created, committed, aborted, timedOut atomic.Int64
@@ -309,25 +312,39 @@ func (c *Coordinator) closedErr() error {
 	return fmt.Errorf("transaction coordinator %d: %w (%v)", c.cfg.ID, ErrClosed, c.failed)
 }
 
-// appendLocked logs st's state, with the records waiting for a ride, in
-// one entry; the returned wait reports how it went (a failure fails the
-// coordinator) and notes where the transactions logged for the first time
-// begin. Appended under mu so that the log's order is the order of the
-// changes. st may be nil (Flush): then nothing is appended, and wait is
-// nil, when no record is due.
+// logBatch is one log entry's records: written (appending) or waiting
+// for the entry before it to land (next).
+type logBatch struct {
+	recs   [][]byte
+	firsts []*txnState // logged for the first time here
+	done   chan struct{}
+	// Set before done is closed.
+	pos managedledger.Position
+	err error
+	// landed: its outcome was applied (landedLocked, under mu).
+	landed bool
+}
+
+// appendLocked logs st's state, with the records waiting for a ride, and
+// returns a wait that reports how it went (a failure fails the
+// coordinator). The log has one entry of a coordinator in flight at a
+// time: changes made meanwhile share the next entry (group commit, as
+// Pulsar's batched transaction log, with the write in flight as the delay),
+// so a busy coordinator writes an entry per round trip to its bookies
+// rather than one per change. Called under mu, so the log's order is the
+// order of the changes. st may be nil (Flush): then wait is nil when no
+// record is due.
 func (c *Coordinator) appendLocked(st *txnState) func() error {
-	type result struct {
-		pos managedledger.Position
-		err error
+	b := c.next
+	if b == nil {
+		b = &logBatch{done: make(chan struct{})}
 	}
-	var recs [][]byte
-	var firsts []*txnState
 	add := func(s *txnState) {
 		if !s.logged {
 			s.logged = true
-			firsts = append(firsts, s)
+			b.firsts = append(b.firsts, s)
 		}
-		recs = append(recs, encode(s.meta))
+		b.recs = append(b.recs, encode(s.meta))
 	}
 	if st != nil {
 		add(st)
@@ -340,37 +357,81 @@ func (c *Coordinator) appendLocked(st *txnState) func() error {
 	clear(c.unlogged)
 	c.unlogged = c.unlogged[:0]
 	for _, m := range c.finals {
-		recs = append(recs, encode(m))
+		b.recs = append(b.recs, encode(m))
 	}
 	clear(c.finals)
 	c.finals = c.finals[:0]
-	if len(recs) == 0 {
+	if len(b.recs) == 0 {
 		return nil
 	}
+	c.next = b
+	if c.appending == nil {
+		c.launchLocked()
+	}
+	return func() error { return c.waitFor(b) }
+}
+
+// launchLocked writes the next batch.
+func (c *Coordinator) launchLocked() {
+	b := c.next
+	c.next, c.appending = nil, b
 	// The callback may run before Append returns (mu still held): it
-	// only hands the result over; wait applies it.
-	done := make(chan result, 1)
-	c.cfg.Log.Append(encodeEntry(recs), func(pos managedledger.Position, err error) { done <- result{pos, err} })
-	return func() error {
-		r := <-done
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if r.err != nil {
-			if c.failed == nil {
-				c.failed = r.err
-				c.cfg.Logger.Error("transaction log write failed; coordinator stops until it is loaded again",
-					"coordinator", c.cfg.ID, "err", r.err)
-			}
-			return fmt.Errorf("transaction coordinator %d: log: %w", c.cfg.ID, r.err)
-		}
-		if r.pos.Compare(c.last) > 0 {
-			c.last = r.pos
-		}
-		for _, s := range firsts {
-			s.first, s.hasFirst = r.pos, true
-		}
-		return nil
+	// only hands the outcome over; waitFor applies it.
+	c.cfg.Log.Append(encodeEntry(b.recs), func(pos managedledger.Position, err error) {
+		b.pos, b.err = pos, err
+		close(b.done)
+	})
+}
+
+// waitFor waits until b landed, applies its outcome (the first of its
+// waiters to wake does, and writes the batch that waited for it) and
+// reports it.
+func (c *Coordinator) waitFor(b *logBatch) error {
+	<-b.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.landedLocked(b)
+	if b.err != nil {
+		return fmt.Errorf("transaction coordinator %d: log: %w", c.cfg.ID, b.err)
 	}
+	return nil
+}
+
+func (c *Coordinator) landedLocked(b *logBatch) {
+	if b.landed {
+		return
+	}
+	b.landed = true
+	if b.err != nil {
+		if c.failed == nil {
+			c.failed = b.err
+			c.cfg.Logger.Error("transaction log write failed; coordinator stops until it is loaded again",
+				"coordinator", c.cfg.ID, "err", b.err)
+		}
+	} else {
+		if b.pos.Compare(c.last) > 0 {
+			c.last = b.pos
+		}
+		for _, s := range b.firsts {
+			s.first, s.hasFirst = b.pos, true
+		}
+	}
+	if c.appending == b {
+		c.appending = nil
+	}
+	if c.next == nil {
+		return
+	}
+	if c.failed != nil {
+		// Never written: the log may not take records after one it
+		// refused (the memory must not run ahead of it).
+		n := c.next
+		c.next = nil
+		n.err = fmt.Errorf("not written: the coordinator stopped: %w", c.failed)
+		close(n.done)
+		return
+	}
+	c.launchLocked()
 }
 
 // Flush appends the records waiting for a ride, if any (the broker calls

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/magnetar-io/magnetar/managedledger"
 )
 
 // recordingEnder records every end and fails the first attempts on each
@@ -167,7 +169,8 @@ func runModel(t *testing.T, seed uint64) {
 				allLogged(model)
 			}
 		case op < 8 && rng.IntN(4) == 0:
-			c.Flush() // the memory log takes it before Flush returns
+			c.Flush()
+			waitLanded(t, c)
 			allLogged(model)
 		case op < 8:
 			clock.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
@@ -641,5 +644,168 @@ func TestTryNewOnlyWithReservedIDs(t *testing.T) {
 	c.Close()
 	if _, done, err := c.TryNew(time.Minute); !done || !errors.Is(err, ErrClosed) {
 		t.Fatalf("TryNew on a closed coordinator: done %v, err %v; want ErrClosed", done, err)
+	}
+}
+
+// heldLog is a MemoryLog whose appends land at once but are answered
+// only when released, as a managed ledger's are while its bookies write.
+type heldLog struct {
+	*MemoryLog
+	mu   sync.Mutex
+	held []func()
+}
+
+func (l *heldLog) Append(rec []byte, cb func(managedledger.Position, error)) {
+	l.MemoryLog.Append(rec, func(pos managedledger.Position, err error) {
+		l.mu.Lock()
+		l.held = append(l.held, func() { cb(pos, err) })
+		l.mu.Unlock()
+	})
+}
+
+// release answers the appends held so far, in order.
+func (l *heldLog) release() {
+	l.mu.Lock()
+	held := l.held
+	l.held = nil
+	l.mu.Unlock()
+	for _, answer := range held {
+		answer()
+	}
+}
+
+// heldFail is a log whose appends wait, as heldLog's, and are then
+// answered with a failure (the record may or may not be in the log, as
+// after a bookie's timeout).
+type heldFail struct {
+	*MemoryLog
+	mu   sync.Mutex
+	held []func(managedledger.Position, error)
+}
+
+func (l *heldFail) Append(rec []byte, cb func(managedledger.Position, error)) {
+	l.MemoryLog.Append(rec, func(managedledger.Position, error) {})
+	l.mu.Lock()
+	l.held = append(l.held, cb)
+	l.mu.Unlock()
+}
+
+func (l *heldFail) fail(err error) {
+	l.mu.Lock()
+	held := l.held
+	l.held = nil
+	l.mu.Unlock()
+	for _, cb := range held {
+		cb(managedledger.Position{}, err)
+	}
+}
+
+// Changes made while the log writes an entry share the next one (group
+// commit): ten transactions given a partition while the first one's
+// record is being written cost the log two entries, not ten.
+func TestChangesWaitingForTheLogShareOneEntry(t *testing.T) {
+	log := &heldLog{MemoryLog: &MemoryLog{}}
+	cfg := Config{ID: 6, Log: log, Ender: newRecordingEnder(0)}
+	c := mustRecover(t, cfg)
+	var ids []ID
+	for range 10 {
+		id, err := c.New(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	errs := make(chan error, len(ids))
+	add := func(i int) { errs <- c.AddPartitions(ids[i], []string{fmt.Sprint("p", i)}) }
+	go add(0)
+	waitFor(t, "the first change's entry", func() bool { return log.Len() == 1 })
+	for i := 1; i < len(ids); i++ {
+		go add(i)
+	}
+	waitFor(t, "the other nine changes to wait for the log", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return log.Len() > 1 || (c.next != nil && len(c.next.recs) == len(ids)-1)
+	})
+	if n := log.Len(); n != 1 {
+		t.Fatalf("%d log entries while the first was being written, want 1 (the other changes wait for it)", n)
+	}
+	for answered := 0; answered < len(ids); {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered++
+		default:
+			log.release()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := log.Len(); n != 2 {
+		t.Fatalf("%d log entries for ten changes made while one was written, want 2", n)
+	}
+	c.Close()
+	c = mustRecover(t, Config{ID: 6, Log: log.MemoryLog, Ender: newRecordingEnder(0)})
+	for i, id := range ids {
+		if m, err := c.Get(id); err != nil || !slices.Equal(m.Partitions, []string{fmt.Sprint("p", i)}) {
+			t.Fatalf("%v after recovery: %+v, %v", id, m, err)
+		}
+	}
+}
+
+// A failed entry fails the changes waiting for the next one too, and the
+// coordinator with them: none of them is answered as logged, nor written.
+func TestChangesWaitingBehindAFailedEntryFail(t *testing.T) {
+	mem := &MemoryLog{}
+	log := &heldFail{MemoryLog: mem}
+	c := mustRecover(t, Config{ID: 7, Log: log, Ender: newRecordingEnder(0)})
+	a, _ := c.New(time.Minute)
+	b, _ := c.New(time.Minute)
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go func() { errA <- c.AddPartitions(a, []string{"pa"}) }()
+	waitFor(t, "a's entry", func() bool { return mem.Len() == 1 })
+	go func() { errB <- c.AddPartitions(b, []string{"pb"}) }()
+	waitFor(t, "b to wait for the log", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return mem.Len() > 1 || c.next != nil
+	})
+	log.fail(errors.New("bookies gone")) // a's entry
+	for name, ch := range map[string]chan error{"a": errA, "b": errB} {
+		select {
+		case err := <-ch:
+			if err == nil {
+				t.Fatalf("%s's change answered as logged after the entry before it failed", name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s's change not answered after the entry failed", name)
+		}
+	}
+	if c.Failed() == nil {
+		t.Fatal("coordinator still working after a log entry failed")
+	}
+	if n := mem.Len(); n != 1 {
+		t.Fatalf("%d log entries, want 1: b's record is not written after a failure", n)
+	}
+}
+
+// waitLanded waits until no entry of c is in flight or waiting (Flush
+// writes in the background, and after an entry still in flight).
+func waitLanded(t *testing.T, c *Coordinator) {
+	t.Helper()
+	waitFor(t, "the coordinator's entries to land", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.appending == nil && c.next == nil
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }

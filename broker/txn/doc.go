@@ -23,7 +23,10 @@
 //     record, the COMMITTING one), where it would cost four alone. A
 //     crash loses at most a second of either: an open transaction with
 //     nothing in it, whose client is then told TransactionNotFound, and
-//     final records, whose transactions recovery ends again (harmless). A change the log could not take fails the
+//     final records, whose transactions recovery ends again (harmless).
+//     One entry of a coordinator is in flight at a time: the changes made
+//     while it is written share the next entry (group commit), each
+//     answered when that entry lands. A change the log could not take fails the
 //     coordinator: it refuses everything after (ErrClosed) and the broker
 //     loads it again from the log, so the memory never runs ahead of it.
 //   - End(commit) of an open transaction logs COMMITTING, ends it on every

@@ -103,6 +103,39 @@ func TestTxnMessagesGoAsOneBatch(t *testing.T) {
 	}
 }
 
+// A transaction opened ahead waits, its first message in its producer's
+// batch, until the fill loop takes it: however long that is, the
+// producer's own timer must not send that message alone (at 32 opened
+// ahead, an eighth of the benchmark's transactions were two entries when
+// the timer was 1 s).
+func TestTxnOpenedAheadWaitsAsOneBatch(t *testing.T) {
+	cfg, r, cons, lanes := txnTestSetup(t, "persistent://public/default/perf-txn-waits", 5, time.Millisecond)
+	lane, pace, stop := newTxnLane(lanes[0]), newPacer(1000), make(chan struct{})
+	o, ok := r.openHeld(lane, pace, stop)
+	if !ok || !o.more {
+		t.Fatal("could not open a transaction and send its first message")
+	}
+	time.Sleep(1500 * time.Millisecond) // waiting for the fill loop
+	r.fillTxn(&o, pace, stop)
+	r.commitTxn(o, 0)
+	if n := r.n.pubErrsAll.Load(); n != 0 {
+		t.Fatalf("%d messages failed with the commit", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	entries := map[[2]int64]int{}
+	for range cfg.TxnSize {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive: %v (entries so far %v)", err, entries)
+		}
+		entries[[2]int64{m.ID().LedgerID(), m.ID().EntryID()}]++
+	}
+	if len(entries) != 1 {
+		t.Fatalf("a transaction that waited 1.5 s to be filled was stored as %d entries %v, want one batch", len(entries), entries)
+	}
+}
+
 // txnTestSetup starts a broker with transactions, and a runner in
 // transaction mode (txnSize messages per transaction, batch delay delay)
 // on topic with its lanes of producers, and a consumer subscribed to the
