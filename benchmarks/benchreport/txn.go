@@ -33,7 +33,11 @@ const (
 	txnCoordinators = 64
 	txnProducers    = 2
 	txnClients      = 4 // client processes per run, each with txnProducers producers
-	txnRounds       = 2
+	// txnRounds: plain and transactional runs alternate this many times,
+	// and the target compares medians: this machine's speed drifts by
+	// 20% between minutes (7 Dec: 100-message runs of one build at
+	// 115-169K msg/s), and a median of two is their mean.
+	txnRounds = 3
 	// txnOpenAhead: transactions a producer of the pipelined runs opens
 	// ahead (perf --txn-open-ahead): 16 gave 0.63 x plain, 32 0.65 x.
 	txnOpenAhead = 32
