@@ -79,6 +79,8 @@ type topic struct {
 	// has none; fixed at load (ownPolicies).
 	policiesRef    resources.TopicPoliciesRef
 	policiesRefErr error
+	// ownPoliciesMemo: the policies at policiesRef (ownPoliciesOrErr).
+	ownPoliciesMemo atomic.Pointer[policiesMemo]
 	// txns is the transaction buffer (txnbuffer.go): nil until the topic
 	// has had a transaction; txnInit serializes its creation.
 	txns    atomic.Pointer[txnBuffer]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type Cache[T any] struct {
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
+	// changes counts the changes to entries other than fills; state is
+	// changes<<1 | 1 while entries are kept (Version reads it without mu).
+	changes uint64
+	state   atomic.Uint64
 }
 
 type cacheEntry[T any] struct {
@@ -75,6 +80,7 @@ func NewCacheWith[T any](ctx context.Context, store Store, prefix string, opts C
 	}
 	c := &Cache[T]{store: store, prefix: prefix, opts: opts, watch: w, entries: map[string]cacheEntry[T]{},
 		gen: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	c.changedLocked()
 	if opts.StaleWhileDisconnected {
 		c.session = store.SessionEvents()
 	}
@@ -103,6 +109,7 @@ func (c *Cache[T]) invalidate(w *Watcher) {
 		c.mu.Lock()
 		delete(c.entries, ev.Path)
 		c.gen[ev.Path]++
+		c.changedLocked()
 		c.mu.Unlock()
 	}
 	// No read may be served from entries nobody invalidates any more,
@@ -117,7 +124,30 @@ func (c *Cache[T]) invalidate(w *Watcher) {
 		c.entries = nil
 	}
 	c.epoch++
+	c.changedLocked()
 	c.mu.Unlock()
+}
+
+// changedLocked notes a change of entries (Version).
+func (c *Cache[T]) changedLocked() {
+	c.changes++
+	live := uint64(0)
+	if c.entries != nil {
+		live = 1
+	}
+	c.state.Store(c.changes<<1 | live)
+}
+
+// Version identifies what the cache holds: while it returns the same v
+// with live true, no entry was invalidated, so a value a caller read from
+// the cache after taking v is still what Get would return, and the caller
+// may keep it instead of asking again (a topic's own policies, read on
+// every publish and every second). live is false while reads go to the
+// store (no watch: nothing may be kept then). Any change under the prefix
+// changes v.
+func (c *Cache[T]) Version() (v uint64, live bool) {
+	s := c.state.Load()
+	return s >> 1, s&1 == 1
 }
 
 // sessionStates is the session's stream, or nil (never ready).
@@ -135,6 +165,7 @@ func (c *Cache[T]) dropStale() {
 	if c.stale {
 		c.entries, c.stale = nil, false
 		c.epoch++
+		c.changedLocked()
 	}
 }
 
@@ -171,6 +202,7 @@ func (c *Cache[T]) rewatch() *Watcher {
 			// entries (changes may have been missed) are not kept.
 			c.watch, c.entries, c.stale = w, map[string]cacheEntry[T]{}, false
 			c.epoch++
+			c.changedLocked()
 			return w
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrSessionLost) {
@@ -261,6 +293,7 @@ func (c *Cache[T]) Invalidate(path string) {
 	}
 	delete(c.entries, path)
 	c.gen[path]++
+	c.changedLocked()
 }
 
 // ReadModifyUpdate applies modify to the current value (found=false when
@@ -320,6 +353,7 @@ func (c *Cache[T]) Close() {
 	// Nobody invalidates entries any more: reads go to the store.
 	c.entries, c.stale = nil, false
 	c.epoch++
+	c.changedLocked()
 	c.mu.Unlock()
 	w.Close()
 	<-c.done

@@ -147,3 +147,43 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Version stays while nothing under the cache's prefix changes (reads and
+// fills do not change it) and moves with every change, from any process
+// or Invalidate; after Close nothing may be kept (live false).
+func TestCacheVersionMovesWithEveryChange(t *testing.T) {
+	ctx := context.Background()
+	srv := NewMemoryServer()
+	a, b := srv.NewSession(), srv.NewSession()
+	defer a.Close()
+	defer b.Close()
+	cache, err := NewCache[policies](ctx, a, "/admin/policies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0, live := cache.Version()
+	if !live {
+		t.Fatal("a watching cache is not live")
+	}
+	for range 3 {
+		if _, _, _, err := cache.Get(ctx, "/admin/policies/t/ns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := cache.Version(); v != v0 {
+		t.Fatalf("version %d after reads, want %d unchanged", v, v0)
+	}
+	if _, err := b.Put(ctx, "/admin/policies/t/other", []byte(`{"retention":5}`), AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { v, _ := cache.Version(); return v != v0 })
+	v1, _ := cache.Version()
+	cache.Invalidate("/admin/policies/t/ns")
+	if v, live := cache.Version(); v == v1 || !live {
+		t.Fatalf("version %d (live %v) after Invalidate, want a new one than %d", v, live, v1)
+	}
+	cache.Close()
+	if _, live := cache.Version(); live {
+		t.Fatal("a closed cache (reads go to the store) reports live")
+	}
+}
