@@ -13,16 +13,23 @@ type policies struct {
 	Clusters  []string `json:"clusters"`
 }
 
-func TestCacheReadThroughAndInvalidation(t *testing.T) {
-	ctx := context.Background()
+// twoSessionCache is a cache of /admin/policies on one session of a
+// memory store and another session of it (another process) to change it.
+func twoSessionCache(t *testing.T) (*Cache[policies], Store) {
+	t.Helper()
 	srv := NewMemoryServer()
 	a, b := srv.NewSession(), srv.NewSession()
-	defer a.Close()
-	defer b.Close()
-	cache, err := NewCache[policies](ctx, a, "/admin/policies")
+	t.Cleanup(func() { a.Close(); b.Close() })
+	cache, err := NewCache[policies](context.Background(), a, "/admin/policies")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cache, b
+}
+
+func TestCacheReadThroughAndInvalidation(t *testing.T) {
+	ctx := context.Background()
+	cache, b := twoSessionCache(t)
 	defer cache.Close()
 	if _, _, found, err := cache.Get(ctx, "/admin/policies/t/ns"); found || err != nil {
 		t.Fatalf("missing node: found=%v err=%v", found, err)
@@ -153,14 +160,7 @@ func TestCacheHitAllocatesNothing(t *testing.T) {
 // or Invalidate; after Close nothing may be kept (live false).
 func TestCacheVersionMovesWithEveryChange(t *testing.T) {
 	ctx := context.Background()
-	srv := NewMemoryServer()
-	a, b := srv.NewSession(), srv.NewSession()
-	defer a.Close()
-	defer b.Close()
-	cache, err := NewCache[policies](ctx, a, "/admin/policies")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cache, b := twoSessionCache(t)
 	v0, live := cache.Version()
 	if !live {
 		t.Fatal("a watching cache is not live")

@@ -495,14 +495,7 @@ func TestRecordsRideTogether(t *testing.T) {
 	ender := newRecordingEnder(0)
 	cfg := Config{ID: 4, Log: log, Ender: ender}
 	c := mustRecover(t, cfg)
-	var ids []ID
-	for range 10 {
-		id, err := c.New(time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := newTxns(t, c, 10)
 	if n := log.Len(); n != 0 {
 		t.Fatalf("%d log entries after 10 News, want 0 (their records wait for a ride)", n)
 	}
@@ -707,14 +700,7 @@ func TestChangesWaitingForTheLogShareOneEntry(t *testing.T) {
 	log := &heldLog{MemoryLog: &MemoryLog{}}
 	cfg := Config{ID: 6, Log: log, Ender: newRecordingEnder(0)}
 	c := mustRecover(t, cfg)
-	var ids []ID
-	for range 10 {
-		id, err := c.New(time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := newTxns(t, c, 10)
 	errs := make(chan error, len(ids))
 	add := func(i int) { errs <- c.AddPartitions(ids[i], []string{fmt.Sprint("p", i)}) }
 	go add(0)
@@ -799,6 +785,20 @@ func waitLanded(t *testing.T, c *Coordinator) {
 		defer c.mu.Unlock()
 		return c.appending == nil && c.next == nil
 	})
+}
+
+// newTxns opens n transactions of a minute on c.
+func newTxns(t *testing.T, c *Coordinator, n int) []ID {
+	t.Helper()
+	var ids []ID
+	for range n {
+		id, err := c.New(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

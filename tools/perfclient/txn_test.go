@@ -74,12 +74,35 @@ func TestTxnSendsKeepTransactionsApart(t *testing.T) {
 // of the benchmark as 1.7 on average), and every entry costs the broker
 // and the client more than its messages do.
 func TestTxnMessagesGoAsOneBatch(t *testing.T) {
-	cfg, r, cons, lanes := txnTestSetup(t, "persistent://public/default/perf-txn-one-batch", 20, time.Millisecond)
+	if entries := oneTxnEntries(t, "persistent://public/default/perf-txn-one-batch", 20, 0); len(entries) != 1 {
+		t.Fatalf("the transaction's 20 messages were stored as %d entries %v, want one batch", len(entries), entries)
+	}
+}
+
+// A transaction opened ahead waits, its first message in its producer's
+// batch, until the fill loop takes it: however long that is, the
+// producer's own timer must not send that message alone (at 32 opened
+// ahead, an eighth of the benchmark's transactions were two entries when
+// the timer was 1 s).
+func TestTxnOpenedAheadWaitsAsOneBatch(t *testing.T) {
+	if entries := oneTxnEntries(t, "persistent://public/default/perf-txn-waits", 5, 1500*time.Millisecond); len(entries) != 1 {
+		t.Fatalf("a transaction that waited 1.5 s to be filled was stored as %d entries %v, want one batch", len(entries), entries)
+	}
+}
+
+// oneTxnEntries opens a transaction of size messages on topic (batch
+// timer 1 ms), waits wait before filling it (as one opened ahead waits for
+// the fill loop), fills and commits it as the fill loop does, and returns
+// how many of its messages each entry holds.
+func oneTxnEntries(t *testing.T, topic string, size int, wait time.Duration) map[[2]int64]int {
+	t.Helper()
+	cfg, r, cons, lanes := txnTestSetup(t, topic, size, time.Millisecond)
 	lane, pace, stop := newTxnLane(lanes[0]), newPacer(1000), make(chan struct{})
 	o, ok := r.openHeld(lane, pace, stop)
 	if !ok || !o.more {
 		t.Fatal("could not open a transaction and send its first message")
 	}
+	time.Sleep(wait)
 	r.fillTxn(&o, pace, stop)
 	if len(o.sends) != cfg.TxnSize {
 		t.Fatalf("sent %d messages, want %d", len(o.sends), cfg.TxnSize)
@@ -98,42 +121,7 @@ func TestTxnMessagesGoAsOneBatch(t *testing.T) {
 		}
 		entries[[2]int64{m.ID().LedgerID(), m.ID().EntryID()}]++
 	}
-	if len(entries) != 1 {
-		t.Fatalf("the transaction's %d messages were stored as %d entries %v, want one batch", cfg.TxnSize, len(entries), entries)
-	}
-}
-
-// A transaction opened ahead waits, its first message in its producer's
-// batch, until the fill loop takes it: however long that is, the
-// producer's own timer must not send that message alone (at 32 opened
-// ahead, an eighth of the benchmark's transactions were two entries when
-// the timer was 1 s).
-func TestTxnOpenedAheadWaitsAsOneBatch(t *testing.T) {
-	cfg, r, cons, lanes := txnTestSetup(t, "persistent://public/default/perf-txn-waits", 5, time.Millisecond)
-	lane, pace, stop := newTxnLane(lanes[0]), newPacer(1000), make(chan struct{})
-	o, ok := r.openHeld(lane, pace, stop)
-	if !ok || !o.more {
-		t.Fatal("could not open a transaction and send its first message")
-	}
-	time.Sleep(1500 * time.Millisecond) // waiting for the fill loop
-	r.fillTxn(&o, pace, stop)
-	r.commitTxn(o, 0)
-	if n := r.n.pubErrsAll.Load(); n != 0 {
-		t.Fatalf("%d messages failed with the commit", n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	entries := map[[2]int64]int{}
-	for range cfg.TxnSize {
-		m, err := cons.Receive(ctx)
-		if err != nil {
-			t.Fatalf("receive: %v (entries so far %v)", err, entries)
-		}
-		entries[[2]int64{m.ID().LedgerID(), m.ID().EntryID()}]++
-	}
-	if len(entries) != 1 {
-		t.Fatalf("a transaction that waited 1.5 s to be filled was stored as %d entries %v, want one batch", len(entries), entries)
-	}
+	return entries
 }
 
 // txnTestSetup starts a broker with transactions, and a runner in
