@@ -34,8 +34,20 @@ func TestTxnSendsKeepTransactionsApart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Each ended as the fill loop ends a transaction (commitTxn): its
+	// producer flushed first, since the lane's batch timer (the
+	// transaction timeout) would not send the batch in time.
 	aborted := make(chan error, 1)
-	go func() { aborted <- dropped.tx.Abort(ctx) }()
+	go func() {
+		if err := dropped.h.p.FlushWithCtx(ctx); err != nil {
+			aborted <- err
+			return
+		}
+		aborted <- dropped.tx.Abort(ctx)
+	}()
+	if err := kept.h.p.FlushWithCtx(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
 	if err := kept.tx.Commit(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
