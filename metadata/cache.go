@@ -37,10 +37,10 @@ type Cache[T any] struct {
 	closed bool
 	stop   chan struct{}
 	done   chan struct{}
-	// changes counts the changes to entries other than fills; state is
-	// changes<<1 | 1 while entries are kept (Version reads it without mu).
-	changes uint64
-	state   atomic.Uint64
+	// state is the count of changes to entries other than fills, shifted
+	// left by one, | 1 while entries are kept (Version reads it without
+	// mu; changedLocked writes it under mu).
+	state atomic.Uint64
 }
 
 type cacheEntry[T any] struct {
@@ -130,12 +130,11 @@ func (c *Cache[T]) invalidate(w *Watcher) {
 
 // changedLocked notes a change of entries (Version).
 func (c *Cache[T]) changedLocked() {
-	c.changes++
 	live := uint64(0)
 	if c.entries != nil {
 		live = 1
 	}
-	c.state.Store(c.changes<<1 | live)
+	c.state.Store((c.state.Load()>>1+1)<<1 | live)
 }
 
 // Version identifies what the cache holds: while it returns the same v

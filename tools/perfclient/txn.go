@@ -169,7 +169,7 @@ func (r *runner) fillTxn(o *openedTxn, pace *pacer, stop <-chan struct{}) {
 			o.more = false
 			return
 		}
-		s, ok := r.sendInTxn(o.h.p, o.tx, o.h)
+		s, ok := r.sendInTxn(o.tx, o.h)
 		if !ok {
 			o.more = false
 			return
@@ -204,7 +204,7 @@ func (r *runner) openTxn(h *holder, pace *pacer, stop <-chan struct{}) (openedTx
 		opened := time.Now()
 		o := openedTxn{tx: tx, h: h, newTook: opened.Sub(began)}
 		if pace.wait(stop) && !closed(stop) {
-			s, ok := r.sendInTxn(h.p, tx, h)
+			s, ok := r.sendInTxn(tx, h)
 			o.more = ok
 			if ok {
 				o.sends = append(o.sends, s)
@@ -312,9 +312,9 @@ func (r *runner) commitTxn(o openedTxn, client int) {
 }
 
 // sendInTxn sends one message in tx unless the window has closed (as
-// send); its outcome counts at the commit. h holds p for tx and is told
-// of the receipt.
-func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) (txnSend, bool) {
+// send), through the producer h holds for tx; its outcome counts at the
+// commit, and h is told of the receipt.
+func (r *runner) sendInTxn(tx pulsar.Transaction, h *holder) (txnSend, bool) {
 	now := time.Now()
 	inWindow, ok := r.admit(now)
 	if !ok {
@@ -324,6 +324,6 @@ func (r *runner) sendInTxn(p pulsar.Producer, tx pulsar.Transaction, h *holder) 
 	m.holder, m.msg.Transaction = h, tx
 	h.sending()
 	bytes := len(m.payload)
-	p.SendAsync(context.Background(), &m.msg, m.onReceipt)
+	h.p.SendAsync(context.Background(), &m.msg, m.onReceipt)
 	return txnSend{sent: now, bytes: bytes, inWindow: inWindow}, true
 }
