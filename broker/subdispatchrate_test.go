@@ -143,3 +143,69 @@ func TestTopicPublishRate(t *testing.T) {
 		t.Fatalf("200 messages with no limit took %v", took)
 	}
 }
+
+// TestRatePassSkipsTopicsNothingChanged: the once-a-second pass applies
+// the rates to a topic again only when a policy or a dynamic setting
+// changed, or while one of the topic's rates is limited; a change still
+// applies at the next pass.
+func TestRatePassSkipsTopicsNothingChanged(t *testing.T) {
+	b, _ := startPolicyBroker(t, func(*resources.Policies) {})
+	ctx := context.Background()
+	topics := make([]*topic, 3)
+	for i := range topics {
+		tp, err := b.getTopic(ctx, mustTopic(t, fmt.Sprintf("persistent://t/ns/pass-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics[i] = tp
+	}
+	settled := func(what string) {
+		t.Helper()
+		eventually(t, what, func() error {
+			if n := b.refreshDispatchRates(ctx); n != 0 {
+				return fmt.Errorf("a pass applied rates to %d topics", n)
+			}
+			return nil
+		})
+	}
+	settled("a pass with nothing changed applies nothing")
+	setSubRate := func(msgs int) {
+		t.Helper()
+		if _, err := b.cfg.Resources.UpdateNamespace(ctx, "t", "ns", func(p *resources.Policies) error {
+			p.SubscriptionDispatchRate = map[string]resources.DispatchRate{"test": {DispatchThrottlingRateInMsg: msgs, RatePeriodInSecond: 1}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("every topic has the namespace's rate of %d", msgs), func() error {
+			b.refreshDispatchRates(ctx)
+			for _, tp := range topics {
+				if r := tp.subRate.Load(); r == nil || r.Msgs != int64(msgs) {
+					return fmt.Errorf("%s: %+v", tp.name, r)
+				}
+			}
+			return nil
+		})
+	}
+	setSubRate(7)
+	if n := b.refreshDispatchRates(ctx); n != len(topics) {
+		t.Fatalf("a pass applied rates to %d topics with a rate limited, want all %d", n, len(topics))
+	}
+	setSubRate(0)
+	settled("unlimited again, the topics are skipped")
+	if err := b.SetDynamic(ctx, "dispatchThrottlingRatePerTopicInMsg", "5"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the dynamic topic rate applies", func() error {
+		b.refreshDispatchRates(ctx)
+		for _, tp := range topics {
+			tp.dispatchLimit.mu.Lock()
+			msgs := tp.dispatchLimit.rate.Msgs
+			tp.dispatchLimit.mu.Unlock()
+			if msgs != 5 {
+				return fmt.Errorf("%s: %d messages a second", tp.name, msgs)
+			}
+		}
+		return nil
+	})
+}

@@ -56,7 +56,11 @@ type topic struct {
 	// subRate is the subscription dispatch rate of the last refresh: a new
 	// subscription starts with it.
 	subRate atomic.Pointer[dispatchRate]
-	dedup   *dedup // nil unless deduplication is enabled
+	// ratesAppliedAt: the inputs of the last refreshDispatchRates that
+	// left the topic with no rate limited (nil: some rate is limited, or
+	// not applied yet); the pass skips the topic while they stay.
+	ratesAppliedAt atomic.Pointer[rateInputs]
+	dedup          *dedup // nil unless deduplication is enabled
 	// unloading is set once an add found the managed ledger closed for
 	// good here (addFailed): the topic is being unloaded.
 	unloading atomic.Bool

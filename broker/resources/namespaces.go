@@ -88,6 +88,11 @@ func (r *Resources) NamespaceShared(ctx context.Context, tenant, ns string) (Pol
 	return r.namespaceCached(ctx, tenant, ns, r.policies.Get)
 }
 
+// NamespacePoliciesVersion is the namespace policies cache's Version:
+// while it stays, what NamespaceShared returned after it was taken is
+// still current.
+func (r *Resources) NamespacePoliciesVersion() (v uint64, live bool) { return r.policies.Version() }
+
 // NamespaceFresh is NamespaceShared that never answers from policies
 // served stale while the metadata store is unreachable: for the bundle
 // boundaries bundle ownership is acquired by, which another broker may

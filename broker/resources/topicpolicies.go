@@ -231,12 +231,12 @@ func NewTopicPoliciesRef(t TopicName) (TopicPoliciesRef, error) {
 	return TopicPoliciesRef{topic: t, path: topicPoliciesPath(t)}, nil
 }
 
-// TopicPoliciesAt is TopicPoliciesShared for a reference.
 // TopicPoliciesVersion is the topic policies cache's Version: while it
 // stays, what TopicPoliciesAt returned for a topic after it was taken is
 // still current.
 func (r *Resources) TopicPoliciesVersion() (v uint64, live bool) { return r.topicPolicies.Version() }
 
+// TopicPoliciesAt is TopicPoliciesShared for a reference.
 func (r *Resources) TopicPoliciesAt(ctx context.Context, ref TopicPoliciesRef) (TopicPolicies, error) {
 	if ref.path == "" {
 		return TopicPolicies{}, invalidf("topic", "no topic: a zero TopicPoliciesRef")
