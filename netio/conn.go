@@ -38,7 +38,10 @@ type Conn struct {
 	reason       error      // guarded by mu; the first close reason
 	queue        writeQueue // guarded by mu; accepted writes not yet handed to gnet
 	flushPending bool       // guarded by mu; a flush will run: writers need not kick the loop
-	congestion   struct {   // guarded by mu
+	// kicks counts the kicks registered under mu while open and made
+	// after it (Conn.kick); OnClose waits for them.
+	kicks      sync.WaitGroup
+	congestion struct { // guarded by mu
 		on      bool
 		drained chan struct{} // closed when congestion ends
 		timer   *time.Timer   // polls the outbound buffer while on

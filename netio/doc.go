@@ -78,13 +78,17 @@
 //
 // Conn.mu guards the connection's closed state, close reason, write queue
 // and congestion state. It is never held while calling a Handler method, a
-// write's done callback, or gnet's Writev; it is held while queueing tasks
-// on the loop (gnet's Trigger never blocks), so that a task is queued only
-// while the connection is open: once a loop has exited gnet closes its
+// write's done callback, or gnet's Writev. A task is queued on the loop
+// only while the connection is open: once a loop has exited gnet closes its
 // poller, and its eventfd number may then belong to an unrelated file, so
-// nothing may be queued after OnClose. OnClose runs for every connection
-// before its loop exits, and fails the writes still queued, so every
-// accepted write's done runs exactly once.
+// nothing may be queued after OnClose. Either mu is held while queueing (the
+// drain poll; gnet's Trigger never blocks), or, for a write's kick, the kick
+// is registered in Conn.kicks under mu while open and made after mu is
+// released (the kick wakes the loop's thread, which must not happen with
+// every other writer of the connection queued behind it), and OnClose waits
+// for the registered kicks. OnClose runs for every connection before its
+// loop exits, and fails the writes still queued, so every accepted write's
+// done runs exactly once.
 // Server.mu guards the connection set; it is never held together with a
 // Conn.mu. Fields documented as loop-only are touched only on the
 // connection's loop goroutine and need no lock.

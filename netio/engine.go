@@ -76,6 +76,9 @@ func (e *engineHandler) OnClose(gc gnet.Conn, gnetErr error) gnet.Action {
 	dones := c.failQueueLocked()
 	c.updateCongestionLocked() // wakes Drained waiters
 	c.mu.Unlock()
+	// Writers that found the connection open may still be making their
+	// kick: the loop must not exit (closing its eventfd) before they do.
+	c.kicks.Wait()
 
 	for _, done := range dones {
 		done(ErrConnClosed)

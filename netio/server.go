@@ -55,6 +55,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // guarded by mu: open connections
+
+	// beforeKick, when set (tests, before any connection), runs in a
+	// writer's kick just before it queues the loop task.
+	beforeKick func()
 }
 
 // Listen starts a server for h and returns once it accepts connections.

@@ -306,3 +306,35 @@ func TestRepliesWaitForTheCallback(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseWaitsForAKickUnderWay: a writer kicks the loop after releasing
+// the connection's lock; the close waits for that kick before the
+// handler's OnClose, and so before the loop may exit and close the eventfd
+// the kick writes to.
+func TestCloseWaitsForAKickUnderWay(t *testing.T) {
+	rec := newRecorder()
+	s, _ := start(t, rec, Options{})
+	paused, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.beforeKick = func() { once.Do(func() { close(paused); <-release }) }
+	dial(t, s)
+	c := rec.nextOpen(t)
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.WriteThen(nil, writerFrame(1, 0)...) }()
+	select {
+	case <-paused:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not kick the loop")
+	}
+	c.Close(nil)
+	select {
+	case <-rec.closes:
+		t.Fatal("OnClose ran while a kick was under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatalf("the write: %v", err)
+	}
+	rec.nextClose(t)
+}
