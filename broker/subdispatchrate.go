@@ -48,25 +48,14 @@ const dispatchRateRefresh = time.Second
 func (b *Broker) refreshDispatchRates(ctx context.Context) int {
 	now := time.Now()
 	in, stable := b.rateInputs()
-	// One copy of each namespace's policies per pass: the cache hands out a
-	// copy per read, and a pass over 10,000 topics of one namespace made
-	// 10,000 of them a second (a tenth of a many-topics standalone's
-	// allocation, TUNING.md).
-	type nsKey struct{ tenant, namespace string } // no string built per topic
-	namespaces := map[nsKey]resources.Policies{}
+	namespaces := passNamespaces{}
 	applied := 0
 	for t := range b.topicPass() {
 		if !t.name.Persistent() || (stable && t.ratesUnchanged(in)) {
 			continue
 		}
 		// Both reads are cached: a pass over 10,000 topics stays in memory.
-		key := nsKey{t.name.Tenant, t.name.Namespace}
-		ns, seen := namespaces[key]
-		if !seen {
-			ns = t.namespacePolicies(ctx)
-			namespaces[key] = ns
-		}
-		limited := b.applyRates(ctx, t, ns, now)
+		limited := b.applyRates(t, namespaces.of(ctx, t), t.ownPolicies(ctx), now)
 		applied++
 		if stable && !limited {
 			t.ratesAppliedAt.Store(&in)
@@ -77,10 +66,29 @@ func (b *Broker) refreshDispatchRates(ctx context.Context) int {
 	return applied
 }
 
-// applyRates applies the rates in force to t and its subscriptions, and
-// reports whether any of them limits anything.
-func (b *Broker) applyRates(ctx context.Context, t *topic, ns resources.Policies, now time.Time) (limited bool) {
-	own := t.ownPolicies(ctx)
+// passNamespaces reads each namespace's policies once per pass: the cache
+// hands out a copy per read, and a pass over 10,000 topics of one
+// namespace made 10,000 of them a second (a tenth of a many-topics
+// standalone's allocation, TUNING.md).
+type passNamespaces map[passNamespace]resources.Policies
+
+type passNamespace struct{ tenant, namespace string } // no string built per topic
+
+// of returns t's namespace's policies, read at the first of its topics.
+func (p passNamespaces) of(ctx context.Context, t *topic) resources.Policies {
+	key := passNamespace{t.name.Tenant, t.name.Namespace}
+	ns, seen := p[key]
+	if !seen {
+		ns = t.namespacePolicies(ctx)
+		p[key] = ns
+	}
+	return ns
+}
+
+// applyRates applies the rates in force under the namespace's policies ns
+// and the topic's own to t and its subscriptions, and reports whether any
+// of them limits anything.
+func (b *Broker) applyRates(t *topic, ns resources.Policies, own resources.TopicPolicies, now time.Time) (limited bool) {
 	cluster, publish := b.cfg.ClusterName, t.rates.current()
 	topicOwn, _ := resources.TopicPolicy[*resources.DispatchRate](own, cluster, "dispatchRate")
 	subOwn, _ := resources.TopicPolicy[*resources.DispatchRate](own, cluster, "subscriptionDispatchRate")
