@@ -80,10 +80,11 @@ func (s *shard) flushBuf(b *wbuf, pace *pacer) error {
 	}
 	s.hook("flush:index-committed")
 	s.rc.invalidate(keys)
-	s.wc.flushed(b)
+	flushedBytes := b.bytes
+	s.wc.flushed(b) // b may be the next active half from here on
 	s.stats.flushes.Add(1)
 	s.stats.flushedEntries.Add(int64(len(keys)))
-	s.stats.flushedBytes.Add(b.bytes)
+	s.stats.flushedBytes.Add(flushedBytes)
 	s.stats.flushNanos.Add(int64(time.Since(start)))
 	return nil
 }

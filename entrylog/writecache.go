@@ -43,7 +43,9 @@ type span struct {
 // fresh memory costs an allocation, its zeroing and a page fault per page
 // on first touch, and on the durable path that was as much CPU as the copy
 // itself. So nothing may keep a view into a segment past the flush: reads
-// get a copy (writeCache.get).
+// get a copy (writeCache.get). The flushed half itself, emptied, takes the
+// adds after the next swap with the maps it grew (recycle), so nothing may
+// keep the half past its flush either.
 //
 // A kept add (AddEntryKept) puts only its header in the arena and keeps
 // the caller's payload itself: the bookie's adds are never changed after
@@ -91,7 +93,29 @@ func (p *segments) give(b *wbuf) {
 			p.free = append(p.free, seg[:0])
 		}
 	}
-	b.segs, b.kept = nil, nil
+	b.segs = nil
+}
+
+// reuseMaxEntries bounds the entries a flushed half may have held and
+// still be reused with its maps as they grew: a burst of small adds must
+// not keep maps of millions of slots for good.
+const reuseMaxEntries = 64 << 10
+
+// recycle empties a flushed half (its segments already given back) for
+// use as the next active one, and reports whether it is worth reusing.
+// Its maps keep their slots: at 10,000 ledgers a new half's maps and kept
+// list grew again to the same size at every flush, a tenth of the bytes
+// the durable path allocated (TUNING.md).
+func (b *wbuf) recycle() bool {
+	if len(b.entries) > reuseMaxEntries {
+		return false
+	}
+	clear(b.kept) // the payloads are the callers' again
+	b.kept = b.kept[:0]
+	clear(b.entries)
+	clear(b.last)
+	b.bytes, b.alloc = 0, 0
+	return true
 }
 
 func (b *wbuf) empty() bool { return len(b.entries) == 0 }
@@ -217,6 +241,7 @@ type writeCache struct {
 		sync.Mutex
 		active   *wbuf
 		flushing *wbuf
+		released *wbuf         // a flushed half, emptied, for the next swap; or nil
 		spare    segments      // full-size segments of released halves
 		freed    chan struct{} // closed (and replaced) when flushing is cleared
 		stopped  error         // set when the storage closes or fails: waiters give up
@@ -309,7 +334,7 @@ func (c *writeCache) pressed() bool {
 // swapLocked hands the active half to the flusher.
 func (c *writeCache) swapLocked() {
 	c.mu.flushing = c.mu.active
-	c.mu.active = newWbuf(c.segSize, &c.mu.spare)
+	c.mu.active = c.nextActiveLocked()
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -326,8 +351,18 @@ func (c *writeCache) next(swapActive bool) *wbuf {
 		return c.mu.flushing
 	}
 	c.mu.flushing = c.mu.active
-	c.mu.active = newWbuf(c.segSize, &c.mu.spare)
+	c.mu.active = c.nextActiveLocked()
 	return c.mu.flushing
+}
+
+// nextActiveLocked returns the half to take adds after a swap: the last
+// flushed one if it was kept, else a new one.
+func (c *writeCache) nextActiveLocked() *wbuf {
+	if b := c.mu.released; b != nil {
+		c.mu.released = nil
+		return b
+	}
+	return newWbuf(c.segSize, &c.mu.spare)
 }
 
 // pending returns the half waiting to be flushed, if any.
@@ -342,6 +377,9 @@ func (c *writeCache) flushed(b *wbuf) {
 	}
 	c.mu.flushing = nil
 	c.mu.spare.give(b)
+	if b.recycle() {
+		c.mu.released = b
+	}
 	c.mu.noSpace = nil
 	close(c.mu.freed)
 	c.mu.freed = make(chan struct{})
