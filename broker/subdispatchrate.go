@@ -100,14 +100,13 @@ func (b *Broker) applyRates(t *topic, ns resources.Policies, own resources.Topic
 	t.publishLimit.setRate(publishLimit, now)
 	t.publishLimited.Store(publishLimit.limited())
 	subscribeOwn, _ := resources.TopicPolicy[*resources.SubscribeRate](own, cluster, "subscribeRate")
-	subscribe := b.subscribeRate(ns, subscribeOwn)
-	t.refreshSubscribeRate(subscribe, now)
+	subscribeLimited := t.refreshSubscribeRate(b.subscribeRate(ns, subscribeOwn), now)
 	subRate := dispatchRateOf(b.subscriptionDispatchRate(ns, subOwn), publish)
 	t.subRate.Store(&subRate)
 	for _, s := range t.allSubs() {
 		s.limiter.setRate(subRate, now)
 	}
-	return topicRate.limited() || publishLimit.limited() || subRate.limited() || subscribe.SubscribeThrottlingRatePerConsumer > 0
+	return topicRate.limited() || publishLimit.limited() || subRate.limited() || subscribeLimited
 }
 
 // rateInputs is what the rates in force are computed from, besides a

@@ -42,9 +42,10 @@ func (b *Broker) subscribeRate(ns resources.Policies, own *resources.SubscribeRa
 		resources.SubscribeRate{SubscribeThrottlingRatePerConsumer: int(s.subscribeRate), RatePeriodInSecond: int(s.subscribePeriod)})
 }
 
-// refreshSubscribeRate applies r, the rate in force, and drops buckets unused
-// for two periods (refreshDispatchRates calls it).
-func (t *topic) refreshSubscribeRate(r resources.SubscribeRate, now time.Time) {
+// refreshSubscribeRate applies r, the rate in force, drops buckets unused
+// for two periods (refreshDispatchRates calls it), and reports whether r
+// limits anything.
+func (t *topic) refreshSubscribeRate(r resources.SubscribeRate, now time.Time) (limited bool) {
 	rate := dispatchRate{Msgs: int64(r.SubscribeThrottlingRatePerConsumer), Period: time.Duration(max(r.RatePeriodInSecond, 1)) * time.Second}
 	l := &t.subscribeLimits
 	l.mu.Lock()
@@ -57,6 +58,7 @@ func (t *topic) refreshSubscribeRate(r resources.SubscribeRate, now time.Time) {
 			delete(l.buckets, id)
 		}
 	}
+	return rate.limited()
 }
 
 // admitSubscribe takes one subscribe of consumer id (address and name)

@@ -99,7 +99,7 @@ func (c *Conn) Drained() <-chan struct{} {
 	return c.srv.closedCh
 }
 
-// kick is kickLocked for a writer that registered the kick in c.kicks
+// kick is queueLoopTask for a writer that registered the kick in c.kicks
 // under mu while the connection was open, and makes it after releasing mu.
 // The kick wakes the loop (an eventfd write, and a context switch to the
 // loop's thread that may preempt the writer): under mu, the writers of the
@@ -112,18 +112,16 @@ func (c *Conn) kick() {
 	if h := c.srv.beforeKick; h != nil {
 		h()
 	}
-	if err := c.gc.AsyncWritev(nil, c.loopTaskCB); err != nil {
-		c.srv.log.Warn("netio: queue loop task", "remote", c.remote, "err", err)
-	}
+	c.queueLoopTask()
 }
 
-// kickLocked asks the loop to run loopTask. An AsyncWritev of no buffers is
-// gnet's one high-priority way to run code on a connection's loop: the
+// queueLoopTask asks the loop to run loopTask. An AsyncWritev of no buffers
+// is gnet's one high-priority way to run code on a connection's loop: the
 // write itself does nothing (pkg/io/io_linux.go:24-26 returns before any
 // system call) and the callback runs on the loop (connection_unix.go:273-287).
-// Called with c.mu held and c open, which is what keeps tasks from being
-// queued on a loop that has exited (see the package doc).
-func (c *Conn) kickLocked() {
+// Called with c.mu held and c open, or from kick: either keeps tasks from
+// being queued on a loop that has exited (see the package doc).
+func (c *Conn) queueLoopTask() {
 	if err := c.gc.AsyncWritev(nil, c.loopTaskCB); err != nil {
 		c.srv.log.Warn("netio: queue loop task", "remote", c.remote, "err", err)
 	}
@@ -258,5 +256,5 @@ func (c *Conn) pollDrain() {
 		return
 	}
 	c.congestion.polling = true
-	c.kickLocked()
+	c.queueLoopTask()
 }
