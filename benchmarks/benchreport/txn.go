@@ -42,10 +42,17 @@ const (
 	// ahead (perf --txn-open-ahead): 16 gave 0.63 x plain, 32 0.65 x.
 	txnOpenAhead = 32
 	// txnMaxPending: each producer's window in the section, plain and
-	// transactional alike. 8 producers of 2000 hold as many messages in
-	// flight as the other sections' one producer of maxWindow; with
-	// maxWindow each, the commit markers queued behind 80,000 messages.
-	txnMaxPending = 2000
+	// transactional alike, large enough that neither kind is bound by it.
+	// A transactional message holds its place until its commit returns
+	// (perf counts it there), and a lane has at most window/100 commits
+	// outstanding (perf's maxCommits, 64 at most): at 2000, 20 commits of
+	// 100-120 ms bound a lane at about 18,000 msg/s, and the pipelined
+	// runs gave 121-140K msg/s with the machine not all busy, while plain
+	// publishing, bound by the journal's disk, gave the same at 2000 and
+	// at 6400 (217K / 207K msg/s, 7 Dec, by hand). At 6400 (64 commits)
+	// the pipelined runs gave 151-162K. With 10,000 each, the commit
+	// markers queued behind 80,000 messages.
+	txnMaxPending = 6400
 	// targetTxnVsPlain: 100-message transactions over plain publish.
 	targetTxnVsPlain = 0.7
 )
