@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -104,16 +105,59 @@ func (s *MemoryServer) NewSession() Store {
 // nodes are deleted, it sees SessionLost, and its operations fail with
 // ErrSessionLost from then on.
 func (s *MemoryServer) ExpireSession(store Store) {
+	s.withSession(store, func(st *memoryStore) {
+		// A failed commit here has failed the server, which every later
+		// operation reports; the expiry itself has happened either way.
+		_ = s.endSessionLocked(st, ErrSessionLost)
+		st.session.deliver(SessionLost)
+	})
+}
+
+// withSession runs fn on store's session under the server lock; stores
+// of other kinds are ignored.
+func (s *MemoryServer) withSession(store Store, fn func(st *memoryStore)) {
 	st, ok := store.(*memoryStore)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A failed commit here has failed the server, which every later
-	// operation reports; the expiry itself has happened either way.
-	_ = s.endSessionLocked(st, ErrSessionLost)
-	st.session.deliver(SessionLost)
+	fn(st)
+}
+
+// errDisconnected is what a disconnected session's operations fail with
+// (Disconnect): as a ZooKeeper client's while it cannot reach a server.
+var errDisconnected = errors.New("metadata: the store is unreachable (the session is disconnected)")
+
+// Disconnect cuts a session off from the server as a network partition
+// would, without ending it: its watches end with ErrWatchInterrupted, it
+// sees SessionSuspended, its operations fail until Reconnect, and its
+// ephemeral nodes stay (the server has not expired it; ExpireSession
+// does that).
+func (s *MemoryServer) Disconnect(store Store) {
+	s.withSession(store, func(st *memoryStore) {
+		if st.ended != nil || st.disconnected {
+			return
+		}
+		st.disconnected = true
+		for _, w := range st.watchers {
+			w.end(ErrWatchInterrupted)
+		}
+		st.watchers = nil
+		st.session.deliver(SessionSuspended)
+	})
+}
+
+// Reconnect ends a Disconnect: the same session works again and sees
+// SessionReconnected.
+func (s *MemoryServer) Reconnect(store Store) {
+	s.withSession(store, func(st *memoryStore) {
+		if st.ended != nil || !st.disconnected {
+			return
+		}
+		st.disconnected = false
+		st.session.deliver(SessionReconnected)
+	})
 }
 
 // endSessionLocked ends a session and deletes its ephemeral nodes, then
@@ -314,6 +358,8 @@ type memoryStore struct {
 	session  *sessionHub
 	watchers []*Watcher // guarded by srv.mu
 	ended    error      // guarded by srv.mu: ErrClosed or ErrSessionLost once over
+	// disconnected: cut off by Disconnect until Reconnect (guarded by srv.mu).
+	disconnected bool
 }
 
 // begin checks the context and the session and takes the server lock.
@@ -332,6 +378,9 @@ func (m *memoryStore) begin(ctx context.Context, op, path string) error {
 	case m.ended != nil:
 		m.srv.mu.Unlock()
 		return opError(op, path, m.ended)
+	case m.disconnected:
+		m.srv.mu.Unlock()
+		return opError(op, path, errDisconnected)
 	}
 	return nil
 }

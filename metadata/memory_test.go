@@ -1,6 +1,8 @@
 package metadata_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -48,5 +50,52 @@ func TestSessionEventsEverySubscriber(t *testing.T) {
 		if fmt.Sprint(got) != want {
 			t.Errorf("subscriber %s saw %v, want %s", name, got, want)
 		}
+	}
+}
+
+// TestDisconnectSuspendsWithoutExpiring: a disconnected session's
+// operations fail and its watches end interrupted, but the server keeps
+// its ephemeral nodes; after Reconnect the same session works again.
+func TestDisconnectSuspendsWithoutExpiring(t *testing.T) {
+	ctx := context.Background()
+	srv := metadata.NewMemoryServer()
+	s, other := srv.NewSession(), srv.NewSession()
+	defer s.Close()
+	defer other.Close()
+	if _, _, err := s.Create(ctx, "/brokers/b1", []byte("x"), metadata.CreateOptions{Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	states := s.SessionEvents()
+	w, err := s.Watch(ctx, "/brokers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Disconnect(s)
+	for range w.Events() {
+	}
+	if !errors.Is(w.Err(), metadata.ErrWatchInterrupted) {
+		t.Fatalf("watch ended with %v, want ErrWatchInterrupted", w.Err())
+	}
+	if _, _, err := s.Get(ctx, "/brokers/b1"); err == nil {
+		t.Fatal("a disconnected session's Get succeeded")
+	}
+	if _, _, err := other.Get(ctx, "/brokers/b1"); err != nil {
+		t.Fatalf("the ephemeral node went with the connection: %v", err)
+	}
+	srv.Reconnect(s)
+	if _, _, err := s.Get(ctx, "/brokers/b1"); err != nil {
+		t.Fatalf("after Reconnect: %v", err)
+	}
+	var got []metadata.SessionState
+	for len(got) < 3 {
+		select {
+		case st := <-states.States():
+			got = append(got, st)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("session states: only %v", got)
+		}
+	}
+	if fmt.Sprint(got) != "[connected suspended reconnected]" {
+		t.Errorf("session states %v", got)
 	}
 }

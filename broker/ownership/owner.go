@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type LookupResult struct {
 func (s *Service) Lookup(ctx context.Context, ns, topic string, authoritative bool) (LookupResult, error) {
 	if s.closed() {
 		return s.lookupWhileStopping(ctx, ns, topic)
+	}
+	if res, ok := s.lookupWhileSuspended(ns, topic); ok {
+		return res, nil
 	}
 	start := time.Now()
 	b, err := s.BundleOf(ctx, ns, topic)
@@ -126,6 +130,36 @@ func (s *Service) lookupWhileStopping(ctx context.Context, ns, topic string) (Lo
 	}
 	next.Redirect, next.Authoritative = true, true
 	return *next, nil
+}
+
+// lookupWhileSuspended answers a lookup while the metadata session is
+// suspended: the store is unreachable, so no owner can be read, but the
+// session has not expired, so the bundles this broker owns are still its
+// own. A topic of one of them is served here; any other is redirected to
+// a peer this broker last saw registered (the least loaded by its last
+// report), which can read the owner. Failed instead, after the store's
+// timeouts, each lookup grows the client's backoff, and the client's
+// next try may come seconds after another broker took the bundle. false:
+// the session is not suspended, or no peer is known; the lookup reads the
+// store as usual.
+func (s *Service) lookupWhileSuspended(ns, topic string) (LookupResult, bool) {
+	s.mu.Lock()
+	suspended, peers := s.mu.suspended, s.mu.peers
+	s.mu.Unlock()
+	if !suspended {
+		return LookupResult{}, false
+	}
+	if _, owned := s.OwnedBundleOf(ns, topic); owned {
+		return s.connectTo(s.self), true
+	}
+	others := maps.Clone(peers)
+	delete(others, s.cfg.BrokerID)
+	if len(others) == 0 {
+		return LookupResult{}, false
+	}
+	d := others[pickLeastLoaded(others, nil, s.cfg.LoadBalancer.BrokerOverloadedThreshold)]
+	return LookupResult{BrokerURL: d.PulsarServiceURL, HTTPURL: d.WebServiceURL,
+		BrokerURLTLS: d.PulsarServiceURLTLS, HTTPURLTLS: d.WebServiceURLTLS, Redirect: true}, true
 }
 
 func (s *Service) connectTo(od OwnerData) LookupResult {

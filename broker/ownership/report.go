@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"sort"
 	"time"
 
@@ -36,6 +37,10 @@ func (s *Service) reportLoop() {
 		}
 		if err := s.writeReport(context.Background()); err != nil && !s.stopped() {
 			s.log.Warn("could not write the load report", "err", err)
+		} else if err == nil {
+			// What lookupWhileSuspended knows of the peers: a leader reads
+			// them every pass anyway, the others would not.
+			_, _ = s.Brokers(context.Background())
 		}
 	}
 }
@@ -98,6 +103,9 @@ func (s *Service) Brokers(ctx context.Context) (map[string]BrokerData, error) {
 			out[id] = data
 		}
 	}
+	s.mu.Lock()
+	s.mu.peers = maps.Clone(out)
+	s.mu.Unlock()
 	return out, nil
 }
 

@@ -143,6 +143,12 @@ type Service struct {
 		heard      map[string]heardReport          // leader: broker -> its report last seen changing (liveLocked)
 		handedOver map[string]time.Time            // bundle -> handed over from here at (handOverMemory)
 		probes     map[string]probe                // owner's service address -> last liveness probe (gone.go)
+		// suspended: the metadata session is suspended (the store is
+		// unreachable, the session not yet expired): lookupWhileSuspended.
+		suspended bool
+		// peers: the registered brokers as last read (Brokers), this one
+		// included; where lookupWhileSuspended sends clients.
+		peers map[string]BrokerData
 		// changing serialises, per bundle, what takes, releases or cleans
 		// up its ownership node in this broker (bundleLock).
 		changing map[string]*bundleLock
@@ -259,7 +265,8 @@ func (s *Service) register(ctx context.Context) error {
 	return nil
 }
 
-// watchSession stops everything when the metadata session is lost.
+// watchSession stops everything when the metadata session is lost, and
+// notes when it is suspended (lookupWhileSuspended).
 func (s *Service) watchSession(w *metadata.SessionWatcher) {
 	for {
 		select {
@@ -269,9 +276,14 @@ func (s *Service) watchSession(w *metadata.SessionWatcher) {
 			if !ok {
 				return
 			}
-			if st == metadata.SessionLost {
+			switch st {
+			case metadata.SessionLost:
 				s.sessionLost()
 				return
+			case metadata.SessionSuspended, metadata.SessionReconnected, metadata.SessionConnected:
+				s.mu.Lock()
+				s.mu.suspended = st == metadata.SessionSuspended
+				s.mu.Unlock()
 			}
 		}
 	}
