@@ -319,6 +319,14 @@ func TestCloseWaitsForAKickUnderWay(t *testing.T) {
 	s.beforeKick = func() { once.Do(func() { close(paused); <-release }) }
 	dial(t, s)
 	c := rec.nextOpen(t)
+	// OnOpen hands c over before it returns, and the flush the loop makes
+	// after it is still pending then: a write that finds it pending rides
+	// it and makes no kick (the flake in CI of 7 Dec).
+	waitFor(t, "the flush after OnOpen", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.flushPending
+	})
 	wrote := make(chan error, 1)
 	go func() { wrote <- c.WriteThen(nil, writerFrame(1, 0)...) }()
 	select {
