@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -89,8 +88,9 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	if !s.IsLeader() {
 		leader, ok := s.leaderBroker(ctx)
 		if ok && leader.WebServiceURL != s.cfg.WebServiceURL && !s.brokerGone(ctx, leader) {
-			return LookupResult{BrokerURL: leader.PulsarServiceURL, HTTPURL: leader.WebServiceURL,
-				BrokerURLTLS: leader.PulsarServiceURLTLS, HTTPURLTLS: leader.WebServiceURLTLS, Redirect: true}, true, nil
+			res := leader.lookupAt()
+			res.Redirect = true
+			return res, true, nil
 		}
 		// A dead leader's node outlives it until its session expires:
 		// redirecting there would fail the client's lookup and grow its
@@ -103,8 +103,7 @@ func (s *Service) candidate(ctx context.Context, b Bundle, authoritative bool) (
 	if id == s.cfg.BrokerID || s.brokerGone(ctx, data) {
 		return LookupResult{Self: true}, false, nil // not a dead broker's report
 	}
-	return LookupResult{BrokerURL: data.PulsarServiceURL, HTTPURL: data.WebServiceURL,
-		BrokerURLTLS: data.PulsarServiceURLTLS, HTTPURLTLS: data.WebServiceURLTLS}, false, nil
+	return data.lookupAt(), false, nil
 }
 
 // lookupWhileStopping answers a lookup on a broker that stopped serving:
@@ -144,7 +143,7 @@ func (s *Service) lookupWhileStopping(ctx context.Context, ns, topic string) (Lo
 // store as usual.
 func (s *Service) lookupWhileSuspended(ns, topic string) (LookupResult, bool) {
 	s.mu.Lock()
-	suspended, peers := s.mu.suspended, s.mu.peers
+	suspended, peers := s.mu.suspended, s.mu.peers // peers is replaced, never changed
 	s.mu.Unlock()
 	if !suspended {
 		return LookupResult{}, false
@@ -152,14 +151,18 @@ func (s *Service) lookupWhileSuspended(ns, topic string) (LookupResult, bool) {
 	if _, owned := s.OwnedBundleOf(ns, topic); owned {
 		return s.connectTo(s.self), true
 	}
-	others := maps.Clone(peers)
-	delete(others, s.cfg.BrokerID)
-	if len(others) == 0 {
+	if len(peers) == 0 {
 		return LookupResult{}, false
 	}
-	d := others[pickLeastLoaded(others, nil, s.cfg.LoadBalancer.BrokerOverloadedThreshold)]
+	res := peers[pickLeastLoaded(peers, nil, s.cfg.LoadBalancer.BrokerOverloadedThreshold)].lookupAt()
+	res.Redirect = true
+	return res, true
+}
+
+// lookupAt sends a client to broker d.
+func (d BrokerData) lookupAt() LookupResult {
 	return LookupResult{BrokerURL: d.PulsarServiceURL, HTTPURL: d.WebServiceURL,
-		BrokerURLTLS: d.PulsarServiceURLTLS, HTTPURLTLS: d.WebServiceURLTLS, Redirect: true}, true
+		BrokerURLTLS: d.PulsarServiceURLTLS, HTTPURLTLS: d.WebServiceURLTLS}
 }
 
 func (s *Service) connectTo(od OwnerData) LookupResult {
@@ -348,9 +351,8 @@ func (s *Service) successor(ctx context.Context) *LookupResult {
 	s.mu.Lock()
 	id := pickLeastLoaded(brokers, s.mu.pending, s.cfg.LoadBalancer.BrokerOverloadedThreshold)
 	s.mu.Unlock()
-	d := brokers[id]
-	return &LookupResult{BrokerURL: d.PulsarServiceURL, HTTPURL: d.WebServiceURL,
-		BrokerURLTLS: d.PulsarServiceURLTLS, HTTPURLTLS: d.WebServiceURLTLS}
+	res := brokers[id].lookupAt()
+	return &res
 }
 
 // handOverMemory is how long this broker refuses to take back, without a

@@ -103,8 +103,10 @@ func (s *Service) Brokers(ctx context.Context) (map[string]BrokerData, error) {
 			out[id] = data
 		}
 	}
+	peers := maps.Clone(out) // the caller may change out
+	delete(peers, s.cfg.BrokerID)
 	s.mu.Lock()
-	s.mu.peers = maps.Clone(out)
+	s.mu.peers = peers
 	s.mu.Unlock()
 	return out, nil
 }

@@ -146,8 +146,8 @@ type Service struct {
 		// suspended: the metadata session is suspended (the store is
 		// unreachable, the session not yet expired): lookupWhileSuspended.
 		suspended bool
-		// peers: the registered brokers as last read (Brokers), this one
-		// included; where lookupWhileSuspended sends clients.
+		// peers: the other registered brokers as last read (Brokers);
+		// where lookupWhileSuspended sends clients. Replaced, never changed.
 		peers map[string]BrokerData
 		// changing serialises, per bundle, what takes, releases or cleans
 		// up its ownership node in this broker (bundleLock).
