@@ -118,6 +118,7 @@ func (c *bkCursor) takeRead(gen int64, indices []int64, entries []Entry, maxByte
 	c.ml.mu.Lock()
 	if c.readGen == gen {
 		c.read = max(c.read, indices[k-1]+1)
+		c.ml.evictReadLocked()
 	}
 	c.ml.mu.Unlock()
 	return entries[:k]

@@ -91,9 +91,13 @@ type bkLedger struct {
 		recovered  bool
 		cursors    map[string]*bkCursor
 		nonDurable map[*bkCursor]struct{}
-		closed     bool
-		fenced     error // set once another owner took the ledger over
-		terminated *Position
+		// readEvicted: the entries below this global index were dropped
+		// from the entry cache once every cursor had read them
+		// (evictReadLocked).
+		readEvicted int64
+		closed      bool
+		fenced      error // set once another owner took the ledger over
+		terminated  *Position
 		// Terminate waits for the adds accepted before it (inflight) to
 		// complete: terminating rejects new ones, drained is closed when
 		// inflight drops to 0.

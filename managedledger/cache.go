@@ -24,6 +24,9 @@ type entryCache struct {
 	size    int64
 	hits    int64
 	misses  int64
+	// readEvictions counts entries dropped because every cursor had read
+	// them (drop).
+	readEvictions int64
 }
 
 type cacheKey struct {
@@ -58,6 +61,24 @@ func (c *entryCache) put(k cacheKey, data []byte) {
 	c.order = append(c.order, it)
 	c.size += int64(len(data))
 	c.evictLocked(now)
+}
+
+// drop removes keys' entries (read by every cursor: cache_read.go). An
+// item stays in order until eviction reaches it, without its data.
+func (c *entryCache) drop(keys []cacheKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		it := c.entries[k]
+		if it == nil {
+			continue
+		}
+		delete(c.entries, k)
+		it.gone = true
+		c.size -= int64(len(it.data))
+		it.data = nil
+		c.readEvictions++
+	}
 }
 
 // peek is get without counting a hit or a miss (the read-ahead's check).
