@@ -24,9 +24,6 @@ type entryCache struct {
 	size    int64
 	hits    int64
 	misses  int64
-	// readEvictions counts entries dropped because every cursor had read
-	// them (drop).
-	readEvictions int64
 }
 
 type cacheKey struct {
@@ -77,7 +74,6 @@ func (c *entryCache) drop(keys []cacheKey) {
 		it.gone = true
 		c.size -= int64(len(it.data))
 		it.data = nil
-		c.readEvictions++
 	}
 }
 
