@@ -60,12 +60,15 @@ func (c *entryCache) put(k cacheKey, data []byte) {
 	c.evictLocked(now)
 }
 
-// drop removes keys' entries (read by every cursor: cache_read.go). An
-// item stays in order until eviction reaches it, without its data.
-func (c *entryCache) drop(keys []cacheKey) {
+// drop removes managed ledger ml's entries at global indices [from, to),
+// at(i) naming each (read by every cursor: cache_read.go), without a key
+// list per call: a tailing reader calls it on every read. An item stays
+// in order until eviction reaches it, without its data.
+func (c *entryCache) drop(ml uint64, from, to int64, at func(int64) Position) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, k := range keys {
+	for i := from; i < to; i++ {
+		k := cacheKey{ml, at(i)}
 		it := c.entries[k]
 		if it == nil {
 			continue

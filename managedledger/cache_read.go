@@ -26,7 +26,10 @@ const maxReadEvictSpan = 1 << 16
 // not drop already. Called where a cursor's read position moves forward
 // (takeRead).
 func (ml *bkLedger) evictReadLocked() {
-	low := ml.lowestReadLocked()
+	low, ok := ml.lowestReadLocked()
+	if !ok {
+		return
+	}
 	if low < ml.mu.readEvicted {
 		// A cursor came, or went back, below what was dropped: entries
 		// read again from there may be cached again, so drop from there.
@@ -37,19 +40,15 @@ func (ml *bkLedger) evictReadLocked() {
 	if low <= from {
 		return
 	}
-	keys := make([]cacheKey, 0, low-from)
-	for i := from; i < low; i++ {
-		keys = append(keys, cacheKey{ml.id, ml.positionLocked(i)})
-	}
-	ml.f.cache.drop(keys)
+	ml.f.cache.drop(ml.id, from, low, ml.positionLocked)
 	ml.mu.readEvicted = low
 }
 
 // lowestReadLocked is the lowest next-to-read index over every cursor
-// (durable or not); math.MinInt64 when there is none, which evicts nothing.
-func (ml *bkLedger) lowestReadLocked() int64 {
+// (durable or not); false when there is none.
+func (ml *bkLedger) lowestReadLocked() (int64, bool) {
 	if len(ml.mu.cursors)+len(ml.mu.nonDurable) == 0 {
-		return math.MinInt64
+		return 0, false
 	}
 	low := int64(math.MaxInt64)
 	for _, c := range ml.mu.cursors {
@@ -58,5 +57,5 @@ func (ml *bkLedger) lowestReadLocked() int64 {
 	for c := range ml.mu.nonDurable {
 		low = min(low, max(c.read, c.markDelete+1))
 	}
-	return low
+	return low, true
 }

@@ -57,5 +57,4 @@ func TestCacheDropsWhatEveryCursorRead(t *testing.T) {
 	cachedFrom("a read 10, b 20", 10)
 	read(a, 10)
 	cachedFrom("both read everything", 20)
-
 }
